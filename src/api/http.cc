@@ -1,0 +1,93 @@
+#include "api/http.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+
+#include "base/log.h"
+
+namespace sandstream::api {
+namespace json = boost::json;
+namespace asio = boost::asio;
+
+std::optional<std::string_view> Context::Query(std::string_view name) const {
+  auto it = query.find(name);
+  if (it == query.end()) return std::nullopt;
+  return std::string_view(it->second);
+}
+
+std::string_view Context::Header(http::field field) const {
+  auto it = req.find(field);
+  return it == req.end() ? std::string_view() : std::string_view(it->value());
+}
+
+std::string_view Context::Header(std::string_view name) const {
+  auto it = req.find(name);
+  return it == req.end() ? std::string_view() : std::string_view(it->value());
+}
+
+bool Context::QueryFlag(std::string_view name) const {
+  auto v = Query(name);
+  return v && (v->empty() || *v == "1" || *v == "true" || *v == "yes");
+}
+
+http::status StatusFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidJson: return http::status::bad_request;
+    case ErrorCode::kInvalidRequest: return http::status::bad_request;
+    case ErrorCode::kUnauthorized: return http::status::unauthorized;
+    case ErrorCode::kNotFound: return http::status::not_found;
+    case ErrorCode::kMethodNotAllowed: return http::status::method_not_allowed;
+    case ErrorCode::kTimeout: return http::status::request_timeout;
+    case ErrorCode::kConflict: return http::status::conflict;
+    case ErrorCode::kPayloadTooLarge: return http::status::payload_too_large;
+    case ErrorCode::kUnsupportedMediaType: return http::status::unsupported_media_type;
+    case ErrorCode::kQuotaExceeded: return http::status::too_many_requests;
+    case ErrorCode::kSandboxSetupFailed: return http::status::internal_server_error;
+    case ErrorCode::kInternal: return http::status::internal_server_error;
+    case ErrorCode::kShuttingDown: return http::status::service_unavailable;
+  }
+  return http::status::internal_server_error;
+}
+
+asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
+                            std::string_view content_type) {
+  http::response<http::string_body> res{status, ctx.req.version()};
+  res.set(http::field::server, "sandstreamd");
+  if (!content_type.empty()) res.set(http::field::content_type, content_type);
+  res.set("X-Request-Id", ctx.request_id);
+  res.keep_alive(ctx.req.keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  ctx.status = static_cast<int>(status);
+  auto [ec, n] = co_await http::async_write(ctx.stream, res, asio::as_tuple(asio::use_awaitable));
+  (void)n;
+  if (ec) ctx.streamed = true;  // the connection is unusable: close it
+}
+
+// ReplyJson, ReplyError and ReplyEmpty are plain functions returning Reply's awaitable: only
+// Reply holds a coroutine frame, and its arguments are owned values.
+asio::awaitable<void> ReplyJson(Context& ctx, http::status status, const json::value& body) {
+  return Reply(ctx, status, json::serialize(body), "application/json");
+}
+
+asio::awaitable<void> ReplyError(Context& ctx, const Error& error) {
+  const auto status = StatusFor(error.code);
+  json::object inner;
+  inner["code"] = ErrorCodeName(error.code);
+  inner["message"] = error.message;
+  json::object body;
+  body["error"] = std::move(inner);
+  if (static_cast<int>(status) >= 500) {
+    log::Error("request failed", {{"request", ctx.request_id},
+                                  {"code", std::string(ErrorCodeName(error.code))},
+                                  {"error", error.message}});
+  }
+  return ReplyJson(ctx, status, body);
+}
+
+asio::awaitable<void> ReplyEmpty(Context& ctx, http::status status) {
+  return Reply(ctx, status, {}, {});
+}
+
+}  // namespace sandstream::api

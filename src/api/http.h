@@ -1,0 +1,52 @@
+// The request context every route handler gets, and the ways to answer it.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json/value.hpp>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace sandstream {
+class Service;
+}
+
+namespace sandstream::api {
+
+namespace http = boost::beast::http;
+class Server;
+
+struct Context {
+  Server& server;
+  Service& service;
+  http::request<http::string_body>& req;
+  boost::beast::tcp_stream& stream;
+  std::string request_id;
+  std::vector<std::string> params;                        // path captures, in order
+  std::map<std::string, std::string, std::less<>> query;  // decoded query parameters
+  int status = 0;            // what was answered (for logs and metrics)
+  bool streamed = false;     // the handler wrote a streaming response: close afterwards
+
+  std::optional<std::string_view> Query(std::string_view name) const;
+  std::string_view Header(http::field field) const;
+  std::string_view Header(std::string_view name) const;
+  // `follow=1`, `follow=true`, `follow` (empty) all count as true.
+  bool QueryFlag(std::string_view name) const;
+};
+
+boost::asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
+                                   std::string_view content_type);
+boost::asio::awaitable<void> ReplyJson(Context& ctx, http::status status,
+                                       const boost::json::value& body);
+boost::asio::awaitable<void> ReplyError(Context& ctx, const Error& error);
+boost::asio::awaitable<void> ReplyEmpty(Context& ctx, http::status status);
+
+// The single ErrorCode -> HTTP status table (spec/errors.md).
+http::status StatusFor(ErrorCode code);
+
+}  // namespace sandstream::api

@@ -1,0 +1,234 @@
+#include "api/request.h"
+
+#include <boost/json.hpp>
+#include <cmath>
+
+#include "base/ids.h"
+
+namespace sandstream::api {
+namespace json = boost::json;
+
+namespace {
+
+Error Invalid(std::string message) { return Error{ErrorCode::kInvalidRequest, std::move(message)}; }
+
+Result<std::optional<std::string>> OptString(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return std::optional<std::string>();
+  if (!v->is_string()) return Invalid(std::string(key) + " must be a string");
+  return std::optional<std::string>(std::string(v->as_string()));
+}
+
+Result<std::optional<bool>> OptBool(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return std::optional<bool>();
+  if (!v->is_bool()) return Invalid(std::string(key) + " must be true or false");
+  return std::optional<bool>(v->as_bool());
+}
+
+Result<std::optional<double>> OptNumber(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return std::optional<double>();
+  if (!v->is_number()) return Invalid(std::string(key) + " must be a number");
+  return std::optional<double>(v->to_number<double>());
+}
+
+Result<std::optional<int64_t>> OptInt(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return std::optional<int64_t>();
+  if (v->is_int64()) return std::optional<int64_t>(v->as_int64());
+  if (v->is_uint64() && v->as_uint64() <= INT64_MAX)
+    return std::optional<int64_t>(static_cast<int64_t>(v->as_uint64()));
+  if (v->is_double() && std::floor(v->as_double()) == v->as_double() &&
+      std::fabs(v->as_double()) < 9e15)
+    return std::optional<int64_t>(static_cast<int64_t>(v->as_double()));
+  return Invalid(std::string(key) + " must be an integer");
+}
+
+Result<std::map<std::string, std::string>> StringMap(const json::object& o, std::string_view key) {
+  std::map<std::string, std::string> out;
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return out;
+  if (!v->is_object()) return Invalid(std::string(key) + " must be an object of strings");
+  for (const auto& [k, val] : v->as_object()) {
+    if (!val.is_string()) return Invalid(std::string(key) + "." + std::string(k) + " must be a string");
+    if (k.empty() || k.find('=') != json::string_view::npos || k.find('\0') != json::string_view::npos)
+      return Invalid(std::string(key) + " has an invalid name '" + std::string(k) + "'");
+    out[std::string(k)] = std::string(val.as_string());
+  }
+  return out;
+}
+
+Result<std::optional<double>> Timeout(const json::object& o, std::string_view key, double max) {
+  auto t = OptNumber(o, key);
+  if (!t) return std::move(t).error();
+  if (*t && !(**t > 0 && **t <= max)) {
+    return Invalid(std::string(key) + " must be greater than 0 and at most " +
+                   std::to_string(static_cast<int64_t>(max)));
+  }
+  return *t;
+}
+
+Result<sse::Format> ParseFormat(std::string_view text) {
+  if (text.empty() || text == "pandastack") return sse::Format::kPandastack;
+  if (text == "cloudflare") return sse::Format::kCloudflare;
+  return Invalid("format must be \"pandastack\" or \"cloudflare\"");
+}
+
+Result<sse::Encoding> ParseEncoding(std::string_view text) {
+  if (text.empty() || text == "utf8" || text == "utf-8") return sse::Encoding::kUtf8;
+  if (text == "base64") return sse::Encoding::kBase64;
+  return Invalid("encoding must be \"utf8\" or \"base64\"");
+}
+
+}  // namespace
+
+Result<json::object> ParseBody(const Context& ctx) {
+  const std::string& body = ctx.req.body();
+  if (body.empty()) return json::object{};
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return Error{ErrorCode::kInvalidJson, "body is not valid JSON: " + ec.message()};
+  if (!v.is_object()) return Error{ErrorCode::kInvalidJson, "body must be a JSON object"};
+  return std::move(v.as_object());
+}
+
+Result<sse::Format> FormatFromQuery(const Context& ctx) {
+  return ParseFormat(ctx.Query("format").value_or(""));
+}
+
+Result<sse::Encoding> EncodingFromQuery(const Context& ctx) {
+  return ParseEncoding(ctx.Query("encoding").value_or(""));
+}
+
+Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body,
+                                    const SandboxEntry& sb, CommandKind kind) {
+  const ServiceOptions& opts = ctx.service.options();
+  CommandRequest r;
+  CommandSpec& s = r.spec;
+
+  auto cmd = OptString(body, "cmd");
+  if (!cmd) return std::move(cmd).error();
+  const json::value* argv = body.if_contains("argv");
+  const bool has_argv = argv && !argv->is_null();
+  if (cmd->has_value() == has_argv) return Invalid("give exactly one of cmd (a string) or argv (an array)");
+  if (cmd->has_value()) {
+    if ((*cmd)->empty()) return Invalid("cmd is empty");
+    s.cmd = **cmd;
+    s.argv = {"/bin/sh", "-c", s.cmd};
+  } else {
+    if (!argv->is_array() || argv->as_array().empty()) return Invalid("argv must be a non-empty array of strings");
+    for (const auto& a : argv->as_array()) {
+      if (!a.is_string()) return Invalid("argv must be a non-empty array of strings");
+      s.argv.emplace_back(a.as_string());
+    }
+  }
+  for (const auto& a : s.argv) {
+    if (a.find('\0') != std::string::npos) return Invalid("cmd/argv must not contain NUL bytes");
+  }
+
+  auto env = StringMap(body, "env");
+  if (!env) return std::move(env).error();
+  r.env = std::move(*env);
+  s.env = ctx.service.ComposeEnv(sb, r.env);
+
+  auto cwd = OptString(body, "cwd");
+  if (!cwd) return std::move(cwd).error();
+  s.cwd = cwd->value_or(sb.cwd);
+  if (s.cwd.empty() || s.cwd[0] != '/') return Invalid("cwd must be an absolute path");
+
+  auto in = OptString(body, "stdin");
+  if (!in) return std::move(in).error();
+  s.stdin_data = std::move(*in);
+  s.keep_stdin_open = kind == CommandKind::kBackground && !s.stdin_data;
+
+  auto timeout = Timeout(body, "timeout_seconds", opts.max_timeout_seconds);
+  if (!timeout) return std::move(timeout).error();
+  s.timeout_seconds = *timeout;
+  if (!s.timeout_seconds && kind == CommandKind::kExec && opts.exec_default_timeout_seconds > 0) {
+    s.timeout_seconds = opts.exec_default_timeout_seconds;
+  }
+  auto idle = Timeout(body, "idle_timeout_seconds", opts.max_timeout_seconds);
+  if (!idle) return std::move(idle).error();
+  s.idle_timeout_seconds = *idle;
+
+  auto merge = OptBool(body, "merge_stderr");
+  if (!merge) return std::move(merge).error();
+  s.merge_stderr = merge->value_or(false);
+
+  auto window = OptInt(body, "log_window_bytes");
+  if (!window) return std::move(window).error();
+  s.log_limits = opts.default_log_limits;
+  if (*window) {
+    if (**window <= 0 || static_cast<uint64_t>(**window) > opts.log_window_max_bytes) {
+      return Invalid("log_window_bytes must be between 1 and " +
+                     std::to_string(opts.log_window_max_bytes));
+    }
+    s.log_limits.max_bytes = static_cast<uint64_t>(**window);
+  }
+
+  auto format = OptString(body, "format");
+  if (!format) return std::move(format).error();
+  auto f = ParseFormat(format->value_or(std::string(ctx.Query("format").value_or(""))));
+  if (!f) return std::move(f).error();
+  r.format = *f;
+  auto encoding = OptString(body, "encoding");
+  if (!encoding) return std::move(encoding).error();
+  auto e = ParseEncoding(encoding->value_or(std::string(ctx.Query("encoding").value_or(""))));
+  if (!e) return std::move(e).error();
+  r.encoding = *e;
+
+  if (kind == CommandKind::kBackground) {
+    auto id = OptString(body, "id");
+    if (!id) return std::move(id).error();
+    if (*id) {
+      if (!IsValidClientId(**id)) {
+        return Invalid("id must match [A-Za-z0-9][A-Za-z0-9_.-]{0,63}");
+      }
+      s.id = **id;
+    }
+  }
+  if (auto it = ctx.req.find("Idempotency-Key"); it != ctx.req.end()) {
+    s.idempotency_key = std::string(it->value());
+    if (s.idempotency_key.size() > 256) return Invalid("Idempotency-Key is longer than 256 bytes");
+  }
+  return r;
+}
+
+Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
+  SandboxRequest r;
+  auto tmpl = OptString(body, "template");
+  if (!tmpl) return std::move(tmpl).error();
+  if (*tmpl) r.template_name = **tmpl;
+  auto env = StringMap(body, "env");
+  if (!env) return std::move(env).error();
+  r.env = std::move(*env);
+  auto cwd = OptString(body, "cwd");
+  if (!cwd) return std::move(cwd).error();
+  if (*cwd) {
+    if ((*cwd)->empty() || (**cwd)[0] != '/') return Invalid("cwd must be an absolute path");
+    r.cwd = **cwd;
+  }
+  auto ttl = OptInt(body, "ttl_seconds");
+  if (!ttl) return std::move(ttl).error();
+  if (*ttl && **ttl < 0) return Invalid("ttl_seconds must not be negative");
+  if (*ttl && **ttl > 0) r.ttl_seconds = **ttl;
+  if (const json::value* limits = body.if_contains("limits"); limits && !limits->is_null()) {
+    if (!limits->is_object()) return Invalid("limits must be an object");
+    for (const auto& [k, v] : limits->as_object()) {
+      auto n = OptInt(limits->as_object(), k);
+      if (!n) return Invalid("limits." + std::string(k) + " must be an integer");
+      if (*n) r.limits[std::string(k)] = **n;
+    }
+  }
+  auto network = OptString(body, "network");
+  if (!network) return std::move(network).error();
+  if (*network) r.network = **network;
+  if (const json::value* m = body.if_contains("metadata"); m && !m->is_null()) {
+    if (!m->is_object()) return Invalid("metadata must be an object");
+    r.metadata = m->as_object();
+  }
+  return r;
+}
+
+}  // namespace sandstream::api

@@ -1,0 +1,38 @@
+// Reading request bodies and parameters into validated domain requests. Every problem comes
+// back as an Error naming the field; nothing here touches the service's state.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <optional>
+#include <string>
+
+#include "api/http.h"
+#include "api/sse.h"
+#include "base/result.h"
+#include "process/process.h"
+#include "service/service.h"
+
+namespace sandstream::api {
+
+// The body as a JSON object; an empty body is an empty object.
+Result<boost::json::object> ParseBody(const Context& ctx);
+
+// A command request (spec/README.md, "Running commands") with the sandbox's defaults applied.
+struct CommandRequest {
+  CommandSpec spec;
+  std::map<std::string, std::string> env;
+  sse::Format format = sse::Format::kPandastack;
+  sse::Encoding encoding = sse::Encoding::kUtf8;
+};
+
+enum class CommandKind { kExec, kBackground };
+Result<CommandRequest> ParseCommand(const Context& ctx, const boost::json::object& body,
+                                    const SandboxEntry& sb, CommandKind kind);
+
+// format/encoding from the query (GET streams), defaulting to pandastack/utf8.
+Result<sse::Format> FormatFromQuery(const Context& ctx);
+Result<sse::Encoding> EncodingFromQuery(const Context& ctx);
+
+Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
+
+}  // namespace sandstream::api

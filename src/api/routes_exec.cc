@@ -1,0 +1,121 @@
+// POST exec (run to completion, buffered) and POST exec/stream (the same, as SSE).
+#include <boost/json.hpp>
+
+#include "api/lookup.h"
+#include "api/request.h"
+#include "api/routes.h"
+#include "api/stream.h"
+#include "base/base64.h"
+#include "process/utf8.h"
+#include "service/codec.h"
+
+namespace sandstream::api {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+// Copies every chunk as it is appended, up to a cap per stream. It listens synchronously, so
+// it sees every byte even when the log window is smaller than the output.
+class Collector : public OutputLog::Listener {
+ public:
+  Collector(OutputLog& log, uint64_t cap) : log_(log), cap_(cap) {
+    log_.AddListener(this);
+    OnAppend();
+  }
+  ~Collector() { log_.RemoveListener(this); }
+
+  void OnAppend() override {
+    auto slice = log_.Read(after_, UINT64_MAX);
+    if (slice.gap) truncated_ = true;
+    for (const LogEntry* e : slice.entries) {
+      after_ = e->seq;
+      if (e->kind != EntryKind::kStdout && e->kind != EntryKind::kStderr) continue;
+      std::string& dst = e->kind == EntryKind::kStdout ? stdout_ : stderr_;
+      if (dst.size() + e->data.size() <= cap_) {
+        dst += e->data;
+      } else {
+        truncated_ = true;
+        dst.append(e->data, 0, cap_ - dst.size());
+      }
+    }
+  }
+
+  std::string& stdout_text() { return stdout_; }
+  std::string& stderr_text() { return stderr_; }
+  bool truncated() const { return truncated_; }
+
+ private:
+  OutputLog& log_;
+  uint64_t cap_;
+  uint64_t after_ = 0;
+  std::string stdout_;
+  std::string stderr_;
+  bool truncated_ = false;
+};
+
+std::string Encode(std::string& bytes, sse::Encoding encoding) {
+  if (encoding == sse::Encoding::kBase64) return Base64(bytes);
+  std::string out;
+  // A cap may have cut a code point: drop the incomplete tail rather than mangle it.
+  AppendSanitizedUtf8(out, std::string_view(bytes).substr(0, Utf8CompletePrefix(bytes)));
+  return out;
+}
+
+struct Started {
+  std::shared_ptr<Process> process;
+  CommandRequest request;
+};
+
+Result<Started> StartCommand(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) return std::move(sb).error();
+  auto body = ParseBody(ctx);
+  if (!body) return std::move(body).error();
+  auto req = ParseCommand(ctx, *body, **sb, CommandKind::kExec);
+  if (!req) return std::move(req).error();
+  bool attached = false;
+  auto p = ctx.service.StartProcess(**sb, req->spec, &attached);
+  if (!p) return std::move(p).error();
+  return Started{std::move(*p), std::move(*req)};
+}
+
+}  // namespace
+
+asio::awaitable<void> Exec(Context& ctx) {
+  const auto t0 = SteadyNow();
+  auto started = StartCommand(ctx);
+  if (!started) co_return co_await ReplyError(ctx, started.error());
+  auto process = started->process;
+  Collector collector(process->log(), ctx.service.options().exec_output_limit_bytes);
+  co_await process->WaitExit();
+  const auto& exit = *process->exit();
+  json::object body{{"process_id", process->id()},
+                    {"stdout", Encode(collector.stdout_text(), started->request.encoding)},
+                    {"stderr", Encode(collector.stderr_text(), started->request.encoding)},
+                    {"truncated", collector.truncated()}};
+  const json::value exit_json = ExitJson(exit);
+  for (const auto& [k, v] : exit_json.as_object()) body[k] = v;
+  ctx.service.metrics().exec_duration.Observe(
+      std::chrono::duration<double>(SteadyNow() - t0).count());
+  co_await ReplyJson(ctx, http::status::ok, body);
+}
+
+asio::awaitable<void> ExecStream(Context& ctx) {
+  auto started = StartCommand(ctx);
+  if (!started) co_return co_await ReplyError(ctx, started.error());
+  auto after = ResumePoint(ctx, 0);
+  if (!after) co_return co_await ReplyError(ctx, after.error());
+  auto process = started->process;
+  StreamSource source;
+  source.log = &process->log();
+  source.owner = process;
+  source.format = started->request.format;
+  source.render = [p = process.get(), format = started->request.format,
+                   encoding = started->request.encoding](std::string& out, const LogEntry& e) {
+    sse::AppendEntry(out, format, encoding, *p, e);
+  };
+  co_await ServeStream(ctx, std::move(source), {*after, true});
+}
+
+}  // namespace sandstream::api

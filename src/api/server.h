@@ -1,0 +1,65 @@
+// The HTTP front: accepts connections, reads requests, authenticates, dispatches to routes,
+// and on shutdown ends every open stream with an `error` event before closing it.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <list>
+#include <optional>
+#include <string>
+
+#include "api/http.h"
+#include "base/result.h"
+#include "process/async_signal.h"
+
+namespace sandstream::api {
+
+struct ServerOptions {
+  std::string api_key;
+  uint64_t max_body_bytes = 1u << 20;
+  uint64_t max_stdin_bytes = 16u << 20;
+  std::chrono::seconds keepalive{15};
+  std::chrono::seconds idle_connection{120};
+};
+
+// A live streaming response, so shutdown can reach it.
+struct StreamHandle {
+  AsyncSignal* wake = nullptr;
+  bool stopping = false;
+};
+
+class Server {
+ public:
+  Server(boost::asio::any_io_executor ex, Service& service, ServerOptions options);
+
+  // Binds `listen` ("host:port", port 0 picks one) and returns the bound endpoint.
+  Result<boost::asio::ip::tcp::endpoint> Listen(const std::string& listen);
+  boost::asio::awaitable<void> Run();
+  // Stops accepting and tells every stream to end; their sessions then close.
+  void StopAccepting();
+  void EndStreams();
+  size_t open_sessions() const { return sessions_; }
+
+  const ServerOptions& options() const { return options_; }
+  std::list<StreamHandle*>::iterator AddStream(StreamHandle* h);
+  void RemoveStream(std::list<StreamHandle*>::iterator it);
+  bool stopping() const { return stopping_; }
+
+ private:
+  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> Handle(Context& ctx, const struct Route* route,
+                                     std::optional<Error> error);
+
+  boost::asio::any_io_executor ex_;
+  Service& service_;
+  ServerOptions options_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::list<StreamHandle*> streams_;
+  size_t sessions_ = 0;
+  uint64_t next_request_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace sandstream::api

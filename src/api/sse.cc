@@ -1,0 +1,210 @@
+#include "api/sse.h"
+
+#include <charconv>
+
+#include "base/base64.h"
+#include "platform/signals.h"
+#include "process/utf8.h"
+
+namespace sandstream::sse {
+namespace {
+
+void AppendNumber(std::string& out, int64_t n) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
+  out.append(buf, end);
+}
+
+void AppendTimestamp(std::string& out, SystemTime t) {
+  out += "\"timestamp\":\"";
+  out += FormatRfc3339(t);
+  out += '"';
+}
+
+void AppendExitFields(std::string& out, Format format, const ExitRecord& exit) {
+  const bool cf = format == Format::kCloudflare;
+  out += cf ? "\"exitCode\":" : "\"exit_code\":";
+  AppendNumber(out, exit.exit_code);
+  out += ",\"signal\":";
+  if (exit.signal) {
+    out += '"';
+    out += SignalName(*exit.signal);
+    out += '"';
+  } else {
+    out += "null";
+  }
+  out += ",\"reason\":\"";
+  out += ExitReasonName(exit.reason);
+  out += cf ? "\",\"durationMs\":" : "\",\"duration_ms\":";
+  AppendNumber(out, exit.duration_ms);
+}
+
+void AppendEscaped(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  size_t run = 0;  // start of the current run of bytes that need no escaping
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(text.substr(run, i - run));
+    run = i + 1;
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+    }
+  }
+  out.append(text.substr(run));
+  out += '"';
+}
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::string_view text) {
+  if (!IsValidUtf8(text)) {
+    std::string clean;
+    AppendSanitizedUtf8(clean, text);
+    AppendEscaped(out, clean);
+    return;
+  }
+  AppendEscaped(out, text);
+}
+
+void AppendEvent(std::string& out, uint64_t id, std::string_view event, std::string_view data) {
+  if (id != 0) {
+    out += "id: ";
+    AppendNumber(out, static_cast<int64_t>(id));
+    out += '\n';
+  }
+  out += "event: ";
+  out += event;
+  out += "\ndata: ";
+  out += data;
+  out += "\n\n";
+}
+
+void AppendComment(std::string& out, std::string_view text) {
+  out += ": ";
+  out += text;
+  out += "\n\n";
+}
+
+void AppendEntry(std::string& out, Format format, Encoding encoding, const Process& process,
+                 const LogEntry& entry) {
+  const bool cf = format == Format::kCloudflare;
+  out += "id: ";
+  AppendNumber(out, static_cast<int64_t>(entry.seq));
+  out += "\nevent: ";
+  switch (entry.kind) {
+    case EntryKind::kStart: {
+      out += "start\ndata: {";
+      if (cf) {
+        out += "\"type\":\"start\",";
+        AppendTimestamp(out, entry.time);
+        out += ",\"processId\":";
+        AppendJsonString(out, process.id());
+        out += ",\"sandboxId\":";
+        AppendJsonString(out, process.spec().sandbox_id);
+        out += ",\"pid\":";
+        AppendNumber(out, process.pid());
+        out += ",\"command\":";
+        std::string command = process.spec().cmd;
+        if (command.empty()) {
+          for (const auto& a : process.spec().argv) command += (command.empty() ? "" : " ") + a;
+        }
+        AppendJsonString(out, command);
+      } else {
+        out += "\"process_id\":";
+        AppendJsonString(out, process.id());
+        out += ",\"sandbox_id\":";
+        AppendJsonString(out, process.spec().sandbox_id);
+        out += ",\"pid\":";
+        AppendNumber(out, process.pid());
+      }
+      out += "}\n\n";
+      return;
+    }
+    case EntryKind::kStdout:
+    case EntryKind::kStderr: {
+      out += entry.kind == EntryKind::kStdout ? "stdout" : "stderr";
+      out += "\ndata: {";
+      if (cf) {
+        out += entry.kind == EntryKind::kStdout ? "\"type\":\"stdout\"," : "\"type\":\"stderr\",";
+        AppendTimestamp(out, entry.time);
+        out += ",\"data\":";
+      } else {
+        out += "\"chunk\":";
+      }
+      if (encoding == Encoding::kBase64) {
+        out += '"';
+        AppendBase64(out, entry.data);
+        out += '"';
+      } else {
+        AppendJsonString(out, entry.data);
+      }
+      out += "}\n\n";
+      return;
+    }
+    case EntryKind::kExit: {
+      out += cf ? "complete\ndata: {\"type\":\"complete\"," : "exit\ndata: {";
+      if (cf) {
+        AppendTimestamp(out, entry.time);
+        out += ',';
+      }
+      if (process.exit()) AppendExitFields(out, format, *process.exit());
+      out += "}\n\n";
+      return;
+    }
+  }
+}
+
+void AppendGap(std::string& out, Format format, const Gap& gap) {
+  const bool cf = format == Format::kCloudflare;
+  std::string data = "{";
+  if (cf) {
+    data += "\"type\":\"gap\",";
+    AppendTimestamp(data, SystemNow());
+    data += ',';
+  }
+  data += cf ? "\"fromSeq\":" : "\"from_seq\":";
+  AppendNumber(data, static_cast<int64_t>(gap.from_seq));
+  data += cf ? ",\"toSeq\":" : ",\"to_seq\":";
+  AppendNumber(data, static_cast<int64_t>(gap.to_seq));
+  data += ",\"bytes\":";
+  if (gap.bytes) {
+    AppendNumber(data, static_cast<int64_t>(*gap.bytes));
+  } else {
+    data += "null";
+  }
+  data += '}';
+  // The gap's id is its last missed seq, so a reconnect after it resumes after the hole.
+  AppendEvent(out, gap.to_seq, "gap", data);
+}
+
+void AppendError(std::string& out, Format format, ErrorCode code, std::string_view message) {
+  std::string data = "{";
+  if (format == Format::kCloudflare) {
+    data += "\"type\":\"error\",";
+    AppendTimestamp(data, SystemNow());
+    data += ",\"error\":";
+    AppendJsonString(data, message);
+    data += ",\"code\":\"";
+    data += ErrorCodeName(code);
+    data += "\"}";
+  } else {
+    data += "\"code\":\"";
+    data += ErrorCodeName(code);
+    data += "\",\"message\":";
+    AppendJsonString(data, message);
+    data += '}';
+  }
+  AppendEvent(out, 0, "error", data);
+}
+
+}  // namespace sandstream::sse

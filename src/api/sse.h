@@ -1,0 +1,30 @@
+// SSE framing and the two event encodings of spec/events.md. Pure: appends bytes to a string.
+// This is on the hot path of every stream, so it escapes and encodes in place, without a DOM.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
+#include "process/output_log.h"
+#include "process/process.h"
+
+namespace sandstream::sse {
+
+enum class Format { kPandastack, kCloudflare };
+enum class Encoding { kUtf8, kBase64 };
+
+// Appends `text` as a JSON string literal (quotes included); invalid UTF-8 becomes U+FFFD.
+void AppendJsonString(std::string& out, std::string_view text);
+
+// `id: N\nevent: NAME\ndata: DATA\n\n`; `id` 0 omits the id line. `data` must be one line.
+void AppendEvent(std::string& out, uint64_t id, std::string_view event, std::string_view data);
+void AppendComment(std::string& out, std::string_view text);
+
+// One output-log entry of `process` as an event in `format`.
+void AppendEntry(std::string& out, Format format, Encoding encoding, const Process& process,
+                 const LogEntry& entry);
+void AppendGap(std::string& out, Format format, const Gap& gap);
+void AppendError(std::string& out, Format format, ErrorCode code, std::string_view message);
+
+}  // namespace sandstream::sse

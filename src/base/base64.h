@@ -1,0 +1,15 @@
+// Standard base64 (RFC 4648, with padding), for byte-exact output on the wire and in the store.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sandstream {
+
+void AppendBase64(std::string& out, std::string_view bytes);
+std::string Base64(std::string_view bytes);
+// nullopt for anything that is not valid padded base64.
+std::optional<std::string> DecodeBase64(std::string_view text);
+
+}  // namespace sandstream

@@ -1,0 +1,39 @@
+// The vocabulary of expected failures: an error code plus a message naming the step and object.
+// No I/O here; the API layer maps codes to HTTP statuses in one table.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace sandstream {
+
+enum class ErrorCode {
+  kInvalidJson,
+  kInvalidRequest,
+  kUnauthorized,
+  kNotFound,
+  kMethodNotAllowed,
+  kTimeout,
+  kConflict,
+  kPayloadTooLarge,
+  kUnsupportedMediaType,
+  kQuotaExceeded,
+  kSandboxSetupFailed,
+  kInternal,
+  kShuttingDown,
+};
+
+// The wire name of a code (`invalid_request`), as in spec/errors.md.
+std::string_view ErrorCodeName(ErrorCode code);
+
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+};
+
+// "step: object: ENAME (text)" from an errno, for failures at a syscall.
+Error SysError(ErrorCode code, std::string_view step, int err);
+// The symbolic name of an errno value ("EPERM"), or its number.
+std::string ErrnoName(int err);
+
+}  // namespace sandstream

@@ -1,0 +1,283 @@
+#include "daemon/config.h"
+
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cctype>
+#include <cstdlib>
+#include <variant>
+
+#include "platform/fd.h"
+
+namespace sandstream {
+namespace json = boost::json;
+
+namespace {
+
+using Member = std::variant<std::string Config::*, int64_t Config::*, double Config::*>;
+struct Field {
+  const char* name;
+  Member member;
+};
+
+const Field kFields[] = {
+    {"listen", &Config::listen},
+    {"data_dir", &Config::data_dir},
+    {"api_key", &Config::api_key},
+    {"runtime", &Config::runtime},
+    {"log_level", &Config::log_level},
+    {"templates_dir", &Config::templates_dir},
+    {"max_body_bytes", &Config::max_body_bytes},
+    {"max_stdin_bytes", &Config::max_stdin_bytes},
+    {"exec_default_timeout_seconds", &Config::exec_default_timeout_seconds},
+    {"max_timeout_seconds", &Config::max_timeout_seconds},
+    {"exec_output_limit_bytes", &Config::exec_output_limit_bytes},
+    {"log_window_bytes", &Config::log_window_bytes},
+    {"log_window_max_bytes", &Config::log_window_max_bytes},
+    {"log_window_entries", &Config::log_window_entries},
+    {"retained_tail_bytes", &Config::retained_tail_bytes},
+    {"keepalive_seconds", &Config::keepalive_seconds},
+    {"kill_grace_ms", &Config::kill_grace_ms},
+    {"shutdown_grace_ms", &Config::shutdown_grace_ms},
+    {"sandbox_default_ttl_seconds", &Config::sandbox_default_ttl_seconds},
+    {"max_sandboxes", &Config::max_sandboxes},
+    {"max_processes_per_sandbox", &Config::max_processes_per_sandbox},
+    {"default_memory_mb", &Config::default_memory_mb},
+    {"max_memory_mb", &Config::max_memory_mb},
+    {"default_pids", &Config::default_pids},
+    {"max_pids", &Config::max_pids},
+    {"default_cpu_percent", &Config::default_cpu_percent},
+    {"max_cpu_percent", &Config::max_cpu_percent},
+    {"default_disk_mb", &Config::default_disk_mb},
+    {"max_disk_mb", &Config::max_disk_mb},
+    {"default_open_files", &Config::default_open_files},
+    {"max_open_files", &Config::max_open_files},
+};
+
+const Field* FindField(std::string_view name) {
+  for (const auto& f : kFields) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+// Sets a field from text; appends a problem naming `source` on failure.
+void SetFromText(Config& c, const Field& f, const std::string& text, const std::string& source,
+                 std::vector<std::string>& problems) {
+  std::visit(
+      [&](auto member) {
+        using T = std::remove_reference_t<decltype(c.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          c.*member = text;
+        } else {
+          char* end = nullptr;
+          errno = 0;
+          T value;
+          if constexpr (std::is_same_v<T, int64_t>) {
+            value = std::strtoll(text.c_str(), &end, 10);
+          } else {
+            value = std::strtod(text.c_str(), &end);
+          }
+          if (text.empty() || *end != '\0' || errno != 0) {
+            problems.push_back(source + ": " + f.name + " must be a number, got '" + text + "'");
+            return;
+          }
+          c.*member = value;
+        }
+      },
+      f.member);
+}
+
+std::string EnvName(std::string_view field) {
+  std::string name = "SANDSTREAM_";
+  for (char ch : field) name += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return name;
+}
+
+std::string DefaultDataDir() {
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state) {
+    return std::string(state) + "/sandstream";
+  }
+  if (::geteuid() == 0) return "/var/lib/sandstream";
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.local/state/sandstream";
+  }
+  return "/tmp/sandstream";
+}
+
+void Validate(const Config& c, std::vector<std::string>& problems) {
+  if (c.listen.rfind(':') == std::string::npos) problems.push_back("listen must be host:port");
+  if (c.runtime != "namespace" && c.runtime != "directory") {
+    problems.push_back("runtime must be \"namespace\" or \"directory\"");
+  }
+  if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
+      c.log_level != "error") {
+    problems.push_back("log_level must be debug, info, warn or error");
+  }
+  for (const auto& f : kFields) {
+    if (const auto* m = std::get_if<int64_t Config::*>(&f.member)) {
+      const bool may_be_zero = std::string_view(f.name) == "sandbox_default_ttl_seconds";
+      if (c.**m < 0 || (c.**m == 0 && !may_be_zero)) {
+        problems.push_back(std::string(f.name) + " must be greater than 0");
+      }
+    }
+  }
+  if (c.exec_default_timeout_seconds < 0) problems.push_back("exec_default_timeout_seconds must not be negative");
+  if (c.max_timeout_seconds <= 0) problems.push_back("max_timeout_seconds must be greater than 0");
+  if (c.log_window_bytes > c.log_window_max_bytes) {
+    problems.push_back("log_window_bytes must not exceed log_window_max_bytes");
+  }
+  const std::pair<int64_t, int64_t> pairs[] = {
+      {c.default_memory_mb, c.max_memory_mb}, {c.default_pids, c.max_pids},
+      {c.default_cpu_percent, c.max_cpu_percent}, {c.default_disk_mb, c.max_disk_mb},
+      {c.default_open_files, c.max_open_files}};
+  const char* names[] = {"memory_mb", "pids", "cpu_percent", "disk_mb", "open_files"};
+  for (size_t i = 0; i < std::size(pairs); ++i) {
+    if (pairs[i].first > pairs[i].second) {
+      problems.push_back(std::string("default_") + names[i] + " must not exceed max_" + names[i]);
+    }
+  }
+}
+
+}  // namespace
+
+Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_config, bool* help) {
+  Config c;
+  std::vector<std::string> problems;
+  *print_config = false;
+  *help = false;
+
+  std::string config_file;
+  if (const char* env = std::getenv("SANDSTREAM_CONFIG")) config_file = env;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) config_file = args[i + 1];
+    if (args[i].starts_with("--config=")) config_file = args[i].substr(9);
+  }
+  if (!config_file.empty()) {
+    auto text = ReadFile(config_file);
+    if (!text) {
+      problems.push_back("config file: " + text.error().message);
+    } else {
+      boost::system::error_code ec;
+      json::value v = json::parse(*text, ec);
+      if (ec || !v.is_object()) {
+        problems.push_back("config file " + config_file + ": not a JSON object");
+      } else {
+        for (const auto& [key, value] : v.as_object()) {
+          const Field* f = FindField(key);
+          if (!f) {
+            problems.push_back("config file: unknown setting '" + std::string(key) + "'");
+            continue;
+          }
+          std::string text_value = value.is_string() ? std::string(value.as_string())
+                                                     : json::serialize(value);
+          SetFromText(c, *f, text_value, "config file", problems);
+        }
+      }
+    }
+  }
+  for (const auto& f : kFields) {
+    if (const char* v = std::getenv(EnvName(f.name).c_str())) {
+      SetFromText(c, f, v, EnvName(f.name), problems);
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--print-config") {
+      *print_config = true;
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      *help = true;
+      continue;
+    }
+    if (!a.starts_with("--")) {
+      problems.push_back("unexpected argument '" + a + "'");
+      continue;
+    }
+    std::string name = a.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    for (char& ch : name) {
+      if (ch == '-') ch = '_';
+    }
+    if (name == "config") {
+      if (!has_value) ++i;
+      continue;
+    }
+    const Field* f = FindField(name);
+    if (!f) {
+      problems.push_back("unknown flag '" + a + "'");
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) {
+        problems.push_back("flag " + a + " needs a value");
+        continue;
+      }
+      value = args[++i];
+    }
+    SetFromText(c, *f, value, "--" + name, problems);
+  }
+  if (c.data_dir.empty()) c.data_dir = DefaultDataDir();
+  if (c.templates_dir.empty()) c.templates_dir = c.data_dir + "/templates";
+  Validate(c, problems);
+  if (!problems.empty()) {
+    std::string message = "invalid configuration:";
+    for (const auto& p : problems) message += "\n  - " + p;
+    return Error{ErrorCode::kInvalidRequest, message};
+  }
+  return c;
+}
+
+std::string ConfigJson(const Config& c) {
+  json::object o;
+  for (const auto& f : kFields) {
+    std::visit(
+        [&](auto member) {
+          if (std::string_view(f.name) == "api_key") {
+            o[f.name] = c.api_key.empty() ? "" : "(set)";
+          } else {
+            o[f.name] = c.*member;
+          }
+        },
+        f.member);
+  }
+  return json::serialize(o);
+}
+
+std::string ConfigHelp() {
+  std::string out =
+      "usage: sandstreamd [--config FILE] [--print-config] [--NAME VALUE ...]\n\n"
+      "Every setting can come from the JSON config file, the environment (SANDSTREAM_NAME) or a\n"
+      "flag (--name-with-dashes VALUE); later sources win. Settings and their defaults:\n\n";
+  Config defaults;
+  for (const auto& f : kFields) {
+    std::string name = f.name;
+    for (char& ch : name) {
+      if (ch == '_') ch = '-';
+    }
+    out += "  --" + name;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(defaults.*member)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            out += (defaults.*member).empty() ? std::string(" (computed)")
+                                              : " (default " + defaults.*member + ")";
+          } else {
+            out += " (default " + json::serialize(json::value(defaults.*member)) + ")";
+          }
+        },
+        f.member);
+    out += "\n";
+  }
+  out += "\nThe README's configuration reference explains each setting.\n";
+  return out;
+}
+
+}  // namespace sandstream

@@ -1,0 +1,54 @@
+// sandstreamd's configuration: one struct, one line of documentation per field. Read from a
+// JSON file, then SANDSTREAM_* environment variables, then --flags; later sources win.
+// Validation reports every problem at once. Defaults deny: limits always set, loopback only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace sandstream {
+
+struct Config {
+  std::string listen = "127.0.0.1:8080";     // address:port to serve HTTP on (port 0 picks one)
+  std::string data_dir;                      // state: SQLite, API key, sandboxes (default: $XDG_STATE_HOME/sandstream, or /var/lib/sandstream for root)
+  std::string api_key;                       // bearer key; empty: read or generate <data_dir>/api_key
+  std::string runtime = "directory";         // sandbox runtime: "namespace" (isolated) or "directory" (no isolation, development only)
+  std::string log_level = "info";            // debug, info, warn or error
+  std::string templates_dir;                 // directories holding full root filesystems, one per template (default: <data_dir>/templates)
+  int64_t max_body_bytes = 1 << 20;          // largest JSON request body
+  int64_t max_stdin_bytes = 16 << 20;        // largest stdin upload
+  double exec_default_timeout_seconds = 600; // total timeout of exec and exec/stream when the request sets none (0: none)
+  double max_timeout_seconds = 604800;       // largest timeout a request may ask for
+  int64_t exec_output_limit_bytes = 10 << 20;// buffered exec keeps at most this much of stdout and of stderr
+  int64_t log_window_bytes = 8 << 20;        // output retained per process for slow or reconnecting readers
+  int64_t log_window_max_bytes = 256 << 20;  // largest log_window_bytes a request may ask for
+  int64_t log_window_entries = 65536;        // chunks retained per process (bounds the cost of tiny writes)
+  int64_t retained_tail_bytes = 65536;       // output kept in the database after a process ends
+  int64_t keepalive_seconds = 15;            // idle SSE streams get a `: keepalive` comment this often
+  int64_t kill_grace_ms = 2000;              // between TERM and KILL when a process is stopped
+  int64_t shutdown_grace_ms = 5000;          // how long shutdown waits for streams to drain
+  int64_t sandbox_default_ttl_seconds = 0;   // TTL of sandboxes created without one (0: none)
+  int64_t max_sandboxes = 1000;              // live sandboxes at most
+  int64_t max_processes_per_sandbox = 1024;  // running processes per sandbox at most
+  int64_t default_memory_mb = 512;           // sandbox memory limit unless the request sets one
+  int64_t max_memory_mb = 8192;              // largest memory limit a request may ask for
+  int64_t default_pids = 256;                // sandbox process limit
+  int64_t max_pids = 4096;                   // largest process limit a request may ask for
+  int64_t default_cpu_percent = 100;         // CPU share, 100 = one core
+  int64_t max_cpu_percent = 800;             // largest CPU share a request may ask for
+  int64_t default_disk_mb = 1024;            // writable layer and /tmp size
+  int64_t max_disk_mb = 65536;               // largest disk size a request may ask for
+  int64_t default_open_files = 1024;         // RLIMIT_NOFILE inside
+  int64_t max_open_files = 16384;            // largest open-files limit a request may ask for
+};
+
+// Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.
+// `argv` excludes the program name. Unknown flags and bad values are all reported together.
+Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_config, bool* help);
+std::string ConfigJson(const Config& config);
+std::string ConfigHelp();
+
+}  // namespace sandstream

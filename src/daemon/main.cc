@@ -1,0 +1,184 @@
+// sandstreamd: the composition root. Reads the config, opens the store, picks the runtime,
+// serves HTTP on one io_context thread, and shuts down in order on SIGTERM/SIGINT.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "api/server.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "daemon/config.h"
+#include "daemon/runtime_factory.h"
+#include "platform/fd.h"
+#include "service/service.h"
+#include "service/store.h"
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using namespace sandstream;
+
+namespace {
+
+// The key from the config, else the one stored in the data dir, else a new one (stored 0600).
+Result<std::string> ResolveApiKey(const Config& config, bool* generated) {
+  *generated = false;
+  if (!config.api_key.empty()) return config.api_key;
+  const std::string path = config.data_dir + "/api_key";
+  if (auto stored = ReadFile(path)) {
+    std::string key = *stored;
+    while (!key.empty() && (key.back() == '\n' || key.back() == ' ')) key.pop_back();
+    if (!key.empty()) return key;
+  }
+  std::string key = NewApiKey();
+  if (auto w = WriteFileAtomic(path, key + "\n", 0600); !w) return std::move(w).error();
+  *generated = true;
+  return key;
+}
+
+std::map<std::string, std::string> DiscoverTemplates(const Config& config) {
+  // "base" is built from the host's system directories; "code-interpreter" maps to it until a
+  // template of that name is registered. A directory under templates_dir registers a template.
+  std::map<std::string, std::string> templates{{"base", ""}, {"code-interpreter", ""}};
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(config.templates_dir, ec)) {
+    if (entry.is_directory(ec)) templates[entry.path().filename().string()] = entry.path().string();
+  }
+  return templates;
+}
+
+ServiceOptions MakeServiceOptions(const Config& c) {
+  ServiceOptions o;
+  o.default_limits = {c.default_memory_mb, c.default_pids, c.default_cpu_percent, c.default_disk_mb,
+                      c.default_open_files};
+  o.max_limits = {c.max_memory_mb, c.max_pids, c.max_cpu_percent, c.max_disk_mb, c.max_open_files};
+  o.exec_default_timeout_seconds = c.exec_default_timeout_seconds;
+  o.max_timeout_seconds = c.max_timeout_seconds;
+  o.exec_output_limit_bytes = static_cast<uint64_t>(c.exec_output_limit_bytes);
+  o.default_log_limits = {static_cast<uint64_t>(c.log_window_bytes),
+                          static_cast<uint64_t>(c.log_window_entries)};
+  o.log_window_max_bytes = static_cast<uint64_t>(c.log_window_max_bytes);
+  o.retained_tail_bytes = static_cast<uint64_t>(c.retained_tail_bytes);
+  o.kill_grace = std::chrono::milliseconds(c.kill_grace_ms);
+  o.sandbox_default_ttl_seconds = c.sandbox_default_ttl_seconds;
+  o.max_sandboxes = static_cast<size_t>(c.max_sandboxes);
+  o.max_processes_per_sandbox = static_cast<size_t>(c.max_processes_per_sandbox);
+  o.base_env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "LANG=C.UTF-8", "HOME=/workspace", "TERM=xterm-256color"};
+  o.templates = DiscoverTemplates(c);
+  return o;
+}
+
+asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& server,
+                                       Service& service, const Config& config,
+                                       asio::io_context& io) {
+  auto [ec, sig] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (ec) co_return;
+  log::Info("shutting down", {{"signal", std::to_string(sig)}});
+  server.StopAccepting();
+  server.EndStreams();
+  co_await service.Shutdown();
+  // Give the sessions a moment to flush their last events and close.
+  asio::steady_timer timer(io);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(config.shutdown_grace_ms);
+  while (server.open_sessions() > 0 && std::chrono::steady_clock::now() < deadline) {
+    server.EndStreams();
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  log::Info("stopped");
+  io.stop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  bool print_config = false;
+  bool help = false;
+  auto config = LoadConfig(std::vector<std::string>(argv + 1, argv + argc), &print_config, &help);
+  if (help) {
+    std::cout << ConfigHelp();
+    return 0;
+  }
+  if (!config) {
+    std::cerr << "sandstreamd: " << config.error().message << "\n";
+    return 2;
+  }
+  if (print_config) {
+    std::cout << ConfigJson(*config) << "\n";
+    return 0;
+  }
+  log::Level level;
+  if (log::ParseLevel(config->log_level, &level)) log::SetLevel(level);
+
+  std::error_code fs_ec;
+  fs::create_directories(config->data_dir, fs_ec);
+  if (fs_ec) {
+    std::cerr << "sandstreamd: data dir " << config->data_dir << ": " << fs_ec.message() << "\n";
+    return 1;
+  }
+  ::chmod(config->data_dir.c_str(), 0700);
+
+  bool generated = false;
+  auto key = ResolveApiKey(*config, &generated);
+  if (!key) {
+    std::cerr << "sandstreamd: API key: " << key.error().message << "\n";
+    return 1;
+  }
+  auto store = Store::Open(config->data_dir + "/sandstream.db");
+  if (!store) {
+    std::cerr << "sandstreamd: " << store.error().message << "\n";
+    return 1;
+  }
+  auto runtime = MakeRuntime(*config);
+  if (!runtime) {
+    std::cerr << "sandstreamd: runtime: " << runtime.error().message << "\n";
+    return 1;
+  }
+
+  asio::io_context io(1);
+  Service service(io.get_executor(), **runtime, **store, MakeServiceOptions(*config));
+  service.Restore();
+
+  api::ServerOptions server_options;
+  server_options.api_key = *key;
+  server_options.max_body_bytes = static_cast<uint64_t>(config->max_body_bytes);
+  server_options.max_stdin_bytes = static_cast<uint64_t>(config->max_stdin_bytes);
+  server_options.keepalive = std::chrono::seconds(config->keepalive_seconds);
+  api::Server server(io.get_executor(), service, server_options);
+  auto endpoint = server.Listen(config->listen);
+  if (!endpoint) {
+    std::cerr << "sandstreamd: " << endpoint.error().message << "\n";
+    return 1;
+  }
+
+  std::string address = endpoint->address().to_string();
+  if (endpoint->address().is_v6()) address = "[" + address + "]";
+  std::printf("sandstreamd %s listening on http://%s:%u\n", SANDSTREAM_VERSION, address.c_str(),
+              endpoint->port());
+  if (generated) {
+    std::printf("API key (generated, stored in %s/api_key): %s\n", config->data_dir.c_str(),
+                key->c_str());
+  }
+  std::fflush(stdout);
+  log::Info("started", {{"listen", address + ":" + std::to_string(endpoint->port())},
+                        {"runtime", std::string((*runtime)->name())},
+                        {"data_dir", config->data_dir}});
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  asio::co_spawn(io, server.Run(), asio::detached);
+  asio::co_spawn(io, ShutdownOnSignal(signals, server, service, *config, io), asio::detached);
+  io.run();
+  return 0;
+}

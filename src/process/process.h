@@ -1,0 +1,134 @@
+// One supervised process: its pipes are read as fast as the process writes, every chunk goes
+// into its OutputLog, timeouts kill its whole process group, and its end becomes one
+// ExitRecord. Runs on the daemon's single io_context thread. Knows nothing of HTTP.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "process/async_signal.h"
+#include "process/exit.h"
+#include "process/output_log.h"
+#include "sandbox/runtime.h"
+
+namespace sandstream {
+
+// A validated request to run something; the API layer builds it, the service fills ids.
+struct CommandSpec {
+  std::string id;
+  std::string sandbox_id;
+  std::string cmd;                // as the client wrote it; empty when given as argv
+  std::vector<std::string> argv;  // what actually runs (`sh -c cmd` for a cmd)
+  std::vector<std::string> env;   // complete environment
+  std::string cwd;
+  std::optional<std::string> stdin_data;  // written then closed
+  bool keep_stdin_open = false;           // background processes without stdin_data
+  std::optional<double> timeout_seconds;
+  std::optional<double> idle_timeout_seconds;
+  bool merge_stderr = false;
+  LogLimits log_limits;
+  std::string idempotency_key;
+};
+
+struct ProcessOptions {
+  std::chrono::milliseconds kill_grace{2000};  // TERM, then KILL after this
+};
+
+enum class ProcessStatus { kRunning, kExited };
+
+class Process : public std::enable_shared_from_this<Process> {
+ public:
+  using ExitCallback = std::function<void(Process&)>;
+
+  // Spawns the command in `sandbox` and starts supervising it.
+  static Result<std::shared_ptr<Process>> Start(const boost::asio::any_io_executor& ex,
+                                                sandbox::Sandbox& sandbox, CommandSpec spec,
+                                                ProcessOptions options, ExitCallback on_exit);
+  // A finished process brought back from the store: its exit record and retained tail.
+  static std::shared_ptr<Process> Restore(const boost::asio::any_io_executor& ex,
+                                          CommandSpec spec, SystemTime started_at, int pid,
+                                          ExitRecord exit, std::vector<LogEntry> tail,
+                                          uint64_t stdout_bytes, uint64_t stderr_bytes);
+
+  Process(const boost::asio::any_io_executor& ex, CommandSpec spec, ProcessOptions options);
+  ~Process();
+
+  const CommandSpec& spec() const { return spec_; }
+  const std::string& id() const { return spec_.id; }
+  int pid() const { return pid_; }
+  SystemTime started_at() const { return started_at_; }
+  ProcessStatus status() const { return exit_ ? ProcessStatus::kExited : ProcessStatus::kRunning; }
+  const std::optional<ExitRecord>& exit() const { return exit_; }
+  uint64_t stdout_bytes() const { return stdout_bytes_; }
+  uint64_t stderr_bytes() const { return stderr_bytes_; }
+  OutputLog& log() { return log_; }
+  const OutputLog& log() const { return log_; }
+  bool stdin_open() const { return stdin_ && stdin_->is_open(); }
+
+  // Writes to stdin; fails with kConflict when stdin is closed or the process ended.
+  boost::asio::awaitable<Result<size_t>> WriteStdin(std::string data);
+  Result<void> CloseStdin();
+  // Sends `sig` to the process group (or only the leader).
+  Result<void> Signal(int sig, bool group);
+  // TERM to the group, KILL after the grace period; `reason` is what the exit will report.
+  void Kill(ExitReason reason);
+  // SIGKILL now, for a sandbox being torn down.
+  void KillNow(ExitReason reason);
+  // Resolves once the exit record exists.
+  boost::asio::awaitable<void> WaitExit();
+
+ private:
+  Result<void> Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
+                      std::function<uint64_t()> oom_counter);
+  boost::asio::awaitable<void> ReadLoop(boost::asio::posix::stream_descriptor& pipe,
+                                        EntryKind kind);
+  boost::asio::awaitable<void> WaitLoop();
+  boost::asio::awaitable<void> TimeoutLoop();
+  boost::asio::awaitable<void> IdleLoop();
+  boost::asio::awaitable<void> FeedStdin(std::string data);
+  void OnOutput(EntryKind kind, std::string_view data);
+  void FlushCarry(EntryKind kind);
+  void DrainNow(boost::asio::posix::stream_descriptor& pipe, EntryKind kind);
+  void Finish(int code, int status);
+  void Spawn(boost::asio::awaitable<void> task);
+
+  boost::asio::any_io_executor ex_;
+  CommandSpec spec_;
+  ProcessOptions options_;
+  OutputLog log_;
+  int pid_ = -1;
+  SystemTime started_at_;
+  SteadyTime started_steady_;
+  SteadyTime last_output_;
+  std::optional<ExitRecord> exit_;
+  std::optional<ExitReason> kill_reason_;
+  uint64_t stdout_bytes_ = 0;
+  uint64_t stderr_bytes_ = 0;
+  uint64_t oom_at_start_ = 0;
+  std::function<uint64_t()> oom_counter_;
+  ExitCallback on_exit_;
+  // Bytes of an unfinished UTF-8 sequence held until the next read of the same stream.
+  std::string carry_out_;
+  std::string carry_err_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> out_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> err_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> pidfd_;
+  boost::asio::steady_timer timeout_timer_;
+  boost::asio::steady_timer idle_timer_;
+  boost::asio::steady_timer grace_timer_;
+  AsyncSignal exited_signal_;
+  bool stdin_busy_ = false;
+};
+
+}  // namespace sandstream

@@ -1,0 +1,319 @@
+// cgroup v1 and v2: finding the daemon's own cgroups, creating a limited cgroup per sandbox,
+// reading OOM kills, removing it. Parent side only.
+#include "sandbox/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "base/log.h"
+#include "platform/fd.h"
+
+namespace sandstream::sandbox {
+namespace {
+
+constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu"};
+
+int WriteString(const std::string& path, const std::string& value) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return errno;
+  ssize_t n = ::write(fd.get(), value.data(), value.size());
+  if (n < 0) return errno;
+  return 0;
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(cur);
+  return out;
+}
+
+bool HasWord(const std::string& text, const std::string& word) {
+  std::istringstream in(text);
+  std::string w;
+  while (in >> w) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+struct CgroupMount {
+  std::string root;        // the mount's root inside the hierarchy
+  std::string mountpoint;
+};
+
+// fstype "cgroup": controller -> mount; fstype "cgroup2": key "".
+std::map<std::string, CgroupMount> FindMounts() {
+  std::map<std::string, CgroupMount> out;
+  auto text = ReadFile("/proc/self/mountinfo");
+  if (!text) return out;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    auto pre = Split(line.substr(0, dash), ' ');
+    auto post = Split(line.substr(dash + 3), ' ');
+    if (pre.size() < 5 || post.size() < 3) continue;
+    CgroupMount m{pre[3], pre[4]};
+    if (post[0] == "cgroup2") {
+      out.emplace("", m);
+    } else if (post[0] == "cgroup") {
+      for (const auto& opt : Split(post[2], ',')) out.emplace(opt, m);
+    }
+  }
+  return out;
+}
+
+// Hierarchy controllers ("cpu,cpuacct", or "" for v2) -> the daemon's path in it.
+std::map<std::string, std::string> OwnCgroups() {
+  std::map<std::string, std::string> out;
+  auto text = ReadFile("/proc/self/cgroup");
+  if (!text) return out;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto first = line.find(':');
+    auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    out[line.substr(first + 1, second - first - 1)] = line.substr(second + 1);
+  }
+  return out;
+}
+
+std::string JoinCgroupPath(const CgroupMount& m, const std::string& path) {
+  std::string rel = path;
+  if (m.root != "/" && rel.rfind(m.root, 0) == 0) rel = rel.substr(m.root.size());
+  if (rel == "/") rel.clear();
+  return m.mountpoint + rel;
+}
+
+std::string OwnPathFor(const std::map<std::string, std::string>& own, const std::string& ctrl) {
+  for (const auto& [controllers, path] : own) {
+    for (const auto& c : Split(controllers, ',')) {
+      if (c == ctrl) return path;
+    }
+  }
+  return "/";
+}
+
+std::vector<pid_t> ReadPids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  auto text = ReadFile(dir + "/cgroup.procs");
+  if (!text) return pids;
+  std::istringstream in(*text);
+  pid_t p;
+  while (in >> p) pids.push_back(p);
+  return pids;
+}
+
+// rmdir fails with EBUSY while the last processes are still exiting; they die within
+// milliseconds of a SIGKILL, so retry briefly and kill again whatever is still listed.
+int RemoveCgroupDir(const std::string& dir) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + seconds(5);
+  for (int attempt = 0;; ++attempt) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return 0;
+    if (errno != EBUSY || steady_clock::now() > deadline) return errno;
+    for (pid_t p : ReadPids(dir)) ::kill(p, SIGKILL);
+    std::this_thread::sleep_for(microseconds(attempt < 20 ? 100 : 2000));
+  }
+}
+
+}  // namespace
+
+SandboxCgroup::SandboxCgroup(CgroupVersion version, std::vector<std::string> dirs,
+                             std::vector<UniqueFd> procs, std::string oom_file)
+    : version_(version), dirs_(std::move(dirs)), procs_(std::move(procs)),
+      oom_file_(std::move(oom_file)) {}
+
+SandboxCgroup::~SandboxCgroup() { (void)Remove(); }
+
+Result<void> SandboxCgroup::Attach(pid_t pid) const {
+  const std::string text = std::to_string(pid);
+  for (size_t i = 0; i < procs_.size(); ++i) {
+    if (::write(procs_[i].get(), text.data(), text.size()) < 0) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "cgroup: attach: " + dirs_[i], errno);
+    }
+  }
+  return Ok{};
+}
+
+std::vector<int> SandboxCgroup::ProcsFds() const {
+  std::vector<int> fds;
+  for (const auto& fd : procs_) fds.push_back(fd.get());
+  return fds;
+}
+
+uint64_t SandboxCgroup::OomKills() const {
+  auto text = ReadFile(oom_file_);
+  if (!text) return 0;
+  std::istringstream in(*text);
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "oom_kill") return value;
+  }
+  return 0;
+}
+
+std::vector<pid_t> SandboxCgroup::Pids() const {
+  // In v1 every hierarchy holds the same processes; pids is the one that must be complete.
+  if (dirs_.empty()) return {};
+  return ReadPids(dirs_[version_ == CgroupVersion::kV1 ? 1 : 0]);
+}
+
+Result<void> SandboxCgroup::Remove() {
+  if (removed_) return Ok{};
+  removed_ = true;
+  procs_.clear();
+  if (version_ == CgroupVersion::kV2 && !dirs_.empty()) {
+    (void)WriteString(dirs_[0] + "/cgroup.kill", "1");
+  }
+  for (const auto& dir : dirs_) {
+    for (pid_t p : ReadPids(dir)) ::kill(p, SIGKILL);
+  }
+  Result<void> result = Ok{};
+  for (const auto& dir : dirs_) {
+    if (int err = RemoveCgroupDir(dir); err != 0 && result.ok()) {
+      result = SysError(ErrorCode::kInternal, "cgroup: rmdir: " + dir, err);
+    }
+  }
+  return result;
+}
+
+Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
+  const auto mounts = FindMounts();
+  const auto own = OwnCgroups();
+  Cgroups cg;
+
+  if (auto v2 = mounts.find(""); v2 != mounts.end() && own.count("")) {
+    const std::string self = JoinCgroupPath(v2->second, own.at(""));
+    auto controllers = ReadFile(self + "/cgroup.controllers");
+    if (controllers && HasWord(*controllers, "memory") && HasWord(*controllers, "pids") &&
+        HasWord(*controllers, "cpu")) {
+      const std::string enable = "+memory +pids +cpu";
+      int err = WriteString(self + "/cgroup.subtree_control", enable);
+      if (err == EBUSY) {
+        // No internal processes in v2: a cgroup that hands controllers to children must be
+        // empty, so the daemon moves itself into a leaf beside the sandboxes' parent.
+        const std::string leaf = self + "/" + parent_name + ".daemon";
+        if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
+          return SysError(ErrorCode::kInternal, "cgroup: mkdir " + leaf, errno);
+        }
+        if (int e = WriteString(leaf + "/cgroup.procs", std::to_string(::getpid())); e != 0) {
+          return SysError(ErrorCode::kInternal, "cgroup: move daemon to " + leaf, e);
+        }
+        err = WriteString(self + "/cgroup.subtree_control", enable);
+      }
+      if (err != 0) return SysError(ErrorCode::kInternal, "cgroup: enable controllers: " + self, err);
+      const std::string parent = self + "/" + parent_name;
+      if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+        return SysError(ErrorCode::kInternal, "cgroup: mkdir " + parent, errno);
+      }
+      if (int e = WriteString(parent + "/cgroup.subtree_control", enable); e != 0) {
+        return SysError(ErrorCode::kInternal, "cgroup: enable controllers: " + parent, e);
+      }
+      cg.version_ = CgroupVersion::kV2;
+      cg.parents_ = {parent};
+      return cg;
+    }
+  }
+
+  for (const char* ctrl : kV1Controllers) {
+    auto m = mounts.find(ctrl);
+    if (m == mounts.end()) {
+      return Error{ErrorCode::kInternal,
+                   std::string("cgroup: no cgroup v2 controllers and no v1 ") + ctrl + " hierarchy"};
+    }
+    const std::string parent = JoinCgroupPath(m->second, OwnPathFor(own, ctrl)) + "/" + parent_name;
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+      return SysError(ErrorCode::kInternal, "cgroup: mkdir " + parent, errno);
+    }
+    cg.parents_.push_back(parent);
+  }
+  cg.version_ = CgroupVersion::kV1;
+  return cg;
+}
+
+Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
+                                                       const Limits& limits) const {
+  std::vector<std::string> dirs;
+  auto fail = [&](const std::string& what, int err) -> Error {
+    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) (void)RemoveCgroupDir(*it);
+    return SysError(ErrorCode::kSandboxSetupFailed, "cgroup: " + what, err);
+  };
+  for (const auto& parent : parents_) {
+    const std::string dir = parent + "/" + id;
+    if (::mkdir(dir.c_str(), 0755) != 0) return fail("mkdir: " + dir, errno);
+    dirs.push_back(dir);
+  }
+
+  const int64_t memory = limits.memory_mb * 1024 * 1024;
+  const int64_t period = 100000;
+  const int64_t quota = limits.cpu_percent * period / 100;
+  std::vector<std::pair<std::string, std::string>> settings;
+  std::string oom_file;
+  if (version_ == CgroupVersion::kV1) {
+    settings = {{dirs[0] + "/memory.limit_in_bytes", std::to_string(memory)},
+                {dirs[1] + "/pids.max", std::to_string(limits.pids)},
+                {dirs[2] + "/cpu.cfs_period_us", std::to_string(period)},
+                {dirs[2] + "/cpu.cfs_quota_us", std::to_string(quota)}};
+    oom_file = dirs[0] + "/memory.oom_control";
+  } else {
+    // No memory.oom.group: an OOM kill takes one process, as on v1, and the sandbox lives on.
+    settings = {{dirs[0] + "/memory.max", std::to_string(memory)},
+                {dirs[0] + "/memory.swap.max", "0"},
+                {dirs[0] + "/pids.max", std::to_string(limits.pids)},
+                {dirs[0] + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)}};
+    oom_file = dirs[0] + "/memory.events";
+  }
+  for (const auto& [file, value] : settings) {
+    int err = WriteString(file, value);
+    // memory.swap.max is absent without swap accounting; nothing to limit then.
+    if (err == ENOENT && file.ends_with("memory.swap.max")) continue;
+    if (err != 0) return fail("write " + file, err);
+  }
+
+  std::vector<UniqueFd> procs;
+  for (const auto& dir : dirs) {
+    const std::string file = dir + "/cgroup.procs";
+    UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) return fail("open " + file, errno);
+    procs.push_back(std::move(fd));
+  }
+  return std::make_unique<SandboxCgroup>(version_, std::move(dirs), std::move(procs),
+                                         std::move(oom_file));
+}
+
+void Cgroups::CleanupLeftovers() const {
+  for (const auto& parent : parents_) {
+    DIR* d = ::opendir(parent.c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> children;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(parent + "/" + e->d_name);
+    }
+    ::closedir(d);
+    for (const auto& dir : children) {
+      log::Info("removing leftover sandbox cgroup", {{"path", dir}});
+      if (version_ == CgroupVersion::kV2) (void)WriteString(dir + "/cgroup.kill", "1");
+      for (pid_t p : ReadPids(dir)) ::kill(p, SIGKILL);
+      if (int err = RemoveCgroupDir(dir); err != 0) {
+        log::Warn("cannot remove leftover cgroup", {{"path", dir}, {"errno", ErrnoName(err)}});
+      }
+    }
+  }
+}
+
+}  // namespace sandstream::sandbox

@@ -1,0 +1,67 @@
+// Per-sandbox resource limits through cgroups: v2 where the host gives the daemon's cgroup the
+// memory, pids and cpu controllers, v1 otherwise. Parent side only; a child joins by writing
+// "0" to the cgroup.procs fds it inherited (v1 has no CLONE_INTO_CGROUP).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "platform/unique_fd.h"
+#include "sandbox/runtime.h"
+
+namespace sandstream::sandbox {
+
+enum class CgroupVersion { kV1, kV2 };
+
+// One sandbox's cgroups: one directory per v1 hierarchy (memory, pids, cpu), or one in v2.
+class SandboxCgroup {
+ public:
+  SandboxCgroup(CgroupVersion version, std::vector<std::string> dirs,
+                std::vector<UniqueFd> procs, std::string oom_file);
+  ~SandboxCgroup();
+  SandboxCgroup(const SandboxCgroup&) = delete;
+  SandboxCgroup& operator=(const SandboxCgroup&) = delete;
+
+  // Moves `pid` into every hierarchy.
+  Result<void> Attach(pid_t pid) const;
+  // Open cgroup.procs files; a forked child writes "0" to each to join before it execs.
+  std::vector<int> ProcsFds() const;
+  uint64_t OomKills() const;
+  // Host pids of every process still in the cgroup.
+  std::vector<pid_t> Pids() const;
+  // SIGKILLs what is left and removes the directories. Idempotent.
+  Result<void> Remove();
+
+ private:
+  CgroupVersion version_;
+  std::vector<std::string> dirs_;
+  std::vector<UniqueFd> procs_;
+  std::string oom_file_;
+  bool removed_ = false;
+};
+
+// The daemon's parent cgroups, found once at start-up from /proc/self/{cgroup,mountinfo}.
+class Cgroups {
+ public:
+  // Nests `parent_name` under the daemon's own cgroup in each hierarchy.
+  static Result<Cgroups> Detect(const std::string& parent_name);
+
+  CgroupVersion version() const { return version_; }
+  // Creates the sandbox's cgroups with every limit set; nothing is left on failure.
+  Result<std::unique_ptr<SandboxCgroup>> Create(const std::string& id, const Limits& limits) const;
+  // Kills the processes of, and removes, every sandbox cgroup under the parents.
+  void CleanupLeftovers() const;
+  const std::vector<std::string>& parents() const { return parents_; }
+
+ private:
+  CgroupVersion version_ = CgroupVersion::kV1;
+  // v1: memory, pids, cpu parents in that order; v2: one.
+  std::vector<std::string> parents_;
+};
+
+}  // namespace sandstream::sandbox

@@ -1,0 +1,27 @@
+// How a child reports which setup step failed: after fork/clone it allocates nothing and
+// writes one fixed-size record to a close-on-exec pipe before _exit(). EOF means exec worked.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "base/result.h"
+
+namespace sandstream::sandbox {
+
+// Steps are string literals, so the child can pass a pointer's worth of text without allocating.
+struct ChildFailure {
+  char step[96];
+  int32_t err;
+};
+
+// In the child: write {step, err} to `fd` and _exit(127). Async-signal-safe.
+[[noreturn]] void ReportAndExit(int fd, const char* step, int err);
+// In the parent: read the report pipe until EOF. Ok if the child exec'd; else the failure,
+// as "<context>: <step>: ENAME (text)" (no prefix when `context` is empty).
+Result<void> AwaitExec(int fd, ErrorCode code, std::string_view context = "spawn");
+// The raw record: nullopt at a clean EOF (the child exec'd).
+Result<std::optional<ChildFailure>> ReadChildReport(int fd);
+
+}  // namespace sandstream::sandbox

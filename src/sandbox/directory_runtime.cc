@@ -1,0 +1,173 @@
+#include "sandbox/directory_runtime.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+#include "base/log.h"
+#include "platform/fd.h"
+#include "sandbox/child_report.h"
+
+namespace sandstream::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sandbox paths are "/workspace/..."; here they live below the sandbox's directory.
+std::string HostPath(const std::string& root, const std::string& inside) {
+  if (inside.empty()) return root + "/workspace";
+  if (inside[0] == '/') return root + inside;
+  return root + "/workspace/" + inside;
+}
+
+class DirectorySandbox final : public Sandbox {
+ public:
+  DirectorySandbox(std::string id, std::string root, Limits limits)
+      : id_(std::move(id)), root_(std::move(root)), limits_(limits) {}
+  ~DirectorySandbox() override { (void)Destroy(); }
+
+  const std::string& id() const override { return id_; }
+  uint64_t OomKills() const override { return 0; }
+  std::string RootPath() const override { return root_; }
+
+  void KillAll() override {
+    for (pid_t pgid : groups_) ::kill(-pgid, SIGKILL);
+  }
+
+  Result<void> Destroy() override {
+    if (destroyed_) return Ok{};
+    KillAll();
+    destroyed_ = true;
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+    if (ec) return Error{ErrorCode::kInternal, "remove " + root_ + ": " + ec.message()};
+    return Ok{};
+  }
+
+  Result<SpawnedProcess> Spawn(const ProcessSpec& spec) override {
+    if (destroyed_) return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
+    if (spec.argv.empty()) return Error{ErrorCode::kInvalidRequest, "argv is empty"};
+
+    // Everything the child needs is prepared before fork: it must not allocate.
+    std::vector<char*> argv;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::vector<std::string> env = spec.env;
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const std::string cwd = HostPath(root_, spec.cwd);
+    const rlim_t nofile = static_cast<rlim_t>(limits_.open_files);
+
+    auto out = MakePipe(true);
+    if (!out) return std::move(out).error();
+    Result<Pipe> err = Pipe{};
+    if (!spec.merge_stderr) {
+      err = MakePipe(true);
+      if (!err) return std::move(err).error();
+    }
+    Result<Pipe> in = Pipe{};
+    if (spec.open_stdin) {
+      in = MakePipe(false);
+      if (!in) return std::move(in).error();
+    }
+    auto report = MakePipe(false);
+    if (!report) return std::move(report).error();
+    GrowPipe(out->write.get(), 1 << 20);
+
+    const int in_fd = spec.open_stdin ? in->read.get() : -1;
+    const int out_fd = out->write.get();
+    const int err_fd = spec.merge_stderr ? out_fd : err->write.get();
+    const int report_fd = report->write.get();
+
+    pid_t pid = ::fork();
+    if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "spawn: fork", errno);
+    if (pid == 0) {
+      if (::setpgid(0, 0) != 0) ReportAndExit(report_fd, "setpgid", errno);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+      int null_fd = -1;
+      if (in_fd < 0) {
+        null_fd = ::open("/dev/null", O_RDONLY);
+        if (null_fd < 0) ReportAndExit(report_fd, "open /dev/null", errno);
+      }
+      if (::dup2(in_fd >= 0 ? in_fd : null_fd, 0) < 0) ReportAndExit(report_fd, "dup2 stdin", errno);
+      if (::dup2(out_fd, 1) < 0) ReportAndExit(report_fd, "dup2 stdout", errno);
+      if (::dup2(err_fd, 2) < 0) ReportAndExit(report_fd, "dup2 stderr", errno);
+      // The pipes were non-blocking for the daemon's end only; the child's ends are blocking.
+      struct rlimit rl{nofile, nofile};
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ReportAndExit(report_fd, "setrlimit NOFILE", errno);
+      struct rlimit core{0, 0};
+      (void)::setrlimit(RLIMIT_CORE, &core);
+      if (::chdir(cwd.c_str()) != 0) ReportAndExit(report_fd, "chdir", errno);
+      ::execvpe(argv[0], argv.data(), envp.data());
+      ReportAndExit(report_fd, "execve", errno);
+    }
+
+    report->write.reset();
+    out->write.reset();
+    if (!spec.merge_stderr) err->write.reset();
+    if (spec.open_stdin) in->read.reset();
+    auto pidfd = OpenPidFd(pid);
+    if (auto exec = AwaitExec(report->read.get(), ErrorCode::kInvalidRequest); !exec) {
+      ::waitpid(pid, nullptr, 0);
+      return std::move(exec).error();
+    }
+    if (!pidfd) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return std::move(pidfd).error();
+    }
+    groups_.insert(pid);
+    SpawnedProcess p;
+    p.pid = pid;
+    p.pidfd = std::move(*pidfd);
+    p.stdout_fd = std::move(out->read);
+    if (!spec.merge_stderr) p.stderr_fd = std::move(err->read);
+    if (spec.open_stdin) p.stdin_fd = std::move(in->write);
+    return p;
+  }
+
+ private:
+  std::string id_;
+  std::string root_;
+  Limits limits_;
+  // Process groups ever started here; a stale pgid gets ESRCH, which is harmless.
+  std::set<pid_t> groups_;
+  bool destroyed_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Sandbox>> DirectoryRuntime::Create(const SandboxSpec& spec) {
+  const std::string root = base_dir_ + "/" + spec.id;
+  std::error_code ec;
+  fs::create_directories(root + "/workspace", ec);
+  if (ec) {
+    return Error{ErrorCode::kSandboxSetupFailed,
+                 "directory: mkdir " + root + "/workspace: " + ec.message()};
+  }
+  fs::create_directories(root + "/tmp", ec);
+  return std::unique_ptr<Sandbox>(new DirectorySandbox(spec.id, root, spec.limits));
+}
+
+void DirectoryRuntime::CleanupLeftovers() {
+  std::error_code ec;
+  if (!fs::exists(base_dir_, ec)) return;
+  for (const auto& entry : fs::directory_iterator(base_dir_, ec)) {
+    log::Info("removing leftover sandbox directory", {{"path", entry.path().string()}});
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace sandstream::sandbox

@@ -1,0 +1,310 @@
+// Root filesystem plans: the base template (host system directories read-only, a sized tmpfs
+// for everything writable) or a template directory under an overlay, then /tmp, /proc, /dev.
+#include "sandbox/mounts.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "platform/fd.h"
+#include "sandbox/child_report.h"
+
+namespace sandstream::sandbox {
+namespace {
+
+constexpr const char* kTopLevel[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+constexpr const char* kEtcDirs[] = {"alternatives", "ssl", "ca-certificates", "ld.so.conf.d",
+                                    "profile.d", "perl", "terminfo", "fonts", "xdg"};
+constexpr const char* kEtcFiles[] = {"ld.so.cache", "ld.so.conf", "profile", "bash.bashrc",
+                                     "inputrc", "protocols", "services", "mime.types",
+                                     "debian_version", "os-release", "shells", "host.conf",
+                                     "gai.conf", "localtime", "timezone", "resolv.conf",
+                                     "mailcap", "magic", "environment"};
+constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+std::string PasswdFile() {
+  return "root:x:0:0:root:/root:/bin/bash\n"
+         "user:x:1000:1000:user:/workspace:/bin/bash\n"
+         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+}
+
+std::string GroupFile() {
+  return "root:x:0:\ntty:x:5:\nusers:x:100:\nuser:x:1000:\nnogroup:x:65534:\n";
+}
+
+std::string HostsFile(const std::string& hostname) {
+  return "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" +
+         hostname + "\n";
+}
+
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(RootPlan* plan) : plan_(plan) {}
+
+  void Add(MountOp op, const std::string& path, const std::string& label, std::string source = {},
+           std::string options = {}, mode_t mode = 0755, uid_t owner = 0,
+           unsigned long flags = 0) {
+    plan_->steps.push_back(MountStep{op, path, std::move(source), std::move(options), flags, mode,
+                                     owner, owner, label});
+  }
+
+ private:
+  RootPlan* plan_;
+};
+
+// /tmp, /proc and /dev: the same for every template.
+void AddRuntimeMounts(PlanBuilder& b, const std::string& root, const SandboxSpec& spec) {
+  const std::string size = "size=" + std::to_string(spec.limits.disk_mb) + "m";
+  b.Add(MountOp::kMkdir, root + "/tmp", "mounts: mkdir: /tmp", {}, {}, 01777);
+  b.Add(MountOp::kTmpfs, root + "/tmp", "mounts: tmpfs: /tmp", {},
+        size + ",mode=1777", 0, 0, MS_NOSUID | MS_NODEV);
+  b.Add(MountOp::kMkdir, root + "/proc", "mounts: mkdir: /proc", {}, {}, 0555);
+  b.Add(MountOp::kProc, root + "/proc", "mounts: proc: /proc");
+
+  const std::string dev = root + "/dev";
+  b.Add(MountOp::kMkdir, dev, "mounts: mkdir: /dev");
+  b.Add(MountOp::kTmpfs, dev, "mounts: tmpfs: /dev", {}, size + ",mode=0755", 0, 0, MS_NOSUID | MS_NOEXEC);
+  for (const char* name : kDevices) {
+    const std::string inside = std::string("/dev/") + name;
+    b.Add(MountOp::kWriteFile, root + inside, "mounts: create: " + inside, {}, {}, 0666);
+    b.Add(MountOp::kBindDevice, root + inside, "mounts: bind-dev: " + inside, inside);
+  }
+  b.Add(MountOp::kMkdir, dev + "/pts", "mounts: mkdir: /dev/pts");
+  b.Add(MountOp::kDevpts, dev + "/pts", "mounts: devpts: /dev/pts", {},
+        "newinstance,ptmxmode=0666,mode=0620,gid=5", 0, 0, MS_NOSUID | MS_NOEXEC);
+  b.Add(MountOp::kSymlink, dev + "/ptmx", "mounts: symlink: /dev/ptmx", "pts/ptmx");
+  b.Add(MountOp::kMkdir, dev + "/shm", "mounts: mkdir: /dev/shm", {}, {}, 01777);
+  b.Add(MountOp::kSymlink, dev + "/fd", "mounts: symlink: /dev/fd", "/proc/self/fd");
+  b.Add(MountOp::kSymlink, dev + "/stdin", "mounts: symlink: /dev/stdin", "/proc/self/fd/0");
+  b.Add(MountOp::kSymlink, dev + "/stdout", "mounts: symlink: /dev/stdout", "/proc/self/fd/1");
+  b.Add(MountOp::kSymlink, dev + "/stderr", "mounts: symlink: /dev/stderr", "/proc/self/fd/2");
+}
+
+void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root,
+                 const SandboxSpec& spec) {
+  b.Add(MountOp::kTmpfs, root, "mounts: tmpfs: /", {},
+        "size=" + std::to_string(spec.limits.disk_mb) + "m,mode=0755", 0, 0, MS_NOSUID | MS_NODEV);
+  for (const auto& dir : host.dirs) {
+    b.Add(MountOp::kMkdir, root + dir, "mounts: mkdir: " + dir);
+    b.Add(MountOp::kBindReadOnly, root + dir, "mounts: bind-ro: " + dir, dir);
+  }
+  for (const auto& [path, target] : host.links) {
+    b.Add(MountOp::kSymlink, root + path, "mounts: symlink: " + path, target);
+  }
+  const std::string etc = root + "/etc";
+  b.Add(MountOp::kMkdir, etc, "mounts: mkdir: /etc");
+  for (const auto& [name, content] : host.etc_files) {
+    b.Add(MountOp::kWriteFile, etc + "/" + name, "mounts: write: /etc/" + name, content, {}, 0644);
+  }
+  for (const auto& [name, target] : host.etc_links) {
+    b.Add(MountOp::kSymlink, etc + "/" + name, "mounts: symlink: /etc/" + name, target);
+  }
+  for (const auto& name : host.etc_dirs) {
+    b.Add(MountOp::kMkdir, etc + "/" + name, "mounts: mkdir: /etc/" + name);
+    b.Add(MountOp::kBindReadOnly, etc + "/" + name, "mounts: bind-ro: /etc/" + name,
+          "/etc/" + name);
+  }
+  const std::pair<const char*, std::string> generated[] = {
+      {"passwd", PasswdFile()},
+      {"group", GroupFile()},
+      {"hosts", HostsFile(spec.id)},
+      {"hostname", spec.id + "\n"},
+      {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"},
+  };
+  for (const auto& [name, content] : generated) {
+    b.Add(MountOp::kWriteFile, etc + "/" + name, std::string("mounts: write: /etc/") + name,
+          content, {}, 0644);
+  }
+  b.Add(MountOp::kMkdir, root + "/root", "mounts: mkdir: /root", {}, {}, 0700);
+  b.Add(MountOp::kMkdir, root + "/run", "mounts: mkdir: /run");
+  b.Add(MountOp::kMkdir, root + "/var", "mounts: mkdir: /var");
+  b.Add(MountOp::kMkdir, root + "/var/tmp", "mounts: mkdir: /var/tmp", {}, {}, 01777);
+}
+
+void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec& spec,
+                     int template_fd) {
+  // The writable layer is a sized tmpfs: cheap to drop and a disk quota at once.
+  const std::string layer = "layer";
+  b.Add(MountOp::kTmpfs, layer, "mounts: tmpfs: layer", {},
+        "size=" + std::to_string(spec.limits.disk_mb) + "m,mode=0755");
+  b.Add(MountOp::kMkdir, layer + "/upper", "mounts: mkdir: layer/upper");
+  b.Add(MountOp::kMkdir, layer + "/work", "mounts: mkdir: layer/work");
+  b.Add(MountOp::kOverlay, root, "mounts: overlay: " + spec.template_root, {},
+        "lowerdir=/proc/self/fd/" + std::to_string(template_fd) + ",upperdir=" + layer + "/upper,workdir=" + layer +
+            "/work,userxattr");
+  // Files of the template that must name this sandbox; bound over, since the template's
+  // own /etc belongs to ids the sandbox does not map.
+  const std::pair<const char*, std::string> own[] = {{"hostname", spec.id + "\n"},
+                                                      {"hosts", HostsFile(spec.id)}};
+  for (const auto& [name, content] : own) {
+    const std::string file = layer + "/" + name;
+    b.Add(MountOp::kWriteFile, file, std::string("mounts: write: layer/") + name, content, {},
+          0644);
+    b.Add(MountOp::kBindFile, root + "/etc/" + name, std::string("mounts: bind: /etc/") + name,
+          file);
+  }
+}
+
+// --- child side: raw syscalls only ---
+
+[[noreturn]] void Fail(const MountStep& step, int report_fd) {
+  ReportAndExit(report_fd, step.label.c_str(), errno);
+}
+
+void RunStep(const MountStep& s, int report_fd) {
+  const char* path = s.path.c_str();
+  switch (s.op) {
+    case MountOp::kTmpfs:
+      if (::mount("tmpfs", path, "tmpfs", s.flags, s.options.c_str()) != 0) Fail(s, report_fd);
+      return;
+    case MountOp::kOverlay:
+      if (::mount("overlay", path, "overlay", 0, s.options.c_str()) != 0) Fail(s, report_fd);
+      return;
+    case MountOp::kProc:
+      if (::mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+        Fail(s, report_fd);
+      }
+      return;
+    case MountOp::kDevpts:
+      if (::mount("devpts", path, "devpts", s.flags, s.options.c_str()) != 0) Fail(s, report_fd);
+      return;
+    case MountOp::kBindReadOnly: {
+      if (::mount(s.source.c_str(), path, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+        Fail(s, report_fd);
+      }
+      // mount_setattr changes only the named flags; a MS_REMOUNT would have to restate
+      // every flag locked by the user namespace (relatime, nosuid...) or fail with EPERM.
+      struct mount_attr attr{};
+      attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+      if (::mount_setattr(AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) != 0) {
+        Fail(s, report_fd);
+      }
+      return;
+    }
+    case MountOp::kBindDevice:
+      if (::mount(s.source.c_str(), path, nullptr, MS_BIND, nullptr) != 0) Fail(s, report_fd);
+      return;
+    case MountOp::kBindFile: {
+      struct stat st;
+      if (::stat(path, &st) != 0) {
+        if (errno == ENOENT) return;
+        Fail(s, report_fd);
+      }
+      if (::mount(s.source.c_str(), path, nullptr, MS_BIND, nullptr) != 0) Fail(s, report_fd);
+      return;
+    }
+    case MountOp::kMkdir:
+      if (::mkdir(path, s.mode) != 0) {
+        if (errno != EEXIST) Fail(s, report_fd);
+        return;
+      }
+      if (s.uid != 0 && ::chown(path, s.uid, s.gid) != 0) Fail(s, report_fd);
+      return;
+    case MountOp::kSymlink:
+      if (::symlink(s.source.c_str(), path) != 0) Fail(s, report_fd);
+      return;
+    case MountOp::kWriteFile: {
+      int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, s.mode);
+      if (fd < 0) Fail(s, report_fd);
+      size_t done = 0;
+      while (done < s.source.size()) {
+        ssize_t n = ::write(fd, s.source.data() + done, s.source.size() - done);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          Fail(s, report_fd);
+        }
+        done += static_cast<size_t>(n);
+      }
+      if (s.uid != 0 && ::fchown(fd, s.uid, s.gid) != 0) Fail(s, report_fd);
+      ::close(fd);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+HostSystem HostSystem::Scan() {
+  HostSystem host;
+  struct stat st;
+  for (const char* path : kTopLevel) {
+    if (::lstat(path, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      ssize_t n = ::readlink(path, target, sizeof target - 1);
+      if (n > 0) host.links.emplace_back(path, std::string(target, static_cast<size_t>(n)));
+    } else if (S_ISDIR(st.st_mode)) {
+      host.dirs.emplace_back(path);
+    }
+  }
+  std::set<std::string> wanted_dirs(std::begin(kEtcDirs), std::end(kEtcDirs));
+  if (DIR* d = ::opendir("/etc")) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      // Interpreter configuration (/etc/python3.11 ...) that their stdlib expects.
+      if (name.rfind("python", 0) == 0) wanted_dirs.insert(name);
+    }
+    ::closedir(d);
+  }
+  for (const auto& name : wanted_dirs) {
+    const std::string path = "/etc/" + name;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) host.etc_dirs.push_back(name);
+  }
+  for (const char* name : kEtcFiles) {
+    const std::string path = std::string("/etc/") + name;
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+      if (n > 0) host.etc_links.emplace_back(name, std::string(target, static_cast<size_t>(n)));
+    } else if (S_ISREG(st.st_mode) && st.st_size <= (1 << 20)) {
+      if (auto content = ReadFile(path)) host.etc_files.emplace_back(name, std::move(*content));
+    }
+  }
+  return host;
+}
+
+RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
+                       const std::string& sandbox_dir, int template_fd) {
+  RootPlan plan;
+  plan.new_root = "root";
+  plan.pivot_label = "mounts: pivot_root: " + sandbox_dir + "/root";
+  PlanBuilder b(&plan);
+  if (spec.template_root.empty()) {
+    AddBaseRoot(b, host, plan.new_root, spec);
+  } else {
+    AddTemplateRoot(b, plan.new_root, spec, template_fd);
+  }
+  b.Add(MountOp::kMkdir, plan.new_root + "/workspace", "mounts: mkdir: /workspace", {}, {}, 0755,
+        kSandboxUserId);
+  AddRuntimeMounts(b, plan.new_root, spec);
+  return plan;
+}
+
+void BuildRootInChild(const RootPlan& plan, int report_fd) {
+  // On systemd hosts / is shared: without this, the sandbox's mounts would propagate out.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    ReportAndExit(report_fd, "mounts: make / private", errno);
+  }
+  ::umask(0);
+  for (const auto& step : plan.steps) RunStep(step, report_fd);
+  if (::chdir(plan.new_root.c_str()) != 0) ReportAndExit(report_fd, plan.pivot_label.c_str(), errno);
+  // pivot_root(".", ".") stacks the old root on the new one; detaching "." then drops it,
+  // with no put_old directory to create and remove.
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) {
+    ReportAndExit(report_fd, plan.pivot_label.c_str(), errno);
+  }
+  if (::umount2(".", MNT_DETACH) != 0) ReportAndExit(report_fd, "mounts: detach old root", errno);
+  if (::chdir("/") != 0) ReportAndExit(report_fd, "mounts: chdir /", errno);
+  ::umask(022);
+}
+
+}  // namespace sandstream::sandbox

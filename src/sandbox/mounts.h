@@ -1,0 +1,72 @@
+// The sandbox's root filesystem as a plan of typed steps: the parent builds the plan (reading
+// the host, allocating); the child executes it after clone() without allocating, then pivots.
+// Never exposes the host's /root, /home, /var, /tmp or the daemon's data directory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sandbox/runtime.h"
+
+namespace sandstream::sandbox {
+
+enum class MountOp {
+  kTmpfs,         // mount a tmpfs at path with `options`
+  kOverlay,       // mount an overlay at path with `options`
+  kBindReadOnly,  // bind `source` (recursively) at the directory path, read-only, nosuid, nodev
+  kBindDevice,    // bind the host device node `source` onto the file path
+  kBindFile,      // bind `source` over path if path exists (template files that must differ)
+  kMkdir,         // mkdir path with mode and owner; an existing directory is fine
+  kSymlink,       // symlink path -> source
+  kWriteFile,     // create path with `source` as its content, mode and owner
+  kProc,          // a new proc instance (of the sandbox's pid namespace)
+  kDevpts,        // a new devpts instance with `options`
+};
+
+struct MountStep {
+  MountOp op;
+  std::string path;    // where, as seen before pivot_root
+  std::string source;  // bind source, symlink target or file content
+  std::string options;      // filesystem data ("size=64m,mode=0755")
+  unsigned long flags = 0;  // MS_* flags of the mount
+  mode_t mode = 0755;
+  uid_t uid = 0;  // owner inside the sandbox
+  gid_t gid = 0;
+  std::string label;  // "mounts: bind-ro: /usr", the failing step's name
+};
+
+struct RootPlan {
+  std::string new_root;
+  std::vector<MountStep> steps;
+  std::string pivot_label;
+};
+
+// What the `base` template takes from the host, read once when the runtime starts.
+struct HostSystem {
+  std::vector<std::string> dirs;                                // bound read-only: /usr ...
+  std::vector<std::pair<std::string, std::string>> links;       // /bin -> usr/bin ...
+  std::vector<std::string> etc_dirs;                            // /etc/ssl ... read-only
+  std::vector<std::pair<std::string, std::string>> etc_files;   // name, content
+  std::vector<std::pair<std::string, std::string>> etc_links;   // name, target
+  static HostSystem Scan();
+};
+
+// The uid and gid of `user` inside every sandbox.
+inline constexpr uid_t kSandboxUserId = 1000;
+
+// Paths in the plan are relative to `sandbox_dir`, the sandbox's private state directory
+// (owned by its root, so that no ancestor needs to be searchable by the sandbox's ids); the
+// root is assembled at <sandbox_dir>/root in the child's mount namespace, invisible to the
+// host. A template root is reached through `template_fd` (O_PATH), for the same reason.
+RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
+                       const std::string& sandbox_dir, int template_fd);
+
+// In the child (root of its user and mount namespaces, cwd the sandbox's directory): makes
+// every mount private, executes the plan and pivots into the new root. Async-signal-safe; on
+// failure reports and exits.
+void BuildRootInChild(const RootPlan& plan, int report_fd);
+
+}  // namespace sandstream::sandbox

@@ -1,0 +1,408 @@
+// NamespaceRuntime: creating a sandbox (parent and child sides of the clone, in order),
+// killing its processes through its PID 1, and tearing everything down.
+#include "sandbox/namespace_runtime.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <vector>
+
+#include "base/log.h"
+#include "platform/fd.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/child_report.h"
+#include "sandbox/init.h"
+#include "sandbox/mounts.h"
+#include "sandbox/net.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/spawn.h"
+#include "sandbox/userns.h"
+
+namespace sandstream::sandbox {
+
+namespace fs = std::filesystem;
+
+struct NamespaceRuntime::State {
+  explicit State(NamespaceRuntimeOptions o)
+      : options(std::move(o)),
+        ids(options.host_id_base, options.host_id_range, options.max_sandboxes) {}
+
+  NamespaceRuntimeOptions options;
+  HostSystem host;
+  std::optional<Cgroups> cgroups;
+  SeccompProgram seccomp;         // default profile
+  SeccompProgram seccomp_userns;  // the same, nested user namespaces allowed
+  UniqueFd init_exe;
+  int64_t nofile_hard = 0;
+
+  std::mutex mu;  // guards ids and dying
+  IdRangePool ids;
+  // Pidfds of killed inits that could not be reaped yet: PID 1 stays until the daemon has
+  // reaped its own children in that namespace.
+  std::vector<UniqueFd> dying;
+
+  void ReapDying() {
+    std::lock_guard lock(mu);
+    std::erase_if(dying, [](const UniqueFd& fd) {
+      siginfo_t info{};
+      return ::waitid(P_PIDFD, static_cast<id_t>(fd.get()), &info, WEXITED | WNOHANG) == 0 &&
+             info.si_pid != 0;
+    });
+  }
+};
+
+namespace {
+
+constexpr uint64_t kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                                 CLONE_NEWUTS | CLONE_NEWIPC;
+constexpr int kReadyTimeoutMs = 10000;
+constexpr int kKillTimeoutMs = 5000;
+
+// One byte with a deadline; false on timeout, EOF or error.
+bool ReadByte(int fd, char expected, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  for (;;) {
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    char c = 0;
+    ssize_t n = ::read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    return n == 1 && c == expected;
+  }
+}
+
+// Everything the child of Create needs, prepared before clone(): after it, nothing allocates.
+struct InitLaunch {
+  const RootPlan* plan;
+  const char* dir;
+  const char* template_root;  // nullptr for the base template
+  int template_fd;
+  const char* hostname;
+  size_t hostname_len;
+  int sync_fd;
+  int control_fd;
+  int report_fd;
+  int init_exe;
+};
+
+[[noreturn]] void RunInitSetup(const InitLaunch& l) {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(l.sync_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) ::_exit(1);  // the parent gave up; it reports its own error
+
+  // Still the host's uid 0 here, so the path's ancestors are searchable whatever their mode;
+  // from now on every path of the plan is relative to this directory.
+  if (::chdir(l.dir) != 0) ReportAndExit(l.report_fd, "state: chdir", errno);
+  if (l.template_root != nullptr) {
+    // Overlay layers must be mounts of this mount namespace: the parent's fd names the
+    // template in the host's, so reopen it here, under the number the plan refers to.
+    int fd = ::open(l.template_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || ::dup3(fd, l.template_fd, O_CLOEXEC) < 0) {
+      ReportAndExit(l.report_fd, "template: open", errno);
+    }
+    ::close(fd);
+  }
+  BecomeNamespaceRootInChild(l.report_fd);
+  // Only now, inside the sandbox's cgroups, so that they are the namespace's root.
+  if (::unshare(CLONE_NEWCGROUP) != 0) ReportAndExit(l.report_fd, "cgroupns: unshare", errno);
+  if (::sethostname(l.hostname, l.hostname_len) != 0) {
+    ReportAndExit(l.report_fd, "uts: sethostname", errno);
+  }
+  BuildRootInChild(*l.plan, l.report_fd);
+  LoopbackUpInChild(l.report_fd);
+  if (::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
+  ExecInitInChild(l.init_exe, l.control_fd, l.report_fd);
+}
+
+class NamespaceSandbox final : public Sandbox {
+ public:
+  NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> state, std::string id,
+                   std::string dir, Limits limits, bool allow_nested_userns)
+      : state_(std::move(state)), id_(std::move(id)), dir_(std::move(dir)), limits_(limits),
+        allow_nested_userns_(allow_nested_userns) {}
+  ~NamespaceSandbox() override { (void)Destroy(); }
+
+  const std::string& id() const override { return id_; }
+  std::string RootPath() const override { return "/proc/" + std::to_string(init_pid_) + "/root"; }
+  uint64_t OomKills() const override { return cgroup_ ? cgroup_->OomKills() : 0; }
+
+  Result<SpawnedProcess> Spawn(const ProcessSpec& spec) override {
+    if (destroyed_) return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
+    SpawnContext ctx;
+    ctx.init_pidfd = init_pidfd_.get();
+    ctx.cgroup_procs = cgroup_->ProcsFds();
+    ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program()
+                                       : state_->seccomp.program();
+    ctx.open_files = std::min<int64_t>(limits_.open_files, state_->nofile_hard);
+    return SpawnInSandbox(ctx, spec);
+  }
+
+  void KillAll() override {
+    if (destroyed_ || !control_) return;
+    const char command = 'K';
+    if (::write(control_.get(), &command, 1) == 1 &&
+        ReadByte(control_.get(), 'k', kKillTimeoutMs)) {
+      return;
+    }
+    // init did not answer: end the whole sandbox rather than leave anything running.
+    log::Warn("sandbox init did not answer a kill request; killing it", {{"sandbox", id_}});
+    KillInit();
+  }
+
+  Result<void> Destroy() override {
+    if (destroyed_) return Ok{};
+    destroyed_ = true;
+    // PID 1's death SIGKILLs the whole pid namespace; mounts go with the mount namespace.
+    KillInit();
+    control_.reset();
+    Result<void> result = Ok{};
+    if (cgroup_) {
+      if (auto r = cgroup_->Remove(); !r) result = std::move(r).error();
+    }
+    ReapInit();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (ec && result.ok()) {
+      result = Error{ErrorCode::kInternal, "remove " + dir_ + ": " + ec.message()};
+    }
+    if (ids_first_) {
+      std::lock_guard lock(state_->mu);
+      state_->ids.Release(*ids_first_);
+      ids_first_.reset();
+    }
+    return result;
+  }
+
+  // Set by Create as each resource is acquired, so Destroy frees exactly those.
+  std::optional<uint32_t> ids_first_;
+  std::unique_ptr<SandboxCgroup> cgroup_;
+  UniqueFd init_pidfd_;
+  pid_t init_pid_ = -1;
+  UniqueFd control_;
+
+ private:
+  void KillInit() {
+    if (init_pidfd_) ::syscall(SYS_pidfd_send_signal, init_pidfd_.get(), SIGKILL, nullptr, 0);
+  }
+
+  void ReapInit() {
+    if (!init_pidfd_) return;
+    // The namespace's last processes are usually gone within a millisecond; if the daemon
+    // still holds unreaped children there, PID 1 waits for them and is reaped later.
+    pollfd p{init_pidfd_.get(), POLLIN, 0};
+    siginfo_t info{};
+    if (::poll(&p, 1, 50) == 1 &&
+        ::waitid(P_PIDFD, static_cast<id_t>(init_pidfd_.get()), &info, WEXITED | WNOHANG) == 0 &&
+        info.si_pid != 0) {
+      init_pidfd_.reset();
+      return;
+    }
+    std::lock_guard lock(state_->mu);
+    state_->dying.push_back(std::move(init_pidfd_));
+  }
+
+  std::shared_ptr<NamespaceRuntime::State> state_;
+  std::string id_;
+  std::string dir_;
+  Limits limits_;
+  bool allow_nested_userns_;
+  bool destroyed_ = false;
+};
+
+}  // namespace
+
+NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
+    : state_(std::make_shared<State>(std::move(options))) {
+  auto& s = *state_;
+  if (s.options.host_id_range < 65536) {
+    ready_ = Error{ErrorCode::kInternal, "namespace runtime: host_id_range must be >= 65536"};
+    return;
+  }
+  std::error_code ec;
+  fs::create_directories(s.options.state_dir, ec);
+  if (ec) {
+    ready_ = Error{ErrorCode::kInternal, "mkdir " + s.options.state_dir + ": " + ec.message()};
+    return;
+  }
+  ::chmod(s.options.state_dir.c_str(), 0700);
+  auto cgroups = Cgroups::Detect(s.options.cgroup_parent);
+  if (!cgroups) {
+    ready_ = std::move(cgroups).error();
+    return;
+  }
+  s.cgroups = std::move(*cgroups);
+  auto seccomp = SeccompProgram::Build(false);
+  auto seccomp_userns = SeccompProgram::Build(true);
+  if (!seccomp || !seccomp_userns) {
+    ready_ = !seccomp ? seccomp.error() : seccomp_userns.error();
+    return;
+  }
+  s.seccomp = std::move(*seccomp);
+  s.seccomp_userns = std::move(*seccomp_userns);
+  auto init = LoadInitExecutable();
+  if (!init) {
+    ready_ = std::move(init).error();
+    return;
+  }
+  s.init_exe = std::move(*init);
+  s.host = HostSystem::Scan();
+  struct rlimit nofile{};
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  s.nofile_hard = static_cast<int64_t>(nofile.rlim_max);
+}
+
+NamespaceRuntime::~NamespaceRuntime() = default;
+
+Result<std::unique_ptr<Sandbox>> NamespaceRuntime::Create(const SandboxSpec& spec) {
+  if (!ready_) return ready_.error();
+  auto& s = *state_;
+  s.ReapDying();
+  if (spec.id.empty() || spec.id.find('/') != std::string::npos || spec.id[0] == '.') {
+    return Error{ErrorCode::kInvalidRequest, "sandbox id must be a plain name: " + spec.id};
+  }
+  if (spec.network != "loopback") {
+    return Error{ErrorCode::kInvalidRequest, "network: unsupported mode: " + spec.network};
+  }
+  SandboxSpec resolved = spec;
+  if (resolved.template_root.empty() && !resolved.template_name.empty() &&
+      resolved.template_name != "base") {
+    const std::string dir = s.options.template_dir + "/" + resolved.template_name;
+    std::error_code ec;
+    if (s.options.template_dir.empty() || !fs::is_directory(dir, ec)) {
+      return Error{ErrorCode::kInvalidRequest, "template: unknown: " + resolved.template_name};
+    }
+    resolved.template_root = dir;
+  }
+
+  const std::string dir = s.options.state_dir + "/" + spec.id;
+  auto sandbox = std::make_unique<NamespaceSandbox>(state_, spec.id, dir, spec.limits,
+                                                    spec.allow_nested_userns);
+  {
+    std::lock_guard lock(s.mu);
+    sandbox->ids_first_ = s.ids.Acquire();
+  }
+  if (!sandbox->ids_first_) {
+    return Error{ErrorCode::kQuotaExceeded, "userns: every host id range is in use"};
+  }
+  // From here on, an early return destroys `sandbox`, which frees what it holds.
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    const int err = errno;
+    return SysError(err == EEXIST ? ErrorCode::kConflict : ErrorCode::kSandboxSetupFailed,
+                    "state: mkdir: " + dir, err);
+  }
+  const std::string root = dir + "/root";
+  if (::mkdir(root.c_str(), 0755) != 0) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + root, errno);
+  }
+  if (!resolved.template_root.empty()) {
+    const std::string layer = dir + "/layer";
+    if (::mkdir(layer.c_str(), 0755) != 0) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + layer, errno);
+    }
+  }
+  // Owned by the sandbox's root: the child works below it after leaving the host's uid 0.
+  if (::chown(dir.c_str(), *sandbox->ids_first_, *sandbox->ids_first_) != 0) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "state: chown: " + dir, errno);
+  }
+  UniqueFd template_fd;
+  if (!resolved.template_root.empty()) {
+    template_fd.reset(::open(resolved.template_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!template_fd) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "template: open: " + resolved.template_root,
+                      errno);
+    }
+  }
+  auto cgroup = s.cgroups->Create(spec.id, spec.limits);
+  if (!cgroup) return std::move(cgroup).error();
+  sandbox->cgroup_ = std::move(*cgroup);
+
+  const RootPlan plan = BuildRootPlan(s.host, resolved, dir, template_fd.get());
+  int sync[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
+  }
+  UniqueFd sync_parent(sync[0]), sync_child(sync[1]);
+  int control[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
+  }
+  UniqueFd control_parent(control[0]), control_child(control[1]);
+  auto report = MakePipe(false);
+  if (!report) return std::move(report).error();
+
+  const InitLaunch launch{&plan,
+                          dir.c_str(),
+                          template_fd ? resolved.template_root.c_str() : nullptr,
+                          template_fd.get(),
+                          spec.id.c_str(),
+                          spec.id.size(),
+                          sync_child.get(),
+                          control_child.get(),
+                          report->write.get(),
+                          s.init_exe.get()};
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = kCloneFlags | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "clone3", errno);
+  if (pid == 0) RunInitSetup(launch);
+
+  sandbox->init_pidfd_.reset(pidfd);
+  sandbox->init_pid_ = pid;
+  sync_child.reset();
+  control_child.reset();
+  report->write.reset();
+
+  if (auto r = WriteIdMapsFromParent(pid, *sandbox->ids_first_, s.options.host_id_range); !r) {
+    return std::move(r).error();
+  }
+  if (auto r = sandbox->cgroup_->Attach(pid); !r) return std::move(r).error();
+  if (::write(sync_parent.get(), "g", 1) != 1) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
+  }
+  if (auto r = AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, ""); !r) {
+    return std::move(r).error();
+  }
+  if (!ReadByte(control_parent.get(), 'R', kReadyTimeoutMs)) {
+    return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
+  }
+  sandbox->control_ = std::move(control_parent);
+  return std::unique_ptr<Sandbox>(std::move(sandbox));
+}
+
+std::vector<std::string> NamespaceRuntime::CgroupParents() const {
+  if (!state_->cgroups) return {};
+  return state_->cgroups->parents();
+}
+
+void NamespaceRuntime::CleanupLeftovers() {
+  if (!ready_) return;
+  state_->cgroups->CleanupLeftovers();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(state_->options.state_dir, ec)) {
+    log::Info("removing leftover sandbox directory", {{"path", entry.path().string()}});
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace sandstream::sandbox

@@ -1,0 +1,55 @@
+// The isolating runtime: every sandbox is a small PID 1 in its own user, pid, mount, network,
+// uts, ipc and cgroup namespaces, with its own root filesystem, cgroup limits and a dedicated
+// unprivileged host uid range; every process it runs is dropped to no capabilities under seccomp.
+// Not thread-safe: one caller (the daemon's io_context thread) at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandbox/runtime.h"
+
+namespace sandstream::sandbox {
+
+struct NamespaceRuntimeOptions {
+  // Private directory per sandbox (its mount point); <data-dir>/sandboxes. Never inside a sandbox.
+  std::string state_dir;
+  // Host uid/gid of root in the first sandbox; sandbox i maps 0.. to base + i * range.
+  uint32_t host_id_base = 1000000;
+  // Ids mapped per sandbox (inside: 0 .. range - 1); must cover 65534 (nobody).
+  uint32_t host_id_range = 65536;
+  // How many sandboxes can exist at once (number of id ranges).
+  uint32_t max_sandboxes = 4096;
+  // Sandbox cgroups live in <daemon's own cgroup>/<cgroup_parent>/<id>, in every hierarchy.
+  std::string cgroup_parent = "sandstream";
+  // Named templates: <template_dir>/<name> is a directory holding a full root filesystem.
+  std::string template_dir;
+};
+
+class NamespaceRuntime final : public Runtime {
+ public:
+  // Finds the cgroups, compiles the seccomp profiles and loads the init executable; a problem
+  // is kept in ready() and returned by every Create.
+  explicit NamespaceRuntime(NamespaceRuntimeOptions options);
+  ~NamespaceRuntime() override;
+
+  std::string_view name() const override { return "namespace"; }
+  const Result<void>& ready() const { return ready_; }
+  // The root of a sandbox is the host's system directories (read-only) when both
+  // spec.template_root and spec.template_name ("base") say so, else the template's directory
+  // under an overlay whose writable layer is a tmpfs of limits.disk_mb.
+  Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec) override;
+  void CleanupLeftovers() override;
+  // Where sandbox cgroups are created: one directory per hierarchy (v1) or one (v2).
+  std::vector<std::string> CgroupParents() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+  Result<void> ready_;
+};
+
+}  // namespace sandstream::sandbox

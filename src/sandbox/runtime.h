@@ -1,0 +1,82 @@
+// The seam between supervision and isolation: a Runtime makes Sandboxes, a Sandbox spawns
+// processes inside itself. Synchronous, no Asio, no HTTP. The process layer only ever sees
+// these types, so a runtime can be swapped without touching anything above.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "platform/unique_fd.h"
+
+namespace sandstream::sandbox {
+
+// Resource limits; every field is always set (the config supplies defaults and maximums).
+struct Limits {
+  int64_t memory_mb = 512;
+  int64_t pids = 256;
+  int64_t cpu_percent = 100;  // 100 = one full core
+  int64_t disk_mb = 1024;     // writable layer (and /tmp) size
+  int64_t open_files = 1024;  // RLIMIT_NOFILE
+};
+
+struct SandboxSpec {
+  std::string id;             // "sb_..."; also the hostname inside
+  std::string template_name;  // resolved template name ("base")
+  std::string template_root;  // a directory holding a full root; empty: built from host dirs
+  Limits limits;
+  std::string network = "loopback";  // the only mode today: a private loopback
+  bool allow_nested_userns = false;
+};
+
+struct ProcessSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH inside the sandbox
+  std::vector<std::string> env;   // the complete environment, "K=V"
+  std::string cwd;                // a path inside the sandbox
+  bool merge_stderr = false;      // stderr shares the stdout pipe
+  bool open_stdin = true;         // false: stdin is /dev/null
+  bool as_root = false;           // run as root (uid 0) of the sandbox instead of `user` (1000)
+};
+
+// A started process. It is a child of the calling (daemon) process, so its pidfd can be
+// waited on, and it leads its own process group (pgid == pid) so a group kill reaches
+// everything it started.
+struct SpawnedProcess {
+  pid_t pid = -1;          // as the daemon sees it
+  UniqueFd pidfd;
+  UniqueFd stdin_fd;       // write end; invalid when !open_stdin
+  UniqueFd stdout_fd;      // read end, non-blocking
+  UniqueFd stderr_fd;      // read end, non-blocking; invalid when merge_stderr
+};
+
+class Sandbox {
+ public:
+  virtual ~Sandbox() = default;
+  virtual const std::string& id() const = 0;
+  // Starts a process inside. Errors name the step and errno ("spawn: execve sh: ENOENT").
+  virtual Result<SpawnedProcess> Spawn(const ProcessSpec& spec) = 0;
+  // OOM kills seen in this sandbox so far; the process layer compares before and after.
+  virtual uint64_t OomKills() const = 0;
+  // SIGKILL to every process in the sandbox; idempotent, safe after Destroy.
+  virtual void KillAll() = 0;
+  // Frees processes, mounts, cgroups and directories. Idempotent.
+  virtual Result<void> Destroy() = 0;
+  // Where the sandbox's root filesystem is visible to the daemon (for the files API).
+  virtual std::string RootPath() const = 0;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual std::string_view name() const = 0;
+  virtual Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec) = 0;
+  // At start-up: removes what sandboxes of an earlier, killed daemon left behind.
+  virtual void CleanupLeftovers() = 0;
+};
+
+}  // namespace sandstream::sandbox

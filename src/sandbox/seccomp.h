@@ -1,0 +1,34 @@
+// The default seccomp-bpf profile of sandboxed processes: compiled once with libseccomp in the
+// parent, loaded in each child with one prctl (nothing to allocate after clone()).
+#pragma once
+
+#include <linux/filter.h>
+
+#include <vector>
+
+#include "base/result.h"
+
+namespace sandstream::sandbox {
+
+class SeccompProgram {
+ public:
+  // Denies module loading, kexec, bpf, perf, keyrings, ptrace, userfaultfd, every mount API,
+  // setns, namespace creation (user namespaces allowed when `allow_nested_userns`); clone3
+  // returns ENOSYS so that libc falls back to clone, whose flags the filter can inspect.
+  static Result<SeccompProgram> Build(bool allow_nested_userns);
+
+  SeccompProgram() = default;
+  SeccompProgram(SeccompProgram&& other) noexcept { *this = std::move(other); }
+  SeccompProgram& operator=(SeccompProgram&& other) noexcept;
+
+  const sock_fprog* program() const { return &fprog_; }
+
+ private:
+  std::vector<sock_filter> filter_;
+  sock_fprog fprog_{};
+};
+
+// In the child, after no_new_privs: installs the filter. Async-signal-safe.
+void LoadSeccompInChild(const sock_fprog* program, int report_fd);
+
+}  // namespace sandstream::sandbox

@@ -1,0 +1,190 @@
+#include "service/codec.h"
+
+#include <boost/json.hpp>
+
+#include "base/base64.h"
+#include "platform/signals.h"
+#include "service/service.h"
+
+namespace sandstream {
+namespace json = boost::json;
+
+namespace {
+
+json::value TimeOrNull(const std::optional<SystemTime>& t) {
+  if (!t) return nullptr;
+  return json::string(FormatRfc3339(*t));
+}
+
+std::string_view KindName(EntryKind k) {
+  switch (k) {
+    case EntryKind::kStart: return "start";
+    case EntryKind::kStdout: return "stdout";
+    case EntryKind::kStderr: return "stderr";
+    case EntryKind::kExit: return "exit";
+  }
+  return "stdout";
+}
+
+std::optional<EntryKind> ParseKind(std::string_view s) {
+  for (EntryKind k : {EntryKind::kStart, EntryKind::kStdout, EntryKind::kStderr, EntryKind::kExit})
+    if (KindName(k) == s) return k;
+  return std::nullopt;
+}
+
+// Parses the RFC 3339 strings FormatRfc3339 writes.
+std::optional<SystemTime> ParseTime(const json::value* v) {
+  if (!v || !v->is_string()) return std::nullopt;
+  std::tm tm{};
+  int ms = 0;
+  if (std::sscanf(v->as_string().c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
+                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return FromUnixMillis(static_cast<int64_t>(timegm(&tm)) * 1000 + ms);
+}
+
+}  // namespace
+
+json::object LimitsJson(const sandbox::Limits& l) {
+  return {{"memory_mb", l.memory_mb},
+          {"pids", l.pids},
+          {"cpu_percent", l.cpu_percent},
+          {"disk_mb", l.disk_mb},
+          {"open_files", l.open_files}};
+}
+
+json::object SandboxJson(const SandboxEntry& sb) {
+  json::object env;
+  for (const auto& [k, v] : sb.env) env[k] = v;
+  return {{"id", sb.id},
+          {"template", sb.template_name},
+          {"status", sb.deleting ? "deleting" : "running"},
+          {"created_at", FormatRfc3339(sb.created_at)},
+          {"expires_at", TimeOrNull(sb.expires_at)},
+          {"ttl_seconds", sb.ttl_seconds},
+          {"env", std::move(env)},
+          {"cwd", sb.cwd},
+          {"limits", LimitsJson(sb.limits)},
+          {"network", sb.network},
+          {"metadata", sb.metadata},
+          {"processes_running", sb.RunningProcesses()}};
+}
+
+json::value ExitJson(const std::optional<ExitRecord>& exit) {
+  if (!exit) return nullptr;
+  return json::object{{"exit_code", exit->exit_code},
+                      {"signal", exit->signal ? json::value(SignalName(*exit->signal))
+                                              : json::value(nullptr)},
+                      {"reason", ExitReasonName(exit->reason)},
+                      {"duration_ms", exit->duration_ms}};
+}
+
+json::object ProcessJson(const Process& p) {
+  const auto& spec = p.spec();
+  json::array argv;
+  for (const auto& a : spec.argv) argv.emplace_back(a);
+  const auto& exit = p.exit();
+  json::object o{{"id", spec.id},
+                 {"sandbox_id", spec.sandbox_id},
+                 {"cmd", spec.cmd.empty() ? json::value(nullptr) : json::value(spec.cmd)},
+                 {"argv", std::move(argv)},
+                 {"status", exit ? "exited" : "running"},
+                 {"pid", p.pid()},
+                 {"started_at", FormatRfc3339(p.started_at())},
+                 {"ended_at", exit ? TimeOrNull(exit->ended_at) : json::value(nullptr)},
+                 {"exit_code", nullptr},
+                 {"signal", nullptr},
+                 {"reason", nullptr},
+                 {"duration_ms", nullptr},
+                 {"stdout_bytes", p.stdout_bytes()},
+                 {"stderr_bytes", p.stderr_bytes()},
+                 {"next_seq", p.log().next_seq()}};
+  if (exit) {
+    const json::value exit_json = ExitJson(exit);
+    for (const auto& [k, v] : exit_json.as_object()) o[k] = v;
+  }
+  return o;
+}
+
+json::object StoredProcessJson(const Process& p, uint64_t tail_bytes) {
+  json::object o = ProcessJson(p);
+  const auto& spec = p.spec();
+  o["cwd"] = spec.cwd;
+  o["merge_stderr"] = spec.merge_stderr;
+  o["idempotency_key"] = spec.idempotency_key;
+  json::array tail;
+  const auto& entries = p.log().entries();
+  // Keep the newest entries up to tail_bytes of output, plus start/exit markers among them.
+  uint64_t bytes = 0;
+  size_t first = entries.size();
+  while (first > 0) {
+    const auto& e = entries[first - 1];
+    if (bytes + e.data.size() > tail_bytes && e.kind != EntryKind::kExit) break;
+    bytes += e.data.size();
+    --first;
+  }
+  for (size_t i = first; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    tail.push_back(json::object{{"seq", e.seq},
+                                {"kind", KindName(e.kind)},
+                                {"time", FormatRfc3339(e.time)},
+                                {"offset", e.offset},
+                                {"data", Base64(e.data)}});
+  }
+  o["tail"] = std::move(tail);
+  return o;
+}
+
+std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& ex,
+                                           const json::object& o) {
+  try {
+    CommandSpec spec;
+    spec.id = json::value_to<std::string>(o.at("id"));
+    spec.sandbox_id = json::value_to<std::string>(o.at("sandbox_id"));
+    if (o.at("cmd").is_string()) spec.cmd = json::value_to<std::string>(o.at("cmd"));
+    spec.argv = json::value_to<std::vector<std::string>>(o.at("argv"));
+    if (auto* cwd = o.if_contains("cwd"); cwd && cwd->is_string())
+      spec.cwd = json::value_to<std::string>(*cwd);
+    if (auto* m = o.if_contains("merge_stderr"); m && m->is_bool()) spec.merge_stderr = m->as_bool();
+    if (auto* k = o.if_contains("idempotency_key"); k && k->is_string())
+      spec.idempotency_key = json::value_to<std::string>(*k);
+
+    ExitRecord exit;
+    if (o.at("exit_code").is_int64()) exit.exit_code = static_cast<int>(o.at("exit_code").as_int64());
+    if (auto* s = o.if_contains("signal"); s && s->is_string()) {
+      std::string name(s->as_string());
+      exit.signal = ParseSignal(name);
+    }
+    if (auto* r = o.if_contains("reason"); r && r->is_string()) {
+      exit.reason = ParseExitReason(r->as_string()).value_or(ExitReason::kKilled);
+    }
+    if (auto* d = o.if_contains("duration_ms"); d && d->is_int64()) exit.duration_ms = d->as_int64();
+    exit.ended_at = ParseTime(o.if_contains("ended_at")).value_or(SystemNow());
+
+    std::vector<LogEntry> tail;
+    if (auto* t = o.if_contains("tail"); t && t->is_array()) {
+      for (const auto& v : t->as_array()) {
+        const auto& e = v.as_object();
+        LogEntry entry;
+        entry.seq = e.at("seq").to_number<uint64_t>();
+        entry.kind = ParseKind(e.at("kind").as_string()).value_or(EntryKind::kStdout);
+        entry.time = ParseTime(e.if_contains("time")).value_or(exit.ended_at);
+        entry.offset = e.at("offset").to_number<uint64_t>();
+        entry.data = DecodeBase64(e.at("data").as_string()).value_or("");
+        tail.push_back(std::move(entry));
+      }
+    }
+    const auto started = ParseTime(o.if_contains("started_at")).value_or(exit.ended_at);
+    const int pid = o.at("pid").is_int64() ? static_cast<int>(o.at("pid").as_int64()) : -1;
+    return Process::Restore(ex, std::move(spec), started, pid, exit, std::move(tail),
+                            o.at("stdout_bytes").to_number<uint64_t>(),
+                            o.at("stderr_bytes").to_number<uint64_t>());
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+}  // namespace sandstream

@@ -1,0 +1,29 @@
+// JSON shapes of the domain objects, as spec/README.md defines them. The API answers with
+// them and the Store keeps them, so a process reads the same before and after a restart.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+#include <optional>
+
+#include "process/exit.h"
+#include "process/process.h"
+#include "sandbox/runtime.h"
+
+namespace sandstream {
+
+struct SandboxEntry;
+
+boost::json::object LimitsJson(const sandbox::Limits& limits);
+boost::json::object SandboxJson(const SandboxEntry& sb);
+boost::json::object ProcessJson(const Process& p);
+// `{"exit_code", "signal", "reason", "duration_ms"}`, or null while running.
+boost::json::value ExitJson(const std::optional<ExitRecord>& exit);
+
+// The stored form of a finished process: its JSON plus spec fields and the output tail.
+boost::json::object StoredProcessJson(const Process& p, uint64_t tail_bytes);
+// Rebuilds a finished process from its stored form; nullptr if the record is unreadable.
+std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& ex,
+                                           const boost::json::object& o);
+
+}  // namespace sandstream

@@ -1,0 +1,425 @@
+#include "service/service.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+
+#include "base/ids.h"
+#include "base/log.h"
+#include "platform/signals.h"
+#include "service/codec.h"
+
+namespace sandstream {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+std::shared_ptr<Process> SandboxEntry::FindProcess(std::string_view pid) const {
+  for (const auto& p : processes) {
+    if (p->id() == pid) return p;
+  }
+  return nullptr;
+}
+
+size_t SandboxEntry::RunningProcesses() const {
+  size_t n = 0;
+  for (const auto& p : processes) n += p->status() == ProcessStatus::kRunning;
+  return n;
+}
+
+Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& store,
+                 ServiceOptions options)
+    : ex_(std::move(ex)), runtime_(runtime), store_(store), options_(std::move(options)) {}
+
+Service::~Service() {
+  for (auto& [id, sb] : sandboxes_) {
+    if (sb->runtime) sb->runtime->KillAll();
+  }
+}
+
+size_t Service::running_processes() const {
+  size_t n = 0;
+  for (const auto& [id, sb] : sandboxes_) n += sb->RunningProcesses();
+  return n;
+}
+
+void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
+                      std::string message, json::object fields) {
+  const SystemTime now = SystemNow();
+  fields["seq"] = sb.journal->next_seq();
+  fields["time"] = FormatRfc3339(now);
+  fields["type"] = type;
+  fields["level"] = level;
+  fields["message"] = message;
+  sb.journal->Append(EntryKind::kStdout, json::serialize(fields), now);
+}
+
+void Service::Persist(const SandboxEntry& sb) {
+  if (auto r = store_.PutSandbox(sb.id, json::serialize(SandboxJson(sb))); !r) {
+    log::Error("persisting sandbox failed", {{"sandbox", sb.id}, {"error", r.error().message}});
+  }
+}
+
+void Service::PersistProcess(const SandboxEntry& sb, const Process& p) {
+  const std::string record = json::serialize(StoredProcessJson(p, options_.retained_tail_bytes));
+  if (auto r = store_.PutProcess(sb.id, p.id(), record); !r) {
+    log::Error("persisting process failed", {{"process", p.id()}, {"error", r.error().message}});
+  }
+}
+
+Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
+  if (shutting_down_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  if (sandboxes_.size() >= options_.max_sandboxes) {
+    return Error{ErrorCode::kQuotaExceeded,
+                 "sandbox limit reached (" + std::to_string(options_.max_sandboxes) + ")"};
+  }
+  std::string template_name = req.template_name;
+  auto tmpl = options_.templates.find(template_name);
+  if (tmpl == options_.templates.end()) {
+    std::string known;
+    for (const auto& [name, root] : options_.templates) known += (known.empty() ? "" : ", ") + name;
+    return Error{ErrorCode::kInvalidRequest,
+                 "unknown template '" + template_name + "' (known: " + known + ")"};
+  }
+  sandbox::Limits limits = options_.default_limits;
+  struct LimitField {
+    const char* name;
+    int64_t sandbox::Limits::*field;
+  };
+  static constexpr LimitField kLimitFields[] = {
+      {"memory_mb", &sandbox::Limits::memory_mb}, {"pids", &sandbox::Limits::pids},
+      {"cpu_percent", &sandbox::Limits::cpu_percent}, {"disk_mb", &sandbox::Limits::disk_mb},
+      {"open_files", &sandbox::Limits::open_files}};
+  for (const auto& [name, value] : req.limits) {
+    const LimitField* f = nullptr;
+    for (const auto& lf : kLimitFields) {
+      if (name == lf.name) f = &lf;
+    }
+    if (!f) return Error{ErrorCode::kInvalidRequest, "unknown limit '" + name + "'"};
+    const int64_t max = options_.max_limits.*(f->field);
+    if (value <= 0 || value > max) {
+      return Error{ErrorCode::kInvalidRequest, "limits." + name + " must be between 1 and " +
+                                                   std::to_string(max)};
+    }
+    limits.*(f->field) = value;
+  }
+  if (req.network != "loopback") {
+    return Error{ErrorCode::kInvalidRequest, "network must be \"loopback\""};
+  }
+
+  auto sb = std::make_unique<SandboxEntry>();
+  sb->id = NewId("sb_");
+  sb->template_name = template_name;
+  sb->env = std::move(req.env);
+  sb->cwd = req.cwd;
+  sb->limits = limits;
+  sb->network = req.network;
+  sb->metadata = std::move(req.metadata);
+  sb->created_at = SystemNow();
+  sb->ttl_seconds = req.ttl_seconds.value_or(options_.sandbox_default_ttl_seconds);
+  if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
+  sb->journal = std::make_shared<OutputLog>(LogLimits{1u << 20, options_.journal_entries});
+
+  sandbox::SandboxSpec spec;
+  spec.id = sb->id;
+  spec.template_name = template_name;
+  spec.template_root = tmpl->second;
+  spec.limits = limits;
+  spec.network = sb->network;
+  auto runtime = runtime_.Create(spec);
+  if (!runtime) {
+    log::Warn("sandbox setup failed", {{"sandbox", sb->id}, {"error", runtime.error().message}});
+    return std::move(runtime).error();
+  }
+  sb->runtime = std::move(*runtime);
+  SandboxEntry* raw = sb.get();
+  sandboxes_.emplace(sb->id, std::move(sb));
+  order_.push_back(raw->id);
+  ++metrics_.sandboxes_created_total;
+  Journal(*raw, "sandbox.created", "info", "sandbox created from template " + template_name,
+          {{"sandbox_id", raw->id}, {"template", template_name}});
+  ArmTtl(*raw);
+  Persist(*raw);
+  log::Info("sandbox created", {{"sandbox", raw->id}, {"template", template_name}});
+  return raw;
+}
+
+void Service::ArmTtl(SandboxEntry& sb) {
+  if (!sb.expires_at) return;
+  sb.ttl_timer = std::make_unique<asio::steady_timer>(ex_);
+  const auto left = *sb.expires_at - SystemNow();
+  sb.ttl_timer->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::max(left, SystemTime::duration::zero())));
+  sb.ttl_timer->async_wait([this, id = sb.id](const boost::system::error_code& ec) {
+    if (ec) return;
+    log::Info("sandbox TTL passed", {{"sandbox", id}});
+    asio::co_spawn(ex_, DeleteSandbox(id), [](std::exception_ptr, Result<void>) {});
+  });
+}
+
+SandboxEntry* Service::Find(std::string_view id) {
+  auto it = sandboxes_.find(id);
+  return it == sandboxes_.end() ? nullptr : it->second.get();
+}
+
+std::vector<SandboxEntry*> Service::List() {
+  std::vector<SandboxEntry*> out;
+  for (const auto& id : order_) {
+    if (auto* sb = Find(id)) out.push_back(sb);
+  }
+  return out;
+}
+
+std::vector<std::string> Service::ComposeEnv(const SandboxEntry& sb,
+                                             const std::map<std::string, std::string>& extra) const {
+  std::map<std::string, std::string> merged;
+  for (const auto& kv : options_.base_env) {
+    const auto eq = kv.find('=');
+    merged[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : sb.env) merged[k] = v;
+  for (const auto& [k, v] : extra) merged[k] = v;
+  std::vector<std::string> env;
+  env.reserve(merged.size());
+  for (const auto& [k, v] : merged) env.push_back(k + "=" + v);
+  return env;
+}
+
+Result<std::shared_ptr<Process>> Service::StartProcess(SandboxEntry& sb, CommandSpec spec,
+                                                       bool* attached) {
+  *attached = false;
+  if (shutting_down_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
+  if (!spec.idempotency_key.empty()) {
+    if (auto it = sb.idempotency.find(spec.idempotency_key); it != sb.idempotency.end()) {
+      auto existing = sb.FindProcess(it->second);
+      if (existing) {
+        if (existing->spec().argv != spec.argv) {
+          return Error{ErrorCode::kConflict, "Idempotency-Key '" + spec.idempotency_key +
+                                                 "' was used for another command"};
+        }
+        *attached = true;
+        return existing;
+      }
+    }
+  }
+  if (spec.id.empty()) {
+    spec.id = NewId("proc_");
+  } else if (sb.FindProcess(spec.id)) {
+    return Error{ErrorCode::kConflict, "process id '" + spec.id + "' is in use"};
+  }
+  if (sb.RunningProcesses() >= options_.max_processes_per_sandbox) {
+    return Error{ErrorCode::kQuotaExceeded, "too many running processes in " + sb.id};
+  }
+  spec.sandbox_id = sb.id;
+  const std::string sandbox_id = sb.id;
+  auto started = Process::Start(ex_, *sb.runtime, std::move(spec),
+                                ProcessOptions{options_.kill_grace},
+                                [this, sandbox_id](Process& p) {
+                                  if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
+                                });
+  if (!started) return std::move(started).error();
+  auto p = std::move(*started);
+  sb.processes.push_back(p);
+  if (!p->spec().idempotency_key.empty()) sb.idempotency[p->spec().idempotency_key] = p->id();
+  ++metrics_.processes_started_total;
+  Journal(sb, "process.started", "info", "process " + p->id() + " started: " +
+                                             (p->spec().cmd.empty() ? p->spec().argv[0] : p->spec().cmd),
+          {{"process_id", p->id()}, {"pid", p->pid()}});
+  PersistProcess(sb, *p);
+  return p;
+}
+
+void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
+  const auto& exit = *p.exit();
+  std::string message = "process " + p.id() + " exited: " + std::string(ExitReasonName(exit.reason)) +
+                        ", exit code " + std::to_string(exit.exit_code);
+  if (exit.signal) message += ", " + SignalName(*exit.signal);
+  json::object fields{{"process_id", p.id()}};
+  const json::value exit_json = ExitJson(exit);
+  for (const auto& [k, v] : exit_json.as_object()) fields[k] = v;
+  const bool bad = exit.reason == ExitReason::kOom || exit.reason == ExitReason::kTimeout ||
+                   exit.reason == ExitReason::kIdleTimeout;
+  Journal(sb, "process.exited", bad ? "warn" : "info", message, fields);
+  if (exit.reason == ExitReason::kOom) {
+    Journal(sb, "limit.hit", "warn", "memory limit of " + std::to_string(sb.limits.memory_mb) +
+                                         " MiB hit: process " + p.id() + " was killed",
+            {{"limit", "memory_mb"}, {"process_id", p.id()}});
+  }
+  PersistProcess(sb, p);
+  // Bound memory: keep at most 256 finished processes in memory per sandbox (the store keeps
+  // their records until the sandbox is deleted).
+  size_t finished = 0;
+  for (const auto& q : sb.processes) finished += q->status() == ProcessStatus::kExited;
+  if (finished > 256) {
+    for (auto it = sb.processes.begin(); it != sb.processes.end(); ++it) {
+      if ((*it)->status() == ProcessStatus::kExited && (*it).get() != &p) {
+        std::erase_if(sb.idempotency, [&](const auto& kv) { return kv.second == (*it)->id(); });
+        sb.processes.erase(it);
+        break;
+      }
+    }
+  }
+}
+
+asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
+  SandboxEntry* sb = Find(id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  if (sb->deleting) co_return Ok{};
+  sb->deleting = true;
+  if (sb->ttl_timer) sb->ttl_timer->cancel();
+  Journal(*sb, "sandbox.deleting", "info", "sandbox is being deleted");
+  // Holding the processes keeps them alive while we wait, whatever the table does meanwhile.
+  auto processes = sb->processes;
+  for (auto& p : processes) p->Kill(ExitReason::kKilled);
+  for (auto& p : processes) {
+    // Bounded: after the grace period Kill() escalates to SIGKILL of the group.
+    co_await p->WaitExit();
+  }
+  sb = Find(id);
+  if (!sb) co_return Ok{};
+  sb->runtime->KillAll();
+  auto destroyed = sb->runtime->Destroy();
+  Journal(*sb, "sandbox.deleted", "info", "sandbox deleted");
+  sb->journal->Append(EntryKind::kExit, {});
+  if (auto r = store_.DeleteSandbox(id); !r) {
+    log::Error("deleting sandbox row failed", {{"sandbox", id}, {"error", r.error().message}});
+  }
+  Free(id);
+  log::Info("sandbox deleted", {{"sandbox", id}});
+  if (!destroyed) co_return std::move(destroyed).error();
+  co_return Ok{};
+}
+
+void Service::Free(const std::string& id) {
+  std::erase(order_, id);
+  sandboxes_.erase(id);
+}
+
+void Service::Restore() {
+  runtime_.CleanupLeftovers();
+  auto sandboxes = store_.Sandboxes();
+  auto processes = store_.Processes();
+  if (!sandboxes || !processes) {
+    log::Error("reading the store failed",
+               {{"error", !sandboxes ? sandboxes.error().message : processes.error().message}});
+    return;
+  }
+  for (const auto& row : *sandboxes) {
+    json::object o;
+    try {
+      o = json::parse(row.record).as_object();
+    } catch (const std::exception&) {
+      log::Error("unreadable sandbox record dropped", {{"sandbox", row.id}});
+      (void)store_.DeleteSandbox(row.id);
+      continue;
+    }
+    auto sb = std::make_unique<SandboxEntry>();
+    sb->id = row.id;
+    sb->template_name = json::value_to<std::string>(o["template"]);
+    for (const auto& [k, v] : o["env"].as_object()) {
+      if (v.is_string()) sb->env[std::string(k)] = std::string(v.as_string());
+    }
+    sb->cwd = json::value_to<std::string>(o["cwd"]);
+    const auto& l = o["limits"].as_object();
+    sb->limits = {l.at("memory_mb").to_number<int64_t>(), l.at("pids").to_number<int64_t>(),
+                  l.at("cpu_percent").to_number<int64_t>(), l.at("disk_mb").to_number<int64_t>(),
+                  l.at("open_files").to_number<int64_t>()};
+    sb->network = json::value_to<std::string>(o["network"]);
+    if (o["metadata"].is_object()) sb->metadata = o["metadata"].as_object();
+    sb->ttl_seconds = o["ttl_seconds"].to_number<int64_t>();
+    sb->created_at = SystemNow();
+    if (auto* c = o.if_contains("created_at"); c && c->is_string()) {
+      std::tm tm{};
+      int ms = 0;
+      if (std::sscanf(c->as_string().c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
+                      &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) == 7) {
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        sb->created_at = FromUnixMillis(static_cast<int64_t>(timegm(&tm)) * 1000 + ms);
+      }
+    }
+    if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
+    sb->journal = std::make_shared<OutputLog>(LogLimits{1u << 20, options_.journal_entries});
+    auto tmpl = options_.templates.find(sb->template_name);
+    sandbox::SandboxSpec spec{sb->id, sb->template_name,
+                              tmpl == options_.templates.end() ? "" : tmpl->second, sb->limits,
+                              sb->network, false};
+    auto runtime = runtime_.Create(spec);
+    if (!runtime) {
+      log::Error("restoring sandbox failed; dropping it",
+                 {{"sandbox", sb->id}, {"error", runtime.error().message}});
+      (void)store_.DeleteSandbox(sb->id);
+      continue;
+    }
+    sb->runtime = std::move(*runtime);
+    SandboxEntry* raw = sb.get();
+    sandboxes_.emplace(raw->id, std::move(sb));
+    order_.push_back(raw->id);
+    Journal(*raw, "sandbox.restored", "info",
+            "sandstreamd restarted: sandbox restored with a fresh filesystem");
+    ArmTtl(*raw);
+  }
+  for (const auto& row : *processes) {
+    SandboxEntry* sb = Find(row.sandbox_id);
+    if (!sb) continue;
+    json::object o;
+    try {
+      o = json::parse(row.record).as_object();
+    } catch (const std::exception&) {
+      continue;
+    }
+    // A process that was running when the daemon died did not survive it.
+    if (o["status"] == "running") {
+      o["status"] = "exited";
+      o["exit_code"] = 137;
+      o["signal"] = "SIGKILL";
+      o["reason"] = "killed";
+      o["ended_at"] = FormatRfc3339(SystemNow());
+      o["duration_ms"] = 0;
+      json::array tail = o["tail"].is_array() ? o["tail"].as_array() : json::array{};
+      const uint64_t next = o["next_seq"].to_number<uint64_t>();
+      tail.push_back(json::object{{"seq", next}, {"kind", "exit"},
+                                  {"time", FormatRfc3339(SystemNow())},
+                                  {"offset", o["stdout_bytes"].to_number<uint64_t>() +
+                                                 o["stderr_bytes"].to_number<uint64_t>()},
+                                  {"data", ""}});
+      o["tail"] = std::move(tail);
+      o["next_seq"] = next + 1;
+    }
+    auto p = ProcessFromStored(ex_, o);
+    if (!p) {
+      log::Error("unreadable process record dropped", {{"process", row.id}});
+      continue;
+    }
+    sb->processes.push_back(p);
+    if (!p->spec().idempotency_key.empty()) sb->idempotency[p->spec().idempotency_key] = p->id();
+    PersistProcess(*sb, *p);
+  }
+  if (!sandboxes_.empty()) {
+    log::Info("restored state", {{"sandboxes", std::to_string(sandboxes_.size())}});
+  }
+}
+
+asio::awaitable<void> Service::Shutdown() {
+  shutting_down_ = true;
+  std::vector<std::shared_ptr<Process>> running;
+  for (auto& [id, sb] : sandboxes_) {
+    for (auto& p : sb->processes) {
+      if (p->status() == ProcessStatus::kRunning) {
+        p->Kill(ExitReason::kKilled);
+        running.push_back(p);
+      }
+    }
+  }
+  // Bounded by the kill grace: Kill() escalates to SIGKILL of each group.
+  for (auto& p : running) co_await p->WaitExit();
+  for (auto& [id, sb] : sandboxes_) {
+    sb->runtime->KillAll();
+    // Sandboxes stay in the store: they come back, with fresh filesystems, at the next start.
+    (void)sb->runtime->Destroy();
+  }
+}
+
+}  // namespace sandstream

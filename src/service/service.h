@@ -1,0 +1,130 @@
+// The domain core: live sandboxes, their processes, idempotency keys and lifecycle journals,
+// persisted through the Store. Transport-agnostic: the API layer calls it, never the reverse.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json/object.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "process/process.h"
+#include "sandbox/runtime.h"
+#include "service/metrics.h"
+#include "service/store.h"
+
+namespace sandstream {
+
+struct ServiceOptions {
+  sandbox::Limits default_limits;
+  sandbox::Limits max_limits;
+  double exec_default_timeout_seconds = 600;
+  double max_timeout_seconds = 7 * 24 * 3600;
+  LogLimits default_log_limits;
+  uint64_t log_window_max_bytes = 256u << 20;
+  uint64_t retained_tail_bytes = 64u << 10;
+  uint64_t exec_output_limit_bytes = 10u << 20;
+  std::chrono::milliseconds kill_grace{2000};
+  int64_t sandbox_default_ttl_seconds = 0;
+  size_t max_sandboxes = 1000;
+  size_t max_processes_per_sandbox = 1024;
+  size_t journal_entries = 1000;
+  std::vector<std::string> base_env;  // every process starts from these ("PATH=...")
+  // Template name -> root directory ("" builds the root from the host's system dirs).
+  std::map<std::string, std::string> templates;
+};
+
+// What the client asked for, validated by the API layer; defaults filled by the service.
+struct SandboxRequest {
+  std::string template_name = "base";
+  std::map<std::string, std::string> env;
+  std::string cwd = "/workspace";
+  std::optional<int64_t> ttl_seconds;
+  std::map<std::string, int64_t> limits;  // by wire name: memory_mb, pids, ...
+  std::string network = "loopback";
+  boost::json::object metadata;
+};
+
+struct SandboxEntry {
+  std::string id;
+  std::string template_name;
+  std::map<std::string, std::string> env;
+  std::string cwd;
+  sandbox::Limits limits;
+  std::string network;
+  boost::json::object metadata;
+  SystemTime created_at;
+  std::optional<SystemTime> expires_at;
+  int64_t ttl_seconds = 0;
+  bool deleting = false;
+
+  std::unique_ptr<sandbox::Sandbox> runtime;
+  std::vector<std::shared_ptr<Process>> processes;  // in start order
+  std::map<std::string, std::string> idempotency;   // key -> process id
+  // The lifecycle journal: entries are JSON records; the stream ends (kExit) on deletion.
+  std::shared_ptr<OutputLog> journal;
+  std::unique_ptr<boost::asio::steady_timer> ttl_timer;
+
+  std::shared_ptr<Process> FindProcess(std::string_view pid) const;
+  size_t RunningProcesses() const;
+};
+
+class Service {
+ public:
+  Service(boost::asio::any_io_executor ex, sandbox::Runtime& runtime, Store& store,
+          ServiceOptions options);
+  ~Service();
+
+  // Brings back the sandboxes and finished processes of an earlier run (fresh filesystems).
+  void Restore();
+
+  Result<SandboxEntry*> CreateSandbox(SandboxRequest req);
+  SandboxEntry* Find(std::string_view id);
+  std::vector<SandboxEntry*> List();
+  // Kills every process, waits for their exits, frees the sandbox.
+  boost::asio::awaitable<Result<void>> DeleteSandbox(std::string id);
+
+  // Starts a command in a sandbox. With an idempotency key already used there, returns the
+  // process it started instead (`*attached` = true), or kConflict for another command.
+  Result<std::shared_ptr<Process>> StartProcess(SandboxEntry& sb, CommandSpec spec,
+                                                bool* attached);
+
+  // Environment and argv for a request: the sandbox's env plus the command's.
+  std::vector<std::string> ComposeEnv(const SandboxEntry& sb,
+                                      const std::map<std::string, std::string>& extra) const;
+
+  // Kills everything (the daemon is stopping) and waits for the exits (at most the kill grace).
+  boost::asio::awaitable<void> Shutdown();
+  bool shutting_down() const { return shutting_down_; }
+
+  const ServiceOptions& options() const { return options_; }
+  Metrics& metrics() { return metrics_; }
+  size_t sandbox_count() const { return sandboxes_.size(); }
+  size_t running_processes() const;
+  std::string_view runtime_name() const { return runtime_.name(); }
+
+ private:
+  void Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
+               std::string message, boost::json::object fields = {});
+  void ArmTtl(SandboxEntry& sb);
+  void OnProcessExit(SandboxEntry& sb, Process& p);
+  void Persist(const SandboxEntry& sb);
+  void PersistProcess(const SandboxEntry& sb, const Process& p);
+  void Free(const std::string& id);
+
+  boost::asio::any_io_executor ex_;
+  sandbox::Runtime& runtime_;
+  Store& store_;
+  ServiceOptions options_;
+  Metrics metrics_;
+  std::map<std::string, std::unique_ptr<SandboxEntry>, std::less<>> sandboxes_;
+  std::vector<std::string> order_;  // creation order, for listing
+  bool shutting_down_ = false;
+};
+
+}  // namespace sandstream

@@ -1,0 +1,116 @@
+#include "service/store.h"
+
+#include <memory>
+
+namespace sandstream {
+namespace {
+
+Error DbError(sqlite3* db, std::string_view step) {
+  return Error{ErrorCode::kInternal, "sqlite: " + std::string(step) + ": " + sqlite3_errmsg(db)};
+}
+
+struct StmtDeleter {
+  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+};
+using Stmt = std::unique_ptr<sqlite3_stmt, StmtDeleter>;
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                             SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    Error e{ErrorCode::kInternal, "sqlite: open " + path + ": " +
+                                      (db ? sqlite3_errmsg(db) : "out of memory")};
+    sqlite3_close(db);
+    return e;
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  // WAL + NORMAL: a crash loses at most the last transactions, never consistency.
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                          "PRAGMA foreign_keys=ON",
+                          "CREATE TABLE IF NOT EXISTS sandboxes (id TEXT PRIMARY KEY, "
+                          "record TEXT NOT NULL)",
+                          "CREATE TABLE IF NOT EXISTS processes (sandbox_id TEXT NOT NULL "
+                          "REFERENCES sandboxes(id) ON DELETE CASCADE, id TEXT NOT NULL, "
+                          "seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL, "
+                          "UNIQUE (sandbox_id, id))"}) {
+    if (auto r = store->Exec(sql); !r) return std::move(r).error();
+  }
+  return store;
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+Result<void> Store::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    Error e{ErrorCode::kInternal, std::string("sqlite: ") + (err ? err : "error")};
+    sqlite3_free(err);
+    return e;
+  }
+  return Ok{};
+}
+
+Result<void> Store::Run(const char* sql, std::initializer_list<std::string_view> args) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr) != SQLITE_OK) return DbError(db_, "prepare");
+  Stmt stmt(raw);
+  int i = 1;
+  for (std::string_view a : args) {
+    sqlite3_bind_text(raw, i++, a.data(), static_cast<int>(a.size()), SQLITE_TRANSIENT);
+  }
+  if (sqlite3_step(raw) != SQLITE_DONE) return DbError(db_, "step");
+  return Ok{};
+}
+
+Result<void> Store::PutSandbox(const std::string& id, const std::string& record) {
+  return Run("INSERT INTO sandboxes (id, record) VALUES (?1, ?2) "
+             "ON CONFLICT(id) DO UPDATE SET record = excluded.record",
+             {id, record});
+}
+
+Result<void> Store::DeleteSandbox(const std::string& id) {
+  return Run("DELETE FROM sandboxes WHERE id = ?1", {id});
+}
+
+Result<void> Store::PutProcess(const std::string& sandbox_id, const std::string& id,
+                               const std::string& record) {
+  return Run("INSERT INTO processes (sandbox_id, id, record) VALUES (?1, ?2, ?3) "
+             "ON CONFLICT(sandbox_id, id) DO UPDATE SET record = excluded.record",
+             {sandbox_id, id, record});
+}
+
+Result<std::vector<Store::SandboxRow>> Store::Sandboxes() {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, "SELECT id, record FROM sandboxes ORDER BY rowid", -1, &raw,
+                         nullptr) != SQLITE_OK) {
+    return DbError(db_, "prepare");
+  }
+  Stmt stmt(raw);
+  std::vector<SandboxRow> rows;
+  while (sqlite3_step(raw) == SQLITE_ROW) {
+    rows.push_back({reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(raw, 1))});
+  }
+  return rows;
+}
+
+Result<std::vector<Store::ProcessRow>> Store::Processes() {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, "SELECT sandbox_id, id, record FROM processes ORDER BY seq", -1,
+                         &raw, nullptr) != SQLITE_OK) {
+    return DbError(db_, "prepare");
+  }
+  Stmt stmt(raw);
+  std::vector<ProcessRow> rows;
+  while (sqlite3_step(raw) == SQLITE_ROW) {
+    rows.push_back({reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(raw, 1)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(raw, 2))});
+  }
+  return rows;
+}
+
+}  // namespace sandstream

@@ -1,0 +1,442 @@
+// The sandbox policy table (nsjail style): a sandbox spec, a command, the expected exit and
+// output, run through the real NamespaceRuntime (namespaces, cgroups, seccomp). Needs root;
+// without it every case skips and says why.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandbox/namespace_runtime.h"
+
+namespace sandstream::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit = -1;  // exit code, or 128 + signal
+  std::string output;  // stdout and stderr, merged
+};
+
+ProcessSpec Command(std::vector<std::string> argv, bool as_root = false) {
+  ProcessSpec p;
+  p.argv = std::move(argv);
+  p.env = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/workspace", "LANG=C"};
+  p.merge_stderr = true;
+  p.open_stdin = false;
+  p.as_root = as_root;
+  return p;
+}
+
+ProcessSpec Shell(const std::string& script, bool as_root = false) {
+  return Command({"sh", "-c", script}, as_root);
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+RunResult RunIn(Sandbox& sandbox, const ProcessSpec& spec) {
+  auto p = sandbox.Spawn(spec);
+  if (!p) return RunResult{-1, "spawn failed: " + p.error().message};
+  RunResult r;
+  char buf[4096];
+  pollfd fd{p->stdout_fd.get(), POLLIN, 0};
+  for (;;) {
+    ::poll(&fd, 1, -1);
+    ssize_t n = ::read(fd.fd, buf, sizeof buf);
+    if (n > 0) {
+      r.output.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EAGAIN) {
+      break;
+    }
+  }
+  r.exit = Wait(p->pid);
+  return r;
+}
+
+// One runtime for the whole binary: its own state directory, cgroup parent and host id range,
+// so that it cannot touch the sandboxes of a daemon running on the same machine.
+class RuntimeEnvironment : public ::testing::Environment {
+ public:
+  static inline NamespaceRuntime* runtime = nullptr;
+  static inline std::string state_dir;
+  static inline NamespaceRuntimeOptions options;
+
+  void SetUp() override {
+    if (::geteuid() != 0) return;
+    char tmpl[] = "/tmp/sandstream-policy-XXXXXX";
+    state_dir = std::string(::mkdtemp(tmpl)) + "/sandboxes";
+    NamespaceRuntimeOptions o;
+    o.state_dir = state_dir;
+    o.host_id_base = 3000000;
+    o.max_sandboxes = 64;
+    o.cgroup_parent = "sandstream-test-" + std::to_string(::getpid());
+    options = o;
+    runtime = new NamespaceRuntime(o);
+  }
+  void TearDown() override {
+    if (runtime == nullptr) return;
+    runtime->CleanupLeftovers();
+    for (const auto& parent : runtime->CgroupParents()) ::rmdir(parent.c_str());
+    delete runtime;
+    std::error_code ec;
+    fs::remove_all(fs::path(state_dir).parent_path(), ec);
+  }
+};
+
+[[maybe_unused]] const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new RuntimeEnvironment);
+
+std::string UniqueId(const std::string& base) {
+  static int counter = 0;
+  return "sb_" + base + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
+}
+
+class SandboxPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (namespaces, cgroups, uid maps)";
+    ASSERT_NE(RuntimeEnvironment::runtime, nullptr);
+    const auto& ready = RuntimeEnvironment::runtime->ready();
+    ASSERT_TRUE(ready.ok()) << ready.error().message;
+  }
+
+  std::unique_ptr<Sandbox> Make(SandboxSpec spec = {}) {
+    if (spec.id.empty()) spec.id = UniqueId("t");
+    spec.template_name = "base";
+    auto sb = RuntimeEnvironment::runtime->Create(spec);
+    EXPECT_TRUE(sb.ok()) << (sb.ok() ? "" : sb.error().message);
+    return sb.ok() ? std::move(*sb) : nullptr;
+  }
+};
+
+// ---- the table ----
+
+struct PolicyCase {
+  const char* name;
+  Limits limits;
+  bool allow_nested_userns;
+  ProcessSpec process;
+  int exit;                  // expected exit; -2: any non-zero
+  std::string output;        // expected output; with `contains`, a substring of it
+  bool contains;
+};
+
+constexpr int kNonZero = -2;
+
+std::string Perl(const std::string& code) { return "perl -e '" + code + "'"; }
+
+// "-1 <errno>" for a syscall the profile refuses.
+std::string SyscallErrno(int nr) {
+  return Perl("$r = syscall(" + std::to_string(nr) + ", 0, 0, 0, 0, 0); print $r, \" \", $!+0");
+}
+
+std::vector<PolicyCase> Table(const std::string& marker, const std::string& state_dir,
+                              int host_port) {
+  Limits small;
+  small.open_files = 321;
+  return {
+      {"ps_sees_only_own_processes", {}, false, Command({"ps", "-e", "-o", "comm="}), 0,
+       "sandstream-init\nps\n", false},
+      {"runs_as_user_1000", {}, false, Shell("id -u; id -un; echo $(pwd)"), 0,
+       "1000\nuser\n/workspace\n", false},
+      {"root_on_request", {}, false, Shell("id -u; id -un", true), 0, "0\nroot\n", false},
+      {"no_capabilities", {}, false, Shell("grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status", true),
+       0, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+          "CapAmb:\t0000000000000000\n", false},
+      {"no_new_privs_and_seccomp", {}, false,
+       Shell("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"), 0,
+       "NoNewPrivs:\t1\nSeccomp:\t2\n", false},
+      {"rlimits", small, false, Shell("ulimit -n; ulimit -c"), 0, "321\n0\n", false},
+      {"host_files_absent", {}, false,
+       Shell("for p in /home /root/.bashrc " + marker + " " + state_dir +
+                 " /work /var/lib /etc/shadow; do test -e $p && echo present: $p; done; "
+                 "ls -A /root; echo checked",
+             true),
+       0, "checked\n", false},
+      {"system_dirs_read_only", {}, false, Shell("echo x > /usr/bin/sandstream-x", true),
+       kNonZero, "Read-only file system", true},
+      {"etc_is_the_sandboxes", {}, false, Shell("grep -c . /etc/passwd; grep ^user: /etc/passwd"),
+       0, "3\nuser:x:1000:1000:user:/workspace:/bin/bash\n", false},
+      {"tmp_is_a_sized_tmpfs", {}, false, Shell("df -m /tmp | tail -1 | awk '{print $2}'"), 0,
+       "1024\n", false},
+      {"dev_is_minimal", {}, false, Shell("ls /dev | tr '\\n' ' '; echo; echo x > /dev/null && head -c 4 /dev/zero | wc -c"), 0,
+       "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n4\n", false},
+      {"host_tcp_unreachable", {}, false,
+       Command({"bash", "-c", "echo hi > /dev/tcp/127.0.0.1/" + std::to_string(host_port)}),
+       kNonZero, "Connection refused", true},
+      {"only_loopback", {}, false, Shell("ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"),
+       0, "lo\n", false},
+      {"mount_denied", {}, false, Shell("mount -t tmpfs none /mnt 2>&1 || mount -t tmpfs none /tmp", true),
+       kNonZero, "", true},
+      {"unshare_user_denied", {}, false, Command({"unshare", "-U", "true"}), kNonZero,
+       "Operation not permitted", true},
+      {"unshare_user_allowed_on_request", {}, true, Command({"unshare", "-U", "true"}), 0, "",
+       false},
+      {"bpf_denied", {}, false, Shell(SyscallErrno(321)), 0, "-1 1", false},
+      {"keyctl_denied", {}, false, Shell(SyscallErrno(250)), 0, "-1 1", false},
+      {"add_key_denied", {}, false, Shell(SyscallErrno(248)), 0, "-1 1", false},
+      {"init_module_denied", {}, false, Shell(SyscallErrno(175), true), 0, "-1 1", false},
+      {"finit_module_denied", {}, false, Shell(SyscallErrno(313), true), 0, "-1 1", false},
+      {"kexec_load_denied", {}, false, Shell(SyscallErrno(246), true), 0, "-1 1", false},
+      {"perf_event_open_denied", {}, false, Shell(SyscallErrno(298)), 0, "-1 1", false},
+      {"ptrace_denied", {}, false, Shell(SyscallErrno(101)), 0, "-1 1", false},
+      {"userfaultfd_denied", {}, false, Shell(SyscallErrno(323)), 0, "-1 1", false},
+      {"setns_denied", {}, false, Shell(SyscallErrno(308), true), 0, "-1 1", false},
+      {"clone3_is_enosys", {}, false, Shell(SyscallErrno(435)), 0, "-1 38", false},
+  };
+}
+
+// A listener on the host's loopback, to show that the sandbox cannot reach it.
+class HostListener {
+ public:
+  HostListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(fd_, 4);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~HostListener() { ::close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST_F(SandboxPolicyTest, PolicyTable) {
+  const std::string marker_dir = fs::path(RuntimeEnvironment::state_dir).parent_path().string();
+  const std::string marker = marker_dir + "/host-marker";
+  std::ofstream(marker) << "host\n";
+  HostListener listener;
+  for (const auto& c : Table(marker, RuntimeEnvironment::state_dir, listener.port())) {
+    SCOPED_TRACE(c.name);
+    SandboxSpec spec;
+    spec.limits = c.limits;
+    spec.allow_nested_userns = c.allow_nested_userns;
+    auto sb = Make(spec);
+    ASSERT_NE(sb, nullptr);
+    const RunResult r = RunIn(*sb, c.process);
+    if (c.exit == kNonZero) {
+      EXPECT_NE(r.exit, 0) << r.output;
+    } else {
+      EXPECT_EQ(r.exit, c.exit) << r.output;
+    }
+    if (c.contains) {
+      EXPECT_NE(r.output.find(c.output), std::string::npos) << r.output;
+    } else {
+      EXPECT_EQ(r.output, c.output);
+    }
+    EXPECT_TRUE(sb->Destroy().ok());
+  }
+}
+
+TEST_F(SandboxPolicyTest, HostnameIsTheSandboxId) {
+  SandboxSpec spec;
+  spec.id = UniqueId("host");
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(RunIn(*sb, Command({"hostname"})).output, spec.id + "\n");
+  EXPECT_EQ(RunIn(*sb, Command({"cat", "/etc/hostname"})).output, spec.id + "\n");
+}
+
+TEST_F(SandboxPolicyTest, WorkspacePersistsAcrossSpawns) {
+  auto sb = Make();
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(RunIn(*sb, Shell("echo kept > /workspace/note && mkdir -p sub")).exit, 0);
+  const RunResult r = RunIn(*sb, Shell("cat /workspace/note; ls -ld sub | cut -d' ' -f3"));
+  EXPECT_EQ(r.exit, 0);
+  EXPECT_EQ(r.output, "kept\nuser\n");
+  EXPECT_EQ(RunIn(*sb, Shell("echo rooted > /opt-test && cat /opt-test", true)).output, "rooted\n");
+}
+
+TEST_F(SandboxPolicyTest, ProcessesOfOneSandboxSeeEachOther) {
+  auto sb = Make();
+  ASSERT_NE(sb, nullptr);
+  auto bg = sb->Spawn(Command({"sleep", "30"}));
+  ASSERT_TRUE(bg.ok()) << bg.error().message;
+  EXPECT_EQ(RunIn(*sb, Command({"pgrep", "-x", "sleep"})).exit, 0);
+  sb->KillAll();
+  EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
+}
+
+TEST_F(SandboxPolicyTest, ForkBombHitsPidsLimitAndSandboxStaysUsable) {
+  SandboxSpec spec;
+  spec.limits.pids = 24;
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  // Sleepers fill the limit and stay: fork fails inside, and so does a new process.
+  const RunResult bounded = RunIn(*sb, Shell("i=0; while [ $i -lt 100 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done"));
+  EXPECT_NE(bounded.exit, 0);
+  EXPECT_NE(bounded.output.find("Cannot fork"), std::string::npos) << bounded.output;
+  auto refused = sb->Spawn(Command({"true"}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("EAGAIN"), std::string::npos) << refused.error().message;
+  pid_t host_child = ::fork();
+  ASSERT_GE(host_child, 0) << "the host could not fork";
+  if (host_child == 0) ::_exit(0);
+  Wait(host_child);
+  sb->KillAll();
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "usable"})).output, "usable\n");
+
+  // A real fork bomb churns at the limit; one kill request ends it.
+  auto bomb = sb->Spawn(Shell("b() { b | b & }; b >/dev/null 2>&1"));
+  ASSERT_TRUE(bomb.ok()) << bomb.error().message;
+  Wait(bomb->pid);
+  for (int i = 0; i < 50; ++i) {
+    auto p = sb->Spawn(Command({"true"}));
+    if (p.ok()) Wait(p->pid);
+  }
+  sb->KillAll();
+  const RunResult after = RunIn(*sb, Command({"echo", "usable"}));
+  EXPECT_EQ(after.exit, 0);
+  EXPECT_EQ(after.output, "usable\n");
+}
+
+TEST_F(SandboxPolicyTest, MemoryHogIsOomKilled) {
+  SandboxSpec spec;
+  spec.limits.memory_mb = 64;
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  const uint64_t before = sb->OomKills();
+  const RunResult r = RunIn(*sb, Command({"python3", "-c", "b = bytearray(512 << 20); print('survived')"}));
+  EXPECT_EQ(r.exit, 128 + SIGKILL) << r.output;
+  EXPECT_GT(sb->OomKills(), before);
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "still here"})).output, "still here\n");
+}
+
+TEST_F(SandboxPolicyTest, TwoSandboxesCannotSeeEachOther) {
+  auto a = Make();
+  auto b = Make();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(RunIn(*a, Shell("echo secret-a > /workspace/secret; echo secret-a > /tmp/secret")).exit, 0);
+  auto sleeper = a->Spawn(Command({"sleep", "30"}));
+  ASSERT_TRUE(sleeper.ok());
+  const RunResult r = RunIn(*b, Shell("cat /workspace/secret /tmp/secret 2>&1; ps -e -o comm= | grep -c sleep"));
+  EXPECT_EQ(r.output.find("secret-a"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0\n"), std::string::npos) << r.output;
+  a->KillAll();
+  Wait(sleeper->pid);
+}
+
+std::vector<std::string> CgroupDirs(const std::string& id) {
+  std::vector<std::string> dirs;
+  for (const auto& parent : RuntimeEnvironment::runtime->CgroupParents()) {
+    dirs.push_back(parent + "/" + id);
+  }
+  return dirs;
+}
+
+TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {
+  SandboxSpec spec;
+  spec.id = UniqueId("gone");
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  for (const auto& dir : CgroupDirs(spec.id)) EXPECT_TRUE(fs::exists(dir)) << dir;
+  const std::string root = sb->RootPath();  // /proc/<init>/root
+  const pid_t init = std::stoi(root.substr(6));
+  auto bg = sb->Spawn(Shell("sleep 30 & sleep 30"));
+  ASSERT_TRUE(bg.ok());
+  ASSERT_EQ(RunIn(*sb, Command({"true"})).exit, 0);
+
+  sb->KillAll();
+  EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
+  ASSERT_TRUE(sb->Destroy().ok());
+  EXPECT_TRUE(sb->Destroy().ok());  // idempotent
+  sb->KillAll();                    // safe after Destroy
+  EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id));
+  for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << dir;
+  EXPECT_NE(::kill(init, 0), 0) << "init still exists";
+  EXPECT_FALSE(sb->Spawn(Command({"true"})).ok());
+}
+
+TEST_F(SandboxPolicyTest, DestroyWithRunningProcessesEndsThem) {
+  SandboxSpec spec;
+  spec.id = UniqueId("busy");
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  auto bg = sb->Spawn(Command({"sleep", "60"}));
+  ASSERT_TRUE(bg.ok());
+  // The daemon reaps its processes only after Destroy returns: Destroy must not wait for it.
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(sb->Destroy().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
+  for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << dir;
+  EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id));
+}
+
+TEST_F(SandboxPolicyTest, CleanupLeftoversAfterAKilledDaemon) {
+  const std::string id = UniqueId("left");
+  pid_t daemon = ::fork();
+  ASSERT_GE(daemon, 0);
+  if (daemon == 0) {
+    NamespaceRuntime runtime(RuntimeEnvironment::options);
+    SandboxSpec spec;
+    spec.id = id;
+    auto sb = runtime.Create(spec);
+    if (!sb.ok()) ::_exit(1);
+    auto p = (*sb)->Spawn(Command({"sleep", "60"}));
+    ::kill(::getpid(), SIGKILL);
+  }
+  ASSERT_EQ(Wait(daemon), 128 + SIGKILL);
+  EXPECT_TRUE(fs::exists(RuntimeEnvironment::state_dir + "/" + id));
+  RuntimeEnvironment::runtime->CleanupLeftovers();
+  EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + id));
+  for (const auto& dir : CgroupDirs(id)) EXPECT_FALSE(fs::exists(dir)) << dir;
+}
+
+TEST_F(SandboxPolicyTest, SetupFailureNamesTheStepAndLeaksNothing) {
+  SandboxSpec spec;
+  spec.id = "sb_" + std::string(70, 'x');  // longer than a hostname may be
+  auto sb = RuntimeEnvironment::runtime->Create(spec);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(sb.error().code, ErrorCode::kSandboxSetupFailed);
+  EXPECT_EQ(sb.error().message.rfind("uts: sethostname: EINVAL", 0), 0u) << sb.error().message;
+  EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id));
+  for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << dir;
+
+  SandboxSpec missing;
+  missing.id = UniqueId("tmpl");
+  missing.template_root = "/nonexistent-template";
+  auto sb2 = RuntimeEnvironment::runtime->Create(missing);
+  ASSERT_FALSE(sb2.ok());
+  EXPECT_EQ(sb2.error().message.rfind("template: open: /nonexistent-template: ENOENT", 0), 0u)
+      << sb2.error().message;
+  EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + missing.id));
+}
+
+TEST_F(SandboxPolicyTest, ExecFailureIsReported) {
+  auto sb = Make();
+  ASSERT_NE(sb, nullptr);
+  auto p = sb->Spawn(Command({"no-such-command"}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, ErrorCode::kInvalidRequest);
+  EXPECT_EQ(p.error().message.rfind("spawn: execve no-such-command: ENOENT", 0), 0u)
+      << p.error().message;
+}
+
+}  // namespace
+}  // namespace sandstream::sandbox
