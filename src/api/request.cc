@@ -152,6 +152,11 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
   if (!idle) return std::move(idle).error();
   s.idle_timeout_seconds = *idle;
 
+  auto user = OptString(body, "user");
+  if (!user) return std::move(user).error();
+  if (*user && **user != "user" && **user != "root") return Invalid("user must be \"user\" or \"root\"");
+  s.as_root = *user && **user == "root";
+
   auto merge = OptBool(body, "merge_stderr");
   if (!merge) return std::move(merge).error();
   s.merge_stderr = merge->value_or(false);
@@ -221,6 +226,9 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
       if (*n) r.limits[std::string(k)] = **n;
     }
   }
+  auto nested = OptBool(body, "allow_nested_userns");
+  if (!nested) return std::move(nested).error();
+  r.allow_nested_userns = nested->value_or(false);
   auto network = OptString(body, "network");
   if (!network) return std::move(network).error();
   if (*network) r.network = **network;

@@ -95,10 +95,10 @@ std::string EnvName(std::string_view field) {
 }
 
 std::string DefaultDataDir() {
+  if (::geteuid() == 0) return "/var/lib/sandstream";
   if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state) {
     return std::string(state) + "/sandstream";
   }
-  if (::geteuid() == 0) return "/var/lib/sandstream";
   if (const char* home = std::getenv("HOME"); home && *home) {
     return std::string(home) + "/.local/state/sandstream";
   }

@@ -15,7 +15,7 @@ struct Config {
   std::string listen = "127.0.0.1:8080";     // address:port to serve HTTP on (port 0 picks one)
   std::string data_dir;                      // state: SQLite, API key, sandboxes (default: $XDG_STATE_HOME/sandstream, or /var/lib/sandstream for root)
   std::string api_key;                       // bearer key; empty: read or generate <data_dir>/api_key
-  std::string runtime = "directory";         // sandbox runtime: "namespace" (isolated) or "directory" (no isolation, development only)
+  std::string runtime = "namespace";         // sandbox runtime: "namespace" (isolated) or "directory" (no isolation, development only)
   std::string log_level = "info";            // debug, info, warn or error
   std::string templates_dir;                 // directories holding full root filesystems, one per template (default: <data_dir>/templates)
   int64_t max_body_bytes = 1 << 20;          // largest JSON request body

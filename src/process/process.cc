@@ -89,6 +89,7 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
   ps.env = spec_.env;
   ps.cwd = spec_.cwd;
   ps.merge_stderr = spec_.merge_stderr;
+  ps.as_root = spec_.as_root;
   ps.open_stdin = spec_.stdin_data.has_value() || spec_.keep_stdin_open;
   oom_counter_ = std::move(oom_counter);
   oom_at_start_ = oom_counter_();

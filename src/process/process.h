@@ -36,6 +36,7 @@ struct CommandSpec {
   std::optional<double> timeout_seconds;
   std::optional<double> idle_timeout_seconds;
   bool merge_stderr = false;
+  bool as_root = false;  // root of the sandbox instead of its `user`
   LogLimits log_limits;
   std::string idempotency_key;
 };

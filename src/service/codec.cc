@@ -69,6 +69,7 @@ json::object SandboxJson(const SandboxEntry& sb) {
           {"cwd", sb.cwd},
           {"limits", LimitsJson(sb.limits)},
           {"network", sb.network},
+          {"allow_nested_userns", sb.allow_nested_userns},
           {"metadata", sb.metadata},
           {"processes_running", sb.RunningProcesses()}};
 }

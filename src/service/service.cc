@@ -115,6 +115,7 @@ Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
   sb->cwd = req.cwd;
   sb->limits = limits;
   sb->network = req.network;
+  sb->allow_nested_userns = req.allow_nested_userns;
   sb->metadata = std::move(req.metadata);
   sb->created_at = SystemNow();
   sb->ttl_seconds = req.ttl_seconds.value_or(options_.sandbox_default_ttl_seconds);
@@ -123,10 +124,12 @@ Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
 
   sandbox::SandboxSpec spec;
   spec.id = sb->id;
-  spec.template_name = template_name;
+  // A template without a root of its own ("code-interpreter" until one is registered) is base.
+  spec.template_name = tmpl->second.empty() ? "base" : template_name;
   spec.template_root = tmpl->second;
   spec.limits = limits;
   spec.network = sb->network;
+  spec.allow_nested_userns = sb->allow_nested_userns;
   auto runtime = runtime_.Create(spec);
   if (!runtime) {
     log::Warn("sandbox setup failed", {{"sandbox", sb->id}, {"error", runtime.error().message}});
@@ -327,6 +330,7 @@ void Service::Restore() {
                   l.at("cpu_percent").to_number<int64_t>(), l.at("disk_mb").to_number<int64_t>(),
                   l.at("open_files").to_number<int64_t>()};
     sb->network = json::value_to<std::string>(o["network"]);
+    if (o["allow_nested_userns"].is_bool()) sb->allow_nested_userns = o["allow_nested_userns"].as_bool();
     if (o["metadata"].is_object()) sb->metadata = o["metadata"].as_object();
     sb->ttl_seconds = o["ttl_seconds"].to_number<int64_t>();
     sb->created_at = SystemNow();
@@ -343,9 +347,9 @@ void Service::Restore() {
     if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
     sb->journal = std::make_shared<OutputLog>(LogLimits{1u << 20, options_.journal_entries});
     auto tmpl = options_.templates.find(sb->template_name);
-    sandbox::SandboxSpec spec{sb->id, sb->template_name,
-                              tmpl == options_.templates.end() ? "" : tmpl->second, sb->limits,
-                              sb->network, false};
+    const std::string root = tmpl == options_.templates.end() ? "" : tmpl->second;
+    sandbox::SandboxSpec spec{sb->id, root.empty() ? "base" : sb->template_name, root,
+                              sb->limits, sb->network, sb->allow_nested_userns};
     auto runtime = runtime_.Create(spec);
     if (!runtime) {
       log::Error("restoring sandbox failed; dropping it",

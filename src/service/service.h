@@ -47,6 +47,7 @@ struct SandboxRequest {
   std::optional<int64_t> ttl_seconds;
   std::map<std::string, int64_t> limits;  // by wire name: memory_mb, pids, ...
   std::string network = "loopback";
+  bool allow_nested_userns = false;
   boost::json::object metadata;
 };
 
@@ -57,6 +58,7 @@ struct SandboxEntry {
   std::string cwd;
   sandbox::Limits limits;
   std::string network;
+  bool allow_nested_userns = false;
   boost::json::object metadata;
   SystemTime created_at;
   std::optional<SystemTime> expires_at;

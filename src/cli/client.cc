@@ -1,0 +1,138 @@
+// The sandstream API as typed calls; see client.h.
+#include "cli/client.h"
+
+#include <boost/json.hpp>
+#include <boost/url/encode.hpp>
+#include <boost/url/rfc/unreserved_chars.hpp>
+
+namespace sandstream::cli {
+namespace {
+
+namespace json = boost::json;
+using boost::beast::http::verb;
+
+std::string Segment(std::string_view text) {
+  return boost::urls::encode(text, boost::urls::unreserved_chars);
+}
+
+ClientError Unexpected(std::string what) {
+  ClientError error;
+  error.kind = ClientError::Kind::kProtocol;
+  error.message = "unexpected response: " + std::move(what);
+  return error;
+}
+
+ClientResult<json::object> AsObject(ClientResult<json::value> value) {
+  if (!value) return value.error();
+  if (!value->is_object()) return Unexpected("expected a JSON object");
+  return std::move(value->as_object());
+}
+
+ClientResult<json::array> ArrayField(ClientResult<json::value> value, std::string_view key) {
+  if (!value) return value.error();
+  json::value* field = value->is_object() ? value->as_object().if_contains(key) : nullptr;
+  if (field == nullptr || !field->is_array()) {
+    return Unexpected("expected {\"" + std::string(key) + "\": [...]}");
+  }
+  return std::move(field->as_array());
+}
+
+std::string ProcessPath(std::string_view sandbox_id, std::string_view process_id) {
+  return SandboxPath(sandbox_id) + "/processes/" + Segment(process_id);
+}
+
+}  // namespace
+
+std::string SandboxPath(std::string_view sandbox_id) {
+  return "/v1/sandboxes/" + Segment(sandbox_id);
+}
+
+Client::Client(Endpoint endpoint, std::string api_key)
+    : http_(std::move(endpoint), std::move(api_key)) {}
+
+ClientResult<json::value> Client::Call(verb method, std::string target, const json::object* body) {
+  HttpRequest request;
+  request.method = method;
+  request.target = std::move(target);
+  if (body != nullptr) request.body = json::serialize(*body);
+  request.headers.emplace_back("Accept", "application/json");
+  ClientResult<HttpResponse> response = http_.Send(request);
+  if (!response) return response.error();
+  if (response->status / 100 != 2) return ApiError(*response);
+  if (response->body.empty()) return json::value();
+  boost::system::error_code ec;
+  json::value parsed = json::parse(response->body, ec);
+  if (ec) return Unexpected("invalid JSON: " + ec.message());
+  return parsed;
+}
+
+ClientResult<json::object> Client::CreateSandbox(const json::object& request) {
+  return AsObject(Call(verb::post, "/v1/sandboxes", &request));
+}
+
+ClientResult<json::array> Client::ListSandboxes() {
+  return ArrayField(Call(verb::get, "/v1/sandboxes", nullptr), "sandboxes");
+}
+
+ClientResult<void> Client::DeleteSandbox(std::string_view sandbox_id) {
+  ClientResult<json::value> result = Call(verb::delete_, SandboxPath(sandbox_id), nullptr);
+  if (!result) return result.error();
+  return {};
+}
+
+ClientResult<json::object> Client::StartProcess(std::string_view sandbox_id,
+                                                const json::object& request) {
+  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/processes", &request));
+}
+
+ClientResult<json::array> Client::ListProcesses(std::string_view sandbox_id) {
+  return ArrayField(Call(verb::get, SandboxPath(sandbox_id) + "/processes", nullptr), "processes");
+}
+
+ClientResult<json::object> Client::SignalProcess(std::string_view sandbox_id,
+                                                 std::string_view process_id,
+                                                 std::string_view signal) {
+  json::object body{{"signal", signal}};
+  return AsObject(Call(verb::post, ProcessPath(sandbox_id, process_id) + "/signal", &body));
+}
+
+ClientResult<json::object> Client::KillProcess(std::string_view sandbox_id,
+                                               std::string_view process_id) {
+  return AsObject(Call(verb::delete_, ProcessPath(sandbox_id, process_id), nullptr));
+}
+
+ClientResult<HttpResponse> Client::StreamExec(std::string_view sandbox_id,
+                                              const json::object& request,
+                                              const std::string& idempotency_key,
+                                              const std::string& last_event_id,
+                                              const BodySink& sink) {
+  json::object body = request;
+  body["encoding"] = "base64";
+  body["format"] = "pandastack";
+  HttpRequest http_request;
+  http_request.method = verb::post;
+  http_request.target = SandboxPath(sandbox_id) + "/exec/stream";
+  http_request.body = json::serialize(body);
+  http_request.headers.emplace_back("Accept", "text/event-stream");
+  http_request.headers.emplace_back("Idempotency-Key", idempotency_key);
+  if (!last_event_id.empty()) http_request.headers.emplace_back("Last-Event-ID", last_event_id);
+  return http_.Stream(http_request, sink);
+}
+
+ClientResult<HttpResponse> Client::StreamLogs(std::string_view sandbox_id,
+                                              std::string_view process_id, bool follow, int tail,
+                                              const std::string& last_event_id,
+                                              const BodySink& sink) {
+  std::string target =
+      ProcessPath(sandbox_id, process_id) + "/logs?encoding=base64&format=pandastack";
+  if (follow) target += "&follow=1";
+  // `tail` picks where a first read starts; a resumed one continues after its last event.
+  if (tail >= 0 && last_event_id.empty()) target += "&tail=" + std::to_string(tail);
+  HttpRequest http_request;
+  http_request.target = std::move(target);
+  http_request.headers.emplace_back("Accept", "text/event-stream");
+  if (!last_event_id.empty()) http_request.headers.emplace_back("Last-Event-ID", last_event_id);
+  return http_.Stream(http_request, sink);
+}
+
+}  // namespace sandstream::cli

@@ -1,0 +1,54 @@
+// The sandstream API (spec/README.md) as typed calls over HttpClient: one method per route the
+// CLI uses. Bodies and answers stay Boost.JSON values; the CLI decides what to show.
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <string>
+#include <string_view>
+
+#include "cli/http.h"
+
+namespace sandstream::cli {
+
+class Client {
+ public:
+  Client(Endpoint endpoint, std::string api_key);
+
+  ClientResult<boost::json::object> CreateSandbox(const boost::json::object& request);
+  ClientResult<boost::json::array> ListSandboxes();
+  ClientResult<void> DeleteSandbox(std::string_view sandbox_id);
+
+  ClientResult<boost::json::object> StartProcess(std::string_view sandbox_id,
+                                                 const boost::json::object& request);
+  ClientResult<boost::json::array> ListProcesses(std::string_view sandbox_id);
+  ClientResult<boost::json::object> SignalProcess(std::string_view sandbox_id,
+                                                  std::string_view process_id,
+                                                  std::string_view signal);
+  ClientResult<boost::json::object> KillProcess(std::string_view sandbox_id,
+                                                std::string_view process_id);
+
+  // POST .../exec/stream with base64 output; with the same idempotency key and a last event id
+  // it resumes the process the first call started.
+  ClientResult<HttpResponse> StreamExec(std::string_view sandbox_id,
+                                        const boost::json::object& request,
+                                        const std::string& idempotency_key,
+                                        const std::string& last_event_id, const BodySink& sink);
+  // GET .../processes/{pid}/logs as SSE with base64 output.
+  ClientResult<HttpResponse> StreamLogs(std::string_view sandbox_id, std::string_view process_id,
+                                        bool follow, int tail, const std::string& last_event_id,
+                                        const BodySink& sink);
+
+  HttpClient& http() { return http_; }
+
+ private:
+  ClientResult<boost::json::value> Call(boost::beast::http::verb method, std::string target,
+                                        const boost::json::object* body);
+
+  HttpClient http_;
+};
+
+// "/v1/sandboxes/{id}" with the id percent-encoded as a path segment.
+std::string SandboxPath(std::string_view sandbox_id);
+
+}  // namespace sandstream::cli

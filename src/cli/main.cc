@@ -1,0 +1,628 @@
+// `sandstream`, the command-line client: parses a command line and maps it onto the API calls
+// of client.h; exec and run stream a command's output live and exit with its status.
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "base/ids.h"
+#include "cli/client.h"
+#include "cli/interrupt.h"
+#include "cli/process_stream.h"
+
+namespace sandstream::cli {
+namespace {
+
+namespace json = boost::json;
+
+constexpr int kExitUsage = 2;
+constexpr int kExitUnknown = 255;
+constexpr int kExitBrokenPipe = 128 + SIGPIPE;
+
+constexpr std::string_view kHelp = R"(usage: sandstream [--url URL] [--key KEY] COMMAND [ARGS]
+
+Commands:
+  sandbox create [--template T] [--ttl SECONDS] [--cwd DIR] [--env K=V]... [--meta K=V]...
+                 [--memory-mb N] [--pids N] [--cpu-percent N] [--disk-mb N] [--open-files N]
+                          create a sandbox and print its id
+  sandbox ls [--json]     list sandboxes, oldest first
+  sandbox rm ID...        delete sandboxes and everything running in them
+  exec SANDBOX [EXEC OPTIONS] [--] CMD [ARG]...
+                          run CMD in SANDBOX; its stdout and stderr are written here as they
+                          are produced, and its exit status is sandstream's
+  run [--template T] [--ttl SECONDS] [EXEC OPTIONS] [--] CMD [ARG]...
+                          the same in a new sandbox, deleted afterwards
+  start SANDBOX [--id ID] [EXEC OPTIONS] [--] CMD [ARG]...
+                          start CMD in the background and print its process id
+  ps SANDBOX [--json]     list a sandbox's processes
+  logs [-f] [--tail N] SANDBOX PROCESS
+                          print a process's retained output; -f follows it until it exits
+  kill SANDBOX PROCESS [--signal SIG]
+                          kill a process's group (TERM, a grace period, KILL), or send SIG
+
+Exec options:
+  --cwd DIR               working directory
+  -e, --env K=V           environment variable (repeatable)
+  --timeout SECONDS       kill the command after this long (exit reason: timeout)
+  --idle-timeout SECONDS  kill it after this long without output (reason: idle_timeout)
+  --merge-stderr          send stderr into stdout, keeping their order
+
+Global options:
+  --url URL               server, http:// only (default: $SANDSTREAM_URL, else
+                          http://127.0.0.1:8080)
+  --key KEY               API key (default: $SANDSTREAM_API_KEY)
+  -h, --help              this text
+
+CMD runs directly, its name looked up in the sandbox's PATH; for a shell line use
+`-- sh -c 'LINE'`. If the connection drops, exec reconnects and resumes the same run after the
+last output received: the command never runs twice. Interrupting exec or run (Ctrl-C, SIGTERM,
+SIGHUP) sends the signal to the command; a third interrupt stops waiting for it.
+
+Exit status:
+  exec, run   the command's exit status; 128+N when signal N ended it (a timeout: 143 or 137)
+  0           other commands: success
+  2           a usage error, or an error from the server or the connection, printed as
+              `sandstream: CODE: MESSAGE`
+  141         stdout or stderr was closed before everything was written
+  255         exec, run, logs -f: the command started but its outcome is unknown (the stream
+              ended without an exit, or the server reported a failure of its own)
+  128+N       exec, run: interrupted by signal N before the command started, or by a third
+              interrupt (the command may still be running)
+)";
+
+struct Flag {
+  std::string_view name;
+  char short_name = 0;
+  bool takes_value = true;
+};
+
+constexpr Flag kGlobalFlags[] = {{"url"}, {"key"}, {"help", 'h', false}};
+constexpr Flag kExecFlags[] = {
+    {"cwd"}, {"env", 'e'}, {"timeout"}, {"idle-timeout"}, {"merge-stderr", 0, false}};
+
+struct Args {
+  std::vector<std::string> positional;
+  std::vector<std::string> command;  // the words after the positionals, or after `--`
+  std::vector<std::pair<std::string, std::string>> options;
+
+  bool Has(std::string_view name) const {
+    for (const auto& [key, value] : options) {
+      if (key == name) return true;
+    }
+    return false;
+  }
+  std::optional<std::string> Get(std::string_view name) const {
+    std::optional<std::string> found;
+    for (const auto& [key, value] : options) {
+      if (key == name) found = value;
+    }
+    return found;
+  }
+  std::vector<std::string> All(std::string_view name) const {
+    std::vector<std::string> found;
+    for (const auto& [key, value] : options) {
+      if (key == name) found.push_back(value);
+    }
+    return found;
+  }
+};
+
+int Usage(std::string_view message) {
+  std::fprintf(stderr, "sandstream: %.*s\nTry 'sandstream --help'.\n",
+               static_cast<int>(message.size()), message.data());
+  return kExitUsage;
+}
+
+const Flag* FindFlag(std::span<const std::span<const Flag>> tables, std::string_view name,
+                     char short_name) {
+  for (std::span<const Flag> table : tables) {
+    for (const Flag& flag : table) {
+      if (short_name != 0 ? flag.short_name == short_name : flag.name == name) return &flag;
+    }
+  }
+  return nullptr;
+}
+
+// Options may appear anywhere before the command. With `command_after` >= 0, the words after
+// that many positionals (or after `--`) are the command, taken verbatim.
+std::optional<std::string> ParseArgs(std::span<const std::string> argv,
+                                     std::span<const std::span<const Flag>> tables,
+                                     int command_after, Args* out) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") {
+      if (command_after < 0) return "unexpected '--'";
+      out->command.assign(argv.begin() + static_cast<ptrdiff_t>(i) + 1, argv.end());
+      return std::nullopt;
+    }
+    if (arg.size() > 1 && arg[0] == '-') {
+      const Flag* flag = nullptr;
+      std::string_view name;
+      std::optional<std::string> value;
+      if (arg.starts_with("--")) {
+        name = arg.substr(2);
+        if (size_t eq = name.find('='); eq != std::string_view::npos) {
+          value = std::string(name.substr(eq + 1));
+          name = name.substr(0, eq);
+        }
+        flag = FindFlag(tables, name, 0);
+      } else if (arg.size() == 2) {
+        flag = FindFlag(tables, "", arg[1]);
+      }
+      if (flag == nullptr) return "unknown option '" + std::string(arg) + "'";
+      if (!flag->takes_value && value)
+        return "option --" + std::string(flag->name) + " takes no value";
+      if (flag->takes_value && !value) {
+        if (i + 1 >= argv.size()) return "option --" + std::string(flag->name) + " needs a value";
+        value = argv[++i];
+      }
+      out->options.emplace_back(std::string(flag->name), value.value_or(""));
+      continue;
+    }
+    if (command_after >= 0 && static_cast<int>(out->positional.size()) == command_after) {
+      out->command.assign(argv.begin() + static_cast<ptrdiff_t>(i), argv.end());
+      return std::nullopt;
+    }
+    out->positional.emplace_back(arg);
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> ParseInt(std::string_view text, int64_t min) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min) return std::nullopt;
+  return value;
+}
+
+std::optional<double> ParsePositiveSeconds(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0' || !(value > 0)) return std::nullopt;
+  return value;
+}
+
+// K=V words into a JSON object; the error names the bad word.
+std::optional<std::string> ParsePairs(const std::vector<std::string>& words, json::object* out) {
+  for (const std::string& word : words) {
+    size_t eq = word.find('=');
+    if (eq == 0 || eq == std::string::npos) return "expected K=V, got '" + word + "'";
+    (*out)[word.substr(0, eq)] = word.substr(eq + 1);
+  }
+  return std::nullopt;
+}
+
+void PrintError(const ClientError& error) {
+  if (error.kind == ClientError::Kind::kApi) {
+    std::fprintf(stderr, "sandstream: %s: %s\n", error.code.c_str(), error.message.c_str());
+  } else {
+    std::fprintf(stderr, "sandstream: %s\n", error.message.c_str());
+  }
+}
+
+int Fail(const ClientError& error) {
+  if (error.kind == ClientError::Kind::kInterrupted) return 128 + error.signal;
+  PrintError(error);
+  return kExitUsage;
+}
+
+// Writes all of `bytes` to `fd` at once, without buffering; false if the reader is gone.
+bool WriteAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n >= 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      pollfd pfd{fd, POLLOUT, 0};
+      poll(&pfd, 1, -1);
+    } else if (errno != EINTR) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool PrintLine(const std::string& line) { return WriteAll(STDOUT_FILENO, line + "\n"); }
+
+std::string Text(const json::object& object, std::string_view key) {
+  const json::value* v = object.if_contains(key);
+  if (v == nullptr || v->is_null()) return "-";
+  if (v->is_string()) return std::string(v->get_string());
+  return json::serialize(*v);
+}
+
+int PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
+    }
+    if (!PrintLine(line)) return kExitBrokenPipe;
+  }
+  return 0;
+}
+
+std::string_view SignalName(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "INT";
+    case SIGTERM:
+      return "TERM";
+    case SIGHUP:
+      return "HUP";
+    default:
+      return "TERM";
+  }
+}
+
+struct Context {
+  Endpoint endpoint;
+  std::string api_key;
+  Client MakeClient() const { return Client(endpoint, api_key); }
+};
+
+// The command request (spec "Running commands") from exec options and the command words.
+std::optional<std::string> BuildCommandRequest(const Args& args, json::object* request) {
+  if (args.command.empty()) return "missing the command to run";
+  json::array argv;
+  for (const std::string& word : args.command) argv.emplace_back(word);
+  (*request)["argv"] = std::move(argv);
+  json::object env;
+  if (auto error = ParsePairs(args.All("env"), &env)) return error;
+  if (!env.empty()) (*request)["env"] = std::move(env);
+  if (auto cwd = args.Get("cwd")) (*request)["cwd"] = *cwd;
+  for (auto [flag, field] : {std::pair{"timeout", "timeout_seconds"},
+                             std::pair{"idle-timeout", "idle_timeout_seconds"}}) {
+    if (auto text = args.Get(flag)) {
+      std::optional<double> seconds = ParsePositiveSeconds(*text);
+      if (!seconds) return "--" + std::string(flag) + " needs a number of seconds > 0";
+      (*request)[field] = *seconds;
+    }
+  }
+  if (args.Has("merge-stderr")) (*request)["merge_stderr"] = true;
+  return std::nullopt;
+}
+
+void ExplainReason(const std::string& reason) {
+  const char* text = nullptr;
+  if (reason == "timeout") text = "the command reached its timeout and was killed";
+  if (reason == "idle_timeout") text = "the command was silent for its idle timeout and was killed";
+  if (reason == "killed") text = "the command was killed (its process or sandbox was deleted)";
+  if (reason == "oom") text = "the command ran out of memory and was killed";
+  if (text != nullptr) std::fprintf(stderr, "sandstream: %s\n", text);
+}
+
+void ReportGap(int64_t from_seq, int64_t to_seq, int64_t bytes) {
+  std::fprintf(stderr,
+               "sandstream: output lost: events %lld..%lld (%lld bytes) were no longer retained\n",
+               static_cast<long long>(from_seq), static_cast<long long>(to_seq),
+               static_cast<long long>(bytes));
+}
+
+ProcessStreamCallbacks TerminalOutput() {
+  ProcessStreamCallbacks callbacks;
+  callbacks.on_output = [](Channel channel, std::string_view bytes) {
+    return WriteAll(channel == Channel::kStdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
+  };
+  callbacks.on_gap = ReportGap;
+  return callbacks;
+}
+
+// Streams a command in a sandbox to the terminal and returns the exit status for sandstream.
+int Execute(const Context& context, const std::string& sandbox_id, const json::object& request) {
+  Client client = context.MakeClient();
+  ProcessStream stream(TerminalOutput());
+  int forwarded = 0;
+  client.http().set_interrupt_handler([&](int sig) {
+    if (stream.process_id().empty() || forwarded == 2) return false;
+    ++forwarded;
+    Client signaler = context.MakeClient();
+    auto sent = signaler.SignalProcess(sandbox_id, stream.process_id(), SignalName(sig));
+    if (!sent && sent.error().kind != ClientError::Kind::kInterrupted) PrintError(sent.error());
+    return true;
+  });
+  const std::string key = NewId("cli_");
+  auto followed =
+      FollowProcess(stream, [&](const std::string& last_event_id, const BodySink& sink) {
+        return client.StreamExec(sandbox_id, request, key, last_event_id, sink);
+      });
+  bool started = !stream.process_id().empty() || !stream.last_event_id().empty();
+  if (!followed) {
+    const ClientError& error = followed.error();
+    if (error.kind != ClientError::Kind::kInterrupted) PrintError(error);
+    if (started) {
+      std::fprintf(stderr, "sandstream: process %s may still be running in %s\n",
+                   stream.process_id().c_str(), sandbox_id.c_str());
+    }
+    if (error.kind == ClientError::Kind::kInterrupted) return 128 + error.signal;
+    return started ? kExitUnknown : kExitUsage;
+  }
+  if (stream.output_closed()) {
+    // What a local pipeline does to a writer whose reader is gone; best effort.
+    if (!stream.process_id().empty()) {
+      auto sent = context.MakeClient().SignalProcess(sandbox_id, stream.process_id(), "PIPE");
+      (void)sent;
+    }
+    return kExitBrokenPipe;
+  }
+  if (stream.error()) {
+    PrintError(*stream.error());
+    return started ? kExitUnknown : kExitUsage;
+  }
+  if (!stream.exit()) {
+    std::fprintf(stderr, "sandstream: the stream ended without the command's exit\n");
+    return kExitUnknown;
+  }
+  ExplainReason(stream.exit()->reason);
+  return stream.exit()->exit_code;
+}
+
+int CmdSandboxCreate(const Context& context, const Args& args) {
+  if (!args.positional.empty()) return Usage("sandbox create takes no arguments");
+  json::object request;
+  if (auto t = args.Get("template")) request["template"] = *t;
+  if (auto cwd = args.Get("cwd")) request["cwd"] = *cwd;
+  if (auto ttl = args.Get("ttl")) {
+    auto seconds = ParseInt(*ttl, 0);
+    if (!seconds) return Usage("--ttl needs a whole number of seconds >= 0");
+    request["ttl_seconds"] = *seconds;
+  }
+  json::object env;
+  json::object metadata;
+  if (auto error = ParsePairs(args.All("env"), &env)) return Usage(*error);
+  if (auto error = ParsePairs(args.All("meta"), &metadata)) return Usage(*error);
+  if (!env.empty()) request["env"] = std::move(env);
+  if (!metadata.empty()) request["metadata"] = std::move(metadata);
+  json::object limits;
+  for (auto [flag, field] :
+       {std::pair{"memory-mb", "memory_mb"}, std::pair{"pids", "pids"},
+        std::pair{"cpu-percent", "cpu_percent"}, std::pair{"disk-mb", "disk_mb"},
+        std::pair{"open-files", "open_files"}}) {
+    if (auto text = args.Get(flag)) {
+      auto value = ParseInt(*text, 1);
+      if (!value) return Usage("--" + std::string(flag) + " needs a whole number > 0");
+      limits[field] = *value;
+    }
+  }
+  if (!limits.empty()) request["limits"] = std::move(limits);
+  auto sandbox = context.MakeClient().CreateSandbox(request);
+  if (!sandbox) return Fail(sandbox.error());
+  return PrintLine(Text(*sandbox, "id")) ? 0 : kExitBrokenPipe;
+}
+
+int CmdSandboxLs(const Context& context, const Args& args) {
+  if (!args.positional.empty()) return Usage("sandbox ls takes no arguments");
+  auto sandboxes = context.MakeClient().ListSandboxes();
+  if (!sandboxes) return Fail(sandboxes.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*sandboxes)) ? 0 : kExitBrokenPipe;
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "TEMPLATE", "STATUS", "PROCESSES", "CREATED", "EXPIRES"}};
+  for (const json::value& v : *sandboxes) {
+    if (!v.is_object()) continue;
+    const json::object& s = v.as_object();
+    rows.push_back({Text(s, "id"), Text(s, "template"), Text(s, "status"),
+                    Text(s, "processes_running"), Text(s, "created_at"), Text(s, "expires_at")});
+  }
+  return PrintTable(rows);
+}
+
+int CmdSandboxRm(const Context& context, const Args& args) {
+  if (args.positional.empty()) return Usage("sandbox rm needs at least one sandbox id");
+  Client client = context.MakeClient();
+  int status = 0;
+  for (const std::string& id : args.positional) {
+    auto deleted = client.DeleteSandbox(id);
+    if (!deleted) status = Fail(deleted.error());
+    if (status > kExitUsage) return status;  // interrupted
+  }
+  return status;
+}
+
+int CmdExec(const Context& context, const Args& args) {
+  if (args.positional.size() != 1) return Usage("exec needs a sandbox id, then the command");
+  json::object request;
+  if (auto error = BuildCommandRequest(args, &request)) return Usage(*error);
+  InstallInterruptHandlers();
+  return Execute(context, args.positional[0], request);
+}
+
+int CmdRun(const Context& context, const Args& args) {
+  if (!args.positional.empty()) return Usage("run takes the command only");
+  json::object request;
+  if (auto error = BuildCommandRequest(args, &request)) return Usage(*error);
+  json::object sandbox_request;
+  if (auto t = args.Get("template")) sandbox_request["template"] = *t;
+  if (auto ttl = args.Get("ttl")) {
+    auto seconds = ParseInt(*ttl, 0);
+    if (!seconds) return Usage("--ttl needs a whole number of seconds >= 0");
+    sandbox_request["ttl_seconds"] = *seconds;
+  }
+  InstallInterruptHandlers();
+  Client client = context.MakeClient();
+  auto sandbox = client.CreateSandbox(sandbox_request);
+  if (!sandbox) return Fail(sandbox.error());
+  std::string sandbox_id = Text(*sandbox, "id");
+  int status = Execute(context, sandbox_id, request);
+  // The interrupt that ended the command must not cut the clean-up short; another one may.
+  client.http().set_interrupt_handler([interrupts = 0](int) mutable { return ++interrupts < 2; });
+  auto deleted = client.DeleteSandbox(sandbox_id);
+  if (!deleted) {
+    std::fprintf(stderr, "sandstream: could not delete sandbox %s\n", sandbox_id.c_str());
+    PrintError(deleted.error());
+  }
+  return status;
+}
+
+int CmdStart(const Context& context, const Args& args) {
+  if (args.positional.size() != 1) return Usage("start needs a sandbox id, then the command");
+  json::object request;
+  if (auto error = BuildCommandRequest(args, &request)) return Usage(*error);
+  if (auto id = args.Get("id")) request["id"] = *id;
+  auto process = context.MakeClient().StartProcess(args.positional[0], request);
+  if (!process) return Fail(process.error());
+  return PrintLine(Text(*process, "id")) ? 0 : kExitBrokenPipe;
+}
+
+int CmdPs(const Context& context, const Args& args) {
+  if (args.positional.size() != 1) return Usage("ps needs a sandbox id");
+  auto processes = context.MakeClient().ListProcesses(args.positional[0]);
+  if (!processes) return Fail(processes.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*processes)) ? 0 : kExitBrokenPipe;
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "STATUS", "PID", "EXIT", "REASON", "STARTED", "COMMAND"}};
+  for (const json::value& v : *processes) {
+    if (!v.is_object()) continue;
+    const json::object& p = v.as_object();
+    rows.push_back({Text(p, "id"), Text(p, "status"), Text(p, "pid"), Text(p, "exit_code"),
+                    Text(p, "reason"), Text(p, "started_at"), Text(p, "cmd")});
+  }
+  return PrintTable(rows);
+}
+
+int CmdLogs(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("logs needs a sandbox id and a process id");
+  int tail = -1;
+  if (auto text = args.Get("tail")) {
+    auto value = ParseInt(*text, 0);
+    if (!value || *value > INT32_MAX) return Usage("--tail needs a whole number >= 0");
+    tail = static_cast<int>(*value);
+  }
+  bool follow = args.Has("follow");
+  Client client = context.MakeClient();
+  ProcessStream stream(TerminalOutput());
+  auto followed =
+      FollowProcess(stream, [&](const std::string& last_event_id, const BodySink& sink) {
+        return client.StreamLogs(args.positional[0], args.positional[1], follow, tail,
+                                 last_event_id, sink);
+      });
+  if (!followed) return Fail(followed.error());
+  if (stream.output_closed()) return kExitBrokenPipe;
+  if (stream.error()) {
+    PrintError(*stream.error());
+    return kExitUnknown;
+  }
+  if (follow && !stream.exit()) {
+    std::fprintf(stderr, "sandstream: the stream ended without the process's exit\n");
+    return kExitUnknown;
+  }
+  return 0;
+}
+
+int CmdKill(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("kill needs a sandbox id and a process id");
+  Client client = context.MakeClient();
+  auto result = args.Has("signal") ? client.SignalProcess(args.positional[0], args.positional[1],
+                                                          *args.Get("signal"))
+                                   : client.KillProcess(args.positional[0], args.positional[1]);
+  if (!result) return Fail(result.error());
+  return 0;
+}
+
+struct Command {
+  std::string_view group;  // "sandbox" for `sandbox create` etc., else empty
+  std::string_view name;
+  std::span<const Flag> flags;
+  int command_after;  // see ParseArgs
+  bool exec_flags;
+  int (*run)(const Context&, const Args&);
+};
+
+constexpr Flag kCreateFlags[] = {{"template"}, {"ttl"},       {"cwd"},  {"env", 'e'},
+                                 {"meta"},     {"memory-mb"}, {"pids"}, {"cpu-percent"},
+                                 {"disk-mb"},  {"open-files"}};
+constexpr Flag kJsonFlags[] = {{"json", 0, false}};
+constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}};
+constexpr Flag kStartFlags[] = {{"id"}};
+constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}};
+constexpr Flag kKillFlags[] = {{"signal", 's'}};
+
+constexpr Command kCommands[] = {
+    {"sandbox", "create", kCreateFlags, -1, false, CmdSandboxCreate},
+    {"sandbox", "ls", kJsonFlags, -1, false, CmdSandboxLs},
+    {"sandbox", "rm", {}, -1, false, CmdSandboxRm},
+    {"", "exec", {}, 1, true, CmdExec},
+    {"", "run", kRunFlags, 0, true, CmdRun},
+    {"", "start", kStartFlags, 1, true, CmdStart},
+    {"", "ps", kJsonFlags, -1, false, CmdPs},
+    {"", "logs", kLogsFlags, -1, false, CmdLogs},
+    {"", "kill", kKillFlags, -1, false, CmdKill},
+};
+
+int Main(int argc, char** argv) {
+  IgnoreSigpipe();
+  // Global options may also come before the command.
+  std::vector<std::string> argv_words(argv + 1, argv + argc);
+  Args leading;
+  std::span<const Flag> globals[] = {kGlobalFlags};
+  if (auto error = ParseArgs(argv_words, globals, 0, &leading)) return Usage(*error);
+  std::vector<std::string> words = std::move(leading.command);
+  leading.command.clear();
+  size_t first = 0;
+  if (leading.Has("help")) {
+    std::fwrite(kHelp.data(), 1, kHelp.size(), stdout);
+    return 0;
+  }
+  if (first == words.size()) return Usage("missing command");
+
+  std::string_view name = words[first];
+  std::string_view group;
+  if (name == "sandbox") {
+    group = name;
+    if (++first == words.size()) return Usage("sandbox needs a subcommand: create, ls or rm");
+    name = words[first];
+  }
+  const Command* command = nullptr;
+  for (const Command& c : kCommands) {
+    if (c.group == group && c.name == name) command = &c;
+  }
+  if (command == nullptr) {
+    return Usage("unknown command '" + std::string(group.empty() ? "" : "sandbox ") +
+                 std::string(name) + "'");
+  }
+  std::span<const Flag> tables[] = {
+      kGlobalFlags, command->flags,
+      command->exec_flags ? std::span<const Flag>(kExecFlags) : std::span<const Flag>()};
+  Args args = std::move(leading);
+  std::span<const std::string> rest(words.begin() + static_cast<ptrdiff_t>(first) + 1, words.end());
+  if (auto error = ParseArgs(rest, tables, command->command_after, &args)) {
+    return Usage(*error);
+  }
+  if (args.Has("help")) {
+    std::fwrite(kHelp.data(), 1, kHelp.size(), stdout);
+    return 0;
+  }
+
+  const char* env_url = std::getenv("SANDSTREAM_URL");
+  const char* env_key = std::getenv("SANDSTREAM_API_KEY");
+  std::string url =
+      args.Get("url").value_or(env_url && *env_url ? env_url : "http://127.0.0.1:8080");
+  auto endpoint = ParseEndpoint(url);
+  if (!endpoint) return Usage(endpoint.error().message);
+  Context context{*endpoint, args.Get("key").value_or(env_key ? env_key : "")};
+  return command->run(context, args);
+}
+
+}  // namespace
+}  // namespace sandstream::cli
+
+int main(int argc, char** argv) { return sandstream::cli::Main(argc, argv); }
