@@ -86,6 +86,11 @@ asio::awaitable<void> ReplyError(Context& ctx, const Error& error) {
   return ReplyJson(ctx, status, body);
 }
 
+asio::awaitable<void> ReplyError(Context& ctx, ErrorCode code, std::string message) {
+  const Error error{code, std::move(message)};
+  return ReplyError(ctx, error);
+}
+
 asio::awaitable<void> ReplyEmpty(Context& ctx, http::status status) {
   return Reply(ctx, status, {}, {});
 }

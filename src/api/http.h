@@ -44,6 +44,9 @@ boost::asio::awaitable<void> Reply(Context& ctx, http::status status, std::strin
 boost::asio::awaitable<void> ReplyJson(Context& ctx, http::status status,
                                        const boost::json::value& body);
 boost::asio::awaitable<void> ReplyError(Context& ctx, const Error& error);
+// The same from a code and a message. Handlers use this form inside `co_await`: g++ 12
+// destroys a brace-initialized temporary (`Error{...}`) in a co_await expression twice.
+boost::asio::awaitable<void> ReplyError(Context& ctx, ErrorCode code, std::string message);
 boost::asio::awaitable<void> ReplyEmpty(Context& ctx, http::status status);
 
 // The single ErrorCode -> HTTP status table (spec/errors.md).

@@ -115,7 +115,8 @@ asio::awaitable<void> ExecStream(Context& ctx) {
                    encoding = started->request.encoding](std::string& out, const LogEntry& e) {
     sse::AppendEntry(out, format, encoding, *p, e);
   };
-  co_await ServeStream(ctx, std::move(source), {*after, true});
+  const CursorOptions cursor{*after, true};
+  co_await ServeStream(ctx, std::move(source), cursor);
 }
 
 }  // namespace sandstream::api

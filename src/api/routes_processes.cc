@@ -55,8 +55,7 @@ asio::awaitable<void> ListProcesses(Context& ctx) {
     if (*status == "running") filter = ProcessStatus::kRunning;
     else if (*status == "exited") filter = ProcessStatus::kExited;
     else if (!status->empty())
-      co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest,
-                                               "status must be \"running\" or \"exited\""});
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "status must be \"running\" or \"exited\"");
   }
   json::array items;
   for (const auto& p : (*sb)->processes) {
@@ -98,7 +97,7 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
     const std::string text(*tail);
     const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
     if (text.empty() || *end != '\0' || text[0] == '-') {
-      co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest, "tail must be a number"});
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "tail must be a number");
     }
     start = std::max(start, process->log().SeqBeforeTail(n));
   }
@@ -139,7 +138,8 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
                                                                   const LogEntry& entry) {
     sse::AppendEntry(out, f, e, *p, entry);
   };
-  co_await ServeStream(ctx, std::move(source), {start, ctx.QueryFlag("follow")});
+  const CursorOptions cursor{start, ctx.QueryFlag("follow")};
+  co_await ServeStream(ctx, std::move(source), cursor);
 }
 
 asio::awaitable<void> ProcessStdin(Context& ctx) {
@@ -154,20 +154,20 @@ asio::awaitable<void> ProcessStdin(Context& ctx) {
     if (!body) co_return co_await ReplyError(ctx, body.error());
     const json::value* d = body->if_contains("data");
     if (d && !d->is_null() && !d->is_string()) {
-      co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest, "data must be a string"});
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "data must be a string");
     }
     if (d && d->is_string()) data = std::string(d->as_string());
     if (const json::value* enc = body->if_contains("encoding"); enc && enc->is_string() &&
                                                               enc->as_string() == "base64") {
       auto decoded = DecodeBase64(data);
       if (!decoded) {
-        co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest, "data is not valid base64"});
+        co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "data is not valid base64");
       }
       data = std::move(*decoded);
     }
     if (const json::value* e = body->if_contains("eof"); e && !e->is_null()) {
       if (!e->is_bool()) {
-        co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest, "eof must be true or false"});
+        co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "eof must be true or false");
       }
       eof = eof || e->as_bool();
     }
@@ -175,9 +175,7 @@ asio::awaitable<void> ProcessStdin(Context& ctx) {
              type.starts_with("text/plain")) {
     data = std::move(ctx.req.body());
   } else {
-    co_return co_await ReplyError(
-        ctx, Error{ErrorCode::kUnsupportedMediaType,
-                   "stdin takes application/octet-stream or application/json, not " + std::string(type)});
+    co_return co_await ReplyError(ctx, ErrorCode::kUnsupportedMediaType, "stdin takes application/octet-stream or application/json, not " + std::string(type));
   }
   size_t written = 0;
   if (!data.empty()) {
@@ -185,7 +183,7 @@ asio::awaitable<void> ProcessStdin(Context& ctx) {
     if (!w) co_return co_await ReplyError(ctx, w.error());
     written = *w;
   } else if (!process->stdin_open() || process->status() != ProcessStatus::kRunning) {
-    co_return co_await ReplyError(ctx, Error{ErrorCode::kConflict, "stdin of " + process->id() + " is closed"});
+    co_return co_await ReplyError(ctx, ErrorCode::kConflict, "stdin of " + process->id() + " is closed");
   }
   if (eof) (void)process->CloseStdin();
   json::object body;
@@ -203,13 +201,12 @@ asio::awaitable<void> SignalProcess(Context& ctx) {
   if (s && s->is_string()) sig = ParseSignal(s->as_string());
   else if (s && s->is_int64()) sig = ParseSignal(std::to_string(s->as_int64()));
   if (!sig) {
-    co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest,
-                                             "signal must be a signal name (\"TERM\") or number"});
+    co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "signal must be a signal name (\"TERM\") or number");
   }
   bool group = true;
   if (const json::value* g = body->if_contains("group"); g && !g->is_null()) {
     if (!g->is_bool()) {
-      co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest, "group must be true or false"});
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "group must be true or false");
     }
     group = g->as_bool();
   }
@@ -227,8 +224,7 @@ asio::awaitable<void> WaitProcess(Context& ctx) {
     const std::string text(*t);
     timeout = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !(timeout > 0)) {
-      co_return co_await ReplyError(
-          ctx, Error{ErrorCode::kInvalidRequest, "timeout_seconds must be a number greater than 0"});
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "timeout_seconds must be a number greater than 0");
     }
   }
   if (process->status() == ProcessStatus::kRunning) {
@@ -239,8 +235,7 @@ asio::awaitable<void> WaitProcess(Context& ctx) {
               timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   }
   if (process->status() == ProcessStatus::kRunning) {
-    co_return co_await ReplyError(ctx, Error{ErrorCode::kTimeout,
-                                             "process " + process->id() + " is still running"});
+    co_return co_await ReplyError(ctx, ErrorCode::kTimeout, "process " + process->id() + " is still running");
   }
   co_await ReplyJson(ctx, http::status::ok, ProcessJson(*process));
 }

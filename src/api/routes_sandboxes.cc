@@ -38,7 +38,7 @@ asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
     char* end = nullptr;
     const unsigned long long n = std::strtoull(std::string(*tail).c_str(), &end, 10);
     if (tail->empty() || *end != '\0') {
-      co_return co_await ReplyError(ctx, Error{ErrorCode::kInvalidRequest, "tail must be a number"});
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "tail must be a number");
     }
     start = std::max(start, journal->SeqBeforeTail(n));
   }
@@ -67,7 +67,8 @@ asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
     }
     sse::AppendEvent(out, e.seq, "log", json::serialize(LogLine(json::parse(e.data).as_object())));
   };
-  co_await ServeStream(ctx, std::move(source), {start, ctx.QueryFlag("follow")});
+  const CursorOptions cursor{start, ctx.QueryFlag("follow")};
+  co_await ServeStream(ctx, std::move(source), cursor);
 }
 
 }  // namespace

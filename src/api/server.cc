@@ -188,7 +188,8 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(options_.max_body_bytes);
+    // The body limit depends on the route; it is checked below, once the target is known.
+    parser.body_limit(boost::none);
     parser.header_limit(64 * 1024);
     stream.expires_after(options_.idle_connection);
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, Tuple());
@@ -205,7 +206,16 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     parser.body_limit(body_limit);
 
     std::optional<Error> early;
-    if (!parser.is_done()) {
+    if (auto length = parser.content_length(); length && *length > body_limit) {
+      early = TooLarge(body_limit);
+    } else if (!parser.is_done()) {
+      parser.body_limit(body_limit);
+      if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
+        auto [cont_ec, sent] = co_await http::async_write(stream, go_on, Tuple());
+        (void)sent;
+        if (cont_ec) co_return;
+      }
       stream.expires_after(std::chrono::seconds(60));
       auto [body_ec, m] = co_await http::async_read(stream, buffer, parser, Tuple());
       (void)m;
@@ -234,6 +244,21 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
                           {"path", path},
                           {"status", std::to_string(ctx.status)},
                           {"ms", std::to_string(ms)}});
+    if (early) {
+      // The client is still sending the body we refused. Closing now would reset the
+      // connection and could destroy the 413 before it is read: finish sending, then read
+      // and discard what comes, for a bounded time.
+      boost::system::error_code shut_ec;
+      stream.socket().shutdown(tcp::socket::shutdown_send, shut_ec);
+      stream.expires_after(std::chrono::seconds(5));
+      std::vector<char> sink(64 * 1024);
+      for (size_t total = 0; total < (256u << 20);) {
+        auto [read_ec, got] = co_await stream.async_read_some(asio::buffer(sink), Tuple());
+        if (read_ec) break;
+        total += got;
+      }
+      break;
+    }
     if (ctx.streamed || !req.keep_alive() || stopping_) break;
   }
   boost::system::error_code ec;

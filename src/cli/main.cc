@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cerrno>
 #include <charconv>
 #include <csignal>
@@ -15,8 +16,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/json.hpp>
 
 #include "base/ids.h"
 #include "cli/client.h"
@@ -245,6 +244,21 @@ std::string Text(const json::object& object, std::string_view key) {
   return json::serialize(*v);
 }
 
+// The `cmd` a process was started with, else its argv joined by spaces.
+std::string CommandText(const json::object& process) {
+  if (const json::value* cmd = process.if_contains("cmd"); cmd != nullptr && cmd->is_string()) {
+    return std::string(cmd->get_string());
+  }
+  std::string text;
+  if (const json::value* argv = process.if_contains("argv"); argv != nullptr && argv->is_array()) {
+    for (const json::value& word : argv->get_array()) {
+      if (!text.empty()) text += ' ';
+      text += word.is_string() ? std::string(word.get_string()) : json::serialize(word);
+    }
+  }
+  return text.empty() ? "-" : text;
+}
+
 int PrintTable(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
   for (const auto& row : rows) {
@@ -338,14 +352,20 @@ int Execute(const Context& context, const std::string& sandbox_id, const json::o
     ++forwarded;
     Client signaler = context.MakeClient();
     auto sent = signaler.SignalProcess(sandbox_id, stream.process_id(), SignalName(sig));
-    if (!sent && sent.error().kind != ClientError::Kind::kInterrupted) PrintError(sent.error());
+    // A conflict means the process has just ended; its exit is on the way.
+    if (!sent && sent.error().kind != ClientError::Kind::kInterrupted &&
+        sent.error().code != "conflict") {
+      PrintError(sent.error());
+    }
     return true;
   });
   const std::string key = NewId("cli_");
-  auto followed =
-      FollowProcess(stream, [&](const std::string& last_event_id, const BodySink& sink) {
+  auto followed = FollowProcess(
+      stream,
+      [&](const std::string& last_event_id, const BodySink& sink) {
         return client.StreamExec(sandbox_id, request, key, last_event_id, sink);
-      });
+      },
+      /*until_exit=*/true);
   bool started = !stream.process_id().empty() || !stream.last_event_id().empty();
   if (!followed) {
     const ClientError& error = followed.error();
@@ -494,7 +514,7 @@ int CmdPs(const Context& context, const Args& args) {
     if (!v.is_object()) continue;
     const json::object& p = v.as_object();
     rows.push_back({Text(p, "id"), Text(p, "status"), Text(p, "pid"), Text(p, "exit_code"),
-                    Text(p, "reason"), Text(p, "started_at"), Text(p, "cmd")});
+                    Text(p, "reason"), Text(p, "started_at"), CommandText(p)});
   }
   return PrintTable(rows);
 }
@@ -510,11 +530,13 @@ int CmdLogs(const Context& context, const Args& args) {
   bool follow = args.Has("follow");
   Client client = context.MakeClient();
   ProcessStream stream(TerminalOutput());
-  auto followed =
-      FollowProcess(stream, [&](const std::string& last_event_id, const BodySink& sink) {
+  auto followed = FollowProcess(
+      stream,
+      [&](const std::string& last_event_id, const BodySink& sink) {
         return client.StreamLogs(args.positional[0], args.positional[1], follow, tail,
                                  last_event_id, sink);
-      });
+      },
+      /*until_exit=*/follow);
   if (!followed) return Fail(followed.error());
   if (stream.output_closed()) return kExitBrokenPipe;
   if (stream.error()) {

@@ -97,32 +97,33 @@ void ProcessStream::Fail(std::string code, std::string message) {
   error_ = std::move(error);
 }
 
-ClientResult<void> FollowProcess(ProcessStream& stream, const StreamOpener& open,
+ClientResult<void> FollowProcess(ProcessStream& stream, const StreamOpener& open, bool until_exit,
                                  const RetryPolicy& policy) {
   bool reached_server = false;
   int failures = 0;
   std::chrono::milliseconds backoff = policy.first_backoff;
   while (true) {
-    bool progressed = false;
-    BodySink sink = [&](std::string_view piece) {
-      progressed = true;
-      return stream.Feed(piece);
-    };
-    ClientResult<HttpResponse> response = open(stream.last_event_id(), sink);
-    if (response) {
-      if (response->status / 100 != 2) return ApiError(*response);
-      return {};
+    const std::string resumed_from = stream.last_event_id();
+    BodySink sink = [&](std::string_view piece) { return stream.Feed(piece); };
+    ClientResult<HttpResponse> response = open(resumed_from, sink);
+    if (response && response->status / 100 != 2) return ApiError(*response);
+    // After the exit a broken connection loses nothing.
+    if (stream.done() || (response && !until_exit)) return {};
+    if (!response) {
+      const ClientError& error = response.error();
+      if (error.kind != ClientError::Kind::kTransport) return error;
+      reached_server = reached_server || error.connected;
+      if (!reached_server) return error;  // nothing listens there; retrying would only hide it
     }
-    if (stream.done()) return {};  // the connection broke after the end: nothing was lost
-    const ClientError& error = response.error();
-    if (error.kind != ClientError::Kind::kTransport) return error;
-    reached_server = reached_server || error.connected;
-    if (!reached_server) return error;  // nothing listens there; retrying would only hide it
-    if (progressed) {
+    reached_server = true;
+    if (stream.last_event_id() != resumed_from) {
       failures = 0;
       backoff = policy.first_backoff;
     }
-    if (++failures > policy.max_attempts) return error;
+    if (++failures > policy.max_attempts) {
+      if (response) return {};
+      return response.error();
+    }
     if (int sig = SleepInterruptibly(backoff); sig != 0) {
       ClientError interrupted;
       interrupted.kind = ClientError::Kind::kInterrupted;

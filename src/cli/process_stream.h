@@ -72,12 +72,14 @@ struct RetryPolicy {
   std::chrono::milliseconds max_backoff{2000};
 };
 
-// Reads the stream until the process's exit or error, reconnecting after a dropped connection
-// (not after a failure to reach the server on the very first attempt). Succeeds when the stream
-// ended normally: the caller then checks stream.exit() and stream.error(); a stream that ended
-// with neither is the caller's to judge. Fails with the server's error or the last transport
-// error when reconnecting did not help.
-ClientResult<void> FollowProcess(ProcessStream& stream, const StreamOpener& open,
+// Reads the stream until it ends. With `until_exit`, a stream that ends before the process's
+// exit or error is reopened like a dropped connection: a server may end its response with the
+// connection, so an end and a drop can look the same. Reopening resumes after the last event
+// received; it is not tried when the very first attempt could not reach the server. Succeeds
+// when the stream ended or retries ran out on streams that ended: the caller then checks
+// stream.exit() and stream.error(). Fails with the server's error, an interrupt, or the last
+// transport error once retries without progress ran out.
+ClientResult<void> FollowProcess(ProcessStream& stream, const StreamOpener& open, bool until_exit,
                                  const RetryPolicy& policy = {});
 
 }  // namespace sandstream::cli

@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <variant>
 
@@ -78,7 +79,9 @@ void SetFromText(Config& c, const Field& f, const std::string& text, const std::
           } else {
             value = std::strtod(text.c_str(), &end);
           }
-          if (text.empty() || *end != '\0' || errno != 0) {
+          bool finite = true;
+          if constexpr (std::is_same_v<T, double>) finite = std::isfinite(value);
+          if (text.empty() || *end != '\0' || errno != 0 || !finite) {
             problems.push_back(source + ": " + f.name + " must be a number, got '" + text + "'");
             return;
           }
@@ -150,7 +153,13 @@ Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_conf
   std::string config_file;
   if (const char* env = std::getenv("SANDSTREAM_CONFIG")) config_file = env;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--config" && i + 1 < args.size()) config_file = args[i + 1];
+    if (args[i] == "--config") {
+      if (i + 1 < args.size()) {
+        config_file = args[i + 1];
+      } else {
+        problems.push_back("flag --config needs a value");
+      }
+    }
     if (args[i].starts_with("--config=")) config_file = args[i].substr(9);
   }
   if (!config_file.empty()) {

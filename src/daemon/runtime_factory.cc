@@ -1,5 +1,7 @@
 #include "daemon/runtime_factory.h"
 
+#include <cstdio>
+
 #include "sandbox/directory_runtime.h"
 #include "sandbox/namespace_runtime.h"
 
@@ -14,6 +16,13 @@ Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config) {
   options.state_dir = config.data_dir + "/sandboxes";
   options.template_dir = config.templates_dir;
   options.max_sandboxes = static_cast<uint32_t>(config.max_sandboxes);
+  // One cgroup parent per data dir: start-up clean-up removes every sandbox cgroup under the
+  // parent, so two daemons (tests run several) must never share one.
+  uint32_t hash = 2166136261u;  // FNV-1a: stable across builds and restarts
+  for (unsigned char c : config.data_dir) hash = (hash ^ c) * 16777619u;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", hash);
+  options.cgroup_parent = std::string("sandstream-") + suffix;
   auto runtime = std::make_unique<sandbox::NamespaceRuntime>(options);
   if (!runtime->ready()) return runtime->ready().error();
   return std::unique_ptr<sandbox::Runtime>(std::move(runtime));

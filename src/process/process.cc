@@ -44,7 +44,8 @@ Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptio
       timeout_timer_(ex),
       idle_timer_(ex),
       grace_timer_(ex),
-      exited_signal_(ex) {}
+      exited_signal_(ex),
+      drained_signal_(ex) {}
 
 Process::~Process() = default;
 
@@ -145,15 +146,28 @@ void Process::FlushCarry(EntryKind kind) {
 asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, EntryKind kind) {
   auto self = shared_from_this();
   std::unique_ptr<char[]> buf(new char[kReadBuffer]);
+  bool& drained = kind == EntryKind::kStdout ? out_drained_ : err_drained_;
   for (;;) {
     auto [ec, n] = co_await pipe.async_read_some(asio::buffer(buf.get(), kReadBuffer), Tuple());
-    if (ec) break;
     // After the exit record, output of processes the command left running is discarded:
     // the log has ended, and closing the pipe would kill them with SIGPIPE.
-    if (exit_) continue;
-    OnOutput(kind, std::string_view(buf.get(), n));
+    if (n > 0 && !exit_) OnOutput(kind, std::string_view(buf.get(), n));
+    const bool eof = ec && ec != asio::error::operation_aborted;
+    if (leader_exited_ && !drained) {
+      // The leader is gone: what it wrote is in the pipe already. Take it, in order, after
+      // the read that may just have completed, then let WaitLoop write the exit record.
+      if (!eof) DrainNow(pipe, kind);
+      FlushCarry(kind);
+      drained = true;
+      drained_signal_.Notify();
+    }
+    if (eof) break;
   }
-  if (!exit_) FlushCarry(kind);
+  if (!drained) {
+    FlushCarry(kind);
+    drained = true;
+    drained_signal_.Notify();
+  }
 }
 
 void Process::DrainNow(asio::posix::stream_descriptor& pipe, EntryKind kind) {
@@ -164,36 +178,38 @@ void Process::DrainNow(asio::posix::stream_descriptor& pipe, EntryKind kind) {
     if (n <= 0) break;
     OnOutput(kind, std::string_view(buf.get(), static_cast<size_t>(n)));
   }
-  FlushCarry(kind);
 }
 
 asio::awaitable<void> Process::WaitLoop() {
   auto self = shared_from_this();
+  siginfo_t info{};
   for (;;) {
     auto [ec] = co_await pidfd_->async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
-    siginfo_t info{};
+    info = siginfo_t{};
     int rc = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_->native_handle()),
                       &info, WEXITED | WNOHANG);
-    if (rc == 0 && info.si_pid != 0) {
-      Finish(info.si_code, info.si_status);
-      co_return;
-    }
+    if (rc == 0 && info.si_pid != 0) break;
     if (rc != 0 && errno != EINTR && errno != EAGAIN) {
       log::Error("waitid failed", {{"process", spec_.id}, {"errno", ErrnoName(errno)}});
-      Finish(CLD_KILLED, SIGKILL);
-      co_return;
+      info.si_code = CLD_KILLED;
+      info.si_status = SIGKILL;
+      break;
     }
     if (ec && ec != asio::error::operation_aborted) {
       log::Error("pidfd wait failed", {{"process", spec_.id}, {"error", ec.message()}});
     }
   }
+  leader_exited_ = true;
+  // Wake the readers; each drains its pipe and reports. A read that already completed is
+  // delivered first, so the output keeps its order.
+  boost::system::error_code ignored;
+  if (!out_drained_) out_->cancel(ignored);
+  if (err_ && !err_drained_) err_->cancel(ignored);
+  while (!out_drained_ || (err_ && !err_drained_)) co_await drained_signal_.Wait();
+  Finish(info.si_code, info.si_status);
 }
 
 void Process::Finish(int code, int status) {
-  // What the process wrote before exiting is already in the pipes: take it before the exit.
-  DrainNow(*out_, EntryKind::kStdout);
-  if (err_) DrainNow(*err_, EntryKind::kStderr);
-
   ExitRecord rec;
   rec.ended_at = SystemNow();
   rec.duration_ms =

@@ -129,6 +129,10 @@ class Process : public std::enable_shared_from_this<Process> {
   boost::asio::steady_timer idle_timer_;
   boost::asio::steady_timer grace_timer_;
   AsyncSignal exited_signal_;
+  AsyncSignal drained_signal_;  // a reader drained its pipe after the leader exited
+  bool leader_exited_ = false;
+  bool out_drained_ = false;
+  bool err_drained_ = false;
   bool stdin_busy_ = false;
 };
 

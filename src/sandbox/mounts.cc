@@ -90,8 +90,10 @@ void AddRuntimeMounts(PlanBuilder& b, const std::string& root, const SandboxSpec
 
 void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root,
                  const SandboxSpec& spec) {
+  // `/` is sticky and writable for everyone, like /tmp: it is the sandbox's own tmpfs, and agents
+  // expect `git clone URL /work` to work as `user`. The system directories stay read-only.
   b.Add(MountOp::kTmpfs, root, "mounts: tmpfs: /", {},
-        "size=" + std::to_string(spec.limits.disk_mb) + "m,mode=0755", 0, 0, MS_NOSUID | MS_NODEV);
+        "size=" + std::to_string(spec.limits.disk_mb) + "m,mode=1777", 0, 0, MS_NOSUID | MS_NODEV);
   for (const auto& dir : host.dirs) {
     b.Add(MountOp::kMkdir, root + dir, "mounts: mkdir: " + dir);
     b.Add(MountOp::kBindReadOnly, root + dir, "mounts: bind-ro: " + dir, dir);

@@ -1,0 +1,79 @@
+"""sandstream: create sandboxes and run commands in them, watching their output live.
+
+    from sandstream import Sandbox
+
+    with Sandbox.create(template="base") as sb:
+        code = sb.exec_stream("make test", on_stdout=lambda c: print(c, end="", flush=True))
+"""
+
+from ._core import ClientConfig
+from .aio import AsyncProcess, AsyncProcesses, AsyncSandbox
+from .errors import (
+    CommandFailed,
+    Conflict,
+    ConnectionFailed,
+    InternalError,
+    InvalidJson,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    SandboxError,
+    SandboxSetupFailed,
+    SandstreamError,
+    ShuttingDown,
+    StreamLost,
+    Timeout,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
+from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
+from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
+from .sandbox import Process, Processes, Sandbox
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AnsiStripper",
+    "AsyncProcess",
+    "AsyncProcesses",
+    "AsyncSandbox",
+    "ClientConfig",
+    "CommandFailed",
+    "Conflict",
+    "ConnectionFailed",
+    "Error",
+    "Event",
+    "ExecResult",
+    "Exit",
+    "Gap",
+    "InternalError",
+    "InvalidJson",
+    "InvalidRequest",
+    "LineBuffer",
+    "Limits",
+    "MethodNotAllowed",
+    "NotFound",
+    "OutputDigest",
+    "PayloadTooLarge",
+    "Process",
+    "ProcessInfo",
+    "Processes",
+    "QuotaExceeded",
+    "Sandbox",
+    "SandboxError",
+    "SandboxInfo",
+    "SandboxSetupFailed",
+    "SandstreamError",
+    "ShuttingDown",
+    "Start",
+    "Stderr",
+    "Stdout",
+    "StreamLost",
+    "Timeout",
+    "Unauthorized",
+    "UnsupportedMediaType",
+    "strip_ansi",
+]

@@ -1,0 +1,268 @@
+"""What the sync and async clients share: configuration, request bodies, response parsing,
+the resume bookkeeping of a followed stream, and the callback dispatch of `exec_stream`.
+
+No I/O here; `sandbox.py` and `aio.py` drive it with httpx's sync and async clients.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .errors import CommandFailed, StreamLost, error_from_code
+from .events import Error, Event, EventDecoder, Exit, Start, Stderr, Stdout
+from .helpers import OutputDigest
+from .models import ExecResult, Limits
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+# A chunk callback; any return value is ignored (so `lambda c: (buf.append(c), print(c))` fits).
+ChunkCallback = Callable[[str], object]
+
+# How long a followed stream may stay silent before it counts as dropped. The server sends a
+# keepalive comment every 15 s by default, so a minute of silence means a dead connection.
+STREAM_READ_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where the server is and how to talk to it."""
+
+    base_url: str
+    api_key: str | None
+    request_timeout: float = 30.0
+    stream_read_timeout: float = STREAM_READ_TIMEOUT
+    # Consecutive reconnect attempts without receiving an event, before `StreamLost`.
+    max_reconnects: int = 5
+
+    @classmethod
+    def resolve(
+        cls,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        **kwargs: Any,
+    ) -> ClientConfig:
+        """Fills in the server from `SANDSTREAM_URL` and the key from `SANDSTREAM_API_KEY`."""
+        url = base_url or os.environ.get("SANDSTREAM_URL") or DEFAULT_URL
+        key = api_key if api_key is not None else os.environ.get("SANDSTREAM_API_KEY")
+        return cls(url.rstrip("/"), key or None, **kwargs)
+
+    def headers(self) -> dict[str, str]:
+        """Headers sent with every request."""
+        headers = {"User-Agent": "sandstream-python/0.1"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def timeout(self) -> httpx.Timeout:
+        """The default timeout of plain requests."""
+        return httpx.Timeout(self.request_timeout)
+
+    def stream_timeout(self) -> httpx.Timeout:
+        """The timeout of a followed stream: reads may wait for keepalives."""
+        return httpx.Timeout(self.request_timeout, read=self.stream_read_timeout)
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before reconnect attempt `attempt` (1-based)."""
+        return float(min(0.1 * 2 ** (attempt - 1), 2.0))
+
+
+def sandbox_body(
+    template: str,
+    env: Mapping[str, str] | None,
+    timeout: int | None,
+    cwd: str | None,
+    limits: Limits | Mapping[str, int] | None,
+    metadata: Mapping[str, str] | None,
+    limit_fields: Mapping[str, int | None],
+) -> dict[str, Any]:
+    """The body of `POST /v1/sandboxes`; `timeout` is the sandbox's TTL in seconds."""
+    body: dict[str, Any] = {"template": template}
+    if env:
+        body["env"] = dict(env)
+    if timeout is not None:
+        body["ttl_seconds"] = int(timeout)
+    if cwd is not None:
+        body["cwd"] = cwd
+    merged: dict[str, int] = {}
+    if isinstance(limits, Limits):
+        merged.update(limits.to_json())
+    elif limits:
+        merged.update(limits)
+    merged.update({k: int(v) for k, v in limit_fields.items() if v is not None})
+    if merged:
+        body["limits"] = merged
+    if metadata:
+        body["metadata"] = dict(metadata)
+    return body
+
+
+def command_body(
+    cmd: str | Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    stdin: str | None = None,
+    timeout_seconds: float | None = None,
+    idle_timeout_seconds: float | None = None,
+    merge_stderr: bool = False,
+    log_window_bytes: int | None = None,
+) -> dict[str, Any]:
+    """The command request shared by exec, exec/stream and processes.
+
+    Output is requested as base64: chunks are then the exact bytes the process wrote, and the
+    SDK decodes them with one incremental UTF-8 decoder per stream. That keeps a code point
+    split across chunks whole no matter how the server cut them, and across a reconnect too,
+    because the decoder lives in the client, not in one HTTP response; it also keeps raw bytes
+    available (`Stdout.raw`) for binary output.
+    """
+    body: dict[str, Any] = {"encoding": "base64", "format": "pandastack"}
+    if isinstance(cmd, str):
+        body["cmd"] = cmd
+    else:
+        body["argv"] = list(cmd)
+    if env:
+        body["env"] = dict(env)
+    if cwd is not None:
+        body["cwd"] = cwd
+    if stdin is not None:
+        body["stdin"] = stdin
+    if timeout_seconds is not None:
+        body["timeout_seconds"] = timeout_seconds
+    if idle_timeout_seconds is not None:
+        body["idle_timeout_seconds"] = idle_timeout_seconds
+    if merge_stderr:
+        body["merge_stderr"] = True
+    if log_window_bytes is not None:
+        body["log_window_bytes"] = log_window_bytes
+    return body
+
+
+def new_idempotency_key() -> str:
+    """A fresh key that makes retries of one request attach instead of re-running."""
+    return "sdk-" + uuid.uuid4().hex
+
+
+def exec_result(data: Mapping[str, Any]) -> ExecResult:
+    """Parses the buffered `exec` response (output fields are base64, see `command_body`)."""
+    out = base64.b64decode(str(data.get("stdout", "")))
+    err = base64.b64decode(str(data.get("stderr", "")))
+    duration = data.get("duration_ms")
+    return ExecResult(
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        exit_code=int(data.get("exit_code", -1)),
+        reason=str(data.get("reason", "exited")),
+        signal=data.get("signal"),
+        duration_ms=int(duration) if isinstance(duration, (int, float)) else None,
+        truncated=bool(data.get("truncated", False)),
+        process_id=data.get("process_id"),
+        stdout_bytes=out,
+        stderr_bytes=err,
+    )
+
+
+def check_exec(result: ExecResult) -> ExecResult:
+    """Raises `CommandFailed` for a non-zero exit; returns the result otherwise."""
+    if result.exit_code != 0:
+        digest = OutputDigest(tail_lines=20)
+        digest.feed(result.stdout)
+        digest.flush()
+        digest.feed(result.stderr)
+        raise CommandFailed(
+            exit_code=result.exit_code,
+            reason=result.reason,
+            signal=result.signal,
+            output_tail=digest.tail(),
+            process_id=result.process_id,
+        )
+    return result
+
+
+@dataclass
+class Cursor:
+    """Where a followed stream stands: the decoder (with the last seq) and reconnect attempts."""
+
+    sandbox_id: str
+    process_id: str | None = None
+    idempotency_key: str | None = None
+    decoder: EventDecoder = field(default_factory=EventDecoder)
+    failures: int = 0
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last event received."""
+        return self.decoder.last_seq
+
+    def resume_headers(self) -> dict[str, str]:
+        """Headers for (re)opening the stream after the events already seen."""
+        headers = {"Accept": "text/event-stream"}
+        if self.idempotency_key is not None:
+            headers["Idempotency-Key"] = self.idempotency_key
+        if self.last_seq > 0:
+            headers["Last-Event-ID"] = str(self.last_seq)
+        return headers
+
+    def seen(self, event: Event) -> None:
+        """Records an event received: progress resets the failure count."""
+        self.failures = 0
+        if isinstance(event, Start):
+            self.process_id = event.process_id
+
+    def failed(self, detail: str, config: ClientConfig) -> float:
+        """Counts a dropped connection; returns the delay before retrying or raises `StreamLost`."""
+        self.failures += 1
+        if self.failures > config.max_reconnects:
+            raise StreamLost(
+                detail,
+                sandbox_id=self.sandbox_id,
+                process_id=self.process_id,
+                last_event_id=self.last_seq,
+                attempts=self.failures,
+                idempotency_key=self.idempotency_key,
+            )
+        return config.backoff(self.failures)
+
+
+class Dispatch:
+    """Routes events to `exec_stream`'s callbacks and works out its return value."""
+
+    def __init__(
+        self, on_stdout: ChunkCallback | None, on_stderr: ChunkCallback | None, check: bool
+    ) -> None:
+        self.on_stdout = on_stdout
+        self.on_stderr = on_stderr
+        self.check = check
+        self.digest = OutputDigest(tail_lines=20) if check else None
+        self.process_id: str | None = None
+
+    def callback_for(self, event: Event) -> tuple[ChunkCallback | None, str]:
+        """The chunk callback an event goes to (after the digest has seen it)."""
+        if isinstance(event, Start):
+            self.process_id = event.process_id
+        if isinstance(event, (Stdout, Stderr)):
+            if self.digest is not None:
+                self.digest.feed(event.data)
+            return (self.on_stdout if isinstance(event, Stdout) else self.on_stderr), event.data
+        return None, ""
+
+    def finish(self, event: Exit | Error) -> int:
+        """Turns the final event into the exit code, or raises."""
+        if isinstance(event, Error):
+            raise error_from_code(event.code, event.message)
+        if self.check and event.exit_code != 0:
+            assert self.digest is not None
+            raise CommandFailed(
+                exit_code=event.exit_code,
+                reason=event.reason,
+                signal=event.signal,
+                output_tail=self.digest.tail(),
+                process_id=self.process_id,
+            )
+        return event.exit_code

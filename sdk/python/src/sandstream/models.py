@@ -1,0 +1,139 @@
+"""The value types the API returns: sandboxes, processes, buffered exec results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _opt_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _opt_str(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of a sandbox; `None` leaves a limit to the server's default."""
+
+    memory_mb: int | None = None
+    pids: int | None = None
+    cpu_percent: int | None = None
+    disk_mb: int | None = None
+    open_files: int | None = None
+
+    def to_json(self) -> dict[str, int]:
+        """The request form: only the limits that were set."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Limits:
+        """Parses the `limits` object of a sandbox."""
+        data = data if isinstance(data, dict) else {}
+        return cls(**{k: _opt_int(data.get(k)) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox as the server describes it."""
+
+    id: str
+    template: str
+    status: str
+    created_at: str | None
+    expires_at: str | None
+    ttl_seconds: int | None
+    env: dict[str, str]
+    cwd: str
+    limits: Limits
+    network: str
+    metadata: dict[str, str]
+    processes_running: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SandboxInfo:
+        """Parses a Sandbox object."""
+        return cls(
+            id=str(data["id"]),
+            template=str(data.get("template", "")),
+            status=str(data.get("status", "")),
+            created_at=_opt_str(data.get("created_at")),
+            expires_at=_opt_str(data.get("expires_at")),
+            ttl_seconds=_opt_int(data.get("ttl_seconds")),
+            env=dict(data.get("env") or {}),
+            cwd=str(data.get("cwd", "")),
+            limits=Limits.from_json(data.get("limits")),
+            network=str(data.get("network", "")),
+            metadata=dict(data.get("metadata") or {}),
+            processes_running=_opt_int(data.get("processes_running")) or 0,
+        )
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process as the server describes it; the exit fields are `None` while it runs."""
+
+    id: str
+    sandbox_id: str
+    cmd: str | None
+    argv: list[str]
+    status: str
+    pid: int | None
+    started_at: str | None
+    ended_at: str | None
+    exit_code: int | None
+    signal: str | None
+    reason: str | None
+    duration_ms: int | None
+    stdout_bytes: int
+    stderr_bytes: int
+    next_seq: int
+
+    @property
+    def running(self) -> bool:
+        """Whether the process has not exited yet."""
+        return self.status == "running"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProcessInfo:
+        """Parses a Process object."""
+        return cls(
+            id=str(data["id"]),
+            sandbox_id=str(data.get("sandbox_id", "")),
+            cmd=_opt_str(data.get("cmd")),
+            argv=[str(a) for a in data.get("argv") or []],
+            status=str(data.get("status", "")),
+            pid=_opt_int(data.get("pid")),
+            started_at=_opt_str(data.get("started_at")),
+            ended_at=_opt_str(data.get("ended_at")),
+            exit_code=_opt_int(data.get("exit_code")),
+            signal=_opt_str(data.get("signal")),
+            reason=_opt_str(data.get("reason")),
+            duration_ms=_opt_int(data.get("duration_ms")),
+            stdout_bytes=_opt_int(data.get("stdout_bytes")) or 0,
+            stderr_bytes=_opt_int(data.get("stderr_bytes")) or 0,
+            next_seq=_opt_int(data.get("next_seq")) or 0,
+        )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of a buffered `exec`: the whole output and the exit record."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    reason: str
+    signal: str | None = None
+    duration_ms: int | None = None
+    truncated: bool = False
+    process_id: str | None = None
+    stdout_bytes: bytes = field(default=b"", repr=False)
+    stderr_bytes: bytes = field(default=b"", repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited with code 0."""
+        return self.exit_code == 0

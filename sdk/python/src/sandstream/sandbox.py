@@ -1,0 +1,622 @@
+"""The synchronous client: `Sandbox`, its background `Process` handles, and the resumable
+event streams behind `exec_stream` and `Process.logs`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ._core import (
+    ChunkCallback,
+    ClientConfig,
+    Cursor,
+    Dispatch,
+    check_exec,
+    command_body,
+    exec_result,
+    new_idempotency_key,
+    sandbox_body,
+)
+from .errors import ConnectionFailed, NotFound, StreamLost, Timeout, error_from_response
+from .events import Error, Event, Exit, SseParser
+from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
+
+# Long waits are made of server-side waits of this many seconds, so a dead connection is noticed.
+_WAIT_SLICE = 30.0
+
+
+class _Api:
+    """One server: URL building, auth, error mapping and retries over an httpx.Client."""
+
+    def __init__(self, config: ClientConfig, client: httpx.Client | None) -> None:
+        self.config = config
+        self._owns_client = client is None
+        self.client = client if client is not None else httpx.Client(timeout=config.timeout())
+
+    def url(self, path: str) -> str:
+        return self.config.base_url + path
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        content: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        """Sends a request and returns its JSON body (None when empty); raises typed errors.
+
+        With an `idempotency_key` a broken connection is retried: the server attaches the
+        retry to what the first attempt started instead of doing it again.
+        """
+        all_headers = {**self.config.headers(), **(headers or {})}
+        if idempotency_key is not None:
+            all_headers["Idempotency-Key"] = idempotency_key
+        failures = 0
+        while True:
+            try:
+                response = self.client.request(
+                    method,
+                    self.url(path),
+                    json=json,
+                    content=content,
+                    params=params,
+                    headers=all_headers,
+                    timeout=timeout or self.config.timeout(),
+                )
+                break
+            except httpx.TransportError as exc:
+                failures += 1
+                if idempotency_key is None or failures > self.config.max_reconnects:
+                    raise _connection_failed(method, self.url(path), exc, idempotency_key) from exc
+                time.sleep(self.config.backoff(failures))
+        if response.status_code >= 400:
+            raise error_from_response(response.status_code, response.content)
+        return response.json() if response.content else None
+
+    @contextmanager
+    def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Iterator[httpx.Response]:
+        """Opens a streamed response; an error status raises its typed error."""
+        with self.client.stream(
+            method,
+            self.url(path),
+            json=json,
+            params=params,
+            headers={**self.config.headers(), **(headers or {})},
+            timeout=self.config.stream_timeout(),
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise error_from_response(response.status_code, response.content)
+            yield response
+
+    def follow(
+        self,
+        cursor: Cursor,
+        open_stream: Callable[[], Any],
+        *,
+        until_exit: bool = True,
+        stopped: Callable[[], bool] = lambda: False,
+    ) -> Iterator[Event]:
+        """Yields a process's events, reconnecting after the last one seen when the stream drops.
+
+        A stream that ends (or breaks) before its `exit` or `error` event is resumed with
+        `Last-Event-ID`; after `max_reconnects` attempts in a row without an event it raises
+        `StreamLost`. `until_exit=False` is for non-following reads, which end early by design.
+        """
+        sent = False
+        while not stopped():
+            try:
+                with open_stream() as response:
+                    sent = True
+                    parser = SseParser()
+                    for chunk in response.iter_bytes():
+                        for message in parser.feed(chunk):
+                            for event in cursor.decoder.decode(message):
+                                cursor.seen(event)
+                                yield event
+                                if isinstance(event, (Exit, Error)) or stopped():
+                                    return
+                if not until_exit:
+                    return
+                detail = "the stream ended without an exit event"
+            except httpx.ConnectError as exc:
+                if not sent:
+                    raise ConnectionFailed(f"cannot reach {self.config.base_url}: {exc}") from exc
+                detail = f"reconnecting failed ({exc})"
+            except httpx.TransportError as exc:
+                sent = True
+                if stopped():
+                    return
+                detail = f"the connection broke ({type(exc).__name__}: {exc})"
+            time.sleep(cursor.failed(detail, self.config))
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+
+def _connection_failed(
+    method: str, url: str, exc: Exception, idempotency_key: str | None
+) -> ConnectionFailed:
+    message = f"{method} {url} failed: {type(exc).__name__}: {exc}"
+    if idempotency_key is not None:
+        message += (
+            f"; what it started may still be running - a retry with Idempotency-Key "
+            f"{idempotency_key} attaches to it without running it again"
+        )
+    return ConnectionFailed(message)
+
+
+class Sandbox:
+    """A sandbox on a sandstream server.
+
+    Create one with `Sandbox.create()` or attach to an existing one with `Sandbox.connect()`.
+    Used as a context manager, the sandbox is deleted on exit. The server is `base_url`, else
+    `SANDSTREAM_URL`, else http://127.0.0.1:8080; the key is `api_key`, else
+    `SANDSTREAM_API_KEY`.
+    """
+
+    def __init__(self, info: SandboxInfo, api: _Api) -> None:
+        self._info = info
+        self._api = api
+        self._killed = False
+        self.processes = Processes(self)
+
+    @classmethod
+    def create(
+        cls,
+        template: str = "base",
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: int | None = None,
+        cwd: str | None = None,
+        limits: Limits | Mapping[str, int] | None = None,
+        memory_mb: int | None = None,
+        pids: int | None = None,
+        cpu_percent: int | None = None,
+        disk_mb: int | None = None,
+        open_files: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        config: ClientConfig | None = None,
+    ) -> Sandbox:
+        """Creates a sandbox. `timeout` is its time to live in seconds (server default if None)."""
+        api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
+        body = sandbox_body(
+            template,
+            env,
+            timeout,
+            cwd,
+            limits,
+            metadata,
+            {
+                "memory_mb": memory_mb,
+                "pids": pids,
+                "cpu_percent": cpu_percent,
+                "disk_mb": disk_mb,
+                "open_files": open_files,
+            },
+        )
+        try:
+            data = api.request("POST", "/v1/sandboxes", json=body)
+        except BaseException:
+            api.close()
+            raise
+        return cls(SandboxInfo.from_json(data), api)
+
+    @classmethod
+    def connect(
+        cls,
+        sandbox_id: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        config: ClientConfig | None = None,
+    ) -> Sandbox:
+        """Attaches to an existing sandbox; raises `NotFound` if there is none with this id."""
+        api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            data = api.request("GET", f"/v1/sandboxes/{quote(sandbox_id, safe='')}")
+        except BaseException:
+            api.close()
+            raise
+        return cls(SandboxInfo.from_json(data), api)
+
+    @staticmethod
+    def list(
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> list[SandboxInfo]:
+        """Lists the server's sandboxes, oldest first."""
+        api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            data = api.request("GET", "/v1/sandboxes")
+        finally:
+            api.close()
+        return [SandboxInfo.from_json(s) for s in data.get("sandboxes", [])]
+
+    @property
+    def id(self) -> str:
+        """The sandbox id (`sb_...`)."""
+        return self._info.id
+
+    @property
+    def info(self) -> SandboxInfo:
+        """The sandbox as last fetched; `refresh()` fetches it again."""
+        return self._info
+
+    @property
+    def _path(self) -> str:
+        return f"/v1/sandboxes/{quote(self.id, safe='')}"
+
+    def refresh(self) -> SandboxInfo:
+        """Fetches the sandbox's current state."""
+        self._info = SandboxInfo.from_json(self._api.request("GET", self._path))
+        return self._info
+
+    def kill(self) -> None:
+        """Deletes the sandbox: every process is killed and its files freed. Idempotent."""
+        if self._killed:
+            return
+        try:
+            self._api.request("DELETE", self._path)
+        except NotFound:
+            pass
+        finally:
+            self._killed = True
+            self._api.close()
+
+    def close(self) -> None:
+        """Closes the HTTP connections without deleting the sandbox."""
+        self._api.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.kill()
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+        timeout_seconds: float | None = None,
+        idle_timeout_seconds: float | None = None,
+        merge_stderr: bool = False,
+        check: bool = False,
+    ) -> ExecResult:
+        """Runs a command to its end and returns its whole output and exit record.
+
+        `cmd` as a string runs under `sh -c`; a sequence runs as argv. With `check=True` a
+        non-zero exit raises `CommandFailed`.
+        """
+        body = command_body(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdin=stdin,
+            timeout_seconds=timeout_seconds,
+            idle_timeout_seconds=idle_timeout_seconds,
+            merge_stderr=merge_stderr,
+        )
+        read = None if timeout_seconds is None else timeout_seconds + 30.0
+        data = self._api.request(
+            "POST",
+            self._path + "/exec",
+            json=body,
+            timeout=httpx.Timeout(self._api.config.request_timeout, read=read),
+            idempotency_key=new_idempotency_key(),
+        )
+        result = exec_result(data)
+        return check_exec(result) if check else result
+
+    def exec_events(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+        timeout_seconds: float | None = None,
+        idle_timeout_seconds: float | None = None,
+        merge_stderr: bool = False,
+        idempotency_key: str | None = None,
+    ) -> Iterator[Event]:
+        """Runs a command and yields its events as they happen: `Start`, `Stdout`/`Stderr`
+        chunks, `Gap`, then one `Exit` or `Error`.
+
+        A dropped connection is resumed after the last event seen; the command never runs
+        twice (the request carries an `Idempotency-Key`).
+        """
+        body = command_body(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdin=stdin,
+            timeout_seconds=timeout_seconds,
+            idle_timeout_seconds=idle_timeout_seconds,
+            merge_stderr=merge_stderr,
+        )
+        cursor = Cursor(self.id, idempotency_key=idempotency_key or new_idempotency_key())
+        path = self._path + "/exec/stream"
+        return self._api.follow(
+            cursor,
+            lambda: self._api.stream("POST", path, json=body, headers=cursor.resume_headers()),
+        )
+
+    def exec_stream(
+        self,
+        cmd: str | Sequence[str],
+        on_stdout: ChunkCallback | None = None,
+        on_stderr: ChunkCallback | None = None,
+        *,
+        timeout_seconds: float | None = None,
+        idle_timeout_seconds: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: str | None = None,
+        merge_stderr: bool = False,
+        check: bool = False,
+        on_exit: Callable[[Exit], object] | None = None,
+    ) -> int:
+        """Runs a command, calling `on_stdout`/`on_stderr` with each chunk as it arrives, and
+        returns the exit code.
+
+        Chunks are not lines (see `LineBuffer`). `on_exit` receives the whole exit record
+        (reason, signal, duration). With `check=True` a non-zero exit raises `CommandFailed`
+        carrying the tail of the output. A stream that cannot be resumed raises `StreamLost`;
+        an infrastructure failure raises the server's error (e.g. `ShuttingDown`).
+        """
+        dispatch = Dispatch(on_stdout, on_stderr, check)
+        events = self.exec_events(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdin=stdin,
+            timeout_seconds=timeout_seconds,
+            idle_timeout_seconds=idle_timeout_seconds,
+            merge_stderr=merge_stderr,
+        )
+        for event in events:
+            callback, text = dispatch.callback_for(event)
+            if callback is not None and text:
+                callback(text)
+            if isinstance(event, Exit) and on_exit is not None:
+                on_exit(event)
+            if isinstance(event, (Exit, Error)):
+                return dispatch.finish(event)
+        raise StreamLost(
+            "the stream ended without an exit event",
+            sandbox_id=self.id,
+            process_id=dispatch.process_id,
+            last_event_id=0,
+            attempts=0,
+        )
+
+
+class Processes:
+    """The background processes of one sandbox: `sandbox.processes`."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+
+    def start(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        id: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+        timeout_seconds: float | None = None,
+        idle_timeout_seconds: float | None = None,
+        merge_stderr: bool = False,
+        log_window_bytes: int | None = None,
+    ) -> Process:
+        """Starts a command in the background and returns its handle.
+
+        `id` is an optional caller-chosen process id (`Conflict` if in use). Without `stdin`
+        the process's stdin stays open for `send_stdin`.
+        """
+        body = command_body(
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdin=stdin,
+            timeout_seconds=timeout_seconds,
+            idle_timeout_seconds=idle_timeout_seconds,
+            merge_stderr=merge_stderr,
+            log_window_bytes=log_window_bytes,
+        )
+        if id is not None:
+            body["id"] = id
+        data = self._sandbox._api.request(
+            "POST",
+            self._sandbox._path + "/processes",
+            json=body,
+            idempotency_key=new_idempotency_key(),
+        )
+        return Process(self._sandbox, ProcessInfo.from_json(data))
+
+    def list(self, status: str | None = None) -> list[ProcessInfo]:
+        """Lists the sandbox's processes; `status` is `running` or `exited` to filter."""
+        params = {"status": status} if status else None
+        data = self._sandbox._api.request(
+            "GET", self._sandbox._path + "/processes", params=params
+        )
+        return [ProcessInfo.from_json(p) for p in data.get("processes", [])]
+
+    def get(self, process_id: str) -> Process:
+        """A handle to an existing process (running or ended); `NotFound` if unknown."""
+        path = self._sandbox._path + f"/processes/{quote(process_id, safe='')}"
+        return Process(self._sandbox, ProcessInfo.from_json(self._sandbox._api.request("GET", path)))
+
+
+class Process:
+    """A handle to a background process.
+
+    `logs(follow=True)` yields its events; `disconnect()` stops reading (the process keeps
+    running) and `reattach()` continues after the last event this handle saw.
+    """
+
+    def __init__(self, sandbox: Sandbox, info: ProcessInfo) -> None:
+        self._sandbox = sandbox
+        self._info = info
+        self._cursor = Cursor(sandbox.id, process_id=info.id)
+        self._disconnected = False
+        self._response: httpx.Response | None = None
+
+    @property
+    def id(self) -> str:
+        """The process id."""
+        return self._info.id
+
+    @property
+    def info(self) -> ProcessInfo:
+        """The process as last fetched; `refresh()` fetches it again."""
+        return self._info
+
+    @property
+    def last_event_id(self) -> int:
+        """The sequence number of the last event this handle delivered (0: none yet)."""
+        return self._cursor.last_seq
+
+    @property
+    def _path(self) -> str:
+        return self._sandbox._path + f"/processes/{quote(self.id, safe='')}"
+
+    def refresh(self) -> ProcessInfo:
+        """Fetches the process's current state."""
+        self._info = ProcessInfo.from_json(self._sandbox._api.request("GET", self._path))
+        return self._info
+
+    def logs(
+        self, follow: bool = True, since: int | None = None, tail: int | None = None
+    ) -> Iterator[Event]:
+        """Yields the process's events: with `follow`, until its exit, resuming dropped
+        connections; without, the events retained now.
+
+        `since` starts after that sequence number (default: after the last event this handle
+        saw, so a second call continues where the first stopped); `tail` starts with the last
+        N chunks.
+        """
+        if since is not None and since != self._cursor.last_seq:
+            self._cursor = Cursor(self._sandbox.id, process_id=self.id)
+            self._cursor.decoder.last_seq = since
+        self._disconnected = False
+        params = {"encoding": "base64", "format": "pandastack"}
+        if follow:
+            params["follow"] = "1"
+        first = {"tail": str(tail)} if tail is not None else {}
+
+        @contextmanager
+        def open_stream() -> Iterator[httpx.Response]:
+            query = dict(params)
+            if self._cursor.last_seq == 0:
+                query.update(first)
+            with self._sandbox._api.stream(
+                "GET", self._path + "/logs", params=query, headers=self._cursor.resume_headers()
+            ) as response:
+                self._response = response
+                try:
+                    yield response
+                finally:
+                    self._response = None
+
+        return self._sandbox._api.follow(
+            self._cursor, open_stream, until_exit=follow, stopped=lambda: self._disconnected
+        )
+
+    def reattach(self) -> Iterator[Event]:
+        """Follows the process again from the last event this handle delivered."""
+        return self.logs(follow=True)
+
+    def disconnect(self) -> None:
+        """Stops reading the process's output; the process itself keeps running."""
+        self._disconnected = True
+        response = self._response
+        if response is not None:
+            response.close()
+
+    def send_stdin(self, data: str | bytes, eof: bool = False) -> int:
+        """Writes to the process's stdin (closing it after with `eof`); returns bytes written."""
+        raw = data.encode() if isinstance(data, str) else data
+        result = self._sandbox._api.request(
+            "POST",
+            self._path + "/stdin",
+            content=raw,
+            params={"eof": "1"} if eof else None,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return int(result.get("written", len(raw))) if result else len(raw)
+
+    def close_stdin(self) -> None:
+        """Closes the process's stdin (it reads end-of-file)."""
+        self.send_stdin(b"", eof=True)
+
+    def signal(self, signal: str | int = "TERM", group: bool = True) -> ProcessInfo:
+        """Sends a signal (`"TERM"`, `"SIGINT"`, `9`) to the process group (or only its leader)."""
+        body: dict[str, Any] = {"signal": signal}
+        if not group:
+            body["group"] = False
+        self._info = ProcessInfo.from_json(
+            self._sandbox._api.request("POST", self._path + "/signal", json=body)
+        )
+        return self._info
+
+    def kill(self) -> ProcessInfo:
+        """Kills the process group (TERM, grace, KILL) and returns the ended process."""
+        self._info = ProcessInfo.from_json(self._sandbox._api.request("DELETE", self._path))
+        return self._info
+
+    def wait(self, timeout: float | None = None) -> ProcessInfo:
+        """Blocks until the process exits and returns it; raises `Timeout` after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+            piece = min(left, _WAIT_SLICE)
+            try:
+                data = self._sandbox._api.request(
+                    "GET",
+                    self._path + "/wait",
+                    params={"timeout_seconds": f"{max(piece, 0.001):g}"},
+                    timeout=httpx.Timeout(self._sandbox._api.config.request_timeout + piece),
+                )
+            except Timeout:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                continue
+            self._info = ProcessInfo.from_json(data)
+            return self._info

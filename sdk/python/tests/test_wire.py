@@ -1,0 +1,217 @@
+"""The wire layer without the daemon: SSE parsing, event decoding, the error table, and the
+resume protocol against a scripted local HTTP server (for endings the daemon never produces)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import sandstream
+from sandstream import errors
+from sandstream.events import EventDecoder, Exit, Gap, SseParser, Start, Stderr, Stdout
+
+
+def sse(event: str, data: dict[str, Any], seq: int | None = None) -> bytes:
+    head = f"id: {seq}\n" if seq is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def test_sse_parser_handles_any_chunking_and_line_endings() -> None:
+    wire = (
+        b": keepalive\n\nid: 1\r\nevent: start\r\ndata: {\"pid\":1}\r\n\r\n"
+        b"id: 2\revent: stdout\rdata: {\"chunk\":\"aGk=\"}\r\r"
+        b"event: error\ndata: {\"code\":\"shutting_down\",\n"
+        b"data: \"message\":\"bye\"}\n\n"
+    )
+    expected = SseParser().feed(wire)
+    assert [(m.event, m.id) for m in expected] == [("start", "1"), ("stdout", "2"), ("error", None)]
+    assert json.loads(expected[2].data) == {"code": "shutting_down", "message": "bye"}
+    for size in (1, 2, 3, 7):
+        parser = SseParser()
+        got = []
+        for i in range(0, len(wire), size):
+            got += parser.feed(wire[i : i + size])
+        assert got == expected
+
+
+def test_decoder_joins_code_points_split_across_chunks_and_skips_replays() -> None:
+    text = "€uro ✓ 😀\n".encode()
+    decoder = EventDecoder()
+    parser = SseParser()
+    out = []
+    wire = sse("start", {"process_id": "p", "sandbox_id": "s", "pid": 7}, 1)
+    for i, byte in enumerate(text):
+        wire += sse("stdout", {"chunk": b64(bytes([byte]))}, i + 2)
+    wire += sse("stdout", {"chunk": b64(text[:1])}, 2)  # a replayed entry: dropped
+    wire += sse("exit", {"exit_code": 0, "signal": None, "reason": "exited", "duration_ms": 3}, 99)
+    for message in parser.feed(wire):
+        out += decoder.decode(message)
+    assert isinstance(out[0], Start) and out[0].pid == 7
+    assert "".join(e.data for e in out if isinstance(e, Stdout)) == text.decode()
+    assert b"".join(e.raw for e in out if isinstance(e, Stdout)) == text
+    assert out[-1] == Exit(99, 0, None, "exited", 3)
+    assert decoder.last_seq == 99
+
+
+def test_decoder_flushes_an_incomplete_code_point_before_a_gap_and_at_exit() -> None:
+    decoder = EventDecoder()
+    parser = SseParser()
+    wire = (
+        sse("stderr", {"chunk": b64("€".encode()[:2])}, 2)
+        + sse("gap", {"from_seq": 3, "to_seq": 5, "bytes": 10}, 5)
+        + sse("stderr", {"chunk": b64(b"ok\xe2")}, 6)
+        + sse("exit", {"exit_code": 1, "signal": None, "reason": "exited"}, 7)
+    )
+    out = [e for m in parser.feed(wire) for e in decoder.decode(m)]
+    assert out[0] == Stderr(2, "", b"\xe2\x82")
+    assert out[1] == Stderr(2, "\ufffd", b"")
+    assert out[2] == Gap(3, 5, 10)
+    assert out[3].data == "ok"  # type: ignore[union-attr]
+    assert out[4] == Stderr(7, "\ufffd", b"")
+    assert isinstance(out[5], Exit) and out[5].exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "code, status, cls",
+    [
+        ("invalid_json", 400, sandstream.InvalidJson),
+        ("invalid_request", 400, sandstream.InvalidRequest),
+        ("unauthorized", 401, sandstream.Unauthorized),
+        ("not_found", 404, sandstream.NotFound),
+        ("method_not_allowed", 405, sandstream.MethodNotAllowed),
+        ("timeout", 408, sandstream.Timeout),
+        ("conflict", 409, sandstream.Conflict),
+        ("payload_too_large", 413, sandstream.PayloadTooLarge),
+        ("unsupported_media_type", 415, sandstream.UnsupportedMediaType),
+        ("quota_exceeded", 429, sandstream.QuotaExceeded),
+        ("sandbox_setup_failed", 500, sandstream.SandboxSetupFailed),
+        ("internal", 500, sandstream.InternalError),
+        ("shutting_down", 503, sandstream.ShuttingDown),
+    ],
+)
+def test_every_error_code_has_its_type(code: str, status: int, cls: type[Exception]) -> None:
+    body = json.dumps({"error": {"code": code, "message": f"the {code} text"}}).encode()
+    err = errors.error_from_response(status, body)
+    assert type(err) is cls
+    assert isinstance(err, sandstream.SandboxError)
+    assert isinstance(err, sandstream.SandstreamError)
+    assert err.code == code and err.status == status
+    assert err.message == f"the {code} text"
+    assert str(err) == f"{status} {code}: the {code} text"
+
+
+def test_unknown_code_and_foreign_bodies_still_raise_sandbox_error() -> None:
+    err = errors.error_from_response(418, b'{"error": {"code": "teapot", "message": "short"}}')
+    assert type(err) is sandstream.SandboxError and err.code == "teapot"
+    err = errors.error_from_response(502, b"<html>bad gateway</html>")
+    assert type(err) is sandstream.SandboxError
+    assert "502" in str(err) and "bad gateway" in str(err)
+
+
+class Script:
+    """What the scripted server answers to each exec/stream request, and what it received."""
+
+    def __init__(self, responses: list[bytes]) -> None:
+        self.responses = responses
+        self.requests: list[dict[str, Any]] = []
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[str, Script]]:
+    script = Script([])
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path == "/v1/sandboxes":
+                self._send(201, "application/json", json.dumps({"id": "sb_1"}).encode())
+                return
+            script.requests.append({"headers": dict(self.headers), "body": body})
+            index = min(len(script.requests), len(script.responses)) - 1
+            self._send(200, "text/event-stream", script.responses[index])
+
+        def _send(self, status: int, ctype: str, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", script
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_stream_that_ends_without_exit_raises_and_never_reruns(
+    scripted: tuple[str, Script],
+) -> None:
+    url, script = scripted
+    script.responses = [
+        sse("start", {"process_id": "proc_x", "sandbox_id": "sb_1", "pid": 1}, 1)
+        + sse("stdout", {"chunk": b64(b"partial")}, 2),
+        b": nothing more\n\n",
+    ]
+    config = sandstream.ClientConfig(url, "k", max_reconnects=3)
+    sb = sandstream.Sandbox.create(config=config)
+    chunks: list[str] = []
+    with pytest.raises(sandstream.StreamLost) as info:
+        sb.exec_stream("make", on_stdout=chunks.append)
+    assert chunks == ["partial"]
+    err = info.value
+    assert err.process_id == "proc_x" and err.last_event_id == 2 and err.attempts == 4
+    assert "may still be running" in str(err) and "logs(follow=True, since=2)" in str(err)
+    keys = {r["headers"]["Idempotency-Key"] for r in script.requests}
+    assert len(keys) == 1 and len(script.requests) == 4
+    assert "Last-Event-ID" not in script.requests[0]["headers"]
+    assert all(r["headers"]["Last-Event-ID"] == "2" for r in script.requests[1:])
+    assert all(r["body"]["encoding"] == "base64" for r in script.requests)
+
+
+def test_an_error_event_raises_the_servers_error(scripted: tuple[str, Script]) -> None:
+    url, script = scripted
+    script.responses = [
+        sse("start", {"process_id": "proc_x", "sandbox_id": "sb_1", "pid": 1}, 1)
+        + sse("error", {"code": "shutting_down", "message": "sandstreamd is shutting down"})
+    ]
+    sb = sandstream.Sandbox.create(config=sandstream.ClientConfig(url, "k"))
+    with pytest.raises(sandstream.ShuttingDown, match="sandstreamd is shutting down"):
+        sb.exec_stream("make")
+    events = list(sb.exec_events("make"))
+    assert events[-1] == sandstream.Error("shutting_down", "sandstreamd is shutting down")
+
+
+async def test_async_stream_without_exit_raises(scripted: tuple[str, Script]) -> None:
+    url, script = scripted
+    script.responses = [sse("stdout", {"chunk": b64(b"x")}, 2), b""]
+    config = sandstream.ClientConfig(url, "k", max_reconnects=1)
+    sb = await sandstream.AsyncSandbox.create(config=config)
+    with pytest.raises(sandstream.StreamLost, match="ended without an exit event"):
+        await sb.exec_stream("make")
+    assert len(script.requests) == 2
+
+
+def test_unreachable_server_is_connection_failed() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(sandstream.ConnectionFailed, match="127.0.0.1"):
+        sandstream.Sandbox.create(base_url=f"http://127.0.0.1:{port}", api_key="k")

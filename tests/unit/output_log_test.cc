@@ -1,0 +1,509 @@
+// Unit tests of OutputLog: sequence numbers shared by both streams, the bounded window and its
+// eviction, cursor reads with exact gaps, tails, restoring from the store, and listeners.
+#include "process/output_log.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace sandstream {
+namespace {
+
+std::vector<uint64_t> Seqs(const OutputLog::Slice& slice) {
+  std::vector<uint64_t> seqs;
+  for (const LogEntry* e : slice.entries) seqs.push_back(e->seq);
+  return seqs;
+}
+
+std::string Joined(const OutputLog::Slice& slice) {
+  std::string out;
+  for (const LogEntry* e : slice.entries) out += e->data;
+  return out;
+}
+
+LogEntry Entry(uint64_t seq, EntryKind kind, std::string data, uint64_t offset) {
+  LogEntry e;
+  e.seq = seq;
+  e.kind = kind;
+  e.data = std::move(data);
+  e.offset = offset;
+  e.time = FromUnixMillis(1700000000000 + static_cast<int64_t>(seq));
+  return e;
+}
+
+class CountingListener : public OutputLog::Listener {
+ public:
+  explicit CountingListener(const OutputLog* log = nullptr) : log_(log) {}
+  void OnAppend() override {
+    ++calls;
+    if (log_ != nullptr) seen_last_seq.push_back(log_->last_seq());
+  }
+  int calls = 0;
+  std::vector<uint64_t> seen_last_seq;
+
+ private:
+  const OutputLog* log_;
+};
+
+TEST(OutputLogTest, StartsEmpty) {
+  OutputLog log;
+  EXPECT_EQ(log.last_seq(), 0u);
+  EXPECT_EQ(log.next_seq(), 1u);
+  EXPECT_EQ(log.first_retained_seq(), 1u);
+  EXPECT_FALSE(log.ended());
+  EXPECT_EQ(log.total_bytes(), 0u);
+  const auto slice = log.Read(0, 1000);
+  EXPECT_FALSE(slice.gap.has_value());
+  EXPECT_TRUE(slice.entries.empty());
+}
+
+TEST(OutputLogTest, SequenceNumbersAreSharedByBothStreams) {
+  OutputLog log;
+  const SystemTime t = FromUnixMillis(1700000000123);
+  EXPECT_EQ(log.Append(EntryKind::kStart, {}, t), 1u);
+  EXPECT_EQ(log.Append(EntryKind::kStdout, "ab"), 2u);
+  EXPECT_EQ(log.Append(EntryKind::kStderr, "cde"), 3u);
+  EXPECT_EQ(log.Append(EntryKind::kStdout, "f"), 4u);
+  EXPECT_EQ(log.Append(EntryKind::kExit, {}), 5u);
+  EXPECT_EQ(log.last_seq(), 5u);
+  EXPECT_EQ(log.next_seq(), 6u);
+  EXPECT_TRUE(log.ended());
+  EXPECT_EQ(log.total_bytes(), 6u);
+  EXPECT_EQ(log.retained_bytes(), 6u);
+
+  const auto& entries = log.entries();
+  ASSERT_EQ(entries.size(), 5u);
+  const EntryKind kinds[] = {EntryKind::kStart, EntryKind::kStdout, EntryKind::kStderr,
+                             EntryKind::kStdout, EntryKind::kExit};
+  const uint64_t offsets[] = {0, 0, 2, 5, 6};
+  const char* data[] = {"", "ab", "cde", "f", ""};
+  for (size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_EQ(entries[i].seq, i + 1);
+    EXPECT_EQ(entries[i].kind, kinds[i]) << i;
+    EXPECT_EQ(entries[i].offset, offsets[i]) << i;
+    EXPECT_EQ(entries[i].data, data[i]) << i;
+  }
+  EXPECT_EQ(entries[0].time, t);
+}
+
+TEST(OutputLogTest, KeepsBytesExactlyIncludingNulAndInvalidUtf8) {
+  OutputLog log;
+  const std::string bytes("a\0b\xff\xc3", 5);
+  log.Append(EntryKind::kStdout, bytes);
+  ASSERT_EQ(log.entries().size(), 1u);
+  EXPECT_EQ(log.entries()[0].data, bytes);
+  EXPECT_EQ(log.total_bytes(), 5u);
+}
+
+TEST(OutputLogTest, AppendAfterExitIsIgnored) {
+  OutputLog log;
+  log.Append(EntryKind::kStart, {});
+  log.Append(EntryKind::kExit, {});
+  CountingListener listener;
+  log.AddListener(&listener);
+  EXPECT_EQ(log.Append(EntryKind::kStdout, "late"), 0u);
+  EXPECT_EQ(log.Append(EntryKind::kExit, {}), 0u);
+  EXPECT_EQ(log.last_seq(), 2u);
+  EXPECT_EQ(log.entries().size(), 2u);
+  EXPECT_EQ(log.total_bytes(), 0u);
+  EXPECT_EQ(listener.calls, 0);
+  log.RemoveListener(&listener);
+}
+
+TEST(OutputLogTest, EvictsOldestEntriesBeyondTheByteLimit) {
+  OutputLog log(LogLimits{.max_bytes = 10, .max_entries = 100});
+  log.Append(EntryKind::kStart, {});
+  log.Append(EntryKind::kStdout, "aaaa");  // 2
+  log.Append(EntryKind::kStdout, "bbbb");  // 3
+  EXPECT_EQ(log.first_retained_seq(), 1u);
+  EXPECT_EQ(log.retained_bytes(), 8u);
+  log.Append(EntryKind::kStderr, "cccc");  // 4: 12 bytes, so start and 2 go
+  EXPECT_EQ(log.first_retained_seq(), 3u);
+  EXPECT_EQ(log.retained_bytes(), 8u);
+  EXPECT_EQ(log.evicted_entries(), 2u);
+  EXPECT_EQ(log.evicted_bytes(), 4u);
+  EXPECT_EQ(log.total_bytes(), 12u);
+  log.Append(EntryKind::kStdout, "dd");  // 5: exactly 10 retained, nothing goes
+  EXPECT_EQ(log.first_retained_seq(), 3u);
+  EXPECT_EQ(log.retained_bytes(), 10u);
+  log.Append(EntryKind::kExit, {});  // 6: no bytes, nothing goes
+  EXPECT_EQ(log.first_retained_seq(), 3u);
+  EXPECT_EQ(log.entries().size(), 4u);
+  EXPECT_EQ(log.last_seq(), 6u);
+}
+
+TEST(OutputLogTest, EvictsOldestEntriesBeyondTheEntryLimit) {
+  OutputLog log(LogLimits{.max_bytes = 1 << 20, .max_entries = 3});
+  log.Append(EntryKind::kStart, {});
+  for (int i = 0; i < 5; ++i) log.Append(EntryKind::kStdout, "x");
+  EXPECT_EQ(log.entries().size(), 3u);
+  EXPECT_EQ(log.first_retained_seq(), 4u);
+  EXPECT_EQ(log.last_seq(), 6u);
+  EXPECT_EQ(log.evicted_entries(), 3u);
+  EXPECT_EQ(log.evicted_bytes(), 2u);  // start had no bytes
+  EXPECT_EQ(log.retained_bytes(), 3u);
+}
+
+TEST(OutputLogTest, NeverEvictsTheNewestEntry) {
+  OutputLog log(LogLimits{.max_bytes = 5, .max_entries = 1});
+  log.Append(EntryKind::kStart, {});
+  log.Append(EntryKind::kStdout, std::string(100, 'x'));
+  ASSERT_EQ(log.entries().size(), 1u);
+  EXPECT_EQ(log.entries().front().seq, 2u);
+  EXPECT_EQ(log.retained_bytes(), 100u);
+  log.Append(EntryKind::kExit, {});
+  ASSERT_EQ(log.entries().size(), 1u);
+  EXPECT_EQ(log.entries().front().kind, EntryKind::kExit);
+  EXPECT_EQ(log.retained_bytes(), 0u);
+  EXPECT_EQ(log.evicted_bytes(), 100u);
+  // The exit is always there to read, even for a reader far behind.
+  const auto slice = log.Read(0, 1000, 0);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->from_seq, 1u);
+  EXPECT_EQ(slice.gap->to_seq, 2u);
+  EXPECT_EQ(slice.gap->bytes, std::optional<uint64_t>(100));
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({3}));
+}
+
+TEST(OutputLogTest, ReadReturnsEntriesAfterTheCursor) {
+  OutputLog log;
+  log.Append(EntryKind::kStart, {});
+  log.Append(EntryKind::kStdout, "a");
+  log.Append(EntryKind::kStderr, "b");
+  log.Append(EntryKind::kExit, {});
+  EXPECT_EQ(Seqs(log.Read(0, 1000)), std::vector<uint64_t>({1, 2, 3, 4}));
+  EXPECT_EQ(Seqs(log.Read(1, 1000)), std::vector<uint64_t>({2, 3, 4}));
+  EXPECT_EQ(Seqs(log.Read(3, 1000)), std::vector<uint64_t>({4}));
+  EXPECT_TRUE(log.Read(4, 1000).entries.empty());
+  EXPECT_TRUE(log.Read(99, 1000).entries.empty());
+  EXPECT_FALSE(log.Read(99, 1000).gap.has_value());
+  for (uint64_t after = 0; after <= 5; ++after) {
+    EXPECT_FALSE(log.Read(after, 1000, 0).gap.has_value()) << after;
+  }
+}
+
+TEST(OutputLogTest, ReadStopsAtTheByteBudgetButReturnsAtLeastOneEntry) {
+  OutputLog log;
+  log.Append(EntryKind::kStart, {});       // 1
+  log.Append(EntryKind::kStdout, "aaaa");  // 2
+  log.Append(EntryKind::kStdout, "bbbb");  // 3
+  log.Append(EntryKind::kStdout, "cccc");  // 4
+  log.Append(EntryKind::kExit, {});        // 5
+  EXPECT_EQ(Seqs(log.Read(0, 8)), std::vector<uint64_t>({1, 2, 3}));
+  EXPECT_EQ(Seqs(log.Read(0, 7)), std::vector<uint64_t>({1, 2}));
+  EXPECT_EQ(Seqs(log.Read(0, 0)), std::vector<uint64_t>({1}));
+  EXPECT_EQ(Seqs(log.Read(1, 0)), std::vector<uint64_t>({2}));
+  EXPECT_EQ(Seqs(log.Read(1, 3)), std::vector<uint64_t>({2}));
+  EXPECT_EQ(Seqs(log.Read(3, 4)), std::vector<uint64_t>({4, 5}));
+  EXPECT_EQ(Seqs(log.Read(0, 12)), std::vector<uint64_t>({1, 2, 3, 4, 5}));
+}
+
+TEST(OutputLogTest, BatchedReadsReproduceTheWholeLog) {
+  std::mt19937 rng(5);
+  OutputLog log;
+  std::string expected;
+  log.Append(EntryKind::kStart, {});
+  for (int i = 0; i < 200; ++i) {
+    std::string chunk(1 + rng() % 50, static_cast<char>('a' + i % 26));
+    expected += chunk;
+    log.Append(i % 3 == 0 ? EntryKind::kStderr : EntryKind::kStdout, chunk);
+  }
+  log.Append(EntryKind::kExit, {});
+  for (uint64_t budget : {0u, 1u, 37u, 100u, 1000u}) {
+    uint64_t after = 0;
+    std::string got;
+    uint64_t expected_seq = 1;
+    for (;;) {
+      const auto slice = log.Read(after, budget, got.size());
+      ASSERT_FALSE(slice.gap.has_value());
+      if (slice.entries.empty()) break;
+      uint64_t bytes = 0;
+      for (const LogEntry* e : slice.entries) {
+        ASSERT_EQ(e->seq, expected_seq++);
+        ASSERT_EQ(e->offset, got.size() + bytes);
+        bytes += e->data.size();
+      }
+      if (slice.entries.size() > 1) { ASSERT_LE(bytes, budget); }
+      got += Joined(slice);
+      after = slice.entries.back()->seq;
+    }
+    EXPECT_EQ(got, expected) << "budget " << budget;
+    EXPECT_EQ(after, log.last_seq()) << "budget " << budget;
+  }
+}
+
+TEST(OutputLogTest, ReadReportsTheGapOfEvictedEntries) {
+  OutputLog log(LogLimits{.max_bytes = 10, .max_entries = 100});
+  log.Append(EntryKind::kStart, {});    // 1, offset 0
+  log.Append(EntryKind::kStdout, "aaa");  // 2, offset 0
+  log.Append(EntryKind::kStdout, "bbb");  // 3, offset 3
+  log.Append(EntryKind::kStderr, "ccc");  // 4, offset 6
+  log.Append(EntryKind::kStdout, "ddd");  // 5, offset 9: evicts 1 and 2
+  log.Append(EntryKind::kStdout, "eee");  // 6, offset 12: evicts 3
+  ASSERT_EQ(log.first_retained_seq(), 4u);
+
+  auto slice = log.Read(0, 1000);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->from_seq, 1u);
+  EXPECT_EQ(slice.gap->to_seq, 3u);
+  EXPECT_FALSE(slice.gap->bytes.has_value());
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({4, 5, 6}));
+
+  slice = log.Read(0, 1000, 0);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->bytes, std::optional<uint64_t>(6));
+
+  // A reader that got entry 2 (its offset is then 3) missed only entry 3.
+  slice = log.Read(2, 1000, 3);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->from_seq, 3u);
+  EXPECT_EQ(slice.gap->to_seq, 3u);
+  EXPECT_EQ(slice.gap->bytes, std::optional<uint64_t>(3));
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({4, 5, 6}));
+
+  // A reader right before the window has no gap.
+  slice = log.Read(3, 1000, 6);
+  EXPECT_FALSE(slice.gap.has_value());
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({4, 5, 6}));
+
+  // The gap comes with the first entries of the window, within the byte budget.
+  slice = log.Read(1, 3, 0);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->from_seq, 2u);
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({4}));
+}
+
+// Random writes against random limits; after every append the window's bookkeeping holds,
+// and a reader at any earlier point learns exactly which entries and how many bytes it missed.
+TEST(OutputLogTest, WindowInvariantsHoldUnderRandomAppends) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    const LogLimits limits{.max_bytes = 1 + rng() % 200, .max_entries = 1 + rng() % 20};
+    OutputLog log(limits);
+    std::vector<uint64_t> offset_after;  // offset_after[seq] = output bytes up to seq
+    offset_after.push_back(0);
+    log.Append(EntryKind::kStart, {});
+    offset_after.push_back(0);
+    const int appends = 1 + static_cast<int>(rng() % 80);
+    for (int i = 0; i < appends; ++i) {
+      const std::string chunk(rng() % 60, 'x');
+      log.Append(rng() % 2 ? EntryKind::kStdout : EntryKind::kStderr, chunk);
+      offset_after.push_back(offset_after.back() + chunk.size());
+
+      const auto& entries = log.entries();
+      ASSERT_FALSE(entries.empty());
+      uint64_t retained = 0;
+      for (size_t k = 0; k < entries.size(); ++k) {
+        ASSERT_EQ(entries[k].seq, log.first_retained_seq() + k);
+        ASSERT_EQ(entries[k].offset, offset_after[entries[k].seq - 1]);
+        retained += entries[k].data.size();
+      }
+      ASSERT_EQ(entries.back().seq, log.last_seq());
+      ASSERT_EQ(log.retained_bytes(), retained);
+      ASSERT_EQ(log.total_bytes(), offset_after.back());
+      ASSERT_EQ(log.evicted_bytes() + retained, log.total_bytes());
+      ASSERT_EQ(log.evicted_entries() + entries.size(), log.last_seq());
+      ASSERT_LE(entries.size(), limits.max_entries);
+      if (entries.size() > 1) { ASSERT_LE(retained, limits.max_bytes); }
+      // Evicting one entry fewer would have broken a limit.
+      if (log.evicted_entries() > 0) {
+        const uint64_t first = log.first_retained_seq();
+        const uint64_t with_previous = retained + (offset_after[first - 1] - offset_after[first - 2]);
+        ASSERT_TRUE(with_previous > limits.max_bytes || entries.size() + 1 > limits.max_entries);
+      }
+
+      for (uint64_t after = 0; after <= log.last_seq(); ++after) {
+        const auto slice = log.Read(after, UINT64_MAX, offset_after[after]);
+        if (after + 1 < log.first_retained_seq()) {
+          ASSERT_TRUE(slice.gap.has_value());
+          ASSERT_EQ(slice.gap->from_seq, after + 1);
+          ASSERT_EQ(slice.gap->to_seq, log.first_retained_seq() - 1);
+          ASSERT_EQ(slice.gap->bytes,
+                    std::optional<uint64_t>(offset_after[log.first_retained_seq() - 1] -
+                                            offset_after[after]));
+          ASSERT_EQ(slice.entries.size(), entries.size());
+        } else {
+          ASSERT_FALSE(slice.gap.has_value());
+          ASSERT_EQ(slice.entries.size(), log.last_seq() - after);
+        }
+      }
+    }
+  }
+}
+
+TEST(OutputLogTest, SeqBeforeTailCountsChunksOfBothStreams) {
+  OutputLog log;
+  log.Append(EntryKind::kStart, {});     // 1
+  log.Append(EntryKind::kStdout, "a");   // 2
+  log.Append(EntryKind::kStderr, "b");   // 3
+  log.Append(EntryKind::kStdout, "c");   // 4
+  EXPECT_EQ(log.SeqBeforeTail(0), 4u);
+  EXPECT_EQ(log.SeqBeforeTail(1), 3u);
+  EXPECT_EQ(log.SeqBeforeTail(2), 2u);
+  EXPECT_EQ(log.SeqBeforeTail(3), 0u);  // everything, start included
+  EXPECT_EQ(log.SeqBeforeTail(1000), 0u);
+  log.Append(EntryKind::kExit, {});      // 5
+  EXPECT_EQ(log.SeqBeforeTail(0), 4u);   // only the exit follows
+  EXPECT_EQ(log.SeqBeforeTail(1), 3u);
+  EXPECT_EQ(Seqs(log.Read(log.SeqBeforeTail(2), 1000)), std::vector<uint64_t>({3, 4, 5}));
+}
+
+TEST(OutputLogTest, SeqBeforeTailStaysInsideTheWindow) {
+  OutputLog log(LogLimits{.max_bytes = 1 << 20, .max_entries = 3});
+  log.Append(EntryKind::kStart, {});
+  for (int i = 0; i < 6; ++i) log.Append(EntryKind::kStdout, "x");  // 2..7
+  ASSERT_EQ(log.first_retained_seq(), 5u);
+  EXPECT_EQ(log.SeqBeforeTail(2), 5u);
+  EXPECT_EQ(log.SeqBeforeTail(3), 4u);
+  EXPECT_EQ(log.SeqBeforeTail(50), 4u);
+  const auto slice = log.Read(log.SeqBeforeTail(50), 1000);
+  EXPECT_FALSE(slice.gap.has_value());
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({5, 6, 7}));
+}
+
+TEST(OutputLogTest, ReadAfterSeqBeforeTailGivesExactlyTheLastChunks) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 40; ++trial) {
+    OutputLog log(LogLimits{.max_bytes = 1 << 20, .max_entries = 1 + rng() % 30});
+    log.Append(EntryKind::kStart, {});
+    const int chunks = static_cast<int>(rng() % 40);
+    for (int i = 0; i < chunks; ++i) {
+      log.Append(rng() % 2 ? EntryKind::kStdout : EntryKind::kStderr, "z");
+    }
+    const bool exited = rng() % 2 == 0;
+    if (exited) log.Append(EntryKind::kExit, {});
+    size_t retained_chunks = 0;
+    for (const LogEntry& e : log.entries()) {
+      retained_chunks += e.kind == EntryKind::kStdout || e.kind == EntryKind::kStderr;
+    }
+    for (uint64_t n = 0; n <= 45; ++n) {
+      const auto slice = log.Read(log.SeqBeforeTail(n), UINT64_MAX);
+      ASSERT_FALSE(slice.gap.has_value());
+      size_t got_chunks = 0;
+      for (const LogEntry* e : slice.entries) {
+        got_chunks += e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr;
+      }
+      ASSERT_EQ(got_chunks, std::min<size_t>(n, retained_chunks)) << "n " << n;
+      if (!slice.entries.empty()) { ASSERT_EQ(slice.entries.back()->seq, log.last_seq()); }
+      if (exited) { ASSERT_FALSE(slice.entries.empty()); }
+    }
+  }
+}
+
+TEST(OutputLogTest, RestoreKeepsSeqsAndOffsets) {
+  OutputLog log;
+  std::vector<LogEntry> tail;
+  tail.push_back(Entry(5, EntryKind::kStdout, "hello", 100));
+  tail.push_back(Entry(6, EntryKind::kStderr, "oops", 105));
+  tail.push_back(Entry(7, EntryKind::kExit, "", 109));
+  log.Restore(std::move(tail));
+  EXPECT_EQ(log.first_retained_seq(), 5u);
+  EXPECT_EQ(log.last_seq(), 7u);
+  EXPECT_EQ(log.next_seq(), 8u);
+  EXPECT_TRUE(log.ended());
+  EXPECT_EQ(log.total_bytes(), 109u);
+  EXPECT_EQ(log.retained_bytes(), 9u);
+  ASSERT_EQ(log.entries().size(), 3u);
+  EXPECT_EQ(log.entries()[0].time, FromUnixMillis(1700000000005));
+  EXPECT_EQ(log.entries()[1].kind, EntryKind::kStderr);
+
+  auto slice = log.Read(0, 1000, 0);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->from_seq, 1u);
+  EXPECT_EQ(slice.gap->to_seq, 4u);
+  EXPECT_EQ(slice.gap->bytes, std::optional<uint64_t>(100));
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({5, 6, 7}));
+  EXPECT_EQ(Joined(slice), "hellooops");
+
+  slice = log.Read(6, 1000);
+  EXPECT_FALSE(slice.gap.has_value());
+  EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({7}));
+  EXPECT_EQ(log.Append(EntryKind::kStdout, "more"), 0u);
+}
+
+TEST(OutputLogTest, RestoreOfAnUnfinishedTailContinuesItsSequence) {
+  OutputLog log;
+  std::vector<LogEntry> tail;
+  tail.push_back(Entry(1, EntryKind::kStart, "", 0));
+  tail.push_back(Entry(2, EntryKind::kStdout, "ab", 0));
+  log.Restore(std::move(tail));
+  EXPECT_FALSE(log.ended());
+  EXPECT_EQ(log.Append(EntryKind::kStdout, "cd"), 3u);
+  ASSERT_EQ(log.entries().size(), 3u);
+  EXPECT_EQ(log.entries()[2].offset, 2u);
+  EXPECT_EQ(log.total_bytes(), 4u);
+  EXPECT_EQ(log.retained_bytes(), 4u);
+}
+
+TEST(OutputLogTest, RestoreSkipsEntriesThatDoNotAdvanceTheSequence) {
+  OutputLog log;
+  std::vector<LogEntry> tail;
+  tail.push_back(Entry(3, EntryKind::kStdout, "a", 10));
+  tail.push_back(Entry(3, EntryKind::kStdout, "dup", 10));
+  tail.push_back(Entry(2, EntryKind::kStdout, "old", 5));
+  tail.push_back(Entry(4, EntryKind::kStdout, "b", 11));
+  log.Restore(std::move(tail));
+  ASSERT_EQ(log.entries().size(), 2u);
+  EXPECT_EQ(log.entries()[0].data, "a");
+  EXPECT_EQ(log.entries()[1].data, "b");
+  EXPECT_EQ(log.last_seq(), 4u);
+  EXPECT_EQ(log.total_bytes(), 12u);
+  EXPECT_EQ(log.retained_bytes(), 2u);
+}
+
+TEST(OutputLogTest, ListenersAreToldOfEveryAppendAfterItIsReadable) {
+  OutputLog log(LogLimits{.max_bytes = 4, .max_entries = 100});
+  CountingListener a(&log), b(&log);
+  log.AddListener(&a);
+  log.Append(EntryKind::kStart, {});
+  log.AddListener(&b);
+  log.Append(EntryKind::kStdout, "abc");
+  log.Append(EntryKind::kStdout, "def");  // evicts 1 and 2
+  EXPECT_EQ(a.calls, 3);
+  EXPECT_EQ(a.seen_last_seq, std::vector<uint64_t>({1, 2, 3}));
+  EXPECT_EQ(b.calls, 2);
+  EXPECT_EQ(b.seen_last_seq, std::vector<uint64_t>({2, 3}));
+  log.RemoveListener(&a);
+  log.Append(EntryKind::kExit, {});
+  EXPECT_EQ(a.calls, 3);
+  EXPECT_EQ(b.calls, 3);
+  log.RemoveListener(&b);
+}
+
+TEST(OutputLogTest, AListenerMayRemoveItselfWhileBeingTold) {
+  class OneShot : public OutputLog::Listener {
+   public:
+    explicit OneShot(OutputLog& log) : log_(log) {}
+    void OnAppend() override {
+      ++calls;
+      log_.RemoveListener(this);
+    }
+    int calls = 0;
+
+   private:
+    OutputLog& log_;
+  };
+  OutputLog log;
+  OneShot first(log), last(log);
+  CountingListener middle;
+  log.AddListener(&first);
+  log.AddListener(&middle);
+  log.AddListener(&last);
+  log.Append(EntryKind::kStart, {});
+  EXPECT_EQ(first.calls, 1);
+  EXPECT_EQ(middle.calls, 1);
+  EXPECT_EQ(last.calls, 1);
+  log.Append(EntryKind::kStdout, "x");
+  EXPECT_EQ(first.calls, 1);
+  EXPECT_EQ(middle.calls, 2);
+  EXPECT_EQ(last.calls, 1);
+  log.RemoveListener(&middle);
+}
+
+}  // namespace
+}  // namespace sandstream
