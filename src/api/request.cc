@@ -86,18 +86,23 @@ Result<sse::Encoding> ParseEncoding(std::string_view text) {
 Result<json::object> ParseBody(const Context& ctx) {
   const std::string& body = ctx.req.body();
   if (body.empty()) return json::object{};
-  // JSON, or no type at all; curl's `-d` default (form-urlencoded) is read as JSON too, so
-  // `curl -d '{"cmd":"ls"}'` works without a Content-Type header.
   std::string_view type = ctx.Header(http::field::content_type);
   type = type.substr(0, type.find(';'));
   while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
-  if (!type.empty() && type != "application/json" && !type.ends_with("+json") &&
-      type != "application/x-www-form-urlencoded") {
+  const bool json_type = type.empty() || type == "application/json" || type.ends_with("+json");
+  // curl's `-d` labels a body form-urlencoded by default: accept it when it is JSON, so
+  // `curl -d '{"cmd":"ls"}'` works without a Content-Type header.
+  const bool curl_default = type == "application/x-www-form-urlencoded";
+  if (!json_type && !curl_default) {
     return Error{ErrorCode::kUnsupportedMediaType,
                  "the body must be application/json, not " + std::string(type)};
   }
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
+  if (ec && curl_default) {
+    return Error{ErrorCode::kUnsupportedMediaType,
+                 "the body must be application/json, not " + std::string(type)};
+  }
   if (ec) return Error{ErrorCode::kInvalidJson, "body is not valid JSON: " + ec.message()};
   if (!v.is_object()) return Error{ErrorCode::kInvalidJson, "body must be a JSON object"};
   return std::move(v.as_object());

@@ -1,0 +1,135 @@
+// Typed errors: one class per code of spec/errors.md, plus the client-side failures
+// (transport, a stream that ended without its exit). Never carries a guessed exit code.
+
+/** Base class of every error this SDK throws. */
+export class SandstreamError extends Error {
+  override name = "SandstreamError";
+}
+
+/** An error response of the daemon: `{"error": {"code", "message"}}` with its HTTP status. */
+export class ApiError extends SandstreamError {
+  override name = "ApiError";
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+export class InvalidJsonError extends ApiError {
+  override name = "InvalidJsonError";
+}
+export class InvalidRequestError extends ApiError {
+  override name = "InvalidRequestError";
+}
+export class UnauthorizedError extends ApiError {
+  override name = "UnauthorizedError";
+}
+export class NotFoundError extends ApiError {
+  override name = "NotFoundError";
+}
+export class MethodNotAllowedError extends ApiError {
+  override name = "MethodNotAllowedError";
+}
+/** `408 timeout` from the daemon, or a local wait (waitForLog, waitForExit) that ran out. */
+export class TimeoutError extends ApiError {
+  override name = "TimeoutError";
+}
+export class ConflictError extends ApiError {
+  override name = "ConflictError";
+}
+export class PayloadTooLargeError extends ApiError {
+  override name = "PayloadTooLargeError";
+}
+export class UnsupportedMediaTypeError extends ApiError {
+  override name = "UnsupportedMediaTypeError";
+}
+export class QuotaExceededError extends ApiError {
+  override name = "QuotaExceededError";
+}
+export class SandboxSetupFailedError extends ApiError {
+  override name = "SandboxSetupFailedError";
+}
+export class InternalError extends ApiError {
+  override name = "InternalError";
+}
+export class ShuttingDownError extends ApiError {
+  override name = "ShuttingDownError";
+}
+
+type ApiErrorClass = new (message: string, code: string, status: number) => ApiError;
+
+/** spec/errors.md: code -> [class, status]. */
+export const ERROR_TABLE: Readonly<Record<string, readonly [ApiErrorClass, number]>> = {
+  invalid_json: [InvalidJsonError, 400],
+  invalid_request: [InvalidRequestError, 400],
+  unauthorized: [UnauthorizedError, 401],
+  not_found: [NotFoundError, 404],
+  method_not_allowed: [MethodNotAllowedError, 405],
+  timeout: [TimeoutError, 408],
+  conflict: [ConflictError, 409],
+  payload_too_large: [PayloadTooLargeError, 413],
+  unsupported_media_type: [UnsupportedMediaTypeError, 415],
+  quota_exceeded: [QuotaExceededError, 429],
+  sandbox_setup_failed: [SandboxSetupFailedError, 500],
+  internal: [InternalError, 500],
+  shutting_down: [ShuttingDownError, 503],
+};
+
+const STATUS_FALLBACK: Readonly<Record<number, string>> = {
+  400: "invalid_request",
+  401: "unauthorized",
+  404: "not_found",
+  405: "method_not_allowed",
+  408: "timeout",
+  409: "conflict",
+  413: "payload_too_large",
+  415: "unsupported_media_type",
+  429: "quota_exceeded",
+  503: "shutting_down",
+};
+
+/** Builds the typed error for a code (from a body or an SSE `error` event) and a status. */
+export function apiError(code: string | undefined, message: string, status: number): ApiError {
+  const resolved = code ?? STATUS_FALLBACK[status] ?? (status >= 500 ? "internal" : "");
+  const entry = ERROR_TABLE[resolved];
+  if (entry === undefined) return new ApiError(message, resolved || `http_${status}`, status);
+  const [cls, tableStatus] = entry;
+  return new cls(message, resolved, status || tableStatus);
+}
+
+/** The daemon could not be reached, or the connection failed and retries ran out. */
+export class ConnectionFailedError extends SandstreamError {
+  override name = "ConnectionFailedError";
+}
+
+/**
+ * A stream of a process's output ended without its `exit` (or `error`) event and could not be
+ * resumed. The process may still be running; its exit code is unknown, so none is reported.
+ */
+export class StreamLostError extends SandstreamError {
+  override name = "StreamLostError";
+  constructor(
+    message: string,
+    /** The last event id received; resume from it with `Last-Event-ID`. */
+    readonly lastEventId: string | undefined,
+    readonly processId: string | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** A process ended before the awaited condition (waitForLog) held. */
+export class ProcessExitedError extends SandstreamError {
+  override name = "ProcessExitedError";
+  constructor(
+    message: string,
+    readonly processId: string,
+    readonly exitCode: number | null,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,44 @@
+// The sandstream SDK's public surface.
+
+export { Sandbox } from "./sandbox.js";
+export type {
+  ChunkCallback,
+  Command,
+  CommandOptions,
+  CreateOptions,
+  ExecOptions,
+  ExecStreamCallbacks,
+  ExecStreamStreamOptions,
+  LogMatch,
+  StartProcessOptions,
+  StreamLogsOptions,
+  WaitForLogOptions,
+} from "./sandbox.js";
+export { Process } from "./process.js";
+export type { ConnectionOptions } from "./client.js";
+export { DEFAULT_URL } from "./client.js";
+export type {
+  ExecResult,
+  ExitInfo,
+  GapInfo,
+  Limits,
+  LogChunk,
+  ProcessInfo,
+  ProcessLogs,
+  SandboxInfo,
+} from "./models.js";
+export { encodeSSE, parseSSEStream, readSSE } from "./sse.js";
+export type {
+  CompleteEvent,
+  ErrorEvent,
+  ExecEvent,
+  ExitReason,
+  GapEvent,
+  LogEvent,
+  OutputEvent,
+  SseMessage,
+  StartEvent,
+} from "./sse.js";
+export { AnsiStripper, LineBuffer, Utf8Decoder, lines, stripAnsi } from "./text.js";
+export type { LinesOptions } from "./text.js";
+export * from "./errors.js";

@@ -1,0 +1,212 @@
+// The public shapes of sandboxes, processes and results (camelCase), and their conversion from
+// and to the wire's snake_case JSON (spec/README.md).
+
+import type { ExitReason } from "./sse.js";
+
+export interface Limits {
+  memoryMb?: number;
+  pids?: number;
+  cpuPercent?: number;
+  diskMb?: number;
+  openFiles?: number;
+}
+
+export interface SandboxInfo {
+  id: string;
+  template: string;
+  status: "running" | "deleting";
+  createdAt: string;
+  expiresAt: string | null;
+  ttlSeconds: number;
+  env: Record<string, string>;
+  cwd: string;
+  limits: Required<Limits>;
+  network: string;
+  metadata: Record<string, string>;
+  processesRunning: number;
+}
+
+export interface ProcessInfo {
+  id: string;
+  sandboxId: string;
+  /** The command as given (`cmd`), or argv joined by spaces. */
+  command: string;
+  cmd: string | null;
+  argv: string[];
+  status: "running" | "exited";
+  pid: number;
+  startedAt: string;
+  endedAt: string | null;
+  /** Null while running; 128 + n when signal n ended it. */
+  exitCode: number | null;
+  signal: string | null;
+  reason: ExitReason | null;
+  durationMs: number | null;
+  stdoutBytes: number;
+  stderrBytes: number;
+  nextSeq: number;
+}
+
+export interface ExecResult {
+  /** exitCode === 0. */
+  success: boolean;
+  exitCode: number;
+  signal: string | null;
+  reason: ExitReason;
+  stdout: string;
+  stderr: string;
+  command: string;
+  processId: string;
+  durationMs: number;
+  /** Same as durationMs (the Cloudflare SDK's name). */
+  duration: number;
+  /** The daemon's output cap was hit; the tail of the output was dropped. */
+  truncated: boolean;
+  /** When the result was received. */
+  timestamp: string;
+}
+
+export interface ExitInfo {
+  exitCode: number;
+  signal: string | null;
+  reason: ExitReason;
+  durationMs: number;
+}
+
+export interface LogChunk {
+  seq: number;
+  stream: "stdout" | "stderr";
+  data: string;
+}
+
+export interface GapInfo {
+  fromSeq: number;
+  toSeq: number;
+  /** Bytes of output lost, when known. */
+  bytes: number | null;
+}
+
+export interface ProcessLogs {
+  processId: string;
+  chunks: LogChunk[];
+  stdout: string;
+  stderr: string;
+  nextSeq: number;
+  gap: GapInfo | null;
+  exit: ExitInfo | null;
+}
+
+type Wire = Record<string, unknown>;
+
+const str = (v: unknown): string => (typeof v === "string" ? v : "");
+const num = (v: unknown): number => (typeof v === "number" ? v : 0);
+const optStr = (v: unknown): string | null => (typeof v === "string" ? v : null);
+const optNum = (v: unknown): number | null => (typeof v === "number" ? v : null);
+const obj = (v: unknown): Wire => (v !== null && typeof v === "object" ? (v as Wire) : {});
+
+export function limitsToWire(limits: Limits): Wire {
+  const wire: Wire = {};
+  if (limits.memoryMb !== undefined) wire["memory_mb"] = limits.memoryMb;
+  if (limits.pids !== undefined) wire["pids"] = limits.pids;
+  if (limits.cpuPercent !== undefined) wire["cpu_percent"] = limits.cpuPercent;
+  if (limits.diskMb !== undefined) wire["disk_mb"] = limits.diskMb;
+  if (limits.openFiles !== undefined) wire["open_files"] = limits.openFiles;
+  return wire;
+}
+
+export function sandboxFromWire(w: Wire): SandboxInfo {
+  const l = obj(w["limits"]);
+  return {
+    id: str(w["id"]),
+    template: str(w["template"]),
+    status: str(w["status"]) as SandboxInfo["status"],
+    createdAt: str(w["created_at"]),
+    expiresAt: optStr(w["expires_at"]),
+    ttlSeconds: num(w["ttl_seconds"]),
+    env: obj(w["env"]) as Record<string, string>,
+    cwd: str(w["cwd"]),
+    limits: {
+      memoryMb: num(l["memory_mb"]),
+      pids: num(l["pids"]),
+      cpuPercent: num(l["cpu_percent"]),
+      diskMb: num(l["disk_mb"]),
+      openFiles: num(l["open_files"]),
+    },
+    network: str(w["network"]),
+    metadata: obj(w["metadata"]) as Record<string, string>,
+    processesRunning: num(w["processes_running"]),
+  };
+}
+
+export function processFromWire(w: Wire): ProcessInfo {
+  const argv = Array.isArray(w["argv"]) ? (w["argv"] as string[]) : [];
+  const cmd = optStr(w["cmd"]);
+  return {
+    id: str(w["id"]),
+    sandboxId: str(w["sandbox_id"]),
+    command: cmd ?? argv.join(" "),
+    cmd,
+    argv,
+    status: str(w["status"]) as ProcessInfo["status"],
+    pid: num(w["pid"]),
+    startedAt: str(w["started_at"]),
+    endedAt: optStr(w["ended_at"]),
+    exitCode: optNum(w["exit_code"]),
+    signal: optStr(w["signal"]),
+    reason: optStr(w["reason"]) as ExitReason | null,
+    durationMs: optNum(w["duration_ms"]),
+    stdoutBytes: num(w["stdout_bytes"]),
+    stderrBytes: num(w["stderr_bytes"]),
+    nextSeq: num(w["next_seq"]),
+  };
+}
+
+export function exitFromWire(w: Wire): ExitInfo {
+  return {
+    exitCode: num(w["exit_code"]),
+    signal: optStr(w["signal"]),
+    reason: str(w["reason"]) as ExitReason,
+    durationMs: num(w["duration_ms"]),
+  };
+}
+
+export function execResultFromWire(w: Wire, command: string): ExecResult {
+  const exitCode = num(w["exit_code"]);
+  const durationMs = num(w["duration_ms"]);
+  return {
+    success: exitCode === 0,
+    exitCode,
+    signal: optStr(w["signal"]),
+    reason: str(w["reason"]) as ExitReason,
+    stdout: str(w["stdout"]),
+    stderr: str(w["stderr"]),
+    command,
+    processId: str(w["process_id"]),
+    durationMs,
+    duration: durationMs,
+    truncated: w["truncated"] === true,
+    timestamp: new Date().toISOString(),
+  };
+}
+
+export function logsFromWire(w: Wire): ProcessLogs {
+  const gap = w["gap"] === null || w["gap"] === undefined ? null : obj(w["gap"]);
+  const exit = w["exit"] === null || w["exit"] === undefined ? null : obj(w["exit"]);
+  return {
+    processId: str(w["process_id"]),
+    chunks: (Array.isArray(w["chunks"]) ? (w["chunks"] as Wire[]) : []).map((c) => ({
+      seq: num(c["seq"]),
+      stream: str(c["stream"]) as LogChunk["stream"],
+      data: str(c["data"]),
+    })),
+    stdout: str(w["stdout"]),
+    stderr: str(w["stderr"]),
+    nextSeq: num(w["next_seq"]),
+    gap: gap && {
+      fromSeq: num(gap["from_seq"]),
+      toSeq: num(gap["to_seq"]),
+      bytes: optNum(gap["bytes"]),
+    },
+    exit: exit && exitFromWire(exit),
+  };
+}

@@ -1,0 +1,662 @@
+// Sandbox: create/connect/kill, exec and execStream (both the PandaStack callback shape and the
+// Cloudflare stream shape), background processes and stdin. Streams resume after a cut with
+// Last-Event-ID and an Idempotency-Key, so a command never runs twice and no exit is guessed.
+
+import { Client, type ConnectionOptions, type StreamOpener } from "./client.js";
+import {
+  NotFoundError,
+  ProcessExitedError,
+  StreamLostError,
+  TimeoutError,
+  apiError,
+} from "./errors.js";
+import {
+  type ExitInfo,
+  type ExecResult,
+  type Limits,
+  type ProcessInfo,
+  type ProcessLogs,
+  type SandboxInfo,
+  execResultFromWire,
+  limitsToWire,
+  logsFromWire,
+  processFromWire,
+  sandboxFromWire,
+} from "./models.js";
+import { Process } from "./process.js";
+import { encodeSSE, type GapEvent, type SseMessage } from "./sse.js";
+import { LineBuffer } from "./text.js";
+
+/** A shell command line (`sh -c`), or an argv run directly. */
+export type Command = string | readonly string[];
+
+export interface CreateOptions extends ConnectionOptions {
+  /** `base` (default) or `code-interpreter`. */
+  template?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Sandbox lifetime in milliseconds (rounded up to seconds); see also ttlSeconds. */
+  timeout?: number;
+  /** Sandbox lifetime in seconds; 0: the daemon's default. */
+  ttlSeconds?: number;
+  limits?: Limits;
+  network?: "loopback";
+  metadata?: Record<string, string>;
+}
+
+/** The command request shared by exec, execStream and startProcess. */
+export interface CommandOptions {
+  /** Added to the sandbox's env for this command only. */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Written to stdin, which is then closed. */
+  stdin?: string;
+  /** Total run time in seconds; then the process group is killed (reason `timeout`). */
+  timeoutSeconds?: number;
+  /** Total run time in milliseconds (the Cloudflare SDK's unit); timeoutSeconds wins. */
+  timeout?: number;
+  /** No output for this many seconds: killed (reason `idle_timeout`). */
+  idleTimeoutSeconds?: number;
+  /** stderr goes to the stdout pipe (one stream, order kept). */
+  mergeStderr?: boolean;
+  /** Output the daemon retains for slow or reconnecting readers. */
+  logWindowBytes?: number;
+  /** Makes a retry attach to the same process; generated when absent. */
+  idempotencyKey?: string;
+  /** Stops waiting or reading (the process is not killed: use kill for that). */
+  signal?: AbortSignal;
+  /**
+   * Streams only: resume after this event id (with the idempotencyKey of the request that
+   * started the command), e.g. an EventSource's `Last-Event-ID` relayed by a server.
+   */
+  lastEventId?: string;
+}
+
+export type ChunkCallback = (chunk: string) => unknown;
+
+interface StreamHooks {
+  /** Output was lost because this reader fell behind the daemon's retained window. */
+  onGap?: (gap: GapEvent) => unknown;
+  /** The process started (its id is known from here on). */
+  onStart?: (processId: string) => unknown;
+}
+
+/** execStream's PandaStack shape: per-chunk callbacks, resolves to the exit code. */
+export type ExecStreamCallbacks = StreamHooks &
+  ({ onStdout: ChunkCallback; onStderr?: ChunkCallback } | { onStdout?: ChunkCallback; onStderr: ChunkCallback });
+
+/** execStream's Cloudflare shape: no callbacks, resolves to an SSE byte stream. */
+export interface ExecStreamStreamOptions extends CommandOptions {
+  onStdout?: undefined;
+  onStderr?: undefined;
+}
+
+export interface ExecOptions extends CommandOptions, StreamHooks {
+  /** Use the streaming endpoint and call onOutput per chunk; the result is the same. */
+  stream?: boolean;
+  onOutput?: (stream: "stdout" | "stderr", data: string) => unknown;
+}
+
+export interface StartProcessOptions extends CommandOptions {
+  /** A caller-chosen process id (`[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`). */
+  processId?: string;
+}
+
+export interface StreamLogsOptions {
+  /** Events after this sequence number; default all retained. */
+  since?: number;
+  signal?: AbortSignal;
+}
+
+export interface WaitForLogOptions {
+  /** Milliseconds; then TimeoutError. Default: no limit. */
+  timeout?: number;
+  /** Which output to search; default both. */
+  stream?: "stdout" | "stderr" | "both";
+  signal?: AbortSignal;
+}
+
+export interface LogMatch {
+  /** The whole line (without "\n") that matched. */
+  line: string;
+  /** The RegExp match, or null for a string pattern. */
+  match: RegExpMatchArray | null;
+  stream: "stdout" | "stderr";
+}
+
+type Wire = Record<string, unknown>;
+
+function commandText(command: Command): string {
+  return typeof command === "string" ? command : command.join(" ");
+}
+
+function commandBody(command: Command, options: CommandOptions): Wire {
+  const body: Wire = typeof command === "string" ? { cmd: command } : { argv: [...command] };
+  if (options.env !== undefined) body["env"] = options.env;
+  if (options.cwd !== undefined) body["cwd"] = options.cwd;
+  if (options.stdin !== undefined) body["stdin"] = options.stdin;
+  const timeoutSeconds =
+    options.timeoutSeconds ?? (options.timeout !== undefined ? options.timeout / 1000 : undefined);
+  if (timeoutSeconds !== undefined) body["timeout_seconds"] = timeoutSeconds;
+  if (options.idleTimeoutSeconds !== undefined) {
+    body["idle_timeout_seconds"] = options.idleTimeoutSeconds;
+  }
+  if (options.mergeStderr !== undefined) body["merge_stderr"] = options.mergeStderr;
+  if (options.logWindowBytes !== undefined) body["log_window_bytes"] = options.logWindowBytes;
+  return body;
+}
+
+function hasCallbacks(options: object): boolean {
+  const o = options as { onStdout?: unknown; onStderr?: unknown };
+  return typeof o.onStdout === "function" || typeof o.onStderr === "function";
+}
+
+function parseData(message: SseMessage): Wire {
+  try {
+    const value: unknown = JSON.parse(message.data);
+    return value !== null && typeof value === "object" ? (value as Wire) : {};
+  } catch {
+    return {};
+  }
+}
+
+function exitFromCloudflare(data: Wire): ExitInfo {
+  return {
+    exitCode: typeof data["exitCode"] === "number" ? data["exitCode"] : Number.NaN,
+    signal: typeof data["signal"] === "string" ? data["signal"] : null,
+    reason: data["reason"] as ExitInfo["reason"],
+    durationMs: typeof data["durationMs"] === "number" ? data["durationMs"] : 0,
+  };
+}
+
+/** Turns a resumable message iterator into an SSE byte stream; `map` may drop or rewrite. */
+function toByteStream(
+  messages: AsyncGenerator<SseMessage>,
+  stop: AbortController,
+  map: (message: SseMessage) => SseMessage | undefined = (m) => m,
+): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        for (;;) {
+          let step: IteratorResult<SseMessage>;
+          try {
+            step = await messages.next();
+          } catch (error) {
+            controller.error(error);
+            return;
+          }
+          if (step.done === true) {
+            controller.close();
+            return;
+          }
+          const out = map(step.value);
+          if (out !== undefined) {
+            controller.enqueue(encodeSSE(out));
+            return;
+          }
+        }
+      },
+      async cancel(reason) {
+        stop.abort(reason);
+        await messages.return(undefined).catch(() => undefined);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+export class Sandbox implements AsyncDisposable {
+  readonly id: string;
+  /** The sandbox as last read from the daemon. */
+  info: SandboxInfo;
+  readonly client: Client;
+
+  private constructor(client: Client, info: SandboxInfo) {
+    this.client = client;
+    this.info = info;
+    this.id = info.id;
+  }
+
+  /** Creates a sandbox. Server from SANDSTREAM_URL, key from SANDSTREAM_API_KEY by default. */
+  static async create(options: CreateOptions = {}): Promise<Sandbox> {
+    const client = new Client(options);
+    const body: Wire = {};
+    if (options.template !== undefined) body["template"] = options.template;
+    if (options.env !== undefined) body["env"] = options.env;
+    if (options.cwd !== undefined) body["cwd"] = options.cwd;
+    const ttl =
+      options.ttlSeconds ?? (options.timeout !== undefined ? Math.ceil(options.timeout / 1000) : undefined);
+    if (ttl !== undefined) body["ttl_seconds"] = ttl;
+    if (options.limits !== undefined) body["limits"] = limitsToWire(options.limits);
+    if (options.network !== undefined) body["network"] = options.network;
+    if (options.metadata !== undefined) body["metadata"] = options.metadata;
+    const wire = await client.json<Wire>("POST", "/v1/sandboxes", { json: body });
+    return new Sandbox(client, sandboxFromWire(wire));
+  }
+
+  /** Attaches to an existing sandbox; NotFoundError if there is none with this id. */
+  static async connect(id: string, options: ConnectionOptions = {}): Promise<Sandbox> {
+    const client = new Client(options);
+    const wire = await client.json<Wire>("GET", `/v1/sandboxes/${encodeURIComponent(id)}`);
+    return new Sandbox(client, sandboxFromWire(wire));
+  }
+
+  /** Every sandbox of the daemon, oldest first. */
+  static async list(options: ConnectionOptions = {}): Promise<SandboxInfo[]> {
+    const client = new Client(options);
+    const wire = await client.json<{ sandboxes: Wire[] }>("GET", "/v1/sandboxes");
+    return wire.sandboxes.map(sandboxFromWire);
+  }
+
+  get #path(): string {
+    return `/v1/sandboxes/${encodeURIComponent(this.id)}`;
+  }
+
+  #processPath(processId: string): string {
+    return `${this.#path}/processes/${encodeURIComponent(processId)}`;
+  }
+
+  /** Reads the sandbox again. */
+  async refresh(): Promise<SandboxInfo> {
+    this.info = sandboxFromWire(await this.client.json<Wire>("GET", this.#path));
+    return this.info;
+  }
+
+  /** Deletes the sandbox: kills its processes, ends their streams with exit events. Idempotent. */
+  async kill(): Promise<void> {
+    try {
+      await this.client.send("DELETE", this.#path);
+    } catch (error) {
+      if (!(error instanceof NotFoundError)) throw error;
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.kill();
+  }
+
+  /**
+   * Runs a command to completion. With `stream: true` (or onOutput) output also arrives per
+   * chunk as it is produced. Retries after a cut connection attach to the same process.
+   */
+  async exec(command: Command, options: ExecOptions = {}): Promise<ExecResult> {
+    if (options.stream === true || options.onOutput !== undefined) {
+      return this.#execStreaming(command, options);
+    }
+    const headers = { "Idempotency-Key": options.idempotencyKey ?? crypto.randomUUID() };
+    const json = commandBody(command, options);
+    const wire = await this.client.retrying(options.signal, () =>
+      this.client.json<Wire>("POST", `${this.#path}/exec`, { json, headers, signal: options.signal }),
+    );
+    return execResultFromWire(wire, commandText(command));
+  }
+
+  /**
+   * Runs a command and streams its output. One name, two shapes:
+   * - with `onStdout`/`onStderr` callbacks (PandaStack): each chunk goes to its callback as it
+   *   arrives; resolves to the exit code;
+   * - without callbacks (Cloudflare): resolves, once the command has started, to a
+   *   ReadableStream of SSE bytes in the Cloudflare encoding, for `parseSSEStream` or to return
+   *   as a `text/event-stream` Response body.
+   * Both resume a cut connection; a stream that cannot be resumed fails with
+   * StreamLostError instead of ending.
+   */
+  execStream(command: Command, options: CommandOptions & ExecStreamCallbacks): Promise<number>;
+  execStream(command: Command, options?: ExecStreamStreamOptions): Promise<ReadableStream<Uint8Array>>;
+  async execStream(
+    command: Command,
+    options: CommandOptions & Partial<ExecStreamCallbacks> = {},
+  ): Promise<number | ReadableStream<Uint8Array>> {
+    if (hasCallbacks(options)) {
+      const exit = await this.#runStream(command, options, (stream, data) => {
+        const callback = stream === "stdout" ? options.onStdout : options.onStderr;
+        callback?.(data);
+      });
+      return exit.exitCode;
+    }
+    const stop = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+    const messages = await this.#openExecStream(command, { ...options, signal }, { processId: undefined });
+    return toByteStream(messages, stop);
+  }
+
+  async #execStreaming(command: Command, options: ExecOptions): Promise<ExecResult> {
+    const out: string[] = [];
+    const err: string[] = [];
+    let processId = "";
+    const exit = await this.#runStream(
+      command,
+      {
+        ...options,
+        onStart: (id) => {
+          processId = id;
+          options.onStart?.(id);
+        },
+      },
+      (stream, data) => {
+        (stream === "stdout" ? out : err).push(data);
+        options.onOutput?.(stream, data);
+      },
+    );
+    return {
+      success: exit.exitCode === 0,
+      exitCode: exit.exitCode,
+      signal: exit.signal,
+      reason: exit.reason,
+      stdout: out.join(""),
+      stderr: err.join(""),
+      command: commandText(command),
+      processId,
+      durationMs: exit.durationMs,
+      duration: exit.durationMs,
+      truncated: false,
+      timestamp: new Date().toISOString(),
+    };
+  }
+
+  /** Consumes an exec stream into callbacks; resolves to its exit, rejects on `error`. */
+  async #runStream(
+    command: Command,
+    options: CommandOptions & StreamHooks,
+    onOutput: (stream: "stdout" | "stderr", data: string) => void,
+  ): Promise<ExitInfo> {
+    const state = { processId: undefined as string | undefined };
+    const messages = await this.#openExecStream(command, options, state);
+    for await (const message of messages) {
+      if (message.comment !== undefined) continue;
+      const data = parseData(message);
+      switch (message.event) {
+        case "start":
+          state.processId = String(data["processId"] ?? "");
+          await options.onStart?.(state.processId);
+          break;
+        case "stdout":
+        case "stderr":
+          onOutput(message.event, String(data["data"] ?? ""));
+          break;
+        case "gap":
+          await options.onGap?.(data as unknown as GapEvent);
+          break;
+        case "complete":
+          return exitFromCloudflare(data);
+        case "error":
+          throw apiError(String(data["code"] ?? "internal"), String(data["error"] ?? ""), 0);
+      }
+    }
+    throw new StreamLostError(
+      "the stream ended without an exit event",
+      undefined,
+      state.processId,
+    );
+  }
+
+  /** Starts an exec stream (Cloudflare encoding) and returns its resumable messages. */
+  async #openExecStream(
+    command: Command,
+    options: CommandOptions,
+    state: { processId: string | undefined },
+  ): Promise<AsyncGenerator<SseMessage>> {
+    const json = { ...commandBody(command, options), format: "cloudflare" };
+    const key = options.idempotencyKey ?? crypto.randomUUID();
+    const opener: StreamOpener = (lastEventId, signal) =>
+      this.client.send("POST", `${this.#path}/exec/stream`, {
+        json,
+        signal,
+        headers: {
+          Accept: "text/event-stream",
+          "Idempotency-Key": key,
+          ...(lastEventId !== undefined ? { "Last-Event-ID": lastEventId } : {}),
+        },
+      });
+    return this.#resume(opener, options.signal, state, options.lastEventId);
+  }
+
+  /** Opens the first connection (retrying transport failures), then resumes as needed. */
+  async #resume(
+    opener: StreamOpener,
+    signal: AbortSignal | undefined,
+    state: { processId: string | undefined },
+    lastEventId?: string,
+  ): Promise<AsyncGenerator<SseMessage>> {
+    const firstSignal = signal ?? new AbortController().signal;
+    const first = await this.client.retrying(signal, () => opener(lastEventId, firstSignal));
+    let used = false;
+    const resumingOpener: StreamOpener = (lastEventId, attemptSignal) => {
+      if (!used) {
+        used = true;
+        return Promise.resolve(first);
+      }
+      return opener(lastEventId, attemptSignal);
+    };
+    const messages = this.client.resumable(resumingOpener, signal, () => state, lastEventId);
+    const tracked = async function* (): AsyncGenerator<SseMessage> {
+      for await (const message of messages) {
+        if (message.event === "start" && state.processId === undefined) {
+          const id = parseData(message)["processId"];
+          if (typeof id === "string") state.processId = id;
+        }
+        yield message;
+      }
+    };
+    return tracked();
+  }
+
+  // Background processes.
+
+  /** Starts a background process; stdin stays open unless `stdin` is given. */
+  async startProcess(command: Command, options: StartProcessOptions = {}): Promise<Process> {
+    const json = commandBody(command, options);
+    if (options.processId !== undefined) json["id"] = options.processId;
+    const headers = { "Idempotency-Key": options.idempotencyKey ?? crypto.randomUUID() };
+    const wire = await this.client.retrying(options.signal, () =>
+      this.client.json<Wire>("POST", `${this.#path}/processes`, {
+        json,
+        headers,
+        signal: options.signal,
+      }),
+    );
+    return new Process(this, processFromWire(wire));
+  }
+
+  async listProcesses(status?: "running" | "exited"): Promise<Process[]> {
+    const wire = await this.client.json<{ processes: Wire[] }>("GET", `${this.#path}/processes`, {
+      query: { status },
+    });
+    return wire.processes.map((p) => new Process(this, processFromWire(p)));
+  }
+
+  /** NotFoundError if the sandbox has no such process. */
+  async getProcess(processId: string): Promise<Process> {
+    return new Process(this, await this.#getProcessInfo(processId));
+  }
+
+  async #getProcessInfo(processId: string): Promise<ProcessInfo> {
+    return processFromWire(await this.client.json<Wire>("GET", this.#processPath(processId)));
+  }
+
+  /**
+   * Without a signal: kills the process group (TERM, grace, KILL) and waits for it (reason
+   * `killed`). With one (`"TERM"`, `"SIGINT"`, 9): sends just that signal.
+   */
+  async killProcess(
+    processId: string,
+    signal?: string | number,
+    options: { group?: boolean } = {},
+  ): Promise<ProcessInfo> {
+    if (signal === undefined) {
+      return processFromWire(await this.client.json<Wire>("DELETE", this.#processPath(processId)));
+    }
+    const json: Wire = { signal };
+    if (options.group !== undefined) json["group"] = options.group;
+    return processFromWire(
+      await this.client.json<Wire>("POST", `${this.#processPath(processId)}/signal`, { json }),
+    );
+  }
+
+  /** Kills every running process of the sandbox; resolves to how many were killed. */
+  async killAllProcesses(): Promise<number> {
+    const running = await this.listProcesses("running");
+    const results = await Promise.allSettled(running.map((p) => this.killProcess(p.id)));
+    return results.filter((r) => r.status === "fulfilled").length;
+  }
+
+  /**
+   * Follows a process's output as an SSE byte stream in the Cloudflare encoding, from the
+   * first retained event (or after `since`) to its `complete` (or `error`); every event
+   * carries `data` and `processId` (see LogEvent). Resumes a cut connection.
+   */
+  async streamProcessLogs(
+    processId: string,
+    options: StreamLogsOptions = {},
+  ): Promise<ReadableStream<Uint8Array>> {
+    const stop = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+    const messages = await this.#openLogStream(processId, options.since, signal);
+    return toByteStream(messages, stop, (message) => {
+      if (message.comment !== undefined) return message;
+      if (message.event === "start") return undefined;
+      const data = parseData(message);
+      const event: Wire = { ...data, data: typeof data["data"] === "string" ? data["data"] : "", processId };
+      return { id: message.id, event: message.event, data: JSON.stringify(event) };
+    });
+  }
+
+  async #openLogStream(
+    processId: string,
+    since: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<AsyncGenerator<SseMessage>> {
+    const opener: StreamOpener = (lastEventId, attemptSignal) =>
+      this.client.send("GET", `${this.#processPath(processId)}/logs`, {
+        query: { follow: 1, format: "cloudflare", since: lastEventId === undefined ? since : undefined },
+        signal: attemptSignal,
+        headers: {
+          Accept: "text/event-stream",
+          ...(lastEventId !== undefined ? { "Last-Event-ID": lastEventId } : {}),
+        },
+      });
+    return this.#resume(opener, signal, { processId });
+  }
+
+  /** The retained output now, as JSON (no following). */
+  async getProcessLogs(
+    processId: string,
+    options: { since?: number; tail?: number } = {},
+  ): Promise<ProcessLogs> {
+    const wire = await this.client.json<Wire>("GET", `${this.#processPath(processId)}/logs`, {
+      query: { since: options.since, tail: options.tail },
+    });
+    return logsFromWire(wire);
+  }
+
+  /**
+   * Resolves to the process once it has exited. `timeout` in milliseconds (rounded up to
+   * seconds); when it passes first: TimeoutError.
+   */
+  async waitForExit(processId: string, options: { timeout?: number } = {}): Promise<ProcessInfo> {
+    const deadline = options.timeout === undefined ? undefined : Date.now() + options.timeout;
+    for (;;) {
+      // A long-poll shorter than fetch's own 300 s header timeout, repeated.
+      const remaining = deadline === undefined ? 240_000 : Math.max(0, deadline - Date.now());
+      const seconds = Math.max(1, Math.ceil(Math.min(remaining, 240_000) / 1000));
+      try {
+        const wire = await this.client.retrying(undefined, () =>
+          this.client.json<Wire>("GET", `${this.#processPath(processId)}/wait`, {
+            query: { timeout_seconds: seconds },
+          }),
+        );
+        return processFromWire(wire);
+      } catch (error) {
+        const expired = deadline !== undefined && Date.now() >= deadline;
+        if (!(error instanceof TimeoutError) || expired) throw error;
+      }
+    }
+  }
+
+  /**
+   * Resolves at the first complete output line that contains `pattern` (a string) or matches
+   * it (a RegExp), searching from the start of the retained output. ProcessExitedError if the
+   * process ends first; TimeoutError if `timeout` ms pass first.
+   */
+  async waitForLog(
+    processId: string,
+    pattern: string | RegExp,
+    options: WaitForLogOptions = {},
+  ): Promise<LogMatch> {
+    const timer = options.timeout === undefined ? undefined : AbortSignal.timeout(options.timeout);
+    const signals = [options.signal, timer].filter((s): s is AbortSignal => s !== undefined);
+    const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
+    const wanted = options.stream ?? "both";
+    const buffers = { stdout: new LineBuffer(), stderr: new LineBuffer() };
+    const test = (line: string, stream: "stdout" | "stderr"): LogMatch | undefined => {
+      if (typeof pattern === "string") {
+        return line.includes(pattern) ? { line, match: null, stream } : undefined;
+      }
+      const match = line.match(pattern);
+      return match ? { line, match, stream } : undefined;
+    };
+    try {
+      const messages = await this.#openLogStream(processId, undefined, signal);
+      for await (const message of messages) {
+        if (message.comment !== undefined) continue;
+        const event = message.event;
+        if (event === "stdout" || event === "stderr") {
+          if (wanted !== "both" && wanted !== event) continue;
+          for (const line of buffers[event].push(String(parseData(message)["data"] ?? ""))) {
+            const found = test(line, event);
+            if (found) return found;
+          }
+        } else if (event === "complete") {
+          for (const stream of ["stdout", "stderr"] as const) {
+            const rest = buffers[stream].flush();
+            const found = rest === undefined ? undefined : test(rest, stream);
+            if (found) return found;
+          }
+          const exit = exitFromCloudflare(parseData(message));
+          throw new ProcessExitedError(
+            `process ${processId} exited (code ${exit.exitCode}) before its output matched ${String(pattern)}`,
+            processId,
+            exit.exitCode,
+          );
+        } else if (event === "error") {
+          const data = parseData(message);
+          throw apiError(String(data["code"] ?? "internal"), String(data["error"] ?? ""), 0);
+        }
+      }
+      throw new StreamLostError("the log stream ended without an exit event", undefined, processId);
+    } catch (error) {
+      if (timer?.aborted && !(options.signal?.aborted ?? false)) {
+        throw new TimeoutError(
+          `no output line matched ${String(pattern)} within ${options.timeout} ms`,
+          "timeout",
+          0,
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Writes to a background process's stdin; `eof` closes it after. Resolves to bytes written. */
+  async writeStdin(
+    processId: string,
+    data: string | Uint8Array,
+    options: { eof?: boolean } = {},
+  ): Promise<number> {
+    const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    const wire = await this.client.json<{ written: number }>(
+      "POST",
+      `${this.#processPath(processId)}/stdin`,
+      { body, query: { eof: options.eof ? 1 : undefined } },
+    );
+    return wire.written;
+  }
+
+  /** Closes a background process's stdin (the process sees end of file). */
+  async closeStdin(processId: string): Promise<void> {
+    await this.client.json("POST", `${this.#processPath(processId)}/stdin`, {
+      json: { data: "", eof: true },
+    });
+  }
+}
+

@@ -1,0 +1,152 @@
+// Cut connections: a TCP proxy between the SDK and the daemon is cut mid-stream. The SDK must
+// resume with Last-Event-ID and its Idempotency-Key (no duplicate, no hole, the command run
+// once), and when it cannot resume it must fail, never report an exit code it did not see.
+
+import assert from "node:assert/strict";
+import { after, before, beforeEach, test } from "node:test";
+
+import { Sandbox, StreamLostError, parseSSEStream, type ExecEvent } from "sandstream";
+
+import { startProxy, useDaemon, type Daemon, type Proxy } from "./helpers.js";
+
+let daemon: Daemon;
+let sandbox: Sandbox;
+let proxy: Proxy;
+let remote: Sandbox;
+
+before(async () => {
+  daemon = await useDaemon();
+  sandbox = await Sandbox.create();
+  proxy = await startProxy(daemon.port);
+  remote = await Sandbox.connect(sandbox.id, { url: proxy.url });
+});
+
+beforeEach(() => {
+  proxy.refuse = false;
+  proxy.stall = false;
+  proxy.fragment = false;
+});
+
+after(async () => {
+  await proxy?.close();
+  await sandbox?.kill();
+  await daemon?.stop();
+});
+
+async function runs(file: string): Promise<number> {
+  const result = await sandbox.exec(`cat ${file} 2>/dev/null || true`);
+  return result.stdout.split("\n").filter((l) => l === "run").length;
+}
+
+test("callbacks: a cut after the first chunk resumes; output whole, command run once", async () => {
+  const out: string[] = [];
+  const before = proxy.connections;
+  const code = await remote.execStream(
+    "echo run >> runs-a.txt; echo one; sleep 1; echo two; sleep 0.2; echo three",
+    {
+      onStdout: (chunk) => {
+        out.push(chunk);
+        if (out.length === 1) proxy.cut();
+      },
+    },
+  );
+  assert.equal(code, 0);
+  assert.equal(out.join(""), "one\ntwo\nthree\n");
+  assert.ok(proxy.connections - before >= 2, "the SDK reconnected");
+  assert.equal(await runs("runs-a.txt"), 1);
+});
+
+test("stream: a cut mid-stream is invisible to parseSSEStream", async () => {
+  const stream = await remote.execStream("echo run >> runs-b.txt; echo one; sleep 1; echo two");
+  const events: ExecEvent[] = [];
+  for await (const event of parseSSEStream(stream)) {
+    events.push(event);
+    if (event.type === "stdout" && event.data === "one\n") proxy.cut();
+  }
+  assert.deepEqual(
+    events.map((e) => e.type),
+    ["start", "stdout", "stdout", "complete"],
+  );
+  assert.equal(events.map((e) => (e.type === "stdout" ? e.data : "")).join(""), "one\ntwo\n");
+  assert.equal(await runs("runs-b.txt"), 1);
+});
+
+test("buffered exec: a cut while waiting retries onto the same process", async () => {
+  const pending = remote.exec("echo run >> runs-c.txt; sleep 1; echo done");
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  proxy.cut();
+  const result = await pending;
+  assert.equal(result.exitCode, 0);
+  assert.equal(result.stdout, "done\n");
+  assert.equal(await runs("runs-c.txt"), 1);
+});
+
+test("a stalled connection is detected by the idle timeout and resumed", async () => {
+  const impatient = await Sandbox.connect(sandbox.id, { url: proxy.url, streamIdleTimeoutMs: 500 });
+  const out: string[] = [];
+  const code = await impatient.execStream("echo run >> runs-d.txt; echo one; sleep 1.5; echo two", {
+    onStdout: (chunk) => {
+      out.push(chunk);
+      if (out.length === 1) {
+        proxy.stall = true;
+        setTimeout(() => (proxy.stall = false), 700);
+      }
+    },
+  });
+  assert.equal(code, 0);
+  assert.equal(out.join(""), "one\ntwo\n");
+  assert.equal(await runs("runs-d.txt"), 1);
+});
+
+test("callbacks: no reconnection possible -> StreamLostError, no exit code", async () => {
+  const fragile = await Sandbox.connect(sandbox.id, { url: proxy.url, maxReconnects: 2 });
+  let processId = "";
+  const outcome = fragile.execStream("echo one; sleep 1; echo two", {
+    onStart: (id) => {
+      processId = id;
+    },
+    onStdout: () => {
+      proxy.refuse = true;
+      proxy.cut();
+    },
+  });
+  await assert.rejects(outcome, (error: unknown) => {
+    assert.ok(error instanceof StreamLostError, String(error));
+    assert.equal(error.processId, processId);
+    assert.ok(error.lastEventId !== undefined);
+    return true;
+  });
+  // The process itself was not affected by the lost connection.
+  const exited = await sandbox.waitForExit(processId, { timeout: 10_000 });
+  assert.equal(exited.exitCode, 0);
+});
+
+test("stream: no reconnection possible -> parseSSEStream throws, no complete event", async () => {
+  const fragile = await Sandbox.connect(sandbox.id, { url: proxy.url, maxReconnects: 1 });
+  const stream = await fragile.execStream("echo one; sleep 1; echo two");
+  const seen: string[] = [];
+  await assert.rejects(
+    (async () => {
+      for await (const event of parseSSEStream(stream)) {
+        seen.push(event.type);
+        if (event.type === "stdout") {
+          proxy.refuse = true;
+          proxy.cut();
+        }
+      }
+    })(),
+    StreamLostError,
+  );
+  assert.deepEqual(seen, ["start", "stdout"]);
+});
+
+test("process logs resume after a cut from the last event id", async () => {
+  const proc = await remote.startProcess("echo one; sleep 1; echo two; sleep 0.2; echo three");
+  const stream = await remote.streamProcessLogs(proc.id);
+  const data: string[] = [];
+  for await (const log of parseSSEStream(stream)) {
+    data.push(log.type === "stdout" ? log.data : `[${log.type}]`);
+    if (log.type === "stdout" && log.data === "one\n") proxy.cut();
+  }
+  assert.equal(data.join(""), "one\ntwo\nthree\n[complete]");
+});

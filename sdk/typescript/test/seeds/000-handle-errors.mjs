@@ -1,0 +1,23 @@
+// Seed 000 "Handle errors" (JavaScript); the build stand-in fails with exit code 2.
+import { Sandbox, parseSSEStream } from "sandstream";
+
+const sandbox = await Sandbox.connect(process.env.SANDBOX_ID);
+
+const stream = await sandbox.execStream('echo "compiling"; echo "error TS2304" >&2; exit 2');
+
+for await (const event of parseSSEStream(stream)) {
+	switch (event.type) {
+		case "stdout":
+			console.log(event.data);
+			break;
+
+		case "error":
+			throw new Error(`Build failed: ${event.error}`);
+
+		case "complete":
+			if (event.exitCode !== 0) {
+				throw new Error(`Build failed with exit code ${event.exitCode}`);
+			}
+			break;
+	}
+}

@@ -1,0 +1,18 @@
+// Seed 000 "Stream process logs" (TypeScript); `node server.js` is replaced by a shell stand-in
+// that prints the same readiness line.
+import { Sandbox, parseSSEStream, type LogEvent } from "sandstream";
+
+const sandbox = await Sandbox.connect(globalThis.process.env["SANDBOX_ID"]!);
+
+const process = await sandbox.startProcess('echo "booting"; sleep 0.5; echo "Server listening on :8080"; sleep 600');
+
+const logStream = await sandbox.streamProcessLogs(process.id);
+
+for await (const log of parseSSEStream<LogEvent>(logStream)) {
+  console.log(log.data);
+
+  if (log.data.includes('Server listening')) {
+    console.log('Server is ready');
+    break;
+  }
+}
