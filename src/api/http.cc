@@ -56,7 +56,8 @@ asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
   res.set(http::field::server, "sandstreamd");
   if (!content_type.empty()) res.set(http::field::content_type, content_type);
   res.set("X-Request-Id", ctx.request_id);
-  res.keep_alive(ctx.req.keep_alive());
+  // A response that ends the connection (an unread body, a broken stream) says so.
+  res.keep_alive(ctx.req.keep_alive() && !ctx.streamed);
   res.body() = std::move(body);
   res.prepare_payload();
   ctx.status = static_cast<int>(status);

@@ -89,18 +89,9 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
   if (!format) co_return co_await ReplyError(ctx, format.error());
   auto encoding = EncodingFromQuery(ctx);
   if (!encoding) co_return co_await ReplyError(ctx, encoding.error());
-  auto after = ResumePoint(ctx, 0);
+  auto after = StartPoint(ctx, process->log(), 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
-  uint64_t start = *after;
-  if (auto tail = ctx.Query("tail")) {
-    char* end = nullptr;
-    const std::string text(*tail);
-    const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || text[0] == '-') {
-      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "tail must be a number");
-    }
-    start = std::max(start, process->log().SeqBeforeTail(n));
-  }
+  const uint64_t start = *after;
 
   if (!WantsStream(ctx)) {
     auto slice = process->log().Read(start, UINT64_MAX);

@@ -31,17 +31,9 @@ asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   std::shared_ptr<OutputLog> journal = (*sb)->journal;
-  auto after = ResumePoint(ctx, 0);
+  auto after = StartPoint(ctx, *journal, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
-  uint64_t start = *after;
-  if (auto tail = ctx.Query("tail")) {
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(std::string(*tail).c_str(), &end, 10);
-    if (tail->empty() || *end != '\0') {
-      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "tail must be a number");
-    }
-    start = std::max(start, journal->SeqBeforeTail(n));
-  }
+  const uint64_t start = *after;
 
   if (!WantsStream(ctx)) {
     json::array items;

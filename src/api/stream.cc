@@ -49,6 +49,19 @@ Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback) {
   return value;
 }
 
+Result<uint64_t> StartPoint(const Context& ctx, const OutputLog& log, uint64_t fallback) {
+  auto after = ResumePoint(ctx, fallback);
+  if (!after) return after;
+  auto tail = ctx.Query("tail");
+  if (!tail) return after;
+  uint64_t n = 0;
+  auto [ptr, ec] = std::from_chars(tail->data(), tail->data() + tail->size(), n);
+  if (tail->empty() || ec != std::errc() || ptr != tail->data() + tail->size()) {
+    return Error{ErrorCode::kInvalidRequest, "tail must be a non-negative number"};
+  }
+  return std::max(*after, log.SeqBeforeTail(n));
+}
+
 asio::awaitable<void> ServeStream(Context& ctx, StreamSource source, CursorOptions cursor) {
   ctx.streamed = true;
   ctx.status = 200;

@@ -28,6 +28,10 @@ struct CursorOptions {
 
 boost::asio::awaitable<void> ServeStream(Context& ctx, StreamSource source, CursorOptions cursor);
 
+// Where a reader starts: after Last-Event-ID (else ?since=, else `fallback`), moved forward to
+// the last ?tail=N output chunks of `log` when tail is given. Bad numbers: kInvalidRequest.
+Result<uint64_t> StartPoint(const Context& ctx, const OutputLog& log, uint64_t fallback);
+
 // Where a reader resumes: Last-Event-ID, else ?since=, else `fallback`.
 // Returns kInvalidRequest for a value that is not a non-negative integer.
 Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback);

@@ -13,6 +13,7 @@ uint64_t OutputLog::Append(EntryKind kind, std::string_view data, SystemTime tim
   e.data.assign(data);
   e.offset = total_bytes_;
   total_bytes_ += data.size();
+  if (e.seq == 1) first_entry_end_ = total_bytes_;
   retained_bytes_ += data.size();
   entries_.push_back(std::move(e));
   if (kind == EntryKind::kExit) ended_ = true;
@@ -43,6 +44,9 @@ OutputLog::Slice OutputLog::Read(uint64_t after_seq, uint64_t max_bytes,
   const uint64_t first = first_retained_seq();
   if (after_seq + 1 < first) {
     Gap gap{after_seq + 1, first - 1, std::nullopt};
+    // A reader at the very start knows where it is without having said so.
+    if (!known_offset && after_seq == 0) known_offset = 0;
+    if (!known_offset && after_seq == 1) known_offset = first_entry_end_;
     const uint64_t first_offset = entries_.empty() ? total_bytes_ : entries_.front().offset;
     if (known_offset) gap.bytes = first_offset - std::min(first_offset, *known_offset);
     slice.gap = gap;
@@ -76,6 +80,7 @@ void OutputLog::Restore(std::vector<LogEntry> entries) {
   for (auto& e : entries) {
     if (!entries_.empty() && e.seq <= entries_.back().seq) continue;
     next_seq_ = e.seq + 1;
+    if (e.seq == 1) first_entry_end_ = e.offset + e.data.size();
     retained_bytes_ += e.data.size();
     total_bytes_ = e.offset + e.data.size();
     if (e.kind == EntryKind::kExit) ended_ = true;

@@ -91,6 +91,7 @@ class OutputLog {
   std::deque<LogEntry> entries_;
   uint64_t next_seq_ = 1;
   uint64_t total_bytes_ = 0;
+  uint64_t first_entry_end_ = 0;  // output offset after seq 1 (a process's `start`: 0)
   uint64_t retained_bytes_ = 0;
   uint64_t evicted_entries_ = 0;
   uint64_t evicted_bytes_ = 0;

@@ -118,22 +118,33 @@ json::object StoredProcessJson(const Process& p, uint64_t tail_bytes) {
   o["idempotency_key"] = spec.idempotency_key;
   json::array tail;
   const auto& entries = p.log().entries();
-  // Keep the newest entries up to tail_bytes of output, plus start/exit markers among them.
+  // Keep the last tail_bytes of output exactly: whole entries, then the end of the one
+  // before them, cut at a code point boundary.
   uint64_t bytes = 0;
   size_t first = entries.size();
+  size_t cut = 0;  // bytes dropped from the front of entries[first]
   while (first > 0) {
     const auto& e = entries[first - 1];
-    if (bytes + e.data.size() > tail_bytes && e.kind != EntryKind::kExit) break;
+    if (bytes + e.data.size() > tail_bytes) {
+      const uint64_t room = tail_bytes - bytes;
+      if (room > 0) {
+        cut = e.data.size() - room;
+        while (cut < e.data.size() && (static_cast<unsigned char>(e.data[cut]) & 0xC0) == 0x80) ++cut;
+        if (cut < e.data.size()) --first;
+      }
+      break;
+    }
     bytes += e.data.size();
     --first;
   }
   for (size_t i = first; i < entries.size(); ++i) {
     const auto& e = entries[i];
+    const size_t skip = i == first ? std::min(cut, e.data.size()) : 0;
     tail.push_back(json::object{{"seq", e.seq},
                                 {"kind", KindName(e.kind)},
                                 {"time", FormatRfc3339(e.time)},
-                                {"offset", e.offset},
-                                {"data", Base64(e.data)}});
+                                {"offset", e.offset + skip},
+                                {"data", Base64(std::string_view(e.data).substr(skip))}});
   }
   o["tail"] = std::move(tail);
   return o;

@@ -91,22 +91,24 @@ TEST(Base64Test, AppendBase64KeepsWhatIsAlreadyThere) {
 }
 
 TEST(Base64Test, RejectsLengthsThatAreNotAMultipleOfFour) {
-  for (const std::string_view text : std::initializer_list<std::string_view> {"Z", "Zg", "Zg=", "Zm9", "Zm9vY", "Zm9vYg", "Zm9vYg="}) {
+  for (const std::string_view text : std::initializer_list<std::string_view>{
+           "Z", "Zg", "Zg=", "Zm9", "Zm9vY", "Zm9vYg", "Zm9vYg="}) {
     EXPECT_EQ(DecodeBase64(text), std::nullopt) << text;
   }
 }
 
 TEST(Base64Test, RejectsCharactersOutsideTheAlphabet) {
-  for (const std::string_view text : std::initializer_list<std::string_view>
-       {"Zm9v!A==", "Zm 9v", "Zm9v\nYmFy", "Zm9-", "Zm9_", "Zm9.", std::string_view("Zm\0v", 4),
-        "Zm9v\xc3\xa9Z=", "\x80Zm9"}) {
+  for (const std::string_view text : std::initializer_list<std::string_view>{
+           "Zm9v!A==", "Zm 9", "Zm9v\nYmF", "Zm9-", "Zm9_", "Zm9.", std::string_view("Zm\0v", 4),
+           "Zm9v\xc3\xa9Z=", "\x80Zm9"}) {
     EXPECT_EQ(DecodeBase64(text), std::nullopt) << text;
   }
 }
 
 TEST(Base64Test, RejectsMisplacedPadding) {
-  for (const std::string_view text : std::initializer_list<std::string_view> {"====", "Z===", "=Zm9", "Z=m9", "Zm=9", "Zg=a", "Zg==Zm9v",
-                                "Zm8=Zm9v", "Zm9v====", "Zm9vZ===", "Zm9vYg=A"}) {
+  for (const std::string_view text : std::initializer_list<std::string_view>{
+           "====", "Z===", "=Zm9", "Z=m9", "Zm=9", "Zg=a", "Zg==Zm9v", "Zm8=Zm9v",
+           "Zm9v====", "Zm9vZ===", "Zm9vYg=A"}) {
     EXPECT_EQ(DecodeBase64(text), std::nullopt) << text;
   }
 }

@@ -304,8 +304,9 @@ TEST_F(ConfigTest, Timeouts) {
   EXPECT_NE(Problems({"--exec-default-timeout-seconds=-1"})
                 .find("exec_default_timeout_seconds must not be negative"),
             std::string::npos);
-  EXPECT_NE(Problems({"--max-timeout-seconds=0"}).find("max_timeout_seconds must be greater than 0"),
-            std::string::npos);
+  EXPECT_NE(
+      Problems({"--max-timeout-seconds=0"}).find("max_timeout_seconds must be greater than 0"),
+      std::string::npos);
   EXPECT_NE(Problems({"--max-timeout-seconds=5s"}).find("max_timeout_seconds must be a number"),
             std::string::npos);
 }
@@ -318,9 +319,9 @@ TEST_F(ConfigTest, NotANumberIsNotATimeout) {
 }
 
 TEST_F(ConfigTest, DefaultsMustNotExceedTheirMaximums) {
-  const std::string m = Problems({"--default-memory-mb=9000", "--default-cpu-percent=900",
-                                  "--default-disk-mb=70000", "--default-open-files=20000",
-                                  "--log-window-bytes=300000000"});
+  const std::string m =
+      Problems({"--default-memory-mb=9000", "--default-cpu-percent=900", "--default-disk-mb=70000",
+                "--default-open-files=20000", "--log-window-bytes=300000000"});
   EXPECT_NE(m.find("default_memory_mb must not exceed max_memory_mb"), std::string::npos) << m;
   EXPECT_NE(m.find("default_cpu_percent must not exceed max_cpu_percent"), std::string::npos) << m;
   EXPECT_NE(m.find("default_disk_mb must not exceed max_disk_mb"), std::string::npos) << m;

@@ -228,7 +228,9 @@ TEST(OutputLogTest, BatchedReadsReproduceTheWholeLog) {
         ASSERT_EQ(e->offset, got.size() + bytes);
         bytes += e->data.size();
       }
-      if (slice.entries.size() > 1) { ASSERT_LE(bytes, budget); }
+      if (slice.entries.size() > 1) {
+        ASSERT_LE(bytes, budget);
+      }
       got += Joined(slice);
       after = slice.entries.back()->seq;
     }
@@ -239,7 +241,7 @@ TEST(OutputLogTest, BatchedReadsReproduceTheWholeLog) {
 
 TEST(OutputLogTest, ReadReportsTheGapOfEvictedEntries) {
   OutputLog log(LogLimits{.max_bytes = 10, .max_entries = 100});
-  log.Append(EntryKind::kStart, {});    // 1, offset 0
+  log.Append(EntryKind::kStart, {});      // 1, offset 0
   log.Append(EntryKind::kStdout, "aaa");  // 2, offset 0
   log.Append(EntryKind::kStdout, "bbb");  // 3, offset 3
   log.Append(EntryKind::kStderr, "ccc");  // 4, offset 6
@@ -309,11 +311,14 @@ TEST(OutputLogTest, WindowInvariantsHoldUnderRandomAppends) {
       ASSERT_EQ(log.evicted_bytes() + retained, log.total_bytes());
       ASSERT_EQ(log.evicted_entries() + entries.size(), log.last_seq());
       ASSERT_LE(entries.size(), limits.max_entries);
-      if (entries.size() > 1) { ASSERT_LE(retained, limits.max_bytes); }
+      if (entries.size() > 1) {
+        ASSERT_LE(retained, limits.max_bytes);
+      }
       // Evicting one entry fewer would have broken a limit.
       if (log.evicted_entries() > 0) {
         const uint64_t first = log.first_retained_seq();
-        const uint64_t with_previous = retained + (offset_after[first - 1] - offset_after[first - 2]);
+        const uint64_t with_previous =
+            retained + (offset_after[first - 1] - offset_after[first - 2]);
         ASSERT_TRUE(with_previous > limits.max_bytes || entries.size() + 1 > limits.max_entries);
       }
 
@@ -338,17 +343,17 @@ TEST(OutputLogTest, WindowInvariantsHoldUnderRandomAppends) {
 
 TEST(OutputLogTest, SeqBeforeTailCountsChunksOfBothStreams) {
   OutputLog log;
-  log.Append(EntryKind::kStart, {});     // 1
-  log.Append(EntryKind::kStdout, "a");   // 2
-  log.Append(EntryKind::kStderr, "b");   // 3
-  log.Append(EntryKind::kStdout, "c");   // 4
+  log.Append(EntryKind::kStart, {});    // 1
+  log.Append(EntryKind::kStdout, "a");  // 2
+  log.Append(EntryKind::kStderr, "b");  // 3
+  log.Append(EntryKind::kStdout, "c");  // 4
   EXPECT_EQ(log.SeqBeforeTail(0), 4u);
   EXPECT_EQ(log.SeqBeforeTail(1), 3u);
   EXPECT_EQ(log.SeqBeforeTail(2), 2u);
   EXPECT_EQ(log.SeqBeforeTail(3), 0u);  // everything, start included
   EXPECT_EQ(log.SeqBeforeTail(1000), 0u);
-  log.Append(EntryKind::kExit, {});      // 5
-  EXPECT_EQ(log.SeqBeforeTail(0), 4u);   // only the exit follows
+  log.Append(EntryKind::kExit, {});     // 5
+  EXPECT_EQ(log.SeqBeforeTail(0), 4u);  // only the exit follows
   EXPECT_EQ(log.SeqBeforeTail(1), 3u);
   EXPECT_EQ(Seqs(log.Read(log.SeqBeforeTail(2), 1000)), std::vector<uint64_t>({3, 4, 5}));
 }
@@ -389,8 +394,12 @@ TEST(OutputLogTest, ReadAfterSeqBeforeTailGivesExactlyTheLastChunks) {
         got_chunks += e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr;
       }
       ASSERT_EQ(got_chunks, std::min<size_t>(n, retained_chunks)) << "n " << n;
-      if (!slice.entries.empty()) { ASSERT_EQ(slice.entries.back()->seq, log.last_seq()); }
-      if (exited) { ASSERT_FALSE(slice.entries.empty()); }
+      if (!slice.entries.empty()) {
+        ASSERT_EQ(slice.entries.back()->seq, log.last_seq());
+      }
+      if (exited) {
+        ASSERT_FALSE(slice.entries.empty());
+      }
     }
   }
 }

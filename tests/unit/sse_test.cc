@@ -191,9 +191,9 @@ TEST_F(SseTest, PandastackChunksAreExactlyAsSpecified) {
   EXPECT_EQ(Render(Format::kPandastack, Encoding::kUtf8, *p,
                    MakeEntry(3, EntryKind::kStderr, "warning\n")),
             "id: 3\nevent: stderr\ndata: {\"chunk\":\"warning\\n\"}\n\n");
-  EXPECT_EQ(Render(Format::kPandastack, Encoding::kBase64, *p,
-                   MakeEntry(4, EntryKind::kStdout, "hi")),
-            "id: 4\nevent: stdout\ndata: {\"chunk\":\"aGk=\"}\n\n");
+  EXPECT_EQ(
+      Render(Format::kPandastack, Encoding::kBase64, *p, MakeEntry(4, EntryKind::kStdout, "hi")),
+      "id: 4\nevent: stdout\ndata: {\"chunk\":\"aGk=\"}\n\n");
   EXPECT_EQ(Render(Format::kPandastack, Encoding::kBase64, *p,
                    MakeEntry(5, EntryKind::kStderr, std::string("\xff", 1))),
             "id: 5\nevent: stderr\ndata: {\"chunk\":\"/w==\"}\n\n");
@@ -238,8 +238,7 @@ TEST_F(SseTest, ExitReasonsUseTheirWireNames) {
     exit.reason = reason;
     auto p = MakeProcess("x", {}, exit);
     for (Format format : {Format::kPandastack, Format::kCloudflare}) {
-      const Event e =
-          ParseOne(Render(format, Encoding::kUtf8, *p, MakeEntry(3, EntryKind::kExit)));
+      const Event e = ParseOne(Render(format, Encoding::kUtf8, *p, MakeEntry(3, EntryKind::kExit)));
       const json::object data = ParseData(e.data);
       ASSERT_TRUE(data.contains("reason"));
       EXPECT_EQ(data.at("reason"), json::value(name));
@@ -253,18 +252,19 @@ TEST_F(SseTest, CloudflareEventsAreExactlyAsSpecified) {
   exit.exit_code = 0;
   exit.duration_ms = 12;
   auto p = MakeProcess("npm run build", {"sh", "-c", "npm run build"}, exit);
-  EXPECT_EQ(Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(1, EntryKind::kStart)),
-            "id: 1\nevent: start\ndata: {\"type\":\"start\",\"timestamp\":"
-            "\"2026-12-02T14:18:01.123Z\",\"processId\":\"proc_1a2b3c4d5e6f7a8b\","
-            "\"sandboxId\":\"sb_6f1c2a9e0b7d4e3a\",\"pid\":4242,\"command\":\"npm run build\"}\n\n");
-  EXPECT_EQ(Render(Format::kCloudflare, Encoding::kUtf8, *p,
-                   MakeEntry(2, EntryKind::kStdout, "built\n")),
-            "id: 2\nevent: stdout\ndata: {\"type\":\"stdout\",\"timestamp\":"
-            "\"2026-12-02T14:18:01.123Z\",\"data\":\"built\\n\"}\n\n");
-  EXPECT_EQ(Render(Format::kCloudflare, Encoding::kBase64, *p,
-                   MakeEntry(3, EntryKind::kStderr, "hi")),
-            "id: 3\nevent: stderr\ndata: {\"type\":\"stderr\",\"timestamp\":"
-            "\"2026-12-02T14:18:01.123Z\",\"data\":\"aGk=\"}\n\n");
+  EXPECT_EQ(
+      Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(1, EntryKind::kStart)),
+      "id: 1\nevent: start\ndata: {\"type\":\"start\",\"timestamp\":"
+      "\"2026-12-02T14:18:01.123Z\",\"processId\":\"proc_1a2b3c4d5e6f7a8b\","
+      "\"sandboxId\":\"sb_6f1c2a9e0b7d4e3a\",\"pid\":4242,\"command\":\"npm run build\"}\n\n");
+  EXPECT_EQ(
+      Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(2, EntryKind::kStdout, "built\n")),
+      "id: 2\nevent: stdout\ndata: {\"type\":\"stdout\",\"timestamp\":"
+      "\"2026-12-02T14:18:01.123Z\",\"data\":\"built\\n\"}\n\n");
+  EXPECT_EQ(
+      Render(Format::kCloudflare, Encoding::kBase64, *p, MakeEntry(3, EntryKind::kStderr, "hi")),
+      "id: 3\nevent: stderr\ndata: {\"type\":\"stderr\",\"timestamp\":"
+      "\"2026-12-02T14:18:01.123Z\",\"data\":\"aGk=\"}\n\n");
   EXPECT_EQ(Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(4, EntryKind::kExit)),
             "id: 4\nevent: complete\ndata: {\"type\":\"complete\",\"timestamp\":"
             "\"2026-12-02T14:18:01.123Z\",\"exitCode\":0,\"signal\":null,\"reason\":\"exited\","
@@ -296,9 +296,11 @@ TEST_F(SseTest, Utf8ChunksReplaceInvalidBytesAndBase64KeepsThemExactly) {
   for (Format format : {Format::kPandastack, Format::kCloudflare}) {
     const char* field = format == Format::kPandastack ? "chunk" : "data";
 
-    Event e = ParseOne(Render(format, Encoding::kUtf8, *p, MakeEntry(2, EntryKind::kStdout, bytes)));
+    Event e =
+        ParseOne(Render(format, Encoding::kUtf8, *p, MakeEntry(2, EntryKind::kStdout, bytes)));
     json::object data = ParseData(e.data);
-    EXPECT_EQ(data.at(field), json::value("ok\xEF\xBF\xBD\xEF\xBF\xBD(\n" + std::string(1, '\0') + "\""));
+    EXPECT_EQ(data.at(field),
+              json::value("ok\xEF\xBF\xBD\xEF\xBF\xBD(\n" + std::string(1, '\0') + "\""));
 
     e = ParseOne(Render(format, Encoding::kBase64, *p, MakeEntry(2, EntryKind::kStdout, bytes)));
     data = ParseData(e.data);

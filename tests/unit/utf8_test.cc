@@ -70,7 +70,8 @@ class Reference {
       best = k;
       full = it->second;
     }
-    if (best == 3 && full == 4 && rest.size() > 3 && (static_cast<uint8_t>(rest[3]) & 0xC0) == 0x80) {
+    if (best == 3 && full == 4 && rest.size() > 3 &&
+        (static_cast<uint8_t>(rest[3]) & 0xC0) == 0x80) {
       best = 4;
     }
     *complete = best > 0 && best == full;
@@ -175,21 +176,28 @@ std::string RandomText(std::mt19937& rng, size_t pieces) {
   for (size_t p = 0; p < pieces; ++p) {
     switch (kind(rng)) {
       case 0:
-      case 1: s += Encode(ascii(rng)); break;
-      case 2: s += Encode(two(rng)); break;
+      case 1:
+        s += Encode(ascii(rng));
+        break;
+      case 2:
+        s += Encode(two(rng));
+        break;
       case 3: {
         uint32_t cp = three(rng);
         if (cp >= 0xD800 && cp <= 0xDFFF) cp -= 0x800;
         s += Encode(cp);
         break;
       }
-      case 4: s += Encode(four(rng)); break;
+      case 4:
+        s += Encode(four(rng));
+        break;
       case 5: {  // a truncated valid sequence
         const std::string e = Encode(four(rng));
         s += e.substr(0, 1 + rng() % 3);
         break;
       }
-      default: s += static_cast<char>(InterestingBytes()[pick(rng)]);
+      default:
+        s += static_cast<char>(InterestingBytes()[pick(rng)]);
     }
   }
   return s;
@@ -199,16 +207,19 @@ TEST(Utf8Test, ReferenceAgreesWithTheStandardsExample) {
   // Unicode 15, section 3.9, table 3-8.
   const std::string input = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
   const std::string expected =
-      "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD" "d";
+      "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+      "b\xEF\xBF\xBD"
+      "c\xEF\xBF\xBD\xEF\xBF\xBD"
+      "d";
   EXPECT_EQ(Ref().Sanitize(input), expected);
   EXPECT_EQ(Sanitized(input), expected);
 }
 
 TEST(Utf8Test, SanitizeKeepsValidTextUnchanged) {
-  for (const std::string_view text : std::initializer_list<std::string_view>
-       {"", "plain ascii\n", "caf\xC3\xA9", "\xE2\x82\xAC 5", "\xF0\x9F\x98\x80!",
-        "\xEF\xBF\xBD", "\xED\x9F\xBF", "\xEE\x80\x80", "\xF4\x8F\xBF\xBF", "\xF0\x90\x80\x80",
-        "\xE0\xA0\x80", "\xC2\x80", "\xDF\xBF", std::string_view("nul\0inside", 10)}) {
+  for (const std::string_view text : std::initializer_list<std::string_view>{
+           "", "plain ascii\n", "caf\xC3\xA9", "\xE2\x82\xAC 5", "\xF0\x9F\x98\x80!",
+           "\xEF\xBF\xBD", "\xED\x9F\xBF", "\xEE\x80\x80", "\xF4\x8F\xBF\xBF", "\xF0\x90\x80\x80",
+           "\xE0\xA0\x80", "\xC2\x80", "\xDF\xBF", std::string_view("nul\0inside", 10)}) {
     EXPECT_TRUE(IsValidUtf8(text)) << Hex(text);
     EXPECT_EQ(Sanitized(text), text) << Hex(text);
   }
@@ -220,23 +231,23 @@ TEST(Utf8Test, SanitizeReplacesEachMaximalSubpart) {
     size_t replacements;  // input is otherwise empty
   };
   const Case cases[] = {
-      {"\x80", 1},                  // lone continuation
-      {"\x80\x80\x80", 3},          // each continuation on its own
-      {"\xC0\xAF", 2},              // overlong '/': C0 is never valid
-      {"\xC1\xBF", 2},              //
-      {"\xE0\x80\x80", 3},          // overlong 3-byte: E0 needs A0..BF next
-      {"\xE0\x9F\xBF", 3},          //
-      {"\xED\xA0\x80", 3},          // surrogate D800
-      {"\xED\xBF\xBF", 3},          // surrogate DFFF
-      {"\xF0\x80\x80\x80", 4},      // overlong 4-byte
-      {"\xF0\x8F\xBF\xBF", 4},      //
-      {"\xF4\x90\x80\x80", 4},      // beyond U+10FFFF
-      {"\xF5\x80\x80\x80", 4},      // F5 is never valid
-      {"\xFF", 1},                  //
-      {"\xFE\xFF", 2},              //
-      {"\xC3", 1},                  // truncated by the end
-      {"\xE2\x82", 1},              // one subpart, not two
-      {"\xF0\x9F\x98", 1},          //
+      {"\x80", 1},              // lone continuation
+      {"\x80\x80\x80", 3},      // each continuation on its own
+      {"\xC0\xAF", 2},          // overlong '/': C0 is never valid
+      {"\xC1\xBF", 2},          //
+      {"\xE0\x80\x80", 3},      // overlong 3-byte: E0 needs A0..BF next
+      {"\xE0\x9F\xBF", 3},      //
+      {"\xED\xA0\x80", 3},      // surrogate D800
+      {"\xED\xBF\xBF", 3},      // surrogate DFFF
+      {"\xF0\x80\x80\x80", 4},  // overlong 4-byte
+      {"\xF0\x8F\xBF\xBF", 4},  //
+      {"\xF4\x90\x80\x80", 4},  // beyond U+10FFFF
+      {"\xF5\x80\x80\x80", 4},  // F5 is never valid
+      {"\xFF", 1},              //
+      {"\xFE\xFF", 2},          //
+      {"\xC3", 1},              // truncated by the end
+      {"\xE2\x82", 1},          // one subpart, not two
+      {"\xF0\x9F\x98", 1},      //
       {"\xF0\x9F\x98\xF0\x9F\x98", 2},
       {"\xE2\x82\xE2\x82", 2},
       {"\xC3\xC3", 2},
@@ -251,7 +262,10 @@ TEST(Utf8Test, SanitizeReplacesEachMaximalSubpart) {
 }
 
 TEST(Utf8Test, SanitizeKeepsValidNeighboursOfInvalidBytes) {
-  EXPECT_EQ(Sanitized("a\xE2\x82" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(Sanitized("a\xE2\x82"
+                      "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(Sanitized("\xE2\x82\xE2\x82\xAC"), "\xEF\xBF\xBD\xE2\x82\xAC");
   EXPECT_EQ(Sanitized("\xF0\x9F\x98\x80\x80"), "\xF0\x9F\x98\x80\xEF\xBF\xBD");
   EXPECT_EQ(Sanitized("\xC3\xA9\xFF\xC3\xA9"), "\xC3\xA9\xEF\xBF\xBD\xC3\xA9");
@@ -316,8 +330,8 @@ TEST(Utf8Test, EveryScalarValueIsValidAndEverySurrogateIsNot) {
     const std::string e = Encode(cp);
     if (surrogate) {
       ASSERT_FALSE(IsValidUtf8(e)) << std::hex << cp;
-      ASSERT_EQ(Sanitized(e), std::string(kReplacement) + std::string(kReplacement) +
-                                  std::string(kReplacement))
+      ASSERT_EQ(Sanitized(e),
+                std::string(kReplacement) + std::string(kReplacement) + std::string(kReplacement))
           << std::hex << cp;
     } else {
       ASSERT_TRUE(IsValidUtf8(e)) << std::hex << cp;
@@ -341,10 +355,10 @@ TEST(Utf8Test, CompletePrefixExamples) {
   EXPECT_EQ(Utf8CompletePrefix("\xF0\x9F\x98\x80\xF0"), 4u);
   EXPECT_EQ(Utf8CompletePrefix("\xC3\xC3"), 1u);
   // Bytes that can never become valid are not held back.
-  EXPECT_EQ(Utf8CompletePrefix("a\xE0\x80"), 3u);   // overlong
-  EXPECT_EQ(Utf8CompletePrefix("a\xED\xA0"), 3u);   // surrogate
-  EXPECT_EQ(Utf8CompletePrefix("a\xF4\x90"), 3u);   // beyond U+10FFFF
-  EXPECT_EQ(Utf8CompletePrefix("a\xF0\x8F"), 3u);   // overlong 4-byte
+  EXPECT_EQ(Utf8CompletePrefix("a\xE0\x80"), 3u);  // overlong
+  EXPECT_EQ(Utf8CompletePrefix("a\xED\xA0"), 3u);  // surrogate
+  EXPECT_EQ(Utf8CompletePrefix("a\xF4\x90"), 3u);  // beyond U+10FFFF
+  EXPECT_EQ(Utf8CompletePrefix("a\xF0\x8F"), 3u);  // overlong 4-byte
   EXPECT_EQ(Utf8CompletePrefix("a\xF5"), 2u);
   EXPECT_EQ(Utf8CompletePrefix("a\xC0"), 2u);
   EXPECT_EQ(Utf8CompletePrefix("a\xC1"), 2u);

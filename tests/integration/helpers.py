@@ -1,0 +1,173 @@
+"""Shared helpers for the integration tests: a sandstreamd process and small assertions."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+BIN = os.environ.get("SANDSTREAM_BIN", "/work/main/build/dev/bin/sandstreamd")
+API_KEY = "testkey"
+READY_RE = re.compile(r"^sandstreamd .*listening on (http://127\.0\.0\.1:(\d+))")
+START_SECONDS = 30.0
+DEFAULT_TEST_TIMEOUT = 60
+
+
+class Daemon:
+    """One sandstreamd process started on 127.0.0.1:0."""
+
+    def __init__(self, data_dir: Path, args: list[str], env: dict[str, str], log_path: Path):
+        self.data_dir = data_dir
+        self.args = args
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.port = 0
+        self.stdout_lines: list[str] = []
+
+    @property
+    def pid(self) -> int:
+        """The daemon's own pid."""
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> None:
+        """Starts the daemon and waits for its `listening on` line."""
+        if not os.access(BIN, os.X_OK):
+            pytest.fail(f"sandstreamd binary not found at {BIN} (set SANDSTREAM_BIN)")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY, **self.env}
+        cmd = [BIN, "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir), *self.args]
+        log = open(self.log_path, "ab")
+        # Its own session: a wrong group kill by the daemon must not reach the test runner.
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env,
+                                     start_new_session=True)
+        log.close()
+        ready = threading.Event()
+
+        def drain() -> None:
+            # Keeps reading stdout so the daemon never blocks on a full pipe.
+            assert self.proc is not None and self.proc.stdout is not None
+            for raw in self.proc.stdout:
+                line = raw.decode(errors="replace").rstrip("\n")
+                self.stdout_lines.append(line)
+                m = READY_RE.search(line)
+                if m and not ready.is_set():
+                    self.url, self.port = m.group(1), int(m.group(2))
+                    ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        deadline = time.monotonic() + START_SECONDS
+        while not ready.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"sandstreamd did not start ({' '.join(cmd)}): stdout "
+                            f"{self.stdout_lines!r}, stderr tail:\n{self.log_tail()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Sends `sig` and waits for the exit; returns the exit status."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"sandstreamd did not exit within {timeout}s of signal {sig}")
+
+    def send_signal(self, sig: int) -> None:
+        """Sends `sig` without waiting."""
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL, if still running."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def client(self, key: str | None = API_KEY, timeout: float = 30.0) -> httpx.Client:
+        """An httpx client on this daemon, authenticated unless `key` is None."""
+        headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def rss_kib(self) -> int:
+        """VmRSS from /proc/<pid>/status, in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS line")
+
+    def log_tail(self, n: int = 40) -> str:
+        """The last lines the daemon wrote to stderr."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return ""
+
+
+def create_sandbox(c: httpx.Client, **body: Any) -> dict[str, Any]:
+    """POST /v1/sandboxes; asserts 201."""
+    r = c.post("/v1/sandboxes", json=body)
+    assert r.status_code == 201, r.text
+    sb: dict[str, Any] = r.json()
+    return sb
+
+
+def pgrep(pattern: str) -> list[str]:
+    """Command lines of live processes matching `pattern` (pgrep -af)."""
+    r = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
+    return [line for line in r.stdout.splitlines() if line.strip()]
+
+
+def wait_no_process(pattern: str, within: float = 2.0) -> list[str]:
+    """Polls until nothing matches `pattern` or `within` passes; returns what is left."""
+    deadline = time.monotonic() + within
+    left = pgrep(pattern)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = pgrep(pattern)
+    return left
+
+
+def assert_error(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Asserts the spec's error shape, status and code; returns the error object."""
+    assert r.status_code == status, f"{r.status_code} {r.text}"
+    assert r.headers.get("content-type", "").startswith("application/json"), r.headers
+    body = r.json()
+    assert set(body) == {"error"}, body
+    err: dict[str, Any] = body["error"]
+    assert err.get("code") == code, body
+    assert isinstance(err.get("message"), str) and err["message"], body
+    return err
+
+
+def run(c: httpx.Client, sandbox_id: str, **body: Any) -> dict[str, Any]:
+    """POST .../exec; asserts 200 and returns the result."""
+    r = c.post(f"/v1/sandboxes/{sandbox_id}/exec", json=body)
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+def wait_until(predicate: Any, within: float, interval: float = 0.05) -> bool:
+    """Polls `predicate()` until it is truthy or `within` seconds pass; returns the last value."""
+    deadline = time.monotonic() + within
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return bool(value)
+        time.sleep(interval)

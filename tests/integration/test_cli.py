@@ -1,0 +1,432 @@
+"""The `sandstream` CLI against the real daemon (fixtures from conftest.py) and against small
+fake servers for the cases the daemon cannot be made to produce: a dropped connection at a
+chosen point, a stream that ends without an exit.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from helpers import API_KEY, Daemon
+
+CLI = os.environ.get("SANDSTREAM_CLI", "/work/main/build/dev/bin/sandstream")
+
+
+def cli_env(url: str, key: str = API_KEY) -> dict[str, str]:
+    """The environment that points the CLI at `url`."""
+    return {**os.environ, "SANDSTREAM_URL": url, "SANDSTREAM_API_KEY": key}
+
+
+def run_cli(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+    """Runs the CLI to completion, capturing stdout and stderr as bytes."""
+    if not os.access(CLI, os.X_OK):
+        pytest.fail(f"sandstream binary not found at {CLI} (set SANDSTREAM_CLI)")
+    return subprocess.run([CLI, *args], env=env, capture_output=True, timeout=timeout)
+
+
+def spawn_cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """Starts the CLI with stdout and stderr piped."""
+    if not os.access(CLI, os.X_OK):
+        pytest.fail(f"sandstream binary not found at {CLI} (set SANDSTREAM_CLI)")
+    return subprocess.Popen([CLI, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def read_exactly(stream: Any, n: int, timeout: float = 10) -> bytes:
+    """Reads n bytes from a pipe as they arrive, failing after `timeout` seconds."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([stream], [], [], max(left, 0))
+        if not ready:
+            raise AssertionError(f"only {out!r} arrived within {timeout}s")
+        chunk = os.read(stream.fileno(), n - len(out))
+        if not chunk:
+            raise AssertionError(f"pipe closed after {out!r}")
+        out += chunk
+    return out
+
+
+@pytest.fixture
+def env(daemon: Daemon) -> dict[str, str]:
+    """CLI environment for the session daemon."""
+    return cli_env(daemon.url)
+
+
+# --- against the real daemon -------------------------------------------------------------------
+
+
+def test_sandbox_create_ls_rm(env: dict[str, str], client: httpx.Client) -> None:
+    created = run_cli(env, "sandbox", "create", "--ttl", "600", "--env", "GREETING=hi",
+                      "--meta", "owner=cli-test")
+    assert created.returncode == 0, created.stderr
+    sandbox_id = created.stdout.decode().strip()
+    assert sandbox_id.startswith("sb_")
+    got = client.get(f"/v1/sandboxes/{sandbox_id}").json()
+    assert got["env"] == {"GREETING": "hi"}
+    assert got["ttl_seconds"] == 600
+    assert got["metadata"] == {"owner": "cli-test"}
+
+    listed = run_cli(env, "sandbox", "ls", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert sandbox_id in [s["id"] for s in json.loads(listed.stdout)]
+    table = run_cli(env, "sandbox", "ls")
+    assert table.stdout.decode().splitlines()[0].split()[0] == "ID"
+    assert sandbox_id in table.stdout.decode()
+
+    removed = run_cli(env, "sandbox", "rm", sandbox_id)
+    assert removed.returncode == 0, removed.stderr
+    assert client.get(f"/v1/sandboxes/{sandbox_id}").status_code == 404
+    again = run_cli(env, "sandbox", "rm", sandbox_id)
+    assert again.returncode == 2
+    assert again.stderr.decode().startswith("sandstream: not_found: ")
+
+
+def test_exec_streams_live_and_keeps_stdout_and_stderr_apart(
+        env: dict[str, str], sandbox: dict[str, Any]) -> None:
+    proc = spawn_cli(env, "exec", sandbox["id"], "--",
+                     "sh", "-c", "printf abc; printf err >&2; sleep 2; printf def; exit 7")
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        # A partial line, no newline: it must arrive while the command still runs.
+        assert read_exactly(proc.stdout, 3) == b"abc"
+        assert read_exactly(proc.stderr, 3) == b"err"
+        assert proc.poll() is None
+        rest_out, rest_err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert rest_out == b"def"
+    assert rest_err == b""
+    assert proc.returncode == 7
+
+
+def test_exec_writes_bytes_exactly(env: dict[str, str], sandbox: dict[str, Any]) -> None:
+    result = run_cli(env, "exec", sandbox["id"], "--", "printf", r"\377\000\001\303")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"\xff\x00\x01\xc3"
+
+
+def test_exec_options_reach_the_command(env: dict[str, str], sandbox: dict[str, Any]) -> None:
+    result = run_cli(env, "exec", sandbox["id"], "--env", "A=1", "-e", "B=x=y", "--cwd", "/tmp",
+                     "--", "sh", "-c", 'echo "$A $B $(pwd)"')
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"1 x=y /tmp\n"
+
+
+def test_exec_reports_signals_as_128_plus_n(env: dict[str, str], sandbox: dict[str, Any]) -> None:
+    result = run_cli(env, "exec", sandbox["id"], "--", "sh", "-c", "kill -KILL $$")
+    assert result.returncode == 137
+
+
+def test_exec_timeout_kills_and_says_why(env: dict[str, str], sandbox: dict[str, Any]) -> None:
+    result = run_cli(env, "exec", sandbox["id"], "--timeout", "1", "--", "sleep", "30")
+    assert result.returncode in (143, 137)
+    assert b"timeout" in result.stderr
+
+
+def test_exec_errors_exit_2_with_the_servers_code(env: dict[str, str], daemon: Daemon) -> None:
+    missing = run_cli(env, "exec", "sb_0000000000000000", "--", "true")
+    assert missing.returncode == 2
+    assert missing.stderr.decode().startswith("sandstream: not_found: ")
+    wrong_key = run_cli(cli_env(daemon.url, "wrong"), "sandbox", "ls")
+    assert wrong_key.returncode == 2
+    assert wrong_key.stderr.decode().startswith("sandstream: unauthorized: ")
+
+
+def test_interrupt_is_forwarded_to_the_command(env: dict[str, str],
+                                               sandbox: dict[str, Any]) -> None:
+    proc = spawn_cli(env, "exec", sandbox["id"], "--", "sh", "-c", "echo ready; exec sleep 30")
+    try:
+        assert proc.stdout is not None
+        assert read_exactly(proc.stdout, 6) == b"ready\n"
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGINT
+
+
+def test_run_uses_a_throwaway_sandbox(env: dict[str, str], client: httpx.Client) -> None:
+    before = {s["id"] for s in client.get("/v1/sandboxes").json()["sandboxes"]}
+    result = run_cli(env, "run", "--", "sh", "-c", "echo hi; echo oops >&2; exit 5")
+    assert result.returncode == 5
+    assert result.stdout == b"hi\n"
+    assert result.stderr == b"oops\n"
+    after = {s["id"] for s in client.get("/v1/sandboxes").json()["sandboxes"]}
+    assert after == before
+
+
+def test_start_ps_logs_and_kill(env: dict[str, str], client: httpx.Client,
+                                sandbox: dict[str, Any]) -> None:
+    sb = sandbox["id"]
+    started = run_cli(env, "start", sb, "--id", "talker", "--",
+                      "sh", "-c", "echo one; echo warn >&2; sleep 1; echo two")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout == b"talker\n"
+
+    followed = run_cli(env, "logs", "-f", sb, "talker")
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout == b"one\ntwo\n"
+    assert followed.stderr == b"warn\n"
+    retained = run_cli(env, "logs", sb, "talker")
+    assert retained.returncode == 0, retained.stderr
+    assert retained.stdout == b"one\ntwo\n"
+
+    listed = run_cli(env, "ps", sb, "--json")
+    assert listed.returncode == 0, listed.stderr
+    talker = next(p for p in json.loads(listed.stdout) if p["id"] == "talker")
+    assert talker["exit_code"] == 0
+    assert "talker" in run_cli(env, "ps", sb).stdout.decode()
+
+    sleeper = run_cli(env, "start", sb, "--", "sleep", "300").stdout.decode().strip()
+    killed = run_cli(env, "kill", sb, sleeper)
+    assert killed.returncode == 0, killed.stderr
+    assert client.get(f"/v1/sandboxes/{sb}/processes/{sleeper}").json()["reason"] == "killed"
+
+    hup = run_cli(env, "start", sb, "--", "sleep", "300").stdout.decode().strip()
+    signaled = run_cli(env, "kill", sb, hup, "--signal", "HUP")
+    assert signaled.returncode == 0, signaled.stderr
+    waited = client.get(f"/v1/sandboxes/{sb}/processes/{hup}/wait", params={"timeout_seconds": 10})
+    assert waited.json()["exit_code"] == 128 + signal.SIGHUP
+
+
+def test_kill_with_an_unknown_signal_is_the_servers_error(daemon_factory: Any) -> None:
+    # A daemon of its own: this is bad input the daemon must survive.
+    own = daemon_factory()
+    env = cli_env(own.url)
+    sb = run_cli(env, "sandbox", "create").stdout.decode().strip()
+    process = run_cli(env, "start", sb, "--", "sleep", "300").stdout.decode().strip()
+    bad = run_cli(env, "kill", sb, process, "--signal", "NOPE")
+    assert bad.returncode == 2
+    assert bad.stderr.decode().startswith("sandstream: invalid_request: ")
+    assert run_cli(env, "kill", sb, process).returncode == 0
+    assert own.alive()
+
+
+class CuttingProxy:
+    """A loopback TCP proxy that cuts its first connection once the response carries a marker."""
+
+    def __init__(self, upstream_port: int, marker: bytes):
+        self.upstream_port = upstream_port
+        self.marker = marker
+        self.requests: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            first = not self.requests
+            self.requests.append(b"")
+            threading.Thread(target=self._serve, args=(conn, len(self.requests) - 1, first),
+                             daemon=True).start()
+
+    def _serve(self, conn: socket.socket, index: int, cut: bool) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+
+        def pump_requests() -> None:
+            try:
+                while data := conn.recv(65536):
+                    self.requests[index] += data
+                    upstream.sendall(data)
+            except OSError:
+                pass  # the other direction closed both sockets
+
+        threading.Thread(target=pump_requests, daemon=True).start()
+        seen = b""
+        try:
+            while data := upstream.recv(65536):
+                conn.sendall(data)
+                seen += data
+                if cut and self.marker in seen:
+                    break
+        except OSError:
+            pass
+        finally:
+            # shutdown, not just close: the request pump still blocks in recv on these sockets.
+            for s in (conn, upstream):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def close(self) -> None:
+        """Stops accepting."""
+        self.listener.close()
+
+
+def test_resume_after_a_dropped_connection(daemon: Daemon, client: httpx.Client,
+                                           sandbox: dict[str, Any]) -> None:
+    proxy = CuttingProxy(daemon.port, b"event: stdout")
+    try:
+        result = run_cli(cli_env(f"http://127.0.0.1:{proxy.port}"), "exec", sandbox["id"], "--",
+                         "sh", "-c", "echo first; echo run >> runs.txt; sleep 1; echo second")
+    finally:
+        proxy.close()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"first\nsecond\n"
+    assert len(proxy.requests) >= 2
+    first, second = proxy.requests[0].lower(), proxy.requests[1].lower()
+    key = next(line for line in first.split(b"\r\n") if line.startswith(b"idempotency-key:"))
+    assert key in second.split(b"\r\n")
+    assert b"\r\nlast-event-id: " in second
+    ran = client.post(f"/v1/sandboxes/{sandbox['id']}/exec", json={"cmd": "cat runs.txt"}).json()
+    assert ran["stdout"] == "run\n"
+
+
+# --- against fake servers ----------------------------------------------------------------------
+
+Handler = Callable[[int, dict[str, str], socket.socket], None]
+
+
+class FakeServer:
+    """Accepts connections and hands each parsed request to `handler(n, headers, conn)`."""
+
+    def __init__(self, handler: Handler):
+        self.handler = handler
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.count = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                raw = b""
+                while b"\r\n\r\n" not in raw:
+                    raw += conn.recv(65536)
+                head, body = raw.split(b"\r\n\r\n", 1)
+                lines = head.decode().split("\r\n")
+                headers = {k.strip().lower(): v.strip()
+                           for k, v in (line.split(":", 1) for line in lines[1:])}
+                while len(body) < int(headers.get("content-length", "0")):
+                    body += conn.recv(65536)
+                self.handler(self.count, headers, conn)
+                self.count += 1
+
+    def close(self) -> None:
+        """Stops accepting."""
+        self.listener.close()
+
+
+@pytest.fixture
+def fake_server() -> Iterator[Callable[[Handler], FakeServer]]:
+    """Starts fake servers, closed afterwards."""
+    servers: list[FakeServer] = []
+
+    def start(handler: Handler) -> FakeServer:
+        servers.append(FakeServer(handler))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def sse(seq: int | None, event: str, data: dict[str, Any]) -> bytes:
+    """One SSE frame."""
+    head = f"id: {seq}\n" if seq is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def chunk(data: bytes) -> bytes:
+    """One HTTP/1.1 chunk."""
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n")
+START = sse(1, "start", {"process_id": "proc_f", "sandbox_id": "sb_f", "pid": 1})
+
+
+def out(seq: int, data: bytes) -> bytes:
+    """A stdout frame in base64 encoding."""
+    return sse(seq, "stdout", {"chunk": base64.b64encode(data).decode()})
+
+
+def test_fake_resume_sends_key_and_last_event_id(fake_server: Any) -> None:
+    seen: list[dict[str, str]] = []
+
+    def handler(n: int, headers: dict[str, str], conn: socket.socket) -> None:
+        seen.append(headers)
+        if n == 0:
+            # Two whole events and half of the third, then the connection breaks.
+            conn.sendall(STREAM_HEAD + chunk(START + out(2, b"one\n") + b"id: 3\nevent: std"))
+            return
+        conn.sendall(STREAM_HEAD + chunk(out(3, b"two\n")) + chunk(
+            sse(4, "exit", {"exit_code": 3, "signal": None, "reason": "exited",
+                            "duration_ms": 5})) + b"0\r\n\r\n")
+
+    server = fake_server(handler)
+    result = run_cli(cli_env(server.url), "exec", "sb_f", "--", "anything")
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == b"one\ntwo\n"
+    assert len(seen) == 2
+    assert "last-event-id" not in seen[0]
+    assert seen[1]["last-event-id"] == "2"
+    assert seen[1]["idempotency-key"] == seen[0]["idempotency-key"]
+    assert seen[0]["authorization"] == f"Bearer {API_KEY}"
+
+
+def test_fake_stream_without_exit_is_an_error(fake_server: Any) -> None:
+    def handler(n: int, headers: dict[str, str], conn: socket.socket) -> None:
+        # Resumed requests get nothing new: the stream never reaches an exit.
+        body = b"" if "last-event-id" in headers else chunk(START + out(2, b"partial"))
+        conn.sendall(STREAM_HEAD + body + b"0\r\n\r\n")
+
+    server = fake_server(handler)
+    result = run_cli(cli_env(server.url), "exec", "sb_f", "--", "anything")
+    assert result.returncode == 255
+    assert result.stdout == b"partial"
+    assert b"without" in result.stderr
+
+
+def test_fake_error_event_is_not_an_exit(fake_server: Any) -> None:
+    def handler(n: int, headers: dict[str, str], conn: socket.socket) -> None:
+        conn.sendall(STREAM_HEAD + chunk(START + sse(None, "error", {
+            "code": "shutting_down", "message": "sandstreamd is shutting down"})) + b"0\r\n\r\n")
+
+    server = fake_server(handler)
+    result = run_cli(cli_env(server.url), "exec", "sb_f", "--", "anything")
+    assert result.returncode == 255
+    assert b"sandstream: shutting_down: sandstreamd is shutting down" in result.stderr
+
+
+def test_unreachable_server_and_bad_usage_exit_2() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    refused = run_cli(cli_env(f"http://127.0.0.1:{port}"), "exec", "sb_x", "--", "true")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(b"sandstream: connect ")
+    env = cli_env("http://127.0.0.1:1")
+    for args in (["exec", "sb_x"], ["frobnicate"], ["sandbox", "create", "--ttl", "-1"],
+                 ["exec", "sb_x", "--timeout", "0", "--", "true"], ["logs", "sb_x"]):
+        result = run_cli(env, *args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith(b"sandstream: "), args
+    assert run_cli(cli_env("https://127.0.0.1:1"), "sandbox", "ls").returncode == 2
+    helped = run_cli(env, "--help")
+    assert helped.returncode == 0
+    assert b"Exit status" in helped.stdout
