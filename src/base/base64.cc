@@ -14,6 +14,20 @@ int Value(char c) {
   if (c == '/') return 63;
   return -1;
 }
+
+// Two output characters per 12 input bits: half the lookups of the one-character table. This
+// runs over every byte of a base64 stream.
+struct PairTable {
+  uint16_t pairs[4096];
+  PairTable() {
+    for (int v = 0; v < 4096; ++v) {
+      const char two[2] = {kAlphabet[v >> 6], kAlphabet[v & 63]};
+      __builtin_memcpy(&pairs[v], two, 2);
+    }
+  }
+};
+const PairTable kPairs;
+
 }  // namespace
 
 void AppendBase64(std::string& out, std::string_view bytes) {
@@ -24,10 +38,9 @@ void AppendBase64(std::string& out, std::string_view bytes) {
   size_t i = 0;
   for (; i + 3 <= bytes.size(); i += 3) {
     const uint32_t v = (uint32_t{in[i]} << 16) | (uint32_t{in[i + 1]} << 8) | in[i + 2];
-    *p++ = kAlphabet[v >> 18];
-    *p++ = kAlphabet[(v >> 12) & 63];
-    *p++ = kAlphabet[(v >> 6) & 63];
-    *p++ = kAlphabet[v & 63];
+    __builtin_memcpy(p, &kPairs.pairs[v >> 12], 2);
+    __builtin_memcpy(p + 2, &kPairs.pairs[v & 4095], 2);
+    p += 4;
   }
   if (i < bytes.size()) {
     uint32_t v = uint32_t{in[i]} << 16;

@@ -26,6 +26,14 @@ uint64_t OutputLog::Append(EntryKind kind, std::string_view data, SystemTime tim
   return next_seq_ - 1;
 }
 
+void OutputLog::Trim(uint64_t max_bytes) {
+  const LogLimits saved = limits_;
+  limits_.max_bytes = std::min(limits_.max_bytes, max_bytes);
+  Evict();
+  limits_ = saved;
+  entries_.shrink_to_fit();
+}
+
 void OutputLog::Evict() {
   // Never evict the newest entry: a reader must always be able to get the latest state.
   while (entries_.size() > 1 &&

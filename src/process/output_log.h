@@ -78,6 +78,11 @@ class OutputLog {
   uint64_t evicted_bytes() const { return evicted_bytes_; }
   const std::deque<LogEntry>& entries() const { return entries_; }
 
+  // Evicts the oldest entries (never the newest) until at most `max_bytes` of output remain:
+  // a finished process nobody reads keeps only its tail.
+  void Trim(uint64_t max_bytes);
+  size_t listener_count() const { return listeners_.size(); }
+
   // Refills a log from stored entries (a finished process after a restart); keeps their seqs.
   void Restore(std::vector<LogEntry> entries);
 

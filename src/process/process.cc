@@ -94,13 +94,14 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
   ps.open_stdin = spec_.stdin_data.has_value() || spec_.keep_stdin_open;
   oom_counter_ = std::move(oom_counter);
   oom_at_start_ = oom_counter_();
+  // The clock starts before the spawn: by the time Spawn returns, the command is running.
+  started_at_ = SystemNow();
+  started_steady_ = SteadyNow();
   auto spawned = sandbox.Spawn(ps);
   if (!spawned) return std::move(spawned).error();
 
   pid_ = spawned->pid;
-  started_at_ = SystemNow();
-  started_steady_ = SteadyNow();
-  last_output_ = started_steady_;
+  last_output_ = SteadyNow();
   on_exit_ = std::move(on_exit);
   using Desc = asio::posix::stream_descriptor;
   out_ = std::make_unique<Desc>(ex_, spawned->stdout_fd.release());

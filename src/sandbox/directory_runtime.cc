@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -92,6 +93,8 @@ class DirectorySandbox final : public Sandbox {
     if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "spawn: fork", errno);
     if (pid == 0) {
       if (::setpgid(0, 0) != 0) ReportAndExit(report_fd, "setpgid", errno);
+      // Unisolated processes must not outlive a daemon that died without cleaning up.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ReportAndExit(report_fd, "prctl PDEATHSIG", errno);
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);

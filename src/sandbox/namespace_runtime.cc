@@ -269,7 +269,11 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
   s.nofile_hard = static_cast<int64_t>(nofile.rlim_max);
 }
 
-NamespaceRuntime::~NamespaceRuntime() = default;
+NamespaceRuntime::~NamespaceRuntime() {
+  // The daemon is going: its cgroup parents go too once empty (a busy one stays, harmlessly,
+  // for CleanupLeftovers at the next start).
+  for (const auto& parent : CgroupParents()) ::rmdir(parent.c_str());
+}
 
 Result<std::unique_ptr<Sandbox>> NamespaceRuntime::Create(const SandboxSpec& spec) {
   if (!ready_) return ready_.error();

@@ -251,6 +251,7 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
             {{"limit", "memory_mb"}, {"process_id", p.id()}});
   }
   PersistProcess(sb, p);
+  asio::co_spawn(ex_, TrimWhenIdle(p.weak_from_this()), [](std::exception_ptr) {});
   // Bound memory: keep at most 256 finished processes in memory per sandbox (the store keeps
   // their records until the sandbox is deleted).
   size_t finished = 0;
@@ -262,6 +263,21 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
         sb.processes.erase(it);
         break;
       }
+    }
+  }
+}
+
+asio::awaitable<void> Service::TrimWhenIdle(std::weak_ptr<Process> weak) {
+  asio::steady_timer timer(ex_);
+  for (;;) {
+    timer.expires_after(options_.finished_window_grace);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    auto p = weak.lock();
+    if (!p) co_return;
+    if (p->log().listener_count() == 0) {
+      p->log().Trim(options_.retained_tail_bytes);
+      co_return;
     }
   }
 }

@@ -34,6 +34,9 @@ struct ServiceOptions {
   size_t max_sandboxes = 1000;
   size_t max_processes_per_sandbox = 1024;
   size_t journal_entries = 1000;
+  // A finished process keeps its whole output window this long after its last reader left
+  // (for reconnects), then only the retained tail: memory follows live processes, not history.
+  std::chrono::seconds finished_window_grace{60};
   std::vector<std::string> base_env;  // every process starts from these ("PATH=...")
   // Template name -> root directory ("" builds the root from the host's system dirs).
   std::map<std::string, std::string> templates;
@@ -115,6 +118,7 @@ class Service {
                std::string message, boost::json::object fields = {});
   void ArmTtl(SandboxEntry& sb);
   void OnProcessExit(SandboxEntry& sb, Process& p);
+  boost::asio::awaitable<void> TrimWhenIdle(std::weak_ptr<Process> process);
   void Persist(const SandboxEntry& sb);
   void PersistProcess(const SandboxEntry& sb, const Process& p);
   void Free(const std::string& id);

@@ -253,8 +253,12 @@ TEST(OutputLogTest, ReadReportsTheGapOfEvictedEntries) {
   ASSERT_TRUE(slice.gap.has_value());
   EXPECT_EQ(slice.gap->from_seq, 1u);
   EXPECT_EQ(slice.gap->to_seq, 3u);
-  EXPECT_FALSE(slice.gap->bytes.has_value());
+  // A reader from the start (or just after `start`, seq 1) is at offset 0 without saying so.
+  EXPECT_EQ(slice.gap->bytes, std::optional<uint64_t>(6));
   EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({4, 5, 6}));
+  EXPECT_EQ(log.Read(1, 1000).gap->bytes, std::optional<uint64_t>(6));
+  // Further in, without a known offset, the daemon cannot tell.
+  EXPECT_FALSE(log.Read(2, 1000).gap->bytes.has_value());
 
   slice = log.Read(0, 1000, 0);
   ASSERT_TRUE(slice.gap.has_value());
