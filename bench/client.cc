@@ -1,0 +1,301 @@
+// Blocking HTTP/1.1 and SSE over loopback TCP for sandstream-bench.
+#include "client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace sandstream::bench {
+
+namespace {
+
+std::string Errno(std::string_view what) { return std::string(what) + ": " + std::strerror(errno); }
+
+void SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw BenchError(Errno("send"));
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+std::string RequestHead(std::string_view method, std::string_view target, std::string_view api_key,
+                        size_t body_size) {
+  std::string head;
+  head.reserve(256);
+  head.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
+  head.append("Host: 127.0.0.1\r\nAuthorization: Bearer ").append(api_key).append("\r\n");
+  if (body_size > 0) {
+    head.append("Content-Type: application/json\r\nContent-Length: ")
+        .append(std::to_string(body_size))
+        .append("\r\n");
+  }
+  head.append("\r\n");
+  return head;
+}
+
+// The value of header `name` in a response head, or empty.
+std::string_view HeaderValue(std::string_view head, std::string_view name) {
+  size_t pos = head.find("\r\n");
+  while (pos != std::string_view::npos && pos + 2 < head.size()) {
+    const size_t start = pos + 2;
+    const size_t end = head.find("\r\n", start);
+    std::string_view line = head.substr(start, end == std::string_view::npos ? end : end - start);
+    if (line.size() > name.size() && line[name.size()] == ':' &&
+        ::strncasecmp(line.data(), name.data(), name.size()) == 0) {
+      std::string_view value = line.substr(name.size() + 1);
+      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      return value;
+    }
+    pos = end;
+  }
+  return {};
+}
+
+int StatusOf(std::string_view head) {
+  // "HTTP/1.1 200 OK"
+  if (head.size() < 12 || !head.starts_with("HTTP/1.")) throw BenchError("bad status line");
+  return std::atoi(std::string(head.substr(9, 3)).c_str());
+}
+
+}  // namespace
+
+int ConnectLoopback(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw BenchError(Errno("socket"));
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    std::string message = Errno("connect 127.0.0.1:" + std::to_string(port));
+    ::close(fd);
+    throw BenchError(message);
+  }
+  return fd;
+}
+
+HttpClient::HttpClient(uint16_t port, std::string api_key)
+    : port_(port), api_key_(std::move(api_key)) {}
+
+HttpClient::~HttpClient() { Close(); }
+
+void HttpClient::Connect() {
+  Close();
+  fd_ = ConnectLoopback(port_);
+}
+
+void HttpClient::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  in_.clear();
+}
+
+bool HttpClient::ReadMore() {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw BenchError(Errno("recv"));
+    if (n == 0) return false;
+    in_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+}
+
+HttpResponse HttpClient::Request(std::string_view method, std::string_view target,
+                                 std::string_view body) {
+  const std::string head = RequestHead(method, target, api_key_, body.size());
+  // A kept-alive connection the server has since closed fails on the first read: retry once.
+  for (int attempt = 0;; ++attempt) {
+    const bool reused = fd_ >= 0;
+    if (!reused) Connect();
+    in_.clear();
+    bool sent = true;
+    try {
+      SendAll(fd_, head);
+      SendAll(fd_, body);
+    } catch (const BenchError&) {
+      sent = false;
+    }
+    size_t head_end = std::string::npos;
+    bool eof = false;
+    if (sent) {
+      while ((head_end = in_.find("\r\n\r\n")) == std::string::npos) {
+        if (!ReadMore()) {
+          eof = true;
+          break;
+        }
+      }
+    }
+    if (!sent || eof) {
+      Close();
+      if (reused && attempt == 0 && in_.empty()) continue;
+      throw BenchError("connection closed before a response to " + std::string(method) + " " +
+                       std::string(target));
+    }
+
+    HttpResponse res;
+    const std::string_view response_head(in_.data(), head_end);
+    res.status = StatusOf(response_head);
+    const std::string length = std::string(HeaderValue(response_head, "Content-Length"));
+    const bool chunked =
+        HeaderValue(response_head, "Transfer-Encoding").find("chunked") != std::string_view::npos;
+    const bool close = ::strncasecmp(std::string(HeaderValue(response_head, "Connection")).c_str(),
+                                     "close", 5) == 0;
+    size_t pos = head_end + 4;
+    if (!length.empty()) {
+      const size_t n = std::stoull(length);
+      while (in_.size() < pos + n) {
+        if (!ReadMore()) throw BenchError("connection closed inside a response body");
+      }
+      res.body.assign(in_, pos, n);
+      in_.erase(0, pos + n);
+    } else if (chunked) {
+      for (;;) {
+        size_t line_end;
+        while ((line_end = in_.find("\r\n", pos)) == std::string::npos) {
+          if (!ReadMore()) throw BenchError("connection closed inside a chunked body");
+        }
+        const size_t size = std::stoull(in_.substr(pos, line_end - pos), nullptr, 16);
+        pos = line_end + 2;
+        while (in_.size() < pos + size + 2) {
+          if (!ReadMore()) throw BenchError("connection closed inside a chunk");
+        }
+        res.body.append(in_, pos, size);
+        pos += size + 2;
+        if (size == 0) break;
+      }
+      in_.erase(0, pos);
+    } else if (res.status == 204 || res.status == 304 || res.status < 200) {
+      in_.erase(0, pos);
+    } else {
+      while (ReadMore()) {
+      }
+      res.body.assign(in_, pos);
+      Close();
+    }
+    if (close) Close();
+    return res;
+  }
+}
+
+std::string HttpClient::Expect(int expected, std::string_view method, std::string_view target,
+                               std::string_view body) {
+  HttpResponse res = Request(method, target, body);
+  if (res.status != expected) {
+    throw BenchError(std::string(method) + " " + std::string(target) + ": status " +
+                     std::to_string(res.status) + ", expected " + std::to_string(expected) + ": " +
+                     res.body.substr(0, 300));
+  }
+  return std::move(res.body);
+}
+
+SseStream::SseStream(uint16_t port, const std::string& api_key, std::string_view method,
+                     std::string_view target, std::string_view body)
+    : fd_(ConnectLoopback(port)), buf_(new char[4096]), cap_(4096) {
+  std::string head = RequestHead(method, target, api_key, body.size());
+  head.append(body);
+  SendAll(fd_, head);
+  for (;;) {
+    if (!Receive()) throw BenchError("stream closed before its response head");
+    std::string_view received(buf_.get(), end_);
+    const size_t head_end = received.find("\r\n\r\n");
+    if (head_end == std::string_view::npos) continue;
+    const int status = StatusOf(received.substr(0, head_end));
+    if (status != 200) {
+      while (Receive()) {
+      }
+      throw BenchError(std::string(method) + " " + std::string(target) + ": status " +
+                       std::to_string(status) + ": " +
+                       std::string(buf_.get() + head_end + 4, end_ - head_end - 4).substr(0, 300));
+    }
+    begin_ = scan_ = head_end + 4;
+    return;
+  }
+}
+
+SseStream::~SseStream() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool SseStream::Receive() {
+  // Keep room for a large read: shift the unconsumed tail down, or grow.
+  constexpr size_t kMinRoom = 64 * 1024;
+  if (cap_ - end_ < kMinRoom) {
+    if (begin_ > 0) {
+      std::memmove(buf_.get(), buf_.get() + begin_, end_ - begin_);
+      end_ -= begin_;
+      scan_ -= begin_;
+      begin_ = 0;
+    }
+    if (cap_ - end_ < kMinRoom) {
+      size_t cap = std::max<size_t>(cap_ * 2, 1 << 20);
+      std::unique_ptr<char[]> bigger(new char[cap]);
+      std::memcpy(bigger.get(), buf_.get(), end_);
+      buf_ = std::move(bigger);
+      cap_ = cap;
+    }
+  }
+  for (;;) {
+    ssize_t n = ::recv(fd_, buf_.get() + end_, cap_ - end_, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw BenchError(Errno("recv (stream)"));
+    end_ += static_cast<size_t>(n);
+    return n > 0;
+  }
+}
+
+bool SseStream::NextEvent(Event* e) {
+  for (;;) {
+    const char* base = buf_.get();
+    // Events end with "\n\n"; newlines are rare inside them (JSON escapes its own), so
+    // memchr for each '\n' beats a two-byte search. The pair may straddle the last receive.
+    size_t from = std::max(scan_, begin_ + 1) - 1;
+    size_t block_end = std::string::npos;
+    while (from + 1 < end_) {
+      const void* nl = std::memchr(base + from, '\n', end_ - from - 1);
+      if (nl == nullptr) break;
+      from = static_cast<size_t>(static_cast<const char*>(nl) - base);
+      if (base[from + 1] == '\n') {
+        block_end = from;
+        break;
+      }
+      ++from;
+    }
+    if (block_end == std::string::npos) {
+      scan_ = end_;
+      return false;
+    }
+    std::string_view block(base + begin_, block_end - begin_);
+    begin_ = scan_ = block_end + 2;
+    e->type = "message";
+    e->data = {};
+    bool any = false;
+    while (!block.empty()) {
+      const size_t nl = block.find('\n');
+      std::string_view line = block.substr(0, nl);
+      block.remove_prefix(nl == std::string_view::npos ? block.size() : nl + 1);
+      if (line.starts_with("event: ")) {
+        e->type = line.substr(7);
+        any = true;
+      } else if (line.starts_with("data: ")) {
+        e->data = line.substr(6);
+        any = true;
+      }
+    }
+    if (any) return true;  // else a comment (keepalive) or an id alone: skip
+  }
+}
+
+}  // namespace sandstream::bench

@@ -1,0 +1,92 @@
+// A minimal blocking HTTP/1.1 client over loopback sockets for the benchmarks: keep-alive JSON
+// requests and Server-Sent-Event streams, with as little client-side cost as possible so that
+// what the figures show is the daemon. Failures throw BenchError (a failed figure, not a result).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace sandstream::bench {
+
+struct BenchError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+};
+
+// One keep-alive connection; reconnects when the server closed it.
+class HttpClient {
+ public:
+  HttpClient(uint16_t port, std::string api_key);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  HttpResponse Request(std::string_view method, std::string_view target,
+                       std::string_view body = {});
+  // Request() that throws unless the status is `expected`.
+  std::string Expect(int expected, std::string_view method, std::string_view target,
+                     std::string_view body = {});
+
+ private:
+  void Connect();
+  void Close();
+  bool ReadMore();  // false on EOF
+
+  uint16_t port_;
+  std::string api_key_;
+  int fd_ = -1;
+  std::string in_;  // bytes read but not consumed
+};
+
+// One SSE response. Events are handed out as views into the receive buffer, valid only during
+// the callback. The daemon writes SSE bodies raw (Connection: close, no chunked coding).
+class SseStream {
+ public:
+  // Connects, sends the request and reads the response head; throws unless 200.
+  SseStream(uint16_t port, const std::string& api_key, std::string_view method,
+            std::string_view target, std::string_view body = {});
+  ~SseStream();
+  SseStream(const SseStream&) = delete;
+  SseStream& operator=(const SseStream&) = delete;
+
+  struct Event {
+    std::string_view type;  // "message" when the block has no event: line
+    std::string_view data;  // one data: line (the daemon never splits data)
+  };
+
+  // One recv(), then every complete event is passed to `on_event`; false once the server closed
+  // the stream. `on_event` returns false to stop early (the rest stays buffered).
+  template <typename F>
+  bool Pump(F&& on_event) {
+    if (!Receive()) return false;
+    Event e;
+    while (NextEvent(&e)) {
+      if (!on_event(e)) break;
+    }
+    return true;
+  }
+  int fd() const { return fd_; }
+
+ private:
+  bool Receive();
+  bool NextEvent(Event* e);
+
+  int fd_ = -1;
+  std::unique_ptr<char[]> buf_;
+  size_t cap_ = 0;
+  size_t begin_ = 0;  // first unconsumed byte
+  size_t end_ = 0;    // one past the last received byte
+  size_t scan_ = 0;   // where the search for the next "\n\n" resumes
+};
+
+// Connects a TCP socket to 127.0.0.1:port with TCP_NODELAY; throws on failure.
+int ConnectLoopback(uint16_t port);
+
+}  // namespace sandstream::bench

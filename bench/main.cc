@@ -1,0 +1,677 @@
+// sandstream-bench: starts the real sandstreamd and measures the brief's performance figures,
+// each beside a baseline measured in the same run, and prints them as a table with ratios.
+// It never fails on a number (the machine is shared and noisy); it fails only when a figure
+// cannot be measured at all. Usage: see --help and bench/README.md.
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baselines.h"
+#include "client.h"
+#include "daemon.h"
+#include "stats.h"
+
+namespace sandstream::bench {
+namespace {
+
+namespace json = boost::json;
+
+constexpr const char* kApiKey = "sandstream-bench-key";
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = kMiB * 1024.0;
+
+struct Options {
+  std::string daemon;
+  std::string runtime = "namespace";
+  bool quick = false;
+};
+
+struct Row {
+  std::string figure, value, baseline, baseline_value, ratio, target;
+};
+
+std::string Format(const char* fmt, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, a);
+  return buf;
+}
+
+std::string Ms(double ms) { return ms < 1 ? Format("%.3f ms", ms) : Format("%.2f ms", ms); }
+std::string Us(double us) { return Format("%.1f us", us); }
+std::string Ratio(double a, double b) { return b > 0 ? Format("%.2fx", a / b) : "-"; }
+std::string KiB(double bytes) { return Format("%.1f KiB", bytes / 1024); }
+std::string Met(bool met) { return met ? " (met)" : " (missed)"; }
+
+json::object ParseObject(const std::string& text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) throw BenchError("not a JSON object: " + text.substr(0, 200));
+  return v.as_object();
+}
+
+double SelfCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+std::string StringField(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) throw BenchError("no string field " + std::string(key));
+  return std::string(v->as_string());
+}
+
+// Counts the bytes a JSON string body (between the quotes, escapes intact) decodes to in UTF-8.
+uint64_t DecodedUtf8Bytes(std::string_view s) {
+  uint64_t n = 0;
+  const char* p = s.data();
+  const char* end = p + s.size();
+  while (p < end) {
+    const char* bs = static_cast<const char*>(std::memchr(p, '\\', static_cast<size_t>(end - p)));
+    if (bs == nullptr) return n + static_cast<uint64_t>(end - p);
+    n += static_cast<uint64_t>(bs - p);
+    // Runs of NULs (3b) are one escape every six bytes: take them without a memchr each.
+    while (bs + 6 <= end && std::memcmp(bs, "\\u0000", 6) == 0) {
+      ++n;
+      bs += 6;
+    }
+    if (bs >= end) return n;
+    if (*bs != '\\') {
+      p = bs;
+      continue;
+    }
+    if (bs + 1 < end && bs[1] == 'u' && bs + 6 <= end) {
+      unsigned cp = 0;
+      for (int i = 2; i < 6; ++i) {
+        const char h = bs[i];
+        cp = cp * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+      }
+      if (cp >= 0xd800 && cp < 0xdc00) {
+        n += 4;  // a surrogate pair; its low half adds nothing
+      } else if (cp < 0xdc00 || cp >= 0xe000) {
+        n += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+      }
+      p = bs + 6;
+    } else {
+      n += 1;
+      p = bs + 2;
+    }
+  }
+  return n;
+}
+
+uint64_t DecodedBase64Bytes(std::string_view s) {
+  uint64_t padding = 0;
+  while (!s.empty() && s.back() == '=') {
+    s.remove_suffix(1);
+    ++padding;
+  }
+  return (s.size() + padding) / 4 * 3 - padding;
+}
+
+// The string value of "chunk" in a pandastack chunk event's data, escapes intact.
+std::string_view ChunkOf(std::string_view data) {
+  constexpr std::string_view kKey = "{\"chunk\":\"";
+  if (!data.starts_with(kKey) || !data.ends_with("\"}")) throw BenchError("unexpected chunk event");
+  return data.substr(kKey.size(), data.size() - kKey.size() - 2);
+}
+
+class Bench {
+ public:
+  Bench(const Options& options, DaemonOptions daemon_options, BenchCgroups& cgroups,
+        std::string raw_dir)
+      : options_(options),
+        daemon_options_(std::move(daemon_options)),
+        cgroups_(cgroups),
+        raw_dir_(std::move(raw_dir)) {
+    Restart();
+  }
+
+  // A fresh daemon: the memory figures must not see the heap that earlier figures grew.
+  void Restart() {
+    http_.reset();
+    daemon_.reset();
+    daemon_ = std::make_unique<Daemon>(daemon_options_, cgroups_);
+    http_ = std::make_unique<HttpClient>(daemon_->port(), kApiKey);
+  }
+
+  void Run(const std::string& label, const std::function<void()>& figure) {
+    std::fprintf(stderr, "measuring: %s\n", label.c_str());
+    try {
+      figure();
+    } catch (const std::exception& e) {
+      Fail(label, e.what());
+    }
+    if (!daemon_->Alive()) {
+      Detail(label,
+             "sandstreamd exited during this figure; its log ends: " + daemon_->LogTail(800));
+      Restart();
+    }
+  }
+
+  void ExecWarm() {
+    const int n = options_.quick ? 60 : 400;
+    const std::string sb = CreateSandbox();
+    const std::string path = "/v1/sandboxes/" + sb + "/exec";
+    const std::string body = R"({"cmd":"echo hi"})";
+    Samples http, base, daemon_side;
+    double daemon_cpu = 0;
+    for (int i = -5; i < n; ++i) {  // the first five warm both paths up
+      if (i == 0) daemon_cpu = -ProcessCpuSeconds(daemon_->pid());
+      const int64_t t0 = MonotonicNs();
+      const std::string res = http_->Expect(200, "POST", path, body);
+      const int64_t t1 = MonotonicNs();
+      const json::object o = ParseObject(res);
+      if (StringField(o, "stdout") != "hi\n" || o.at("exit_code").to_number<int64_t>() != 0) {
+        throw BenchError("exec echo hi answered " + res);
+      }
+      double ms = 0;
+      if (RunShell("echo hi", &ms) != "hi\n") throw BenchError("sh -c 'echo hi' printed otherwise");
+      if (i < 0) continue;
+      http.Add(static_cast<double>(t1 - t0) / 1e6);
+      daemon_side.Add(o.at("duration_ms").to_number<double>());
+      base.Add(ms);
+    }
+    daemon_cpu += ProcessCpuSeconds(daemon_->pid());
+    DeleteSandbox(sb);
+    rows_.push_back({"1. exec `echo hi`, warm sandbox, request -> result",
+                     Ms(http.P(.5)) + " (" + Ms(http.P(.9)) + ")", "fork+exec+wait sh -c 'echo hi'",
+                     Ms(base.P(.5)), Ratio(http.P(.5), base.P(.5)),
+                     "p50 <= 1 ms" + Met(http.P(.5) <= 1)});
+    Detail("1", "n=" + std::to_string(n) + " interleaved; sandstream p10/p50/p90/p99 " +
+                    Dist(http, Ms) + "; baseline " + Dist(base, Ms) +
+                    "; daemon-reported duration_ms p50 " + Format("%.0f", daemon_side.P(.5)) +
+                    "; daemon CPU per exec " + Ms(daemon_cpu * 1e3 / n));
+  }
+
+  void FirstByte() {
+    const int ticks = options_.quick ? 100 : 500;
+    const std::string script = "for ((i=0;i<" + std::to_string(ticks) +
+                               ";i++)); do printf '%s\\n' \"$EPOCHREALTIME\"; sleep 0.01; done";
+    const std::string sb = CreateSandbox();
+    json::object req{{"argv", json::array{"bash", "-c", script}}};
+    Samples http;
+    int index = 0;
+    bool exited = false;
+    {
+      SseStream stream(daemon_->port(), kApiKey, "POST", "/v1/sandboxes/" + sb + "/exec/stream",
+                       json::serialize(req));
+      while (!exited && stream.Pump([&](const SseStream::Event& e) {
+        if (e.type == "stdout") {
+          const int64_t now = RealtimeNs();
+          std::string_view chunk = ChunkOf(e.data);
+          size_t nl;
+          while ((nl = chunk.find("\\n")) != std::string_view::npos) {
+            int64_t stamp = 0;
+            if (ParseStamp(chunk.substr(0, nl), &stamp) && index++ >= 5) {
+              http.Add(static_cast<double>(now - stamp) / 1e3);
+            }
+            chunk.remove_prefix(nl + 2);
+          }
+        } else if (e.type == "exit" || e.type == "error" || e.type == "gap") {
+          if (e.type != "exit") throw BenchError("stream ended with " + std::string(e.data));
+          exited = true;
+          return false;
+        }
+        return true;
+      })) {
+      }
+    }
+    DeleteSandbox(sb);
+    if (!exited || http.size() < static_cast<size_t>(ticks) / 2) {
+      throw BenchError("the ticking process's stream ended early (" + std::to_string(http.size()) +
+                       " stamps)");
+    }
+    Samples base;
+    const auto raw = PipeStampLatencies(script);
+    for (size_t i = 5; i < raw.size(); ++i) base.Add(raw[i]);
+    rows_.push_back({"2. first byte: process write -> SSE client read",
+                     Us(http.P(.5)) + " (" + Us(http.P(.9)) + ")",
+                     "same writer, raw pipe -> reader", Us(base.P(.5)),
+                     Ratio(http.P(.5), base.P(.5)), "p50 <= 100 us" + Met(http.P(.5) <= 100)});
+    Detail("2", "a bash loop printing $EPOCHREALTIME every 10 ms, exec/stream; n=" +
+                    std::to_string(http.size()) + "; sandstream p10/p50/p90/p99 " + Dist(http, Us) +
+                    "; baseline " + Dist(base, Us));
+  }
+
+  void Throughput() {
+    const uint64_t bytes = options_.quick ? 64ull << 20 : 1ull << 30;
+    const int repeats = options_.quick ? 1 : 3;
+    auto zero = [](uint64_t n) { return "head -c " + std::to_string(n) + " /dev/zero"; };
+    auto text = [](uint64_t n) {
+      return "yes 0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ | head -c " +
+             std::to_string(n);
+    };
+    Samples chain_zero, chain_text;
+    for (int r = 0; r < repeats; ++r) {
+      chain_zero.Add(BareChainThroughput(zero(bytes), bytes) / kGiB);
+      chain_text.Add(BareChainThroughput(text(bytes), bytes) / kGiB);
+    }
+    struct Variant {
+      std::string label;
+      bool zero;
+      const char* encoding;
+      uint64_t bytes;
+    };
+    // 3b puts six bytes on the wire per output byte; a quarter of N keeps its runs short.
+    const Variant variants[] = {
+        {"3a. one stream, base64, head -c N /dev/zero", true, "base64", bytes},
+        {"3b. one stream, utf8, head -c N/4 /dev/zero (NUL -> \\u0000)", true, "utf8", bytes / 4},
+        {"3c. one stream, utf8, printable text (yes | head -c N)", false, "utf8", bytes},
+    };
+    std::string cpu;
+    for (const auto& v : variants) {
+      const std::string cmd = v.zero ? zero(v.bytes) : text(v.bytes);
+      Samples gibps;
+      double daemon_cpu = 0, client_cpu = 0;
+      for (int r = 0; r < repeats; ++r) {
+        // A sandbox per run: an ended process keeps its log window until its sandbox goes.
+        const std::string sb = CreateSandbox();
+        const double d0 = ProcessCpuSeconds(daemon_->pid()), c0 = SelfCpuSeconds();
+        gibps.Add(StreamOnce(sb, cmd, v.encoding, v.bytes) / kGiB);
+        daemon_cpu += ProcessCpuSeconds(daemon_->pid()) - d0;
+        client_cpu += SelfCpuSeconds() - c0;
+        DeleteSandbox(sb);
+      }
+      const double gib = static_cast<double>(v.bytes) * repeats / kGiB;
+      cpu += "; " + v.label.substr(0, 2) + " daemon " + Format("%.2f", daemon_cpu / gib) +
+             ", client " + Format("%.2f", client_cpu / gib);
+      Samples& chain = v.zero ? chain_zero : chain_text;
+      const bool met = gibps.P(.5) >= 0.8 && gibps.P(.5) >= 0.7 * chain.P(.5);
+      rows_.push_back({v.label, Format("%.2f GiB/s", gibps.P(.5)) + Format(" (%.2f)", gibps.P(.1)),
+                       "bare C chain: pipe->epoll->SSE->TCP", Format("%.2f GiB/s", chain.P(.5)),
+                       Ratio(gibps.P(.5), chain.P(.5)),
+                       ">= 0.8 GiB/s, >= 70% of chain" + Met(met)});
+    }
+    Detail("3", "N=" + std::to_string(bytes >> 20) + " MiB, " + std::to_string(repeats) +
+                    " run(s) each; the client counts decoded bytes and checks for gaps; "
+                    "CPU seconds per GiB of output" +
+                    cpu + "; daemon peak RSS (VmHWM) " +
+                    Format("%.0f MiB", static_cast<double>(PeakRss()) / kMiB) +
+                    " (the log window is sized to hold the whole output)");
+  }
+
+  void CreateEcho() {
+    const int n = options_.quick ? 15 : 100;
+    RawRuntime& raw = Raw();
+    Samples http, http_delete, base, base_destroy;
+    double daemon_cpu = 0;
+    for (int i = -2; i < n; ++i) {
+      if (i == 0) daemon_cpu = -ProcessCpuSeconds(daemon_->pid());
+      const int64_t t0 = MonotonicNs();
+      const std::string sb = CreateSandbox();
+      const std::string res =
+          http_->Expect(200, "POST", "/v1/sandboxes/" + sb + "/exec", R"({"cmd":"echo hi"})");
+      const int64_t t1 = MonotonicNs();
+      DeleteSandbox(sb);
+      const int64_t t2 = MonotonicNs();
+      if (StringField(ParseObject(res), "stdout") != "hi\n")
+        throw BenchError("echo hi answered " + res);
+      double run_ms = 0, destroy_ms = 0;
+      raw.CreateEchoDestroy(&run_ms, &destroy_ms);
+      if (i < 0) continue;
+      http.Add(static_cast<double>(t1 - t0) / 1e6);
+      http_delete.Add(static_cast<double>(t2 - t1) / 1e6);
+      base.Add(run_ms);
+      base_destroy.Add(destroy_ms);
+    }
+    daemon_cpu += ProcessCpuSeconds(daemon_->pid());
+    rows_.push_back({"4. POST /sandboxes + POST exec `echo hi` -> output",
+                     Ms(http.P(.5)) + " (" + Ms(http.P(.9)) + ")",
+                     options_.runtime + " runtime Create+Spawn+wait, in-process", Ms(base.P(.5)),
+                     Ratio(http.P(.5), base.P(.5)), "p50 <= 10 ms" + Met(http.P(.5) <= 10)});
+    rows_.push_back({"4b. DELETE /sandboxes/{id}",
+                     Ms(http_delete.P(.5)) + " (" + Ms(http_delete.P(.9)) + ")",
+                     options_.runtime + " runtime Destroy, in-process", Ms(base_destroy.P(.5)),
+                     Ratio(http_delete.P(.5), base_destroy.P(.5)), "-"});
+    Detail("4", "n=" + std::to_string(n) + " interleaved; sandstream " + Dist(http, Ms) +
+                    "; baseline " + Dist(base, Ms) + "; delete " + Dist(http_delete, Ms) +
+                    "; Destroy " + Dist(base_destroy, Ms) + "; daemon CPU per create+exec+delete " +
+                    Ms(daemon_cpu * 1e3 / n));
+  }
+
+  void StreamMemory(int streams) {
+    Restart();
+    const int processes = 10;
+    const std::string sb = CreateSandbox();
+    std::vector<std::string> pids;
+    for (int i = 0; i < processes; ++i) {
+      const json::object o = ParseObject(http_->Expect(
+          201, "POST", "/v1/sandboxes/" + sb + "/processes", R"({"cmd":"sleep 3600"})"));
+      pids.push_back(StringField(o, "id"));
+    }
+    Settle();
+    const int64_t rss0 = daemon_->Rss();
+    const int64_t avail0 = MemInfo("MemAvailable");
+    std::vector<std::unique_ptr<SseStream>> open;
+    open.reserve(static_cast<size_t>(streams));
+    const int64_t t0 = MonotonicNs();
+    for (int i = 0; i < streams; ++i) {
+      open.push_back(std::make_unique<SseStream>(daemon_->port(), kApiKey, "GET",
+                                                 "/v1/sandboxes/" + sb + "/processes/" +
+                                                     pids[static_cast<size_t>(i % processes)] +
+                                                     "/logs?follow=1"));
+    }
+    const double open_ms = static_cast<double>(MonotonicNs() - t0) / 1e6;
+    const double reported = MetricValue("sandstream_streams_open");
+    Settle();
+    const int64_t rss1 = daemon_->Rss();
+    const int64_t avail1 = MemInfo("MemAvailable");
+    open.clear();
+    DeleteSandbox(sb);
+    if (reported < streams) {
+      throw BenchError("sandstream_streams_open is " + Format("%.0f", reported) + " with " +
+                       std::to_string(streams) + " streams open");
+    }
+    const double per = static_cast<double>(rss1 - rss0) / streams;
+    rows_.push_back(
+        {"5a. daemon RSS, " + std::to_string(streams) + " open SSE streams (logs?follow=1)",
+         Format("%.1f MiB", static_cast<double>(rss1) / kMiB) + " (+" + KiB(per) + "/stream)",
+         "daemon RSS before opening them", Format("%.1f MiB", static_cast<double>(rss0) / kMiB),
+         Ratio(static_cast<double>(rss1), static_cast<double>(rss0)),
+         "10,000 streams; projected +" + Format("%.0f MiB", per * 10000 / kMiB)});
+    Detail("5a", std::to_string(streams) + " streams over " + std::to_string(processes) +
+                     " idle processes, opened in " + Ms(open_ms) +
+                     "; MemAvailable drop (both socket ends, whole host) " +
+                     KiB(static_cast<double>(avail0 - avail1) / streams) + "/stream");
+  }
+
+  void SandboxMemory(int count) {
+    struct Reading {
+      int64_t avail, slab, rss, cgroup;
+    };
+    auto read = [&](pid_t pid, const char* leaf) {
+      Settle();
+      return Reading{MemInfo("MemAvailable"), MemInfo("Slab"), ProcessRss(pid),
+                     cgroups_.MemoryUsage(leaf)};
+    };
+    Restart();
+    const Reading d0 = read(daemon_->pid(), "daemon");
+    std::vector<std::string> ids;
+    Samples create_ms, delete_ms;
+    for (int i = 0; i < count; ++i) {
+      const int64_t t0 = MonotonicNs();
+      ids.push_back(CreateSandbox());
+      create_ms.Add(static_cast<double>(MonotonicNs() - t0) / 1e6);
+    }
+    const Reading d1 = read(daemon_->pid(), "daemon");
+    for (const auto& id : ids) {
+      const int64_t t0 = MonotonicNs();
+      DeleteSandbox(id);
+      delete_ms.Add(static_cast<double>(MonotonicNs() - t0) / 1e6);
+    }
+
+    RawRuntime& raw = Raw();
+    const Reading b0 = read(::getpid(), "bench");
+    raw.CreateIdle(count);
+    const Reading b1 = read(::getpid(), "bench");
+    raw.DestroyIdle();
+
+    const std::string n = std::to_string(count);
+    const std::string base = options_.runtime + " runtime Create x" + n + ", in-process";
+    auto per = [count](int64_t before, int64_t after) {
+      return static_cast<double>(after - before) / count;
+    };
+    const double avail = per(d1.avail, d0.avail), base_avail = per(b1.avail, b0.avail);
+    if (d0.cgroup >= 0) {
+      rows_.push_back({"5b. memory charged per idle sandbox (memory cgroup, " + n + ")",
+                       KiB(per(d0.cgroup, d1.cgroup)), base + " (bench cgroup)",
+                       KiB(per(b0.cgroup, b1.cgroup)),
+                       Ratio(per(d0.cgroup, d1.cgroup), per(b0.cgroup, b1.cgroup)),
+                       "1,000 live sandboxes; kernel ~300-500 KiB each (notes)"});
+    }
+    rows_.push_back({"5c. host MemAvailable drop per idle sandbox", KiB(avail), base,
+                     KiB(base_avail), Ratio(avail, base_avail), "-"});
+    rows_.push_back({"5d. slab per idle sandbox", KiB(per(d0.slab, d1.slab)), base,
+                     KiB(per(b0.slab, b1.slab)),
+                     Ratio(per(d0.slab, d1.slab), per(b0.slab, b1.slab)), "-"});
+    rows_.push_back({"5e. process RSS per idle sandbox", KiB(per(d0.rss, d1.rss)) + " (daemon)",
+                     base + " (bench RSS)", KiB(per(b0.rss, b1.rss)),
+                     Ratio(per(d0.rss, d1.rss), per(b0.rss, b1.rss)), "-"});
+    Detail("5b",
+           n + " sandboxes: POST /sandboxes " + Dist(create_ms, Ms) + ", DELETE " +
+               Dist(delete_ms, Ms) +
+               "; the cgroup charge counts only the daemon's (or the bench's) subtree; "
+               "MemAvailable and Slab are host-wide, so other work on the machine moves them");
+  }
+
+  void PrintTable() const {
+    const std::vector<std::string> header = {
+        "figure", "sandstream p50 (p90)", "baseline", "baseline p50", "ratio", "target"};
+    std::vector<size_t> width(header.size());
+    auto cells = [](const Row& r) {
+      return std::vector<std::string>{r.figure,         r.value, r.baseline,
+                                      r.baseline_value, r.ratio, r.target};
+    };
+    for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+    for (const auto& r : rows_) {
+      const auto c = cells(r);
+      for (size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], c[i].size());
+    }
+    auto print = [&](const std::vector<std::string>& c) {
+      std::string line;
+      for (size_t i = 0; i < c.size(); ++i) {
+        if (i > 0) line += " | ";
+        line += c[i] + std::string(width[i] - c[i].size(), ' ');
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::printf("%s\n", line.c_str());
+    };
+    print(header);
+    std::string rule;
+    for (size_t i = 0; i < width.size(); ++i) rule += (i ? "-+-" : "") + std::string(width[i], '-');
+    std::printf("%s\n", rule.c_str());
+    for (const auto& r : rows_) print(cells(r));
+    std::printf(
+        "\nratio = sandstream / baseline (latency and memory: lower is better; "
+        "throughput: higher is better). Throughput rows show median (slowest-decile run).\n\n");
+    for (const auto& d : details_) std::printf("%s\n", d.c_str());
+  }
+
+  bool failed() const { return failed_; }
+
+ private:
+  std::string CreateSandbox() {
+    const json::object o = ParseObject(http_->Expect(201, "POST", "/v1/sandboxes", "{}"));
+    return StringField(o, "id");
+  }
+  void DeleteSandbox(const std::string& id) { http_->Expect(204, "DELETE", "/v1/sandboxes/" + id); }
+
+  double MetricValue(std::string_view name) {
+    const std::string text = http_->Expect(200, "GET", "/metrics");
+    const std::string key = "\n" + std::string(name) + " ";
+    const size_t at = text.find(key);
+    if (at == std::string::npos) throw BenchError("metric " + std::string(name) + " is missing");
+    return std::strtod(text.c_str() + at + key.size(), nullptr);
+  }
+
+  int64_t PeakRss() const {
+    const std::string path = "/proc/" + std::to_string(daemon_->pid()) + "/status";
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return 0;
+    char line[256];
+    int64_t kib = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::strncmp(line, "VmHWM:", 6) == 0) kib = std::strtoll(line + 6, nullptr, 10);
+    }
+    std::fclose(f);
+    return kib * 1024;
+  }
+
+  // Lets exiting processes and freed pages settle before a memory reading.
+  static void Settle() { std::this_thread::sleep_for(std::chrono::milliseconds(500)); }
+
+  double StreamOnce(const std::string& sb, const std::string& cmd, const char* encoding,
+                    uint64_t bytes) {
+    json::object req{
+        {"cmd", cmd}, {"encoding", encoding}, {"log_window_bytes", bytes + (16 << 20)}};
+    const bool base64 = std::strcmp(encoding, "base64") == 0;
+    uint64_t decoded = 0;
+    bool exited = false;
+    const int64_t t0 = MonotonicNs();
+    SseStream stream(daemon_->port(), kApiKey, "POST", "/v1/sandboxes/" + sb + "/exec/stream",
+                     json::serialize(req));
+    while (!exited && stream.Pump([&](const SseStream::Event& e) {
+      if (e.type == "stdout") {
+        const std::string_view chunk = ChunkOf(e.data);
+        decoded += base64 ? DecodedBase64Bytes(chunk) : DecodedUtf8Bytes(chunk);
+      } else if (e.type == "exit") {
+        exited = true;
+        return false;
+      } else if (e.type == "gap" || e.type == "error" || e.type == "stderr") {
+        throw BenchError("stream of `" + cmd + "` (" + encoding + ") carried " +
+                         std::string(e.type) + ": " + std::string(e.data).substr(0, 300));
+      }
+      return true;
+    })) {
+    }
+    const int64_t t1 = MonotonicNs();
+    if (!exited || decoded != bytes) {
+      throw BenchError("stream of `" + cmd + "` (" + encoding + ") delivered " +
+                       std::to_string(decoded) + " bytes" + (exited ? "" : " and no exit"));
+    }
+    return static_cast<double>(bytes) / (static_cast<double>(t1 - t0) / 1e9);
+  }
+
+  RawRuntime& Raw() {
+    if (!raw_) {
+      raw_ = std::make_unique<RawRuntime>(options_.runtime, raw_dir_,
+                                          static_cast<uint32_t>(options_.quick ? 200 : 1100));
+    }
+    return *raw_;
+  }
+
+  static std::string Dist(Samples& s, std::string (*unit)(double)) {
+    return unit(s.P(.1)) + "/" + unit(s.P(.5)) + "/" + unit(s.P(.9)) + "/" + unit(s.P(.99));
+  }
+
+  void Detail(const std::string& figure, const std::string& text) {
+    details_.push_back("[" + figure + "] " + text);
+  }
+
+  void Fail(const std::string& label, const std::string& message) {
+    failed_ = true;
+    rows_.push_back({label, "FAILED", "-", "-", "-", "-"});
+    Detail(label, "FAILED: " + message);
+    std::fprintf(stderr, "FAILED %s: %s\n", label.c_str(), message.c_str());
+  }
+
+  const Options& options_;
+  DaemonOptions daemon_options_;
+  BenchCgroups& cgroups_;
+  std::string raw_dir_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<RawRuntime> raw_;
+  std::vector<Row> rows_;
+  std::vector<std::string> details_;
+  bool failed_ = false;
+};
+
+std::string DefaultDaemonPath() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (ec ? std::filesystem::path(".") : self.parent_path()).string() + "/sandstreamd";
+}
+
+constexpr const char* kUsage =
+    "usage: sandstream-bench [--quick] [--daemon PATH] [--runtime namespace|directory]\n"
+    "  --quick    short smoke of every figure (< 60 s); never a pass/fail on numbers\n"
+    "  --daemon   sandstreamd to start (default: next to this program)\n"
+    "  --runtime  passed to sandstreamd and used for the in-process baselines (default "
+    "namespace)\n";
+
+int Main(int argc, char** argv) {
+  Options options;
+  options.daemon = DefaultDaemonPath();
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      options.quick = true;
+    } else if ((a == "--daemon" || a == "--runtime") && i + 1 < argc) {
+      (a == "--daemon" ? options.daemon : options.runtime) = argv[++i];
+    } else if (a.starts_with("--daemon=")) {
+      options.daemon = a.substr(9);
+    } else if (a.starts_with("--runtime=")) {
+      options.runtime = a.substr(10);
+    } else {
+      std::fputs(kUsage, a == "--help" || a == "-h" ? stdout : stderr);
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  if (options.runtime != "namespace" && options.runtime != "directory") {
+    std::fprintf(stderr, "--runtime must be namespace or directory\n");
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+
+  // Thousands of streams and sandboxes need descriptors, in the bench and in the daemon.
+  rlimit nofile{};
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  nofile.rlim_cur = nofile.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &nofile);
+  const int streams = static_cast<int>(std::min<rlim_t>(1000, (nofile.rlim_cur - 512) / 2));
+  const int sandboxes = options.quick ? 100 : 1000;
+  const uint64_t window = (options.quick ? 64ull << 20 : 1ull << 30) + (16 << 20);
+
+  BenchCgroups cgroups;
+  cgroups.EnterBench();
+  char raw_template[] = "/tmp/sandstream-bench-raw.XXXXXX";
+  if (::mkdtemp(raw_template) == nullptr) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const std::string raw_dir = raw_template;
+
+  bool failed = false;
+  try {
+    DaemonOptions daemon_options{
+        options.daemon,
+        options.runtime,
+        kApiKey,
+        {"--log-level", "warn", "--max-sandboxes", std::to_string(sandboxes + 20),
+         "--log-window-max-bytes", std::to_string(window), "--log-window-entries", "4194304"}};
+    utsname uts{};
+    ::uname(&uts);
+    std::printf("sandstream-bench%s: %s, runtime %s, %ld cores, kernel %s, cgroup accounting %s\n",
+                options.quick ? " --quick" : "", options.daemon.c_str(), options.runtime.c_str(),
+                ::sysconf(_SC_NPROCESSORS_ONLN), uts.release,
+                cgroups.available() ? "private v1 cgroups" : "unavailable");
+    std::fflush(stdout);
+    Bench bench(options, daemon_options, cgroups, raw_dir);
+    bench.Run("1. exec warm", [&] { bench.ExecWarm(); });
+    bench.Run("2. first byte", [&] { bench.FirstByte(); });
+    bench.Run("3. throughput", [&] { bench.Throughput(); });
+    bench.Run("4. create + echo", [&] { bench.CreateEcho(); });
+    bench.Run("5a. stream memory", [&] { bench.StreamMemory(streams); });
+    bench.Run("5b. sandbox memory", [&] { bench.SandboxMemory(sandboxes); });
+    std::printf("\n");
+    bench.PrintTable();
+    failed = bench.failed();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sandstream-bench: %s\n", e.what());
+    failed = true;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(raw_dir, ec);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace sandstream::bench
+
+int main(int argc, char** argv) { return sandstream::bench::Main(argc, argv); }
