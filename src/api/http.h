@@ -2,6 +2,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json/value.hpp>
@@ -31,6 +32,9 @@ struct Context {
   std::map<std::string, std::string, std::less<>> query;  // decoded query parameters
   int status = 0;            // what was answered (for logs and metrics)
   bool streamed = false;     // the handler wrote a streaming response: close afterwards
+  // Routes with stream_body: the body is still unread; the handler reads it through these.
+  http::request_parser<http::string_body>* body_parser = nullptr;
+  boost::beast::flat_buffer* body_buffer = nullptr;
 
   std::optional<std::string_view> Query(std::string_view name) const;
   std::string_view Header(http::field field) const;

@@ -17,6 +17,7 @@ struct Route {
   Handler handler;
   bool open = false;          // no API key needed
   bool raw_body = false;      // allows a larger, non-JSON body (stdin)
+  bool stream_body = false;   // the handler reads the body itself, up to max_file_bytes
 };
 
 const std::vector<Route>& AllRoutes();
@@ -43,5 +44,31 @@ boost::asio::awaitable<void> ProcessLogs(Context& ctx);
 boost::asio::awaitable<void> ProcessStdin(Context& ctx);
 boost::asio::awaitable<void> SignalProcess(Context& ctx);
 boost::asio::awaitable<void> WaitProcess(Context& ctx);
+// routes_terminals.cc
+boost::asio::awaitable<void> ExecPty(Context& ctx);
+boost::asio::awaitable<void> ExecWs(Context& ctx);
+// routes_console.cc
+boost::asio::awaitable<void> GetConsoleFile(Context& ctx);
+// routes_files.cc
+boost::asio::awaitable<void> FilesList(Context& ctx);
+boost::asio::awaitable<void> FilesRead(Context& ctx);
+boost::asio::awaitable<void> FilesWrite(Context& ctx);
+boost::asio::awaitable<void> FilesStat(Context& ctx);
+boost::asio::awaitable<void> FilesMkdir(Context& ctx);
+boost::asio::awaitable<void> FilesDelete(Context& ctx);
+boost::asio::awaitable<void> FilesMove(Context& ctx);
+boost::asio::awaitable<void> FilesWatch(Context& ctx);
+// routes_sessions.cc
+boost::asio::awaitable<void> CreateSession(Context& ctx);
+boost::asio::awaitable<void> ListSessions(Context& ctx);
+boost::asio::awaitable<void> GetSession(Context& ctx);
+boost::asio::awaitable<void> DeleteSession(Context& ctx);
+// routes_contexts.cc
+boost::asio::awaitable<void> CreateContext(Context& ctx);
+boost::asio::awaitable<void> ListContexts(Context& ctx);
+boost::asio::awaitable<void> GetContext(Context& ctx);
+boost::asio::awaitable<void> DeleteContext(Context& ctx);
+boost::asio::awaitable<void> RunCode(Context& ctx);
+boost::asio::awaitable<void> RestartContext(Context& ctx);
 
 }  // namespace sandstream::api

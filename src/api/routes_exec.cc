@@ -4,6 +4,7 @@
 #include "api/lookup.h"
 #include "api/request.h"
 #include "api/routes.h"
+#include "api/session_exec.h"
 #include "api/stream.h"
 #include "base/base64.h"
 #include "process/utf8.h"
@@ -67,24 +68,31 @@ struct Started {
   CommandRequest request;
 };
 
-Result<Started> StartCommand(Context& ctx) {
+asio::awaitable<Result<Started>> StartCommand(Context& ctx) {
   auto sb = FindSandbox(ctx);
-  if (!sb) return std::move(sb).error();
+  if (!sb) co_return std::move(sb).error();
   auto body = ParseBody(ctx);
-  if (!body) return std::move(body).error();
+  if (!body) co_return std::move(body).error();
   auto req = ParseCommand(ctx, *body, **sb, CommandKind::kExec);
-  if (!req) return std::move(req).error();
+  if (!req) co_return std::move(req).error();
+  if (const json::value* session = body->if_contains("session"); session && !session->is_null()) {
+    auto p = co_await StartInSession(ctx, **sb, *body, *req);
+    if (!p) co_return std::move(p).error();
+    Started started{std::move(*p), std::move(*req)};
+    co_return started;
+  }
   bool attached = false;
   auto p = ctx.service.StartProcess(**sb, req->spec, &attached);
-  if (!p) return std::move(p).error();
-  return Started{std::move(*p), std::move(*req)};
+  if (!p) co_return std::move(p).error();
+  Started started{std::move(*p), std::move(*req)};
+  co_return started;
 }
 
 }  // namespace
 
 asio::awaitable<void> Exec(Context& ctx) {
   const auto t0 = SteadyNow();
-  auto started = StartCommand(ctx);
+  auto started = co_await StartCommand(ctx);
   if (!started) co_return co_await ReplyError(ctx, started.error());
   auto process = started->process;
   Collector collector(process->log(), ctx.service.options().exec_output_limit_bytes);
@@ -102,7 +110,7 @@ asio::awaitable<void> Exec(Context& ctx) {
 }
 
 asio::awaitable<void> ExecStream(Context& ctx) {
-  auto started = StartCommand(ctx);
+  auto started = co_await StartCommand(ctx);
   if (!started) co_return co_await ReplyError(ctx, started.error());
   auto after = ResumePoint(ctx, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());

@@ -200,14 +200,24 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     auto url = boost::urls::parse_origin_form(target);
     std::string path = url ? std::string(url->encoded_path()) : target;
     Resolved resolved = Resolve(parser.get().method(), path);
-    const uint64_t body_limit = resolved.route && resolved.route->raw_body
+    const uint64_t body_limit = resolved.route && resolved.route->stream_body
+                                    ? options_.max_file_bytes
+                                : resolved.route && resolved.route->raw_body
                                     ? options_.max_stdin_bytes
                                     : options_.max_body_bytes;
+    const bool stream_body = resolved.route && resolved.route->stream_body;
     parser.body_limit(body_limit);
 
     std::optional<Error> early;
     if (auto length = parser.content_length(); length && *length > body_limit) {
       early = TooLarge(body_limit);
+    } else if (stream_body && !parser.is_done()) {
+      if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
+        auto [cont_ec, sent] = co_await http::async_write(stream, go_on, Tuple());
+        (void)sent;
+        if (cont_ec) co_return;
+      }
     } else if (!parser.is_done()) {
       parser.body_limit(body_limit);
       if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
@@ -227,8 +237,14 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     }
     stream.expires_never();
 
-    auto req = parser.release();
+    // A streamed body stays in the parser for the handler: it gets a copy of the header.
+    auto req = stream_body ? http::request<http::string_body>(parser.get().base())
+                           : parser.release();
     Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}};
+    if (stream_body) {
+      ctx.body_parser = &parser;
+      ctx.body_buffer = &buffer;
+    }
     if (url) {
       for (auto param : url->params()) ctx.query[param.key] = param.value;
     }
@@ -260,6 +276,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
       break;
     }
     if (ctx.streamed || !req.keep_alive() || stopping_) break;
+    if (stream_body && !parser.is_done()) break;  // the handler left part of the body unread
   }
   boost::system::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);

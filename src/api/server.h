@@ -20,8 +20,12 @@ struct ServerOptions {
   std::string api_key;
   uint64_t max_body_bytes = 1u << 20;
   uint64_t max_stdin_bytes = 16u << 20;
+  uint64_t max_file_bytes = 1u << 30;  // file uploads (routes with stream_body)
   std::chrono::seconds keepalive{15};
   std::chrono::seconds idle_connection{120};
+  std::chrono::seconds terminal_idle{300};
+  uint64_t terminal_replay_bytes = 1u << 20;
+  std::string web_dir;  // the console's static files; empty: no console
 };
 
 // A live streaming response, so shutdown can reach it.

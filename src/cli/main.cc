@@ -21,6 +21,7 @@
 #include "cli/client.h"
 #include "cli/interrupt.h"
 #include "cli/process_stream.h"
+#include "cli/shell.h"
 
 namespace sandstream::cli {
 namespace {
@@ -51,6 +52,9 @@ Commands:
                           print a process's retained output; -f follows it until it exits
   kill SANDBOX PROCESS [--signal SIG]
                           kill a process's group (TERM, a grace period, KILL), or send SIG
+  shell SANDBOX [--terminal ID] [--] [CMD [ARG]...]
+                          attach this terminal to a login shell (or CMD) on a terminal in
+                          SANDBOX; --terminal reattaches to one that is still running
 
 Exec options:
   --cwd DIR               working directory
@@ -71,7 +75,8 @@ last output received: the command never runs twice. Interrupting exec or run (Ct
 SIGHUP) sends the signal to the command; a third interrupt stops waiting for it.
 
 Exit status:
-  exec, run   the command's exit status; 128+N when signal N ended it (a timeout: 143 or 137)
+  exec, run, shell
+              the command's exit status; 128+N when signal N ended it (a timeout: 143 or 137)
   0           other commands: success
   2           a usage error, or an error from the server or the connection, printed as
               `sandstream: CODE: MESSAGE`
@@ -560,6 +565,27 @@ int CmdKill(const Context& context, const Args& args) {
   return 0;
 }
 
+// Words of a command line, quoted for `sh -c` so that each stays one word.
+std::string ShellJoin(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) {
+    if (!out.empty()) out += ' ';
+    out += '\'';
+    for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+int CmdShell(const Context& context, const Args& args) {
+  if (args.positional.size() != 1) return Usage("shell needs a sandbox id");
+  ShellOptions options;
+  options.sandbox_id = args.positional[0];
+  options.cmd = ShellJoin(args.command);
+  options.terminal_id = args.Get("terminal").value_or("");
+  return RunShell(context.endpoint, context.api_key, options);
+}
+
 struct Command {
   std::string_view group;  // "sandbox" for `sandbox create` etc., else empty
   std::string_view name;
@@ -577,6 +603,7 @@ constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}};
 constexpr Flag kStartFlags[] = {{"id"}};
 constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}};
 constexpr Flag kKillFlags[] = {{"signal", 's'}};
+constexpr Flag kShellFlags[] = {{"terminal"}};
 
 constexpr Command kCommands[] = {
     {"sandbox", "create", kCreateFlags, -1, false, CmdSandboxCreate},
@@ -588,6 +615,7 @@ constexpr Command kCommands[] = {
     {"", "ps", kJsonFlags, -1, false, CmdPs},
     {"", "logs", kLogsFlags, -1, false, CmdLogs},
     {"", "kill", kKillFlags, -1, false, CmdKill},
+    {"", "shell", kShellFlags, 1, false, CmdShell},
 };
 
 int Main(int argc, char** argv) {

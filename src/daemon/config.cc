@@ -30,6 +30,7 @@ const Field kFields[] = {
     {"templates_dir", &Config::templates_dir},
     {"max_body_bytes", &Config::max_body_bytes},
     {"max_stdin_bytes", &Config::max_stdin_bytes},
+    {"max_file_bytes", &Config::max_file_bytes},
     {"exec_default_timeout_seconds", &Config::exec_default_timeout_seconds},
     {"max_timeout_seconds", &Config::max_timeout_seconds},
     {"exec_output_limit_bytes", &Config::exec_output_limit_bytes},
@@ -53,6 +54,9 @@ const Field kFields[] = {
     {"max_disk_mb", &Config::max_disk_mb},
     {"default_open_files", &Config::default_open_files},
     {"max_open_files", &Config::max_open_files},
+    {"terminal_idle_seconds", &Config::terminal_idle_seconds},
+    {"terminal_replay_bytes", &Config::terminal_replay_bytes},
+    {"web_dir", &Config::web_dir},
 };
 
 const Field* FindField(std::string_view name) {

@@ -20,6 +20,7 @@ struct Config {
   std::string templates_dir;                 // directories holding full root filesystems, one per template (default: <data_dir>/templates)
   int64_t max_body_bytes = 1 << 20;          // largest JSON request body
   int64_t max_stdin_bytes = 16 << 20;        // largest stdin upload
+  int64_t max_file_bytes = 1 << 30;          // largest file upload through the files API
   double exec_default_timeout_seconds = 600; // total timeout of exec and exec/stream when the request sets none (0: none)
   double max_timeout_seconds = 604800;       // largest timeout a request may ask for
   int64_t exec_output_limit_bytes = 10 << 20;// buffered exec keeps at most this much of stdout and of stderr
@@ -43,6 +44,9 @@ struct Config {
   int64_t max_disk_mb = 65536;               // largest disk size a request may ask for
   int64_t default_open_files = 1024;         // RLIMIT_NOFILE inside
   int64_t max_open_files = 16384;            // largest open-files limit a request may ask for
+  int64_t terminal_idle_seconds = 300;       // a terminal no client has been attached to for this long is ended
+  int64_t terminal_replay_bytes = 1 << 20;   // output a terminal keeps to replay to a client that (re)attaches
+  std::string web_dir;                       // the console's files served at / (default: the build's web/dist; "none": no console)
 };
 
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.

@@ -57,6 +57,22 @@ std::map<std::string, std::string> DiscoverTemplates(const Config& config) {
   return templates;
 }
 
+// The console's directory: the configured one, else an installed copy beside the binary, else
+// the source tree's build output. Empty when there is none.
+std::string ResolveWebDir(const Config& config) {
+  if (config.web_dir == "none") return "";
+  if (!config.web_dir.empty()) return config.web_dir;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) candidates.push_back(exe.parent_path() / "../share/sandstream/web");
+  candidates.emplace_back(SANDSTREAM_WEB_DIST);
+  for (const auto& dir : candidates) {
+    if (fs::is_regular_file(dir / "index.html", ec)) return fs::weakly_canonical(dir, ec).string();
+  }
+  return "";
+}
+
 ServiceOptions MakeServiceOptions(const Config& c) {
   ServiceOptions o;
   o.default_limits = {c.default_memory_mb, c.default_pids, c.default_cpu_percent, c.default_disk_mb,
@@ -160,7 +176,11 @@ int main(int argc, char** argv) {
   server_options.api_key = *key;
   server_options.max_body_bytes = static_cast<uint64_t>(config->max_body_bytes);
   server_options.max_stdin_bytes = static_cast<uint64_t>(config->max_stdin_bytes);
+  server_options.max_file_bytes = static_cast<uint64_t>(config->max_file_bytes);
   server_options.keepalive = std::chrono::seconds(config->keepalive_seconds);
+  server_options.terminal_idle = std::chrono::seconds(config->terminal_idle_seconds);
+  server_options.terminal_replay_bytes = static_cast<uint64_t>(config->terminal_replay_bytes);
+  server_options.web_dir = ResolveWebDir(*config);
   api::Server server(io.get_executor(), service, server_options);
   auto endpoint = server.Listen(config->listen);
   if (!endpoint) {

@@ -1,5 +1,6 @@
 #include "process/process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -12,6 +13,7 @@
 #include <cerrno>
 
 #include "base/log.h"
+#include "platform/pty.h"
 #include "process/utf8.h"
 
 #ifndef P_PIDFD
@@ -92,6 +94,7 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
   ps.merge_stderr = spec_.merge_stderr;
   ps.as_root = spec_.as_root;
   ps.open_stdin = spec_.stdin_data.has_value() || spec_.keep_stdin_open;
+  ps.pty = spec_.pty;
   oom_counter_ = std::move(oom_counter);
   oom_at_start_ = oom_counter_();
   // The clock starts before the spawn: by the time Spawn returns, the command is running.
@@ -107,6 +110,12 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
   out_ = std::make_unique<Desc>(ex_, spawned->stdout_fd.release());
   if (spawned->stderr_fd) err_ = std::make_unique<Desc>(ex_, spawned->stderr_fd.release());
   if (spawned->stdin_fd) stdin_ = std::make_unique<Desc>(ex_, spawned->stdin_fd.release());
+  if (spec_.pty) {
+    // The master is both ends: input is written through a second descriptor of it, so a
+    // write and the reader never share one Asio object.
+    const int input = ::fcntl(out_->native_handle(), F_DUPFD_CLOEXEC, 3);
+    if (input >= 0) stdin_ = std::make_unique<Desc>(ex_, input);
+  }
   pidfd_ = std::make_unique<Desc>(ex_, spawned->pidfd.release());
   log_.Append(EntryKind::kStart, {}, started_at_);
 
@@ -295,6 +304,12 @@ Result<void> Process::CloseStdin() {
   boost::system::error_code ec;
   stdin_->close(ec);
   return Ok{};
+}
+
+Result<void> Process::Resize(sandbox::PtySize size) {
+  if (!spec_.pty) return Error{ErrorCode::kConflict, "process " + spec_.id + " has no terminal"};
+  if (exit_) return Error{ErrorCode::kConflict, "process " + spec_.id + " has exited"};
+  return ResizePty(out_->native_handle(), size.rows, size.cols);
 }
 
 Result<void> Process::Signal(int sig, bool group) {

@@ -37,6 +37,7 @@ struct CommandSpec {
   std::optional<double> idle_timeout_seconds;
   bool merge_stderr = false;
   bool as_root = false;  // root of the sandbox instead of its `user`
+  std::optional<sandbox::PtySize> pty;  // on a terminal: one stream in (stdin), one out (stdout)
   LogLimits log_limits;
   std::string idempotency_key;
 };
@@ -79,6 +80,8 @@ class Process : public std::enable_shared_from_this<Process> {
   // Writes to stdin; fails with kConflict when stdin is closed or the process ended.
   boost::asio::awaitable<Result<size_t>> WriteStdin(std::string data);
   Result<void> CloseStdin();
+  // Sets the terminal's size (the foreground group gets SIGWINCH); kConflict without a pty.
+  Result<void> Resize(sandbox::PtySize size);
   // Sends `sig` to the process group (or only the leader).
   Result<void> Signal(int sig, bool group);
   // TERM to the group, KILL after the grace period; `reason` is what the exit will report.

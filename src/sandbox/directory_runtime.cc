@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/pty.h"
 #include "sandbox/child_report.h"
 
 namespace sandstream::sandbox {
@@ -68,6 +70,7 @@ class DirectorySandbox final : public Sandbox {
     const std::string cwd = HostPath(root_, spec.cwd);
     const rlim_t nofile = static_cast<rlim_t>(limits_.open_files);
 
+    if (spec.pty) return SpawnOnTerminal(spec, argv, envp, cwd, nofile);
     auto out = MakePipe(true);
     if (!out) return std::move(out).error();
     Result<Pipe> err = Pipe{};
@@ -142,6 +145,57 @@ class DirectorySandbox final : public Sandbox {
   }
 
  private:
+  // A host terminal: there is no devpts of the sandbox's own without namespaces.
+  Result<SpawnedProcess> SpawnOnTerminal(const ProcessSpec& spec, std::vector<char*>& argv,
+                                         std::vector<char*>& envp, const std::string& cwd,
+                                         rlim_t nofile) {
+    auto pty = OpenPty("/dev/ptmx", spec.pty->rows, spec.pty->cols);
+    if (!pty) return std::move(pty).error();
+    auto report = MakePipe(false);
+    if (!report) return std::move(report).error();
+    const int tty = pty->slave.get();
+    const int report_fd = report->write.get();
+    pid_t pid = ::fork();
+    if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "spawn: fork", errno);
+    if (pid == 0) {
+      if (::setsid() < 0) ReportAndExit(report_fd, "setsid", errno);
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        ReportAndExit(report_fd, "prctl PDEATHSIG", errno);
+      }
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+      for (int fd = 0; fd < 3; ++fd) {
+        if (::dup2(tty, fd) < 0) ReportAndExit(report_fd, "dup2 tty", errno);
+      }
+      if (::ioctl(0, TIOCSCTTY, 0) != 0) ReportAndExit(report_fd, "pty: TIOCSCTTY", errno);
+      struct rlimit rl{nofile, nofile};
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ReportAndExit(report_fd, "setrlimit NOFILE", errno);
+      if (::chdir(cwd.c_str()) != 0) ReportAndExit(report_fd, "chdir", errno);
+      ::execvpe(argv[0], argv.data(), envp.data());
+      ReportAndExit(report_fd, "execve", errno);
+    }
+    report->write.reset();
+    pty->slave.reset();
+    auto pidfd = OpenPidFd(pid);
+    if (auto exec = AwaitExec(report->read.get(), ErrorCode::kInvalidRequest); !exec) {
+      ::waitpid(pid, nullptr, 0);
+      return std::move(exec).error();
+    }
+    if (!pidfd) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return std::move(pidfd).error();
+    }
+    groups_.insert(pid);
+    SpawnedProcess p;
+    p.pid = pid;
+    p.pidfd = std::move(*pidfd);
+    p.stdout_fd = std::move(pty->master);
+    return p;
+  }
+
   std::string id_;
   std::string root_;
   Limits limits_;

@@ -143,6 +143,10 @@ class NamespaceSandbox final : public Sandbox {
   const std::string& id() const override { return id_; }
   std::string RootPath() const override { return "/proc/" + std::to_string(init_pid_) + "/root"; }
   uint64_t OomKills() const override { return cgroup_ ? cgroup_->OomKills() : 0; }
+  std::optional<uint32_t> HostId(uint32_t inside) const override {
+    if (!ids_first_ || inside >= state_->options.host_id_range) return std::nullopt;
+    return *ids_first_ + inside;
+  }
 
   Result<SpawnedProcess> Spawn(const ProcessSpec& spec) override {
     if (destroyed_) return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
@@ -152,6 +156,11 @@ class NamespaceSandbox final : public Sandbox {
     ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program()
                                        : state_->seccomp.program();
     ctx.open_files = std::min<int64_t>(limits_.open_files, state_->nofile_hard);
+    if (spec.pty) {
+      // The sandbox's own devpts: inside, the terminal is /dev/pts/N and `tty` says so.
+      ctx.ptmx = "/proc/" + std::to_string(init_pid_) + "/root/dev/pts/ptmx";
+      ctx.host_id_base = ids_first_.value_or(0);
+    }
     return SpawnInSandbox(ctx, spec);
   }
 

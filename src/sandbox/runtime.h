@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,12 @@ struct SandboxSpec {
   bool allow_nested_userns = false;
 };
 
+// A terminal's size in character cells.
+struct PtySize {
+  uint16_t rows = 24;
+  uint16_t cols = 80;
+};
+
 struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH inside the sandbox
   std::vector<std::string> env;   // the complete environment, "K=V"
@@ -41,6 +49,8 @@ struct ProcessSpec {
   bool merge_stderr = false;      // stderr shares the stdout pipe
   bool open_stdin = true;         // false: stdin is /dev/null
   bool as_root = false;           // run as root (uid 0) of the sandbox instead of `user` (1000)
+  std::optional<PtySize> pty;     // run on a new terminal of the sandbox's own devpts, as its
+                                  // session leader; merge_stderr and open_stdin do not apply
 };
 
 // A started process. It is a child of the calling (daemon) process, so its pidfd can be
@@ -50,7 +60,7 @@ struct SpawnedProcess {
   pid_t pid = -1;          // as the daemon sees it
   UniqueFd pidfd;
   UniqueFd stdin_fd;       // write end; invalid when !open_stdin
-  UniqueFd stdout_fd;      // read end, non-blocking
+  UniqueFd stdout_fd;      // read end, non-blocking; with a pty: its master (read and write)
   UniqueFd stderr_fd;      // read end, non-blocking; invalid when merge_stderr
 };
 
@@ -68,6 +78,12 @@ class Sandbox {
   virtual Result<void> Destroy() = 0;
   // Where the sandbox's root filesystem is visible to the daemon (for the files API).
   virtual std::string RootPath() const = 0;
+  // The host uid (and gid) that id `inside` of the sandbox maps to, so the daemon can act as
+  // that user on the sandbox's files; nullopt when the runtime maps no ids.
+  virtual std::optional<uint32_t> HostId(uint32_t inside) const {
+    (void)inside;
+    return std::nullopt;
+  }
 };
 
 class Runtime {

@@ -6,14 +6,18 @@
 #include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <string>
 
 #include "platform/fd.h"
+#include "platform/pty.h"
 #include "sandbox/caps.h"
 #include "sandbox/child_report.h"
 #include "sandbox/mounts.h"
@@ -23,6 +27,7 @@ namespace sandstream::sandbox {
 namespace {
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr gid_t kTtyGroupId = 5;  // "tty" in Debian's /etc/group, devpts' gid= option
 constexpr int kAllNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
                                CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
 
@@ -38,6 +43,7 @@ struct Launch {
   int stdout_fd = -1;
   int stderr_fd = -1;
   int report_fd = -1;
+  bool tty = false;  // 0, 1 and 2 are a terminal: become its session leader
 };
 
 std::vector<std::string> ExecCandidates(const ProcessSpec& spec) {
@@ -62,7 +68,12 @@ std::vector<std::string> ExecCandidates(const ProcessSpec& spec) {
 
 [[noreturn]] void RunProcess(const SpawnContext& ctx, const Launch& l) {
   const int report = l.report_fd;
-  if (::setpgid(0, 0) != 0) ReportAndExit(report, "setpgid", errno);
+  // A session leader also leads its process group, so group kills work the same either way.
+  if (l.tty) {
+    if (::setsid() < 0) ReportAndExit(report, "setsid", errno);
+  } else if (::setpgid(0, 0) != 0) {
+    ReportAndExit(report, "setpgid", errno);
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -76,6 +87,7 @@ std::vector<std::string> ExecCandidates(const ProcessSpec& spec) {
   if (::dup2(in, 0) < 0) ReportAndExit(report, "dup2 stdin", errno);
   if (::dup2(l.stdout_fd, 1) < 0) ReportAndExit(report, "dup2 stdout", errno);
   if (::dup2(l.stderr_fd, 2) < 0) ReportAndExit(report, "dup2 stderr", errno);
+  if (l.tty && ::ioctl(0, TIOCSCTTY, 0) != 0) ReportAndExit(report, "pty: TIOCSCTTY", errno);
   if (::syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
     ReportAndExit(report, "close_range", errno);
   }
@@ -111,42 +123,13 @@ std::vector<std::string> ExecCandidates(const ProcessSpec& spec) {
   ::_exit(0);
 }
 
-}  // namespace
-
-Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec& spec) {
-  if (spec.argv.empty()) return Error{ErrorCode::kInvalidRequest, "argv is empty"};
-  Launch l;
-  l.exec_paths = ExecCandidates(spec);
-  for (const auto& a : spec.argv) l.argv.push_back(const_cast<char*>(a.c_str()));
-  l.argv.push_back(nullptr);
-  for (const auto& e : spec.env) l.envp.push_back(const_cast<char*>(e.c_str()));
-  l.envp.push_back(nullptr);
-  l.cwd = spec.cwd.empty() ? "/workspace" : spec.cwd;
-  if (l.cwd[0] != '/') l.cwd.insert(0, "/workspace/");
-  l.exec_label = "execve " + spec.argv[0];
-  l.uid = spec.as_root ? 0 : kSandboxUserId;
-
-  auto out = MakePipe(true);
-  if (!out) return std::move(out).error();
-  Result<Pipe> err = Pipe{};
-  if (!spec.merge_stderr) {
-    err = MakePipe(true);
-    if (!err) return std::move(err).error();
-  }
-  Result<Pipe> in = Pipe{};
-  if (spec.open_stdin) {
-    in = MakePipe(false);
-    if (!in) return std::move(in).error();
-  }
+// Forks the helper for a prepared launch; `close_child_ends` runs in the parent after the fork.
+Result<SpawnedProcess> Fork(const SpawnContext& ctx, Launch& l,
+                            const std::function<void()>& close_child_ends) {
   auto report = MakePipe(false);
   if (!report) return std::move(report).error();
   auto pid_pipe = MakePipe(false);
   if (!pid_pipe) return std::move(pid_pipe).error();
-  GrowPipe(out->write.get(), 1 << 20);
-
-  l.stdin_fd = spec.open_stdin ? in->read.get() : -1;
-  l.stdout_fd = out->write.get();
-  l.stderr_fd = spec.merge_stderr ? l.stdout_fd : err->write.get();
   l.report_fd = report->write.get();
 
   pid_t helper = ::fork();
@@ -155,9 +138,7 @@ Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec
 
   report->write.reset();
   pid_pipe->write.reset();
-  out->write.reset();
-  if (!spec.merge_stderr) err->write.reset();
-  if (spec.open_stdin) in->read.reset();
+  close_child_ends();
 
   pid_t pid = -1;
   ssize_t n;
@@ -190,6 +171,68 @@ Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec
   SpawnedProcess p;
   p.pid = pid;
   p.pidfd = std::move(*pidfd);
+  return p;
+}
+
+
+Result<SpawnedProcess> SpawnOnTerminal(const SpawnContext& ctx, const ProcessSpec& spec,
+                                       Launch& l) {
+  auto pty = OpenPty(ctx.ptmx, spec.pty->rows, spec.pty->cols);
+  if (!pty) return std::move(pty).error();
+  // Owned by the process's user and the tty group as the sandbox sees them, like a login's.
+  if (::fchown(pty->slave.get(), ctx.host_id_base + l.uid, ctx.host_id_base + kTtyGroupId) != 0 ||
+      ::fchmod(pty->slave.get(), 0620) != 0) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "pty: chown", errno);
+  }
+  l.tty = true;
+  l.stdin_fd = l.stdout_fd = l.stderr_fd = pty->slave.get();
+  auto started = Fork(ctx, l, [&] { pty->slave.reset(); });
+  if (!started) return std::move(started).error();
+  SpawnedProcess p = std::move(*started);
+  p.stdout_fd = std::move(pty->master);
+  return p;
+}
+
+}  // namespace
+
+Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec& spec) {
+  if (spec.argv.empty()) return Error{ErrorCode::kInvalidRequest, "argv is empty"};
+  Launch l;
+  l.exec_paths = ExecCandidates(spec);
+  for (const auto& a : spec.argv) l.argv.push_back(const_cast<char*>(a.c_str()));
+  l.argv.push_back(nullptr);
+  for (const auto& e : spec.env) l.envp.push_back(const_cast<char*>(e.c_str()));
+  l.envp.push_back(nullptr);
+  l.cwd = spec.cwd.empty() ? "/workspace" : spec.cwd;
+  if (l.cwd[0] != '/') l.cwd.insert(0, "/workspace/");
+  l.exec_label = "execve " + spec.argv[0];
+  l.uid = spec.as_root ? 0 : kSandboxUserId;
+
+  if (spec.pty) return SpawnOnTerminal(ctx, spec, l);
+  auto out = MakePipe(true);
+  if (!out) return std::move(out).error();
+  Result<Pipe> err = Pipe{};
+  if (!spec.merge_stderr) {
+    err = MakePipe(true);
+    if (!err) return std::move(err).error();
+  }
+  Result<Pipe> in = Pipe{};
+  if (spec.open_stdin) {
+    in = MakePipe(false);
+    if (!in) return std::move(in).error();
+  }
+  GrowPipe(out->write.get(), 1 << 20);
+
+  l.stdin_fd = spec.open_stdin ? in->read.get() : -1;
+  l.stdout_fd = out->write.get();
+  l.stderr_fd = spec.merge_stderr ? l.stdout_fd : err->write.get();
+  auto started = Fork(ctx, l, [&] {
+    out->write.reset();
+    if (!spec.merge_stderr) err->write.reset();
+    if (spec.open_stdin) in->read.reset();
+  });
+  if (!started) return std::move(started).error();
+  SpawnedProcess p = std::move(*started);
   p.stdout_fd = std::move(out->read);
   if (!spec.merge_stderr) p.stderr_fd = std::move(err->read);
   if (spec.open_stdin) p.stdin_fd = std::move(in->write);

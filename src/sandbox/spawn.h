@@ -5,7 +5,10 @@
 
 #include <linux/filter.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sandbox/runtime.h"
@@ -17,6 +20,8 @@ struct SpawnContext {
   std::vector<int> cgroup_procs;  // cgroup.procs fds to write "0" to
   const sock_fprog* seccomp = nullptr;
   int64_t open_files = 1024;
+  std::string ptmx;         // for a pty: the sandbox's own ptmx as the daemon sees it
+  uid_t host_id_base = 0;   // host uid and gid of the sandbox's root (a terminal's owner is mapped)
 };
 
 // Errors: kInvalidRequest when argv[0] cannot be exec'd ("spawn: execve sh: ENOENT"),

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "platform/signals.h"
 #include "service/codec.h"
+#include "service/contexts.h"
 
 namespace sandstream {
 namespace asio = boost::asio;
@@ -136,6 +137,7 @@ Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
     return std::move(runtime).error();
   }
   sb->runtime = std::move(*runtime);
+  PrepareTemplate(options_, *sb);
   SandboxEntry* raw = sb.get();
   sandboxes_.emplace(sb->id, std::move(sb));
   order_.push_back(raw->id);
@@ -374,6 +376,7 @@ void Service::Restore() {
       continue;
     }
     sb->runtime = std::move(*runtime);
+    PrepareTemplate(options_, *sb);
     SandboxEntry* raw = sb.get();
     sandboxes_.emplace(raw->id, std::move(sb));
     order_.push_back(raw->id);

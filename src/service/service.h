@@ -54,6 +54,9 @@ struct SandboxRequest {
   boost::json::object metadata;
 };
 
+class Session;
+class CodeContext;
+
 struct SandboxEntry {
   std::string id;
   std::string template_name;
@@ -74,6 +77,8 @@ struct SandboxEntry {
   // The lifecycle journal: entries are JSON records; the stream ends (kExit) on deletion.
   std::shared_ptr<OutputLog> journal;
   std::unique_ptr<boost::asio::steady_timer> ttl_timer;
+  std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
+  std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
 
   std::shared_ptr<Process> FindProcess(std::string_view pid) const;
   size_t RunningProcesses() const;
@@ -108,6 +113,7 @@ class Service {
   bool shutting_down() const { return shutting_down_; }
 
   const ServiceOptions& options() const { return options_; }
+  const boost::asio::any_io_executor& executor() const { return ex_; }
   Metrics& metrics() { return metrics_; }
   size_t sandbox_count() const { return sandboxes_.size(); }
   size_t running_processes() const;

@@ -15,6 +15,10 @@ export type {
   WaitForLogOptions,
 } from "./sandbox.js";
 export { Process } from "./process.js";
+export { Files } from "./files.js";
+export type { FileEvent, FileInfo, WriteFileOptions } from "./files.js";
+export { Result } from "./interpreter.js";
+export type { CodeContext, Execution, ExecutionError, Language, RunCodeOptions, SessionInfo } from "./interpreter.js";
 export type { ConnectionOptions } from "./client.js";
 export { DEFAULT_URL } from "./client.js";
 export type {

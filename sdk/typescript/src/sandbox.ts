@@ -23,6 +23,17 @@ import {
   processFromWire,
   sandboxFromWire,
 } from "./models.js";
+import { Files } from "./files.js";
+import {
+  type CodeContext,
+  type Execution,
+  type Language,
+  type RunCodeOptions,
+  type SessionInfo,
+  contextFromWire,
+  runCell,
+  sessionFromWire,
+} from "./interpreter.js";
 import { Process } from "./process.js";
 import { encodeSSE, type GapEvent, type SseMessage } from "./sse.js";
 import { LineBuffer } from "./text.js";
@@ -70,6 +81,8 @@ export interface CommandOptions {
    * started the command), e.g. an EventSource's `Last-Event-ID` relayed by a server.
    */
   lastEventId?: string;
+  /** Runs the command in this shell session (see createSession). */
+  session?: string;
 }
 
 export type ChunkCallback = (chunk: string) => unknown;
@@ -143,6 +156,7 @@ function commandBody(command: Command, options: CommandOptions): Wire {
   }
   if (options.mergeStderr !== undefined) body["merge_stderr"] = options.mergeStderr;
   if (options.logWindowBytes !== undefined) body["log_window_bytes"] = options.logWindowBytes;
+  if (options.session !== undefined) body["session"] = options.session;
   return body;
 }
 
@@ -211,11 +225,71 @@ export class Sandbox implements AsyncDisposable {
   /** The sandbox as last read from the daemon. */
   info: SandboxInfo;
   readonly client: Client;
+  /** The sandbox's files. */
+  readonly files: Files;
+  readonly #defaultContexts = new Map<Language, CodeContext>();
 
   private constructor(client: Client, info: SandboxInfo) {
     this.client = client;
     this.info = info;
     this.id = info.id;
+    this.files = new Files(client, info.id);
+  }
+
+  /** Starts a persistent shell session: `cd` and `export` persist between its commands. */
+  async createSession(options: { env?: Record<string, string>; cwd?: string; id?: string } = {}): Promise<SessionInfo> {
+    return sessionFromWire(await this.client.json<Wire>("POST", `${this.#path}/sessions`, { json: options }));
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.client.send("DELETE", `${this.#path}/sessions/${encodeURIComponent(sessionId)}`);
+  }
+
+  /** Starts a persistent interpreter: "python", "javascript" or "bash". */
+  async createCodeContext(
+    options: { language?: Language; cwd?: string; env?: Record<string, string> } = {},
+  ): Promise<CodeContext> {
+    const json = { language: options.language ?? "python", cwd: options.cwd, env: options.env };
+    return contextFromWire(await this.client.json<Wire>("POST", `${this.#path}/contexts`, { json }));
+  }
+
+  /**
+   * Runs a cell, calling onStdout/onStderr/onResult as its events arrive; resolves to the
+   * Execution (`results`, `logs`, `error`). State persists between cells of one context.
+   */
+  async runCode(code: string, options: RunCodeOptions = {}): Promise<Execution> {
+    let context = options.context;
+    if (context === undefined) {
+      const language = options.language ?? "python";
+      context = this.#defaultContexts.get(language);
+      if (context === undefined) {
+        context = await this.createCodeContext({ language });
+        this.#defaultContexts.set(language, context);
+      }
+    }
+    const id = typeof context === "string" ? context : context.id;
+    return runCell(this.client, `${this.#path}/contexts/${encodeURIComponent(id)}/run`, code, options);
+  }
+
+  async listCodeContexts(): Promise<CodeContext[]> {
+    const wire = await this.client.json<{ contexts: Wire[] }>("GET", `${this.#path}/contexts`);
+    return wire.contexts.map(contextFromWire);
+  }
+
+  /** Starts the context's interpreter afresh (after a crash, or to drop its state). */
+  async restartCodeContext(context: CodeContext | string): Promise<CodeContext> {
+    const id = typeof context === "string" ? context : context.id;
+    return contextFromWire(
+      await this.client.json<Wire>("POST", `${this.#path}/contexts/${encodeURIComponent(id)}/restart`),
+    );
+  }
+
+  async deleteCodeContext(context: CodeContext | string): Promise<void> {
+    const id = typeof context === "string" ? context : context.id;
+    await this.client.send("DELETE", `${this.#path}/contexts/${encodeURIComponent(id)}`);
+    for (const [language, c] of this.#defaultContexts) {
+      if (c.id === id) this.#defaultContexts.delete(language);
+    }
   }
 
   /** Creates a sandbox. Server from SANDSTREAM_URL, key from SANDSTREAM_API_KEY by default. */

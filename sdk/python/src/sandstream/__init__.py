@@ -31,7 +31,10 @@ from .errors import (
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
 from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
+from .files import FileEvent, FileInfo, Files
+from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .sandbox import Process, Processes, Sandbox
+from .sessions import Session
 
 __version__ = "0.1.0"
 
@@ -41,12 +44,18 @@ __all__ = [
     "AsyncProcesses",
     "AsyncSandbox",
     "ClientConfig",
+    "CodeContext",
     "CommandFailed",
     "Conflict",
     "ConnectionFailed",
     "Error",
     "Event",
     "ExecResult",
+    "Execution",
+    "ExecutionError",
+    "FileEvent",
+    "FileInfo",
+    "Files",
     "Exit",
     "Gap",
     "InternalError",
@@ -54,12 +63,14 @@ __all__ = [
     "InvalidRequest",
     "LineBuffer",
     "Limits",
+    "Logs",
     "MethodNotAllowed",
     "NotFound",
     "OutputDigest",
     "PayloadTooLarge",
     "Process",
     "ProcessInfo",
+    "Result",
     "Processes",
     "QuotaExceeded",
     "Sandbox",
@@ -67,6 +78,7 @@ __all__ = [
     "SandboxInfo",
     "SandboxSetupFailed",
     "SandstreamError",
+    "Session",
     "ShuttingDown",
     "Start",
     "Stderr",

@@ -3,6 +3,7 @@ event streams behind `exec_stream` and `Process.logs`."""
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,7 +26,11 @@ from ._core import (
 )
 from .errors import ConnectionFailed, NotFound, StreamLost, Timeout, error_from_response
 from .events import Error, Event, Exit, SseParser
+from . import interpreter
+from .files import Files
+from .interpreter import CodeContext, Execution, ExecutionError, Result
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
+from .sessions import Session
 
 # Long waits are made of server-side waits of this many seconds, so a dead connection is noticed.
 _WAIT_SLICE = 30.0
@@ -180,6 +185,8 @@ class Sandbox:
         self._api = api
         self._killed = False
         self.processes = Processes(self)
+        self.files = Files(self)
+        self._default_contexts: dict[str, CodeContext] = {}
 
     @classmethod
     def create(
@@ -316,11 +323,12 @@ class Sandbox:
         idle_timeout_seconds: float | None = None,
         merge_stderr: bool = False,
         check: bool = False,
+        session: str | None = None,
     ) -> ExecResult:
         """Runs a command to its end and returns its whole output and exit record.
 
         `cmd` as a string runs under `sh -c`; a sequence runs as argv. With `check=True` a
-        non-zero exit raises `CommandFailed`.
+        non-zero exit raises `CommandFailed`. With `session` it runs in that shell session.
         """
         body = command_body(
             cmd,
@@ -331,6 +339,8 @@ class Sandbox:
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
         )
+        if session is not None:
+            body["session"] = session
         read = None if timeout_seconds is None else timeout_seconds + 30.0
         data = self._api.request(
             "POST",
@@ -353,6 +363,7 @@ class Sandbox:
         idle_timeout_seconds: float | None = None,
         merge_stderr: bool = False,
         idempotency_key: str | None = None,
+        session: str | None = None,
     ) -> Iterator[Event]:
         """Runs a command and yields its events as they happen: `Start`, `Stdout`/`Stderr`
         chunks, `Gap`, then one `Exit` or `Error`.
@@ -369,6 +380,8 @@ class Sandbox:
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
         )
+        if session is not None:
+            body["session"] = session
         cursor = Cursor(self.id, idempotency_key=idempotency_key or new_idempotency_key())
         path = self._path + "/exec/stream"
         return self._api.follow(
@@ -390,6 +403,7 @@ class Sandbox:
         merge_stderr: bool = False,
         check: bool = False,
         on_exit: Callable[[Exit], object] | None = None,
+        session: str | None = None,
     ) -> int:
         """Runs a command, calling `on_stdout`/`on_stderr` with each chunk as it arrives, and
         returns the exit code.
@@ -408,6 +422,7 @@ class Sandbox:
             timeout_seconds=timeout_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
+            session=session,
         )
         for event in events:
             callback, text = dispatch.callback_for(event)
@@ -424,6 +439,61 @@ class Sandbox:
             last_event_id=0,
             attempts=0,
         )
+
+    def create_session(self, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                       id: str | None = None) -> Session:
+        """Starts a persistent shell session (`cd` and `export` persist between its commands)."""
+        body: dict[str, Any] = {}
+        if env:
+            body["env"] = dict(env)
+        if cwd is not None:
+            body["cwd"] = cwd
+        if id is not None:
+            body["id"] = id
+        return Session(self, self._api.request("POST", self._path + "/sessions", json=body))
+
+    def create_code_context(self, language: str = "python", *, cwd: str | None = None,
+                            env: Mapping[str, str] | None = None) -> CodeContext:
+        """Starts a persistent interpreter: "python", "javascript" or "bash"."""
+        return interpreter.create_code_context(self, language, cwd=cwd, env=dict(env or {}))
+
+    def run_code(
+        self,
+        code: str,
+        *,
+        context: CodeContext | str | None = None,
+        language: str = "python",
+        on_stdout: Callable[[str], object] | None = None,
+        on_stderr: Callable[[str], object] | None = None,
+        on_result: Callable[[Result], object] | None = None,
+        on_error: Callable[[ExecutionError], object] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> Execution:
+        """Runs a cell, streaming its output to the callbacks, and returns its `Execution`
+        (`.results`, `.logs`, `.error`). Without `context`, one default context per language
+        is created on first use and reused, so state persists between calls."""
+        if context is None:
+            context = self._default_contexts.get(language)
+            if context is None:
+                context = self.create_code_context(language)
+                self._default_contexts[language] = context
+        return interpreter.run_code(self, code, context, on_stdout=on_stdout, on_stderr=on_stderr,
+                                    on_result=on_result, on_error=on_error,
+                                    timeout_seconds=timeout_seconds)
+
+    def list_code_contexts(self) -> builtins.list[CodeContext]:
+        """The sandbox's code contexts."""
+        return interpreter.list_code_contexts(self)
+
+    def restart_code_context(self, context: CodeContext | str) -> CodeContext:
+        """Restarts a context's interpreter (after a crash, or to clear its state)."""
+        return interpreter.restart_code_context(self, context)
+
+    def delete_code_context(self, context: CodeContext | str) -> None:
+        """Stops a context's interpreter."""
+        interpreter.delete_code_context(self, context)
+        self._default_contexts = {k: v for k, v in self._default_contexts.items()
+                                  if v.id != (context if isinstance(context, str) else context.id)}
 
 
 class Processes:

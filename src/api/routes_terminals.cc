@@ -1,0 +1,424 @@
+// The WebSocket routes: a terminal in a sandbox (GET exec/pty), which outlives its connections
+// and replays its screen to each new one, and many commands over one connection (GET exec/ws).
+#include <charconv>
+#include <set>
+
+#include <boost/json.hpp>
+
+#include "api/lookup.h"
+#include "api/request.h"
+#include "api/routes.h"
+#include "api/sse.h"
+#include "api/websocket.h"
+#include "base/base64.h"
+#include "base/ids.h"
+#include "process/terminal.h"
+#include "service/codec.h"
+
+namespace sandstream::api {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+constexpr uint64_t kBatchBytes = 64 * 1024;
+constexpr int kMaxCells = 1000;
+// A login shell: bash where the sandbox has it, else sh.
+constexpr const char* kLoginShell =
+    "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi";
+
+// Wakes one output pump when its log grows (or when it is told to stop).
+struct Watch : OutputLog::Listener {
+  Watch(OutputLog& watched, const asio::any_io_executor& ex) : log(watched), wake(ex) {
+    log.AddListener(this);
+  }
+  ~Watch() { log.RemoveListener(this); }
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+  void OnAppend() override { wake.Notify(); }
+  OutputLog& log;
+  AsyncSignal wake;
+};
+
+Error Invalid(std::string message) {
+  return Error{ErrorCode::kInvalidRequest, std::move(message)};
+}
+
+Result<void> RequireUpgrade(const Context& ctx) {
+  if (websocket::is_upgrade(ctx.req)) return Ok{};
+  return Invalid("this route is a WebSocket: send a GET with Upgrade: websocket");
+}
+
+Result<int> Cells(const json::value* v, std::string_view name) {
+  if (!v || !v->is_number()) return Invalid(std::string(name) + " must be an integer");
+  const double d = v->to_number<double>();
+  if (d != static_cast<int>(d) || d < 1 || d > kMaxCells) {
+    return Invalid(std::string(name) + " must be between 1 and " + std::to_string(kMaxCells));
+  }
+  return static_cast<int>(d);
+}
+
+Result<std::optional<int>> CellsQuery(const Context& ctx, std::string_view name) {
+  auto text = ctx.Query(name);
+  if (!text || text->empty()) return std::optional<int>();
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc() || ptr != text->data() + text->size() || value < 1 || value > kMaxCells) {
+    return Invalid(std::string(name) + " must be between 1 and " + std::to_string(kMaxCells));
+  }
+  return std::optional<int>(value);
+}
+
+json::object ErrorJson(const Error& e) {
+  return json::object{{"code", ErrorCodeName(e.code)}, {"message", e.message}};
+}
+
+// ---- terminals ----
+
+struct OpenedTerminal {
+  std::shared_ptr<Process> process;
+  std::shared_ptr<Terminal> terminal;  // null once the process has exited
+};
+
+Result<OpenedTerminal> OpenTerminal(Context& ctx) {
+  if (auto r = RequireUpgrade(ctx); !r) return std::move(r).error();
+  auto sb = FindSandbox(ctx);
+  if (!sb) return std::move(sb).error();
+  auto rows = CellsQuery(ctx, "rows");
+  if (!rows) return std::move(rows).error();
+  auto cols = CellsQuery(ctx, "cols");
+  if (!cols) return std::move(cols).error();
+  const auto& options = ctx.server.options();
+  const auto ex = ctx.stream.get_executor();
+
+  if (auto id = ctx.Query("terminal_id"); id && !id->empty()) {
+    auto p = (*sb)->FindProcess(*id);
+    if (!p || !p->spec().pty) {
+      return Error{ErrorCode::kNotFound,
+                   "no terminal '" + std::string(*id) + "' in sandbox '" + (*sb)->id + "'"};
+    }
+    OpenedTerminal opened{p, nullptr};
+    if (p->status() == ProcessStatus::kRunning) {
+      opened.terminal = Terminal::Find(p->id());
+      if (!opened.terminal) opened.terminal = Terminal::Adopt(ex, p, options.terminal_idle);
+      if (*rows || *cols) {
+        const auto current = *p->spec().pty;
+        (void)opened.terminal->Resize({static_cast<uint16_t>(rows->value_or(current.rows)),
+                                       static_cast<uint16_t>(cols->value_or(current.cols))});
+      }
+    }
+    return opened;
+  }
+
+  CommandSpec spec;
+  spec.id = NewId("term_");
+  std::string cmd(ctx.Query("cmd").value_or(""));
+  if (cmd.find('\0') != std::string::npos) return Invalid("cmd must not contain NUL bytes");
+  spec.cmd = cmd;
+  spec.argv = {"/bin/sh", "-c", cmd.empty() ? std::string(kLoginShell) : cmd};
+  spec.env = ctx.service.ComposeEnv(**sb, {});
+  spec.cwd = (*sb)->cwd;
+  auto user = ctx.Query("user").value_or("user");
+  if (user != "user" && user != "root") return Invalid("user must be \"user\" or \"root\"");
+  spec.as_root = user == "root";
+  spec.pty = sandbox::PtySize{static_cast<uint16_t>(rows->value_or(24)),
+                              static_cast<uint16_t>(cols->value_or(80))};
+  spec.log_limits = ctx.service.options().default_log_limits;
+  spec.log_limits.max_bytes = options.terminal_replay_bytes;
+  bool attached = false;
+  auto p = ctx.service.StartProcess(**sb, std::move(spec), &attached);
+  if (!p) return std::move(p).error();
+  return OpenedTerminal{*p, Terminal::Adopt(ex, *p, options.terminal_idle)};
+}
+
+std::string StartMessage(const Process& p) {
+  return json::serialize(json::object{{"type", "start"},
+                                      {"terminal_id", p.id()},
+                                      {"sandbox_id", p.spec().sandbox_id},
+                                      {"pid", p.pid()}});
+}
+
+std::string ExitMessage(const Process& p) {
+  json::object o{{"type", "exit"}, {"terminal_id", p.id()}};
+  const json::value exit = ExitJson(p.exit());
+  for (const auto& [k, v] : exit.as_object()) o[k] = v;
+  return json::serialize(o);
+}
+
+std::string ControlError(const Error& e) {
+  json::object o{{"type", "error"}};
+  for (const auto& [k, v] : ErrorJson(e)) o[k] = v;
+  return json::serialize(o);
+}
+
+// A control message: {"type":"resize","rows","cols"} or {"type":"input","data"}. Returns the
+// input to write, if any.
+Result<std::string> ApplyControl(Terminal* terminal, std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object())
+    return Error{ErrorCode::kInvalidJson, "a control message is a JSON object"};
+  const auto& o = v.as_object();
+  const json::value* type = o.if_contains("type");
+  if (!type || !type->is_string()) return Invalid("a control message needs a string \"type\"");
+  if (*type == "resize") {
+    auto rows = Cells(o.if_contains("rows"), "rows");
+    if (!rows) return std::move(rows).error();
+    auto cols = Cells(o.if_contains("cols"), "cols");
+    if (!cols) return std::move(cols).error();
+    if (!terminal) return std::string();
+    if (auto r = terminal->Resize({static_cast<uint16_t>(*rows), static_cast<uint16_t>(*cols)});
+        !r && terminal->process().status() == ProcessStatus::kRunning) {
+      return std::move(r).error();
+    }
+    return std::string();
+  }
+  if (*type == "input") {
+    const json::value* data = o.if_contains("data");
+    if (!data || !data->is_string()) return Invalid("input needs a string \"data\"");
+    return std::string(data->as_string());
+  }
+  return Invalid("unknown control message type '" + std::string(type->as_string()) + "'");
+}
+
+// A binary frame starting with 0x01 is a control message when the rest is a JSON object;
+// otherwise (a lone Ctrl-A, say) it is input like any other.
+bool IsBinaryControl(const std::string& data) {
+  if (data.size() < 3 || data[0] != '\x01') return false;
+  boost::system::error_code ec;
+  json::value v = json::parse(std::string_view(data).substr(1), ec);
+  return !ec && v.is_object();
+}
+
+asio::awaitable<void> OnTerminalMessage(WebSocket& ws, Terminal* terminal,
+                                        WebSocket::Message message) {
+  std::string input;
+  if (!message.binary || IsBinaryControl(message.data)) {
+    std::string_view text(message.data);
+    if (message.binary) text.remove_prefix(1);
+    auto applied = ApplyControl(terminal, text);
+    if (!applied) {
+      ws.Send(ControlError(applied.error()), false);
+      co_return;
+    }
+    input = std::move(*applied);
+  } else {
+    input = std::move(message.data);
+  }
+  if (terminal && !input.empty()) co_await terminal->Write(std::move(input));
+}
+
+// Replays what the terminal's log retains, then follows it; ends with the exit and a close.
+asio::awaitable<void> PumpTerminal(WebSocket& ws, std::shared_ptr<Process> p, Watch& watch,
+                                   const bool& stop) {
+  uint64_t after = 0;
+  while (!stop) {
+    co_await ws.WaitWritable();
+    if (stop || ws.gone()) break;
+    auto slice = p->log().Read(after, kBatchBytes);
+    if (slice.gap) after = slice.gap->to_seq;
+    std::string bytes;
+    bool ended = false;
+    for (const LogEntry* e : slice.entries) {
+      after = e->seq;
+      if (e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr) bytes += e->data;
+      if (e->kind == EntryKind::kExit) ended = true;
+    }
+    if (!bytes.empty()) ws.Send(std::move(bytes), true);
+    if (ended) {
+      ws.Send(ExitMessage(*p), false);
+      ws.Close(websocket::close_code::normal);
+      break;
+    }
+    if (slice.entries.empty() && !slice.gap) co_await watch.wake.Wait();
+  }
+}
+
+// ---- multiplexed exec ----
+
+struct ExecConnection {
+  ExecConnection(Context& c, WebSocket& w, std::string sandbox)
+      : ctx(c), ws(w), sandbox_id(std::move(sandbox)), pumps(c.stream.get_executor()) {}
+  Context& ctx;
+  WebSocket& ws;
+  std::string sandbox_id;
+  TaskGroup pumps;
+  std::map<std::string, std::shared_ptr<Process>> running;  // by the client's id, serialized
+  std::set<Watch*> watches;
+  bool stop = false;
+};
+
+std::string Tagged(const json::value& id, std::string_view key, json::value value) {
+  return json::serialize(json::object{{"id", id}, {key, std::move(value)}});
+}
+
+void AppendChunkMessage(std::string& out, const std::string& id_json, EntryKind kind,
+                        std::string_view data, sse::Encoding encoding) {
+  out += "{\"id\":";
+  out += id_json;
+  out += kind == EntryKind::kStdout ? ",\"stream\":\"stdout\",\"data\":"
+                                    : ",\"stream\":\"stderr\",\"data\":";
+  if (encoding == sse::Encoding::kBase64) {
+    out += '"';
+    out += Base64(data);
+    out += '"';
+  } else {
+    sse::AppendJsonString(out, data);
+  }
+  out += '}';
+}
+
+asio::awaitable<void> PumpCommand(ExecConnection& conn, json::value id, std::string key,
+                                  std::shared_ptr<Process> p, sse::Encoding encoding) {
+  Watch watch(p->log(), conn.ctx.stream.get_executor());
+  conn.watches.insert(&watch);
+  const std::string id_json = json::serialize(id);
+  uint64_t after = 0;
+  while (!conn.stop) {
+    co_await conn.ws.WaitWritable();
+    if (conn.stop || conn.ws.gone()) break;
+    auto slice = p->log().Read(after, kBatchBytes);
+    if (slice.gap) {
+      json::object gap{{"from_seq", slice.gap->from_seq}, {"to_seq", slice.gap->to_seq}};
+      gap["bytes"] = slice.gap->bytes ? json::value(*slice.gap->bytes) : json::value(nullptr);
+      conn.ws.Send(Tagged(id, "gap", std::move(gap)), false);
+      after = slice.gap->to_seq;
+    }
+    // Consecutive chunks of one stream go out as one message.
+    std::string pending;
+    EntryKind pending_kind = EntryKind::kStdout;
+    bool ended = false;
+    auto flush = [&] {
+      if (pending.empty()) return;
+      std::string msg;
+      AppendChunkMessage(msg, id_json, pending_kind, pending, encoding);
+      conn.ws.Send(std::move(msg), false);
+      pending.clear();
+    };
+    for (const LogEntry* e : slice.entries) {
+      after = e->seq;
+      if (e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr) {
+        if (e->kind != pending_kind) flush();
+        pending_kind = e->kind;
+        pending += e->data;
+      } else if (e->kind == EntryKind::kExit) {
+        flush();
+        conn.ws.Send(Tagged(id, "exit", ExitJson(p->exit())), false);
+        ended = true;
+      }
+    }
+    flush();
+    if (ended) break;
+    if (slice.entries.empty() && !slice.gap) co_await watch.wake.Wait();
+  }
+  conn.watches.erase(&watch);
+  if (auto it = conn.running.find(key); it != conn.running.end() && it->second == p) {
+    conn.running.erase(it);
+  }
+}
+
+void SendError(ExecConnection& conn, const json::value& id, const Error& e) {
+  conn.ws.Send(Tagged(id, "error", ErrorJson(e)), false);
+}
+
+void OnExecMessage(ExecConnection& conn, const WebSocket::Message& message) {
+  if (message.binary) {
+    SendError(conn, nullptr, Invalid("exec/ws takes JSON text messages"));
+    return;
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(message.data, ec);
+  if (ec || !v.is_object()) {
+    SendError(conn, nullptr, Error{ErrorCode::kInvalidJson, "a message is a JSON object"});
+    return;
+  }
+  auto& o = v.as_object();
+  const json::value id = o.contains("id") ? o["id"] : json::value(nullptr);
+  if (!id.is_string() && !id.is_int64() && !id.is_uint64()) {
+    SendError(conn, id, Invalid("id must be a string or an integer"));
+    return;
+  }
+  const std::string key = json::serialize(id);
+  if (const json::value* cancel = o.if_contains("cancel"); cancel && *cancel == true) {
+    auto it = conn.running.find(key);
+    if (it == conn.running.end()) {
+      SendError(conn, id, Error{ErrorCode::kNotFound, "no running command with id " + key});
+      return;
+    }
+    // TERM to the whole group, KILL after the grace period; its exit follows as usual.
+    it->second->Kill(ExitReason::kKilled);
+    return;
+  }
+  if (conn.running.contains(key)) {
+    SendError(conn, id, Error{ErrorCode::kConflict, "a command with id " + key + " is running"});
+    return;
+  }
+  SandboxEntry* sb = conn.ctx.service.Find(conn.sandbox_id);
+  if (!sb) {
+    SendError(conn, id, Error{ErrorCode::kNotFound, "no sandbox '" + conn.sandbox_id + "'"});
+    return;
+  }
+  o.erase("id");  // the client's tag, not a process id
+  auto req = ParseCommand(conn.ctx, o, *sb, CommandKind::kExec);
+  if (!req) {
+    SendError(conn, id, req.error());
+    return;
+  }
+  req->spec.idempotency_key.clear();  // the upgrade request's header is not this command's
+  bool attached = false;
+  auto p = conn.ctx.service.StartProcess(*sb, std::move(req->spec), &attached);
+  if (!p) {
+    SendError(conn, id, p.error());
+    return;
+  }
+  conn.running[key] = *p;
+  conn.ws.Send(Tagged(id, "start", json::object{{"process_id", (*p)->id()}, {"pid", (*p)->pid()}}),
+               false);
+  conn.pumps.Spawn(PumpCommand(conn, id, key, *p, req->encoding));
+}
+
+}  // namespace
+
+asio::awaitable<void> ExecPty(Context& ctx) {
+  auto opened = OpenTerminal(ctx);
+  if (!opened) co_return co_await ReplyError(ctx, opened.error());
+  WebSocket ws(ctx);
+  if (!co_await ws.Accept()) co_return;
+  std::optional<Terminal::Attachment> attachment;
+  if (opened->terminal) attachment.emplace(opened->terminal->Attach());
+  ws.Send(StartMessage(*opened->process), false);
+  Watch watch(opened->process->log(), ctx.stream.get_executor());
+  bool stop = false;
+  TaskGroup pump(ctx.stream.get_executor());
+  pump.Spawn(PumpTerminal(ws, opened->process, watch, stop));
+  for (;;) {
+    auto message = co_await ws.Read();
+    if (!message) break;
+    co_await OnTerminalMessage(ws, opened->terminal.get(), std::move(*message));
+  }
+  stop = true;
+  watch.wake.Notify();
+  co_await pump.Join();
+  co_await ws.Finish();
+}
+
+asio::awaitable<void> ExecWs(Context& ctx) {
+  auto upgrade = RequireUpgrade(ctx);
+  if (!upgrade) co_return co_await ReplyError(ctx, upgrade.error());
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  WebSocket ws(ctx);
+  if (!co_await ws.Accept()) co_return;
+  ExecConnection conn(ctx, ws, (*sb)->id);
+  for (;;) {
+    auto message = co_await ws.Read();
+    if (!message) break;
+    OnExecMessage(conn, *message);
+  }
+  conn.stop = true;
+  for (Watch* w : conn.watches) w->wake.Notify();
+  co_await conn.pumps.Join();
+  co_await ws.Finish();
+}
+
+}  // namespace sandstream::api

@@ -1,0 +1,178 @@
+#include "api/websocket.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "base/log.h"
+#include "service/service.h"
+
+namespace sandstream::api {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+namespace {
+
+constexpr size_t kHighWater = 256 * 1024;
+constexpr size_t kMaxMessage = 1u << 20;
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
+constexpr auto kFlushTimeout = std::chrono::seconds(5);
+
+auto Tuple() {
+  return asio::as_tuple(asio::use_awaitable);
+}
+
+}  // namespace
+
+void TaskGroup::Spawn(asio::awaitable<void> task) {
+  ++running_;
+  asio::co_spawn(ex_, std::move(task), [this](std::exception_ptr e) {
+    --running_;
+    done_.Notify();
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log::Error("websocket task failed", {{"error", ex.what()}});
+    }
+  });
+}
+
+asio::awaitable<void> TaskGroup::Join() {
+  while (running_ > 0) co_await done_.Wait();
+}
+
+WebSocket::WebSocket(Context& ctx)
+    : ctx_(ctx),
+      ws_(ctx.stream),
+      drained_(ctx.stream.get_executor()),
+      stop_(ctx.stream.get_executor()),
+      handle_{&stop_, false},
+      tasks_(ctx.stream.get_executor()) {}
+
+WebSocket::~WebSocket() {
+  if (registration_) ctx_.server.RemoveStream(*registration_);
+}
+
+asio::awaitable<bool> WebSocket::Accept() {
+  ctx_.streamed = true;  // whatever happens, this connection carries no more HTTP requests
+  websocket::stream_base::timeout timeout;
+  timeout.handshake_timeout = kHandshakeTimeout;
+  // A ping after half of this without a frame from the client; closed after all of it.
+  timeout.idle_timeout = 2 * ctx_.server.options().keepalive;
+  timeout.keep_alive_pings = true;
+  ws_.set_option(timeout);
+  ws_.set_option(
+      websocket::stream_base::decorator([id = ctx_.request_id](websocket::response_type& res) {
+        res.set(http::field::server, "sandstreamd");
+        res.set("X-Request-Id", id);
+      }));
+  ws_.read_message_max(kMaxMessage);
+  auto [ec] = co_await ws_.async_accept(ctx_.req, Tuple());
+  if (ec) {
+    gone_ = true;
+    ctx_.status = 400;
+    co_return false;
+  }
+  ctx_.status = 101;
+  registration_ = ctx_.server.AddStream(&handle_);
+  ++ctx_.service.metrics().streams_open;
+  tasks_.Spawn(ShutdownWatch());
+  co_return true;
+}
+
+asio::awaitable<std::optional<WebSocket::Message>> WebSocket::Read() {
+  buffer_.clear();
+  auto [ec, n] = co_await ws_.async_read(buffer_, Tuple());
+  (void)n;
+  if (ec) {
+    gone_ = true;
+    drained_.Notify();
+    co_return std::nullopt;
+  }
+  Message m;
+  m.binary = ws_.got_binary();
+  m.data = beast::buffers_to_string(buffer_.data());
+  co_return m;
+}
+
+void WebSocket::Send(std::string data, bool binary) {
+  if (gone()) return;
+  queued_bytes_ += data.size();
+  queue_.push_back(Frame{std::move(data), binary, false, {}});
+  Kick();
+}
+
+void WebSocket::Close(websocket::close_code code, std::string_view reason) {
+  if (gone()) return;
+  close_queued_ = true;
+  Frame f;
+  f.close = true;
+  f.reason = websocket::close_reason(code);
+  f.reason.reason.assign(reason.data(), std::min(reason.size(), f.reason.reason.max_size()));
+  queue_.push_back(std::move(f));
+  Kick();
+}
+
+void WebSocket::Kick() {
+  if (writing_ || queue_.empty()) return;
+  writing_ = true;
+  tasks_.Spawn(WriteLoop());
+}
+
+asio::awaitable<void> WebSocket::WriteLoop() {
+  auto& metrics = ctx_.service.metrics();
+  while (!queue_.empty() && !gone_) {
+    Frame f = std::move(queue_.front());
+    queue_.pop_front();
+    queued_bytes_ -= f.data.size();
+    boost::system::error_code ec;
+    if (f.close) {
+      auto [close_ec] = co_await ws_.async_close(f.reason, Tuple());
+      ec = close_ec;
+      gone_ = true;
+    } else {
+      ws_.binary(f.binary);
+      auto [write_ec, n] = co_await ws_.async_write(asio::buffer(f.data), Tuple());
+      ec = write_ec;
+      metrics.stream_bytes_total += n;
+    }
+    if (ec) gone_ = true;
+    drained_.Notify();
+  }
+  queue_.clear();
+  queued_bytes_ = 0;
+  writing_ = false;
+  drained_.Notify();
+}
+
+asio::awaitable<void> WebSocket::WaitWritable() {
+  while (!gone() && queued_bytes_ >= kHighWater) co_await drained_.Wait();
+}
+
+asio::awaitable<void> WebSocket::ShutdownWatch() {
+  while (!finished_ && !handle_.stopping) co_await stop_.Wait();
+  if (!handle_.stopping) co_return;
+  Send(R"({"type":"error","code":"shutting_down","message":"sandstreamd is shutting down"})",
+       false);
+  Close(websocket::close_code::going_away, "shutting down");
+}
+
+asio::awaitable<void> WebSocket::Finish() {
+  finished_ = true;
+  stop_.Notify();
+  // Queued frames (an exit, a close) get a bounded time to go out; then the socket's
+  // operations are cancelled, which ends the writer.
+  const auto deadline = std::chrono::steady_clock::now() + kFlushTimeout;
+  AsyncSignal tick(ctx_.stream.get_executor());
+  while (writing_ && std::chrono::steady_clock::now() < deadline) {
+    co_await tick.Wait(std::chrono::milliseconds(20));
+  }
+  if (writing_) ctx_.stream.cancel();
+  co_await tasks_.Join();
+  if (ctx_.status == 101) --ctx_.service.metrics().streams_open;
+}
+
+}  // namespace sandstream::api

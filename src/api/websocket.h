@@ -1,0 +1,94 @@
+// A server-side WebSocket on a session's connection (Beast, upgraded from the request already
+// read): the handler reads; writes go through a queue with one write in flight; pings keep an
+// idle connection open and find a dead one; shutdown closes it with "going away".
+#pragma once
+
+#include <deque>
+#include <list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/websocket/stream.hpp>
+
+#include "api/http.h"
+#include "api/server.h"
+#include "process/async_signal.h"
+
+namespace sandstream::api {
+
+namespace websocket = boost::beast::websocket;
+
+// Coroutines spawned for one connection; Join() waits until all have ended.
+class TaskGroup {
+ public:
+  explicit TaskGroup(const boost::asio::any_io_executor& ex) : ex_(ex), done_(ex) {}
+  void Spawn(boost::asio::awaitable<void> task);
+  boost::asio::awaitable<void> Join();
+
+ private:
+  boost::asio::any_io_executor ex_;
+  size_t running_ = 0;
+  AsyncSignal done_;
+};
+
+class WebSocket {
+ public:
+  explicit WebSocket(Context& ctx);
+  ~WebSocket();
+
+  // Answers the upgrade. False when the handshake failed (nothing more can be sent).
+  boost::asio::awaitable<bool> Accept();
+
+  struct Message {
+    std::string data;
+    bool binary = false;
+  };
+  // The next message; nullopt once the connection is closed or broken.
+  boost::asio::awaitable<std::optional<Message>> Read();
+
+  // Queued in order; dropped once a close is queued or the connection is gone.
+  void Send(std::string data, bool binary);
+  void Close(websocket::close_code code, std::string_view reason = {});
+  bool gone() const { return gone_ || close_queued_; }
+  // Until the queue is short enough to add to (or the connection is gone): producers wait
+  // here, so a slow client makes them fall behind in their logs, not grow this queue.
+  boost::asio::awaitable<void> WaitWritable();
+  // Ends the connection's own tasks: waits (bounded) for queued frames to go, then for the
+  // writer. Call once, after the last Read().
+  boost::asio::awaitable<void> Finish();
+
+  const std::string& request_id() const { return ctx_.request_id; }
+
+ private:
+  struct Frame {
+    std::string data;
+    bool binary = false;
+    bool close = false;
+    websocket::close_reason reason;
+  };
+  void Kick();
+  boost::asio::awaitable<void> WriteLoop();
+  boost::asio::awaitable<void> ShutdownWatch();
+
+  Context& ctx_;
+  websocket::stream<boost::beast::tcp_stream&> ws_;
+  boost::beast::flat_buffer buffer_;
+  std::deque<Frame> queue_;
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool close_queued_ = false;
+  bool gone_ = false;
+  bool finished_ = false;
+  AsyncSignal drained_;
+  AsyncSignal stop_;
+  StreamHandle handle_;
+  std::optional<std::list<StreamHandle*>::iterator> registration_;
+  TaskGroup tasks_;
+};
+
+}  // namespace sandstream::api

@@ -1,0 +1,205 @@
+// The driver programs, kept here as source text: they are passed on the interpreter's command
+// line, so nothing needs to be installed in or copied into a sandbox.
+//
+// Protocol: requests are JSON lines on stdin ({"id", "code"}). Everything the cell prints goes
+// to the real stdout/stderr untouched; driver messages are "\x1e<token>:<json>\n" on stdout
+// (ready, result, done) and "\x1e<token>:sync <id>\n" on stderr after each cell, so the daemon
+// knows both pipes are drained up to the cell's end. The token comes from the environment and
+// is removed from it before any cell runs.
+#include "service/context_drivers.h"
+
+namespace sandstream {
+
+const std::string_view kPythonDriver = R"DRIVER(
+import ast, asyncio, base64, io, json, linecache, os, signal, sys, traceback, types, warnings
+
+_marker = ("\x1e" + os.environ.pop("SANDSTREAM_CONTEXT_TOKEN", "") + ":").encode()
+_proto = os.dup(1)
+_requests = os.fdopen(os.dup(0), "rb")
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+os.close(_null)
+os.environ.setdefault("MPLBACKEND", "Agg")
+warnings.filterwarnings("ignore", message=".*(non-interactive|non-GUI backend).*")
+_in_cell = False
+_loop = asyncio.new_event_loop()
+_main = types.ModuleType("__main__")
+sys.modules["__main__"] = _main
+_ns = _main.__dict__
+_ns["__builtins__"] = __builtins__
+
+
+def _send(msg):
+    data = _marker + json.dumps(msg).encode() + b"\n"
+    while data:
+        data = data[os.write(_proto, data):]
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _on_sigint(signum, frame):
+    if _in_cell:
+        raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGINT, _on_sigint)
+
+_MIME = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
+         ("_repr_svg_", "image/svg+xml"), ("_repr_png_", "image/png"),
+         ("_repr_jpeg_", "image/jpeg"), ("_repr_latex_", "text/latex"),
+         ("_repr_json_", "application/json"))
+
+
+def _bundle(value):
+    data = {}
+    if not isinstance(value, type):
+        for method, mime in _MIME:
+            fn = getattr(value, method, None)
+            if not callable(fn):
+                continue
+            try:
+                out = fn()
+            except Exception:
+                continue
+            if isinstance(out, tuple):
+                out = out[0]
+            if out is None:
+                continue
+            if isinstance(out, bytes):
+                out = base64.b64encode(out).decode()
+            data[mime] = out
+    try:
+        data["text/plain"] = repr(value)
+    except Exception as e:
+        data["text/plain"] = "<unprintable %s: %s>" % (type(value).__name__, e)
+    return data
+
+
+def display(*objs):
+    _flush()
+    for obj in objs:
+        _send({"type": "result", "data": _bundle(obj), "is_main_result": False})
+
+
+_ns["display"] = display
+
+
+def _figures():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        _send({"type": "result", "is_main_result": False,
+               "data": {"image/png": base64.b64encode(buf.getvalue()).decode(),
+                        "text/plain": repr(fig)}})
+    plt.close("all")
+
+
+def _run(cell_id, code):
+    global _in_cell
+    name = "<cell-%d>" % cell_id
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    try:
+        _in_cell = True
+        tree = ast.parse(code, name, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        for node, mode in ((tree, "exec"), (last, "eval")):
+            if node is None:
+                continue
+            compiled = compile(node, name, mode, flags=flags)
+            value = eval(compiled, _ns)
+            if compiled.co_flags & 0x80:  # CO_COROUTINE: the cell used top-level await
+                value = _loop.run_until_complete(value)
+        _in_cell = False
+        _flush()
+        _figures()
+        if last is not None and value is not None:
+            _ns["_"] = value
+            _send({"type": "result", "data": _bundle(value), "is_main_result": True})
+        return None
+    except BaseException as e:
+        _in_cell = False
+        _flush()
+        tb = e.__traceback__
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+            tb = tb.tb_next
+        text = "".join(traceback.format_exception(type(e), e, tb))
+        try:
+            _figures()
+        except Exception:
+            pass
+        return {"name": type(e).__name__, "value": str(e), "traceback": text}
+
+
+_send({"type": "ready", "version": sys.version.split()[0]})
+for _line in _requests:
+    _req = json.loads(_line)
+    _error = _run(_req["id"], _req["code"])
+    _flush()
+    os.write(2, _marker + b"sync %d\n" % _req["id"])
+    _send({"type": "done", "id": _req["id"], "error": _error})
+)DRIVER";
+
+const std::string_view kNodeDriver = R"DRIVER(
+"use strict";
+const fs = require("fs");
+const util = require("util");
+const vm = require("vm");
+const readline = require("readline");
+const marker = "\x1e" + (process.env.SANDSTREAM_CONTEXT_TOKEN || "") + ":";
+delete process.env.SANDSTREAM_CONTEXT_TOKEN;
+globalThis.require = require;
+function writeAll(fd, text) {
+  const data = Buffer.from(text);
+  for (let off = 0; off < data.length;) off += fs.writeSync(fd, data, off);
+}
+function send(msg) { writeAll(1, marker + JSON.stringify(msg) + "\n"); }
+function bundle(value) {
+  const data = { "text/plain": util.inspect(value) };
+  if (value && typeof value === "object" && typeof value.toHTML === "function") {
+    try { data["text/html"] = String(value.toHTML()); } catch (e) { /* plain text only */ }
+  }
+  return data;
+}
+globalThis.display = (...values) => {
+  for (const v of values) send({ type: "result", data: bundle(v), is_main_result: false });
+};
+// Outside a cell SIGINT is ignored; inside one, breakOnSigint turns it into an exception.
+process.on("SIGINT", () => {});
+async function run(req) {
+  let error = null;
+  try {
+    let value = vm.runInThisContext(req.code, { filename: `<cell-${req.id}>`, breakOnSigint: true });
+    if (value && typeof value.then === "function") value = await value;
+    if (value !== undefined) send({ type: "result", data: bundle(value), is_main_result: true });
+  } catch (e) {
+    const isError = e instanceof Error;
+    error = {
+      name: isError ? e.name : typeof e,
+      value: isError ? e.message : String(e),
+      traceback: isError && e.stack ? e.stack : String(e),
+    };
+  }
+  writeAll(2, marker + "sync " + req.id + "\n");
+  send({ type: "done", id: req.id, error });
+}
+let queue = Promise.resolve();
+const lines = readline.createInterface({ input: process.stdin });
+lines.on("line", (line) => { const req = JSON.parse(line); queue = queue.then(() => run(req)); });
+lines.on("close", () => { queue.then(() => process.exit(0)); });
+send({ type: "ready", version: process.version });
+)DRIVER";
+
+}  // namespace sandstream

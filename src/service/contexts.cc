@@ -1,0 +1,545 @@
+#include "service/contexts.h"
+
+#include <signal.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/json.hpp>
+
+#include "base/ids.h"
+#include "base/log.h"
+#include "platform/fd.h"
+#include "platform/signals.h"
+#include "process/utf8.h"
+#include "sandbox/files.h"
+#include "service/codec.h"
+#include "service/context_drivers.h"
+#include "service/service.h"
+
+namespace sandstream {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+constexpr size_t kStderrTail = 4096;
+constexpr uint64_t kDriverLogBytes = 1u << 20;
+
+std::string Sanitized(std::string_view bytes) {
+  std::string out;
+  AppendSanitizedUtf8(out, bytes);
+  return out;
+}
+
+std::chrono::steady_clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
+
+int64_t MillisSince(SteadyTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyNow() - t).count();
+}
+
+}  // namespace
+
+std::string_view LanguageName(Language language) {
+  switch (language) {
+    case Language::kPython: return "python";
+    case Language::kJavascript: return "javascript";
+    case Language::kBash: return "bash";
+  }
+  return "python";
+}
+
+std::optional<Language> ParseLanguage(std::string_view name) {
+  if (name == "python" || name == "python3") return Language::kPython;
+  if (name == "javascript" || name == "js" || name == "node") return Language::kJavascript;
+  if (name == "bash" || name == "sh" || name == "shell") return Language::kBash;
+  return std::nullopt;
+}
+
+CellRun::CellRun(const asio::any_io_executor& ex, uint64_t number, std::string code,
+                 double timeout_seconds)
+    : number_(number),
+      code_(std::move(code)),
+      timeout_seconds_(timeout_seconds),
+      log_(LogLimits{64u << 20, 1u << 16}),
+      wake_(ex),
+      started_(SteadyNow()) {}
+
+void CellRun::Emit(std::string_view event, const json::object& data) {
+  std::string entry(event);
+  entry += '\n';
+  entry += json::serialize(data);
+  log_.Append(EntryKind::kStdout, entry);
+}
+
+void CellRun::End(std::string_view event, const json::object& data) {
+  std::string entry(event);
+  entry += '\n';
+  entry += json::serialize(data);
+  log_.Append(EntryKind::kExit, entry);
+}
+
+CodeContext::CodeContext(const asio::any_io_executor& ex, std::string id, std::string sandbox_id,
+                         Language language, std::string cwd,
+                         std::map<std::string, std::string> env)
+    : ex_(ex),
+      id_(std::move(id)),
+      sandbox_id_(std::move(sandbox_id)),
+      language_(language),
+      cwd_(std::move(cwd)),
+      env_(std::move(env)),
+      created_at_(SystemNow()),
+      turns_(ex) {}
+
+CodeContext::~CodeContext() { Detach(); }
+
+void CodeContext::Detach() {
+  if (driver_) driver_->log().RemoveListener(this);
+}
+
+std::string_view CodeContext::status() const {
+  if (language_ == Language::kBash) return turns_.busy() ? "busy" : "idle";
+  if (!driver_ || driver_->status() != ProcessStatus::kRunning) return "dead";
+  return turns_.busy() ? "busy" : "idle";
+}
+
+json::object CodeContext::Json() const {
+  json::object o;
+  o["id"] = id_;
+  o["sandbox_id"] = sandbox_id_;
+  o["language"] = LanguageName(language_);
+  o["cwd"] = cwd_;
+  o["status"] = status();
+  o["created_at"] = FormatRfc3339(created_at_);
+  o["execution_count"] = executions_;
+  o["restarts"] = restarts_;
+  o["process_id"] = driver_ ? json::value(driver_->id()) : json::value(nullptr);
+  return o;
+}
+
+Result<void> CodeContext::Start(Service& service, SandboxEntry& sb) {
+  if (language_ == Language::kBash) {
+    if (!shell_) {
+      auto session = CreateSession(service, sb, SessionRequest{"ctx-" + id_, env_, cwd_});
+      if (!session) return std::move(session).error();
+      shell_ = *session;
+      // Owned by the context, not listed among the sandbox's sessions.
+      sb.sessions.erase(shell_->id());
+    }
+    return Ok{};
+  }
+  Detach();
+  token_ = NewId("");
+  auto env = env_;
+  env["SANDSTREAM_CONTEXT_TOKEN"] = token_;
+  CommandSpec spec;
+  if (language_ == Language::kPython) {
+    env["PYTHONUNBUFFERED"] = "1";
+    if (!env.contains("MPLBACKEND")) env["MPLBACKEND"] = "Agg";
+    spec.argv = {"python3", "-u", "-c", std::string(kPythonDriver)};
+  } else {
+    spec.argv = {"node", "-e", std::string(kNodeDriver)};
+  }
+  spec.env = service.ComposeEnv(sb, env);
+  spec.cwd = cwd_;
+  spec.keep_stdin_open = true;
+  spec.log_limits = LogLimits{kDriverLogBytes, 4096};
+  bool attached = false;
+  auto p = service.StartProcess(sb, std::move(spec), &attached);
+  if (!p) return std::move(p).error();
+  driver_ = *p;
+  after_seq_ = 0;
+  pending_out_.clear();
+  pending_err_.clear();
+  stderr_tail_.clear();
+  driver_->log().AddListener(this);
+  OnAppend();
+  log::Info("code context started",
+            {{"sandbox", sandbox_id_}, {"context", id_}, {"process", driver_->id()}});
+  return Ok{};
+}
+
+void CodeContext::OnAppend() {
+  if (!driver_) return;
+  auto slice = driver_->log().Read(after_seq_, UINT64_MAX);
+  for (const LogEntry* e : slice.entries) {
+    after_seq_ = e->seq;
+    if (e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr) {
+      OnOutput(e->kind, e->data);
+    } else if (e->kind == EntryKind::kExit && current_) {
+      current_->wake_.Notify();
+    }
+  }
+}
+
+// Splits a pipe's bytes into the cell's own output and driver messages. A tail that could be
+// the start of a message waits for the next read; it starts with \x1e, so holding it back
+// never splits a UTF-8 sequence.
+void CodeContext::OnOutput(EntryKind kind, std::string_view data) {
+  std::string& pending = kind == EntryKind::kStdout ? pending_out_ : pending_err_;
+  pending.append(data);
+  if (kind == EntryKind::kStderr) {
+    stderr_tail_.append(data);
+    if (stderr_tail_.size() > kStderrTail) stderr_tail_.erase(0, stderr_tail_.size() - kStderrTail);
+  }
+  const std::string marker = "\x1e" + token_ + ":";
+  const std::string_view stream = kind == EntryKind::kStdout ? "stdout" : "stderr";
+  auto emit = [&](std::string_view text) {
+    if (text.empty() || !current_) return;
+    json::object chunk;
+    chunk["chunk"] = Sanitized(text);
+    current_->Emit(stream, chunk);
+  };
+  size_t pos = 0;
+  for (;;) {
+    const size_t at = pending.find(marker, pos);
+    if (at == std::string::npos) {
+      // Keep the longest tail that is a prefix of the marker.
+      size_t keep = 0;
+      for (size_t k = std::min(marker.size() - 1, pending.size() - pos); k > 0; --k) {
+        if (std::string_view(pending).substr(pending.size() - k) ==
+            std::string_view(marker).substr(0, k)) {
+          keep = k;
+          break;
+        }
+      }
+      emit(std::string_view(pending).substr(pos, pending.size() - pos - keep));
+      pending.erase(0, pending.size() - keep);
+      return;
+    }
+    emit(std::string_view(pending).substr(pos, at - pos));
+    const size_t nl = pending.find('\n', at);
+    if (nl == std::string::npos) {
+      pending.erase(0, at);
+      return;
+    }
+    const size_t body = at + marker.size();
+    OnMessage(kind, std::string_view(pending).substr(body, nl - body));
+    pos = nl + 1;
+  }
+}
+
+void CodeContext::OnMessage(EntryKind kind, std::string_view message) {
+  if (kind == EntryKind::kStderr) {
+    if (current_ && message == "sync " + std::to_string(current_->number_)) {
+      current_->sync_seen_ = true;
+      current_->wake_.Notify();
+    }
+    return;
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(message, ec);
+  if (ec || !v.is_object()) {
+    log::Warn("unreadable message from a code context driver", {{"context", id_}});
+    return;
+  }
+  const json::object& m = v.as_object();
+  const json::value* type = m.if_contains("type");
+  if (!type || !type->is_string() || !current_) return;
+  if (type->as_string() == "result") {
+    json::object result;
+    result["data"] = m.contains("data") ? m.at("data") : json::object{};
+    result["is_main_result"] = m.contains("is_main_result") ? m.at("is_main_result") : false;
+    current_->Emit("result", result);
+  } else if (type->as_string() == "done") {
+    const json::value* id = m.if_contains("id");
+    if (!id || !id->is_number() || id->to_number<uint64_t>() != current_->number_) return;
+    current_->done_seen_ = true;
+    if (const json::value* err = m.if_contains("error")) current_->error_ = *err;
+    current_->wake_.Notify();
+  }
+}
+
+std::shared_ptr<CellRun> CodeContext::Submit(Service& service, std::string code,
+                                             double timeout_seconds) {
+  auto run = std::make_shared<CellRun>(ex_, ++executions_, std::move(code), timeout_seconds);
+  asio::co_spawn(ex_, Execute(service, run), [id = id_](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log::Error("code context cell failed", {{"context", id}, {"error", ex.what()}});
+    }
+  });
+  return run;
+}
+
+asio::awaitable<void> CodeContext::Execute(Service& service, std::shared_ptr<CellRun> run) {
+  auto self = shared_from_this();
+  co_await turns_.Acquire();
+  json::object start;
+  start["context_id"] = id_;
+  start["language"] = LanguageName(language_);
+  start["execution_count"] = run->number_;
+  run->started_ = SteadyNow();
+  if (closed_ || !service.Find(sandbox_id_)) {
+    json::object err;
+    err["name"] = "ContextDeleted";
+    err["value"] = "code context " + id_ + " was deleted";
+    err["traceback"] = "";
+    run->End("error", err);
+  } else {
+    run->Emit("start", start);
+    if (language_ == Language::kBash) {
+      co_await ExecuteShell(service, *run);
+    } else {
+      co_await ExecuteInterpreter(service, run);
+    }
+  }
+  turns_.Release();
+}
+
+asio::awaitable<void> CodeContext::ExecuteInterpreter(Service& service,
+                                                      std::shared_ptr<CellRun> cell) {
+  CellRun& run = *cell;
+  auto finished = [&] { return run.done_seen_ && run.sync_seen_; };
+  auto driver = driver_;
+  auto alive = [&] { return driver && driver->status() == ProcessStatus::kRunning; };
+  if (!alive()) {
+    json::object err;
+    err["name"] = "ContextDead";
+    err["value"] = "the " + std::string(LanguageName(language_)) +
+                   " interpreter of this context is not running; restart the context "
+                   "(POST .../contexts/" + id_ + "/restart)";
+    err["traceback"] = Sanitized(stderr_tail_);
+    run.End("error", err);
+    co_return;
+  }
+  current_ = cell;
+  json::object request;
+  request["id"] = run.number_;
+  request["code"] = run.code_;
+  auto written = co_await driver->WriteStdin(json::serialize(request) + "\n");
+  const auto deadline = SteadyNow() + Seconds(run.timeout_seconds_);
+  while (written && !finished() && alive() && SteadyNow() < deadline) {
+    co_await run.wake_.Wait(deadline - SteadyNow());
+  }
+  bool timed_out = false;
+  bool restarted = false;
+  if (written && !finished() && alive()) {
+    // Like Ctrl-C: the whole group, so a subprocess the cell waits for stops too.
+    timed_out = true;
+    (void)driver->Signal(SIGINT, true);
+    const auto grace = SteadyNow() + service.options().kill_grace;
+    while (!finished() && alive() && SteadyNow() < grace) {
+      co_await run.wake_.Wait(grace - SteadyNow());
+    }
+    if (!finished() && alive()) {
+      driver->KillNow(ExitReason::kTimeout);
+      co_await driver->WaitExit();
+      if (SandboxEntry* sb = service.Find(sandbox_id_); sb && !closed_) {
+        restarted = Start(service, *sb).ok();
+        if (restarted) ++restarts_;
+      }
+    }
+  }
+  current_.reset();
+
+  json::object end;
+  end["execution_count"] = run.number_;
+  end["duration_ms"] = MillisSince(run.started_);
+  if (finished() && run.error_.is_object()) {
+    json::object err = run.error_.as_object();
+    err["execution_count"] = run.number_;
+    err["timeout"] = timed_out;
+    err["restarted"] = false;
+    run.End("error", err);
+  } else if (finished()) {
+    end["status"] = "ok";
+    run.End("exit", end);
+  } else if (timed_out) {
+    json::object err;
+    err["name"] = "TimeoutError";
+    err["value"] = "the cell ran longer than " + json::serialize(json::value(run.timeout_seconds_)) +
+                   " s and did not stop on SIGINT; " +
+                   (restarted ? "the interpreter was restarted and its state is lost"
+                              : "the interpreter was killed; restart the context");
+    err["traceback"] = "";
+    err["execution_count"] = run.number_;
+    err["timeout"] = true;
+    err["restarted"] = restarted;
+    run.End("error", err);
+  } else {
+    json::object err;
+    err["name"] = "InterpreterDied";
+    std::string how = "the interpreter exited";
+    if (driver && driver->exit()) {
+      const auto& exit = *driver->exit();
+      how += exit.signal ? " on " + SignalName(*exit.signal)
+                         : " with code " + std::to_string(exit.exit_code);
+      how += " (" + std::string(ExitReasonName(exit.reason)) + ")";
+    }
+    err["value"] = how + " during the cell; restart the context to continue";
+    err["traceback"] = Sanitized(stderr_tail_);
+    err["execution_count"] = run.number_;
+    err["timeout"] = false;
+    err["restarted"] = false;
+    run.End("error", err);
+  }
+}
+
+namespace {
+
+// Copies a shell command's output into its cell as it is appended.
+class Relay : public OutputLog::Listener {
+ public:
+  Relay(OutputLog& from, CellRun& to) : from_(from), to_(to) {
+    from_.AddListener(this);
+    OnAppend();
+  }
+  ~Relay() override { from_.RemoveListener(this); }
+  void OnAppend() override {
+    auto slice = from_.Read(after_, UINT64_MAX);
+    for (const LogEntry* e : slice.entries) {
+      after_ = e->seq;
+      if (e->kind != EntryKind::kStdout && e->kind != EntryKind::kStderr) continue;
+      json::object chunk;
+      chunk["chunk"] = Sanitized(e->data);
+      to_.Emit(e->kind == EntryKind::kStdout ? "stdout" : "stderr", chunk);
+    }
+  }
+
+ private:
+  OutputLog& from_;
+  CellRun& to_;
+  uint64_t after_ = 0;
+};
+
+}  // namespace
+
+asio::awaitable<void> CodeContext::ExecuteShell(Service& service, CellRun& run) {
+  SandboxEntry* sb = service.Find(sandbox_id_);
+  CommandSpec spec;
+  spec.cmd = run.code_;
+  spec.argv = {"/bin/sh", "-c", run.code_};
+  spec.timeout_seconds = run.timeout_seconds_;
+  spec.log_limits = service.options().default_log_limits;
+  if (sb) spec.env = service.ComposeEnv(*sb, env_);
+  spec.cwd = cwd_;
+  auto started = co_await shell_->Run(service, std::move(spec), {}, std::nullopt);
+  if (!started) {
+    json::object err;
+    err["name"] = "StartError";
+    err["value"] = started.error().message;
+    err["traceback"] = "";
+    err["execution_count"] = run.number_;
+    run.End("error", err);
+    co_return;
+  }
+  auto process = *started;
+  {
+    Relay relay(process->log(), run);
+    co_await process->WaitExit();
+  }
+  const auto& exit = *process->exit();
+  json::object end;
+  end["execution_count"] = run.number_;
+  end["duration_ms"] = MillisSince(run.started_);
+  end["exit_code"] = exit.exit_code;
+  if (exit.exit_code == 0) {
+    end["status"] = "ok";
+    run.End("exit", end);
+    co_return;
+  }
+  json::object err;
+  const bool timed_out = exit.reason == ExitReason::kTimeout;
+  err["name"] = timed_out ? "TimeoutError" : "ExitCode";
+  err["value"] = timed_out ? "the command ran longer than its timeout and was killed"
+                           : "exit code " + std::to_string(exit.exit_code);
+  err["traceback"] = "";
+  err["execution_count"] = run.number_;
+  err["exit_code"] = exit.exit_code;
+  err["timeout"] = timed_out;
+  err["restarted"] = false;
+  run.End("error", err);
+}
+
+asio::awaitable<Result<void>> CodeContext::Restart(Service& service) {
+  auto self = shared_from_this();
+  if (language_ != Language::kBash && driver_ && driver_->status() == ProcessStatus::kRunning) {
+    auto old = driver_;
+    old->KillNow(ExitReason::kKilled);
+    co_await old->WaitExit();
+  }
+  SandboxEntry* sb = service.Find(sandbox_id_);
+  if (!sb || closed_) co_return Error{ErrorCode::kNotFound, "code context " + id_ + " was deleted"};
+  if (language_ == Language::kBash) {
+    if (shell_) shell_->Close();
+    shell_.reset();
+  }
+  auto started = Start(service, *sb);
+  if (!started) co_return std::move(started).error();
+  ++restarts_;
+  co_return Ok{};
+}
+
+void CodeContext::Close() {
+  closed_ = true;
+  if (shell_) {
+    shell_->Close();
+    if (auto p = shell_->last_process(); p && p->status() == ProcessStatus::kRunning) {
+      p->Kill(ExitReason::kKilled);
+    }
+  }
+  if (driver_ && driver_->status() == ProcessStatus::kRunning) driver_->Kill(ExitReason::kKilled);
+}
+
+Result<std::shared_ptr<CodeContext>> CreateContext(Service& service, SandboxEntry& sb,
+                                                   ContextRequest req) {
+  if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
+  if (sb.contexts.size() >= 64) {
+    return Error{ErrorCode::kQuotaExceeded, "too many code contexts in " + sb.id + " (64)"};
+  }
+  auto context = std::make_shared<CodeContext>(service.executor(), NewId("ctx_"), sb.id,
+                                               req.language,
+                                               req.cwd.empty() ? sb.cwd : req.cwd,
+                                               std::move(req.env));
+  if (auto r = context->Start(service, sb); !r) return std::move(r).error();
+  sb.contexts.emplace(context->id(), context);
+  return context;
+}
+
+Result<void> DeleteContext(SandboxEntry& sb, std::string_view id) {
+  auto it = sb.contexts.find(id);
+  if (it == sb.contexts.end()) {
+    return Error{ErrorCode::kNotFound,
+                 "no code context '" + std::string(id) + "' in sandbox '" + sb.id + "'"};
+  }
+  it->second->Close();
+  sb.contexts.erase(it);
+  return Ok{};
+}
+
+void PrepareTemplate(const ServiceOptions& options, SandboxEntry& sb) {
+  if (sb.template_name != "code-interpreter" || !sb.runtime) return;
+  auto fs = sandbox::SandboxFs::Open(sb.runtime->RootPath(), sb.runtime->HostId(0));
+  if (!fs) return;
+  // Debian's matplotlib reads its defaults through a link to /etc/matplotlibrc, which the
+  // base root (a chosen subset of the host's /etc) does not carry.
+  for (const char* path : {"/etc/matplotlibrc"}) {
+    if (fs->Stat(path)) continue;
+    auto content = ReadFile(path);
+    if (!content) continue;
+    if (auto file = fs->OpenWrite(path, 0644, true)) {
+      (void)WriteAll(file->fd.get(), *content);
+    }
+  }
+  for (const char* dir : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+    if (fs->Stat(std::string(dir) + "/python")) return;
+  }
+  if (!fs->Stat("/usr/bin/python3")) return;
+  if (auto r = fs->Symlink("/usr/bin/python3", "/opt/sandstream/bin/python");
+      !r && r.error().code != ErrorCode::kConflict) {
+    log::Warn("code-interpreter: python link failed", {{"sandbox", sb.id}, {"error", r.error().message}});
+    return;
+  }
+  if (sb.env.contains("PATH")) return;
+  std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (const auto& kv : options.base_env) {
+    if (kv.starts_with("PATH=")) path = kv.substr(5);
+  }
+  sb.env["PATH"] = "/opt/sandstream/bin:" + path;
+}
+
+}  // namespace sandstream

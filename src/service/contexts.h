@@ -1,0 +1,126 @@
+// Code interpreter contexts: a persistent interpreter (python, javascript) running as a
+// background process of the sandbox, or a shell session (bash), that runs cells one at a time.
+// Each cell run is a log of events (start, stdout, stderr, result, then exit or error) that the
+// API streams as SSE. A cell past its timeout is interrupted (SIGINT); an interpreter that does
+// not stop is killed and started again, and a crashed one is reported and can be restarted.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "process/async_signal.h"
+#include "process/output_log.h"
+#include "process/process.h"
+#include "service/sessions.h"
+
+namespace sandstream {
+
+class Service;
+struct SandboxEntry;
+struct ServiceOptions;
+
+enum class Language { kPython, kJavascript, kBash };
+std::string_view LanguageName(Language language);
+std::optional<Language> ParseLanguage(std::string_view name);
+
+// One cell's events. Entry data is "<event>\n<json>"; the last entry (kExit) is `exit` or
+// `error`.
+class CellRun {
+ public:
+  CellRun(const boost::asio::any_io_executor& ex, uint64_t number, std::string code,
+          double timeout_seconds);
+
+  uint64_t number() const { return number_; }
+  OutputLog& log() { return log_; }
+  void Emit(std::string_view event, const boost::json::object& data);
+  void End(std::string_view event, const boost::json::object& data);
+  bool ended() const { return log_.ended(); }
+
+ private:
+  friend class CodeContext;
+  uint64_t number_;
+  std::string code_;
+  double timeout_seconds_;
+  OutputLog log_;
+  AsyncSignal wake_;
+  SteadyTime started_;
+  bool done_seen_ = false;  // the driver said the cell ended
+  bool sync_seen_ = false;  // and its stderr is drained up to that point
+  boost::json::value error_;
+};
+
+class CodeContext : public std::enable_shared_from_this<CodeContext>,
+                    private OutputLog::Listener {
+ public:
+  CodeContext(const boost::asio::any_io_executor& ex, std::string id, std::string sandbox_id,
+              Language language, std::string cwd, std::map<std::string, std::string> env);
+  ~CodeContext() override;
+
+  const std::string& id() const { return id_; }
+  Language language() const { return language_; }
+  // "idle", "busy" or "dead" (the interpreter exited; restart it).
+  std::string_view status() const;
+  boost::json::object Json() const;
+
+  // Starts the interpreter (again); the namespace starts empty.
+  Result<void> Start(Service& service, SandboxEntry& sb);
+  // Kills the interpreter, waits for it, starts a new one.
+  boost::asio::awaitable<Result<void>> Restart(Service& service);
+  // Queues a cell and returns its run at once; it executes when the cells before it are done.
+  std::shared_ptr<CellRun> Submit(Service& service, std::string code, double timeout_seconds);
+  // Deleted: the interpreter is killed; queued cells end with an error.
+  void Close();
+
+ private:
+  boost::asio::awaitable<void> Execute(Service& service, std::shared_ptr<CellRun> run);
+  boost::asio::awaitable<void> ExecuteInterpreter(Service& service, std::shared_ptr<CellRun> cell);
+  boost::asio::awaitable<void> ExecuteShell(Service& service, CellRun& run);
+  void OnAppend() override;
+  void OnOutput(EntryKind kind, std::string_view data);
+  void OnMessage(EntryKind kind, std::string_view message);
+  void Detach();
+
+  boost::asio::any_io_executor ex_;
+  std::string id_;
+  std::string sandbox_id_;
+  Language language_;
+  std::string cwd_;
+  std::map<std::string, std::string> env_;
+  SystemTime created_at_;
+  std::string token_;
+  std::shared_ptr<Process> driver_;
+  uint64_t after_seq_ = 0;
+  std::string pending_out_;  // undecided bytes that may start a driver message
+  std::string pending_err_;
+  std::string stderr_tail_;  // the interpreter's last words, for a crash report
+  std::shared_ptr<CellRun> current_;
+  std::shared_ptr<Session> shell_;  // bash contexts
+  TurnQueue turns_;
+  uint64_t executions_ = 0;
+  uint64_t restarts_ = 0;
+  bool closed_ = false;
+};
+
+struct ContextRequest {
+  Language language = Language::kPython;
+  std::string cwd;  // empty: the sandbox's
+  std::map<std::string, std::string> env;
+};
+
+Result<std::shared_ptr<CodeContext>> CreateContext(Service& service, SandboxEntry& sb,
+                                                   ContextRequest req);
+Result<void> DeleteContext(SandboxEntry& sb, std::string_view id);
+
+// The code-interpreter template promises a `python` command; when the root has none, a link
+// to python3 goes to /opt/sandstream/bin, which the sandbox's PATH then starts with.
+void PrepareTemplate(const ServiceOptions& options, SandboxEntry& sb);
+
+}  // namespace sandstream

@@ -1,0 +1,221 @@
+#include "service/sessions.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/json.hpp>
+
+#include "base/ids.h"
+#include "base/log.h"
+#include "sandbox/files.h"
+#include "service/service.h"
+
+namespace sandstream {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+// Run as `bash -c SCRIPT sandstream-session STATE CMD CWD SUBSHELL K=V...`. The state file
+// holds what `declare -p`, `declare -f` and `alias -p` print, the working directory and the
+// options, and is sourced before the command; an EXIT trap writes it again afterwards (also
+// after `exit N` or a failure under `set -e`). Options are re-applied only around the command,
+// so `set -e`/`set -x` never act on this wrapper. Internal names start with __ss_.
+constexpr std::string_view kScript = R"SCRIPT(
+__ss_state=$1 __ss_cmd=$2 __ss_cwd=$3 __ss_sub=$4
+shift 4
+__ss_save() {
+  __ss_o=$(shopt -p; set +o)
+  case $__ss_flags in *e*) __ss_o+=$'\nset -e' ;; esac
+  case $__ss_flags in *x*) __ss_o+=$'\nset -x' ;; esac
+  set +e +u +o pipefail
+  IFS=$' \t\n'
+  {
+    __ss_keep=()
+    for __ss_n in $(compgen -v); do
+      case $__ss_n in
+        __ss_*|BASH|BASH_*|BASHOPTS|BASHPID|EUID|UID|PPID|SHELLOPTS|FUNCNAME|GROUPS|RANDOM|SRANDOM|\
+SECONDS|LINENO|HISTCMD|EPOCHREALTIME|EPOCHSECONDS|DIRSTACK|PIPESTATUS|COMP_*|SHLVL|PWD|OLDPWD|_|\
+OPTIND|OPTARG|OPTERR|HOSTNAME|HOSTTYPE|MACHTYPE|OSTYPE|COLUMNS|LINES|IFS|PS4) continue ;;
+      esac
+      case ${!__ss_n@a} in *r*) continue ;; esac
+      __ss_keep+=("$__ss_n")
+    done
+    [ ${#__ss_keep[@]} -eq 0 ] || declare -p "${__ss_keep[@]}"
+    for __ss_n in $__ss_env0; do
+      [ -n "${!__ss_n+x}" ] || printf 'unset -v %s\n' "$__ss_n"
+    done
+    for __ss_n in $(compgen -A function); do
+      case $__ss_n in __ss_*) ;; *) declare -f "$__ss_n" ;; esac
+    done
+    alias -p
+    printf 'cd -- %q 2>/dev/null\n' "$PWD"
+    printf 'OLDPWD=%q\n' "${OLDPWD-}"
+    printf '__ss_o=%q\n' "$__ss_o"
+  } >"$__ss_state.tmp" 2>/dev/null && command -p mv -f -- "$__ss_state.tmp" "$__ss_state"
+  exit "$__ss_rc"
+}
+__ss_env0=$(compgen -e)
+if [ -f "$__ss_state" ]; then . "$__ss_state" 2>/dev/null; fi
+trap '{ __ss_rc=$? __ss_flags=$-; set +x; } 2>/dev/null; __ss_save' EXIT
+if [ -n "$__ss_sub" ]; then
+  (
+    for __ss_kv in "$@"; do export "$__ss_kv"; done
+    set --
+    if [ -n "$__ss_cwd" ]; then cd -- "$__ss_cwd" || exit 1; fi
+    shopt -s expand_aliases
+    eval "${__ss_o-}" 2>/dev/null
+    eval "$__ss_cmd"
+  )
+else
+  set --
+  shopt -s expand_aliases
+    eval "${__ss_o-}" 2>/dev/null
+  eval "$__ss_cmd"
+fi
+)SCRIPT";
+
+}  // namespace
+
+asio::awaitable<void> TurnQueue::Acquire() {
+  const uint64_t ticket = next_++;
+  while (serving_ != ticket) co_await wake_.Wait();
+}
+
+void TurnQueue::Release() {
+  ++serving_;
+  wake_.Notify();
+}
+
+std::string ShellQuote(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += '\'';
+    for (char c : a) {
+      if (c == '\'') out += "'\\''";
+      else out += c;
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+Session::Session(const asio::any_io_executor& ex, std::string id, std::string sandbox_id,
+                 std::map<std::string, std::string> env, std::string cwd)
+    : ex_(ex),
+      id_(std::move(id)),
+      sandbox_id_(std::move(sandbox_id)),
+      env_(std::move(env)),
+      cwd_(std::move(cwd)),
+      created_at_(SystemNow()),
+      turns_(ex) {}
+
+std::string Session::StatePath() const {
+  return std::string(kSessionStateDir) + "/session-" + id_ + ".sh";
+}
+
+CommandSpec Session::Wrap(const Service& service, const SandboxEntry& sb, CommandSpec spec,
+                          const std::map<std::string, std::string>& call_env,
+                          const std::optional<std::string>& call_cwd) const {
+  const std::string command = spec.cmd.empty() ? ShellQuote(spec.argv) : spec.cmd;
+  const bool subshell = !call_env.empty() || call_cwd.has_value();
+  std::vector<std::string> argv = {"/bin/bash", "--noprofile", "--norc", "-c",
+                                   std::string(kScript), "sandstream-session", StatePath(),
+                                   command, call_cwd.value_or(""), subshell ? "1" : ""};
+  for (const auto& [k, v] : call_env) argv.push_back(k + "=" + v);
+  spec.argv = std::move(argv);
+  spec.cmd = command;
+  spec.env = service.ComposeEnv(sb, env_);
+  spec.cwd = cwd_;
+  return spec;
+}
+
+asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
+    Service& service, CommandSpec spec, std::map<std::string, std::string> call_env,
+    std::optional<std::string> call_cwd) {
+  auto self = shared_from_this();
+  SandboxEntry* sb = service.Find(sandbox_id_);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
+  bool attached = false;
+  // A retry of a command already started attaches to it at once, without queueing.
+  if (!spec.idempotency_key.empty() && sb->idempotency.contains(spec.idempotency_key)) {
+    co_return service.StartProcess(*sb, Wrap(service, *sb, std::move(spec), call_env, call_cwd),
+                                   &attached);
+  }
+  co_await turns_.Acquire();
+  sb = service.Find(sandbox_id_);
+  if (!sb || closed_) {
+    turns_.Release();
+    co_return Error{ErrorCode::kNotFound, "session '" + id_ + "' was deleted"};
+  }
+  auto p = service.StartProcess(*sb, Wrap(service, *sb, std::move(spec), call_env, call_cwd),
+                                &attached);
+  if (!p || attached) {
+    turns_.Release();
+    co_return p;
+  }
+  ++commands_;
+  last_ = *p;
+  asio::co_spawn(
+      ex_,
+      [](std::shared_ptr<Session> s, std::shared_ptr<Process> process) -> asio::awaitable<void> {
+        co_await process->WaitExit();
+        s->turns_.Release();
+      }(self, *p),
+      [](std::exception_ptr) {});
+  co_return p;
+}
+
+Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& sb,
+                                               SessionRequest req) {
+  if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
+  std::string id = req.id.empty() ? NewId("sess_") : req.id;
+  if (sb.sessions.contains(id)) return Error{ErrorCode::kConflict, "session id '" + id + "' is in use"};
+  if (sb.sessions.size() >= 256) {
+    return Error{ErrorCode::kQuotaExceeded, "too many sessions in " + sb.id + " (256)"};
+  }
+  // The state directory belongs to `user`, who runs every session command.
+  auto fs = sandbox::SandboxFs::Open(sb.runtime->RootPath(), sb.runtime->HostId(1000));
+  if (!fs) return std::move(fs).error();
+  if (auto dir = fs->Mkdir(kSessionStateDir, 0700, true); !dir) {
+    return Error{dir.error().code, "session state: " + dir.error().message};
+  }
+  auto session = std::make_shared<Session>(service.executor(), id, sb.id, std::move(req.env),
+                                           req.cwd.empty() ? sb.cwd : req.cwd);
+  sb.sessions.emplace(id, session);
+  log::Info("session created", {{"sandbox", sb.id}, {"session", id}});
+  return session;
+}
+
+Result<void> DeleteSession(SandboxEntry& sb, std::string_view id) {
+  auto it = sb.sessions.find(id);
+  if (it == sb.sessions.end()) {
+    return Error{ErrorCode::kNotFound,
+                 "no session '" + std::string(id) + "' in sandbox '" + sb.id + "'"};
+  }
+  auto session = it->second;
+  session->Close();
+  sb.sessions.erase(it);
+  if (auto p = session->last_process(); p && p->status() == ProcessStatus::kRunning) {
+    p->Kill(ExitReason::kKilled);
+  }
+  if (auto fs = sandbox::SandboxFs::Open(sb.runtime->RootPath(), sb.runtime->HostId(1000))) {
+    (void)fs->Remove(session->StatePath(), false);
+  }
+  return Ok{};
+}
+
+json::object SessionJson(const Session& s) {
+  json::object env;
+  for (const auto& [k, v] : s.env()) env[k] = v;
+  json::object o;
+  o["id"] = s.id();
+  o["sandbox_id"] = s.sandbox_id();
+  o["cwd"] = s.cwd();
+  o["env"] = std::move(env);
+  o["created_at"] = FormatRfc3339(s.created_at());
+  o["commands"] = s.commands();
+  o["busy"] = s.busy();
+  return o;
+}
+
+}  // namespace sandstream

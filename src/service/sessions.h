@@ -1,0 +1,99 @@
+// Persistent shell sessions. Each command of a session runs, one at a time, as a process of its
+// own that starts from the shell state the previous command left (working directory, variables,
+// functions, aliases, options), kept in a file inside the sandbox. So `cd` and `export` persist,
+// while output framing, stdin, timeouts and exit codes stay exactly those of one process.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "process/async_signal.h"
+#include "process/process.h"
+
+namespace sandstream {
+
+class Service;
+struct SandboxEntry;
+
+// Turns in arrival order: Acquire waits until every earlier holder has released.
+class TurnQueue {
+ public:
+  explicit TurnQueue(const boost::asio::any_io_executor& ex) : wake_(ex) {}
+  boost::asio::awaitable<void> Acquire();
+  void Release();
+  bool busy() const { return next_ != serving_; }
+
+ private:
+  AsyncSignal wake_;
+  uint64_t next_ = 0;
+  uint64_t serving_ = 0;
+};
+
+struct SessionRequest {
+  std::string id;  // caller-chosen, or empty for a new one
+  std::map<std::string, std::string> env;
+  std::string cwd;  // empty: the sandbox's
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(const boost::asio::any_io_executor& ex, std::string id, std::string sandbox_id,
+          std::map<std::string, std::string> env, std::string cwd);
+
+  const std::string& id() const { return id_; }
+  const std::string& sandbox_id() const { return sandbox_id_; }
+  const std::map<std::string, std::string>& env() const { return env_; }
+  const std::string& cwd() const { return cwd_; }
+  SystemTime created_at() const { return created_at_; }
+  uint64_t commands() const { return commands_; }
+  bool busy() const { return turns_.busy(); }
+  // Where the shell state lives inside the sandbox.
+  std::string StatePath() const;
+  std::shared_ptr<Process> last_process() const { return last_.lock(); }
+
+  // Runs `spec` (a command request with the sandbox's defaults) in the session once the
+  // commands before it have ended. `call_env`/`call_cwd`, when given, apply to this command
+  // only: it then runs in a subshell, so nothing it changes persists.
+  boost::asio::awaitable<Result<std::shared_ptr<Process>>> Run(
+      Service& service, CommandSpec spec, std::map<std::string, std::string> call_env,
+      std::optional<std::string> call_cwd);
+
+  // Marks the session deleted: queued commands fail instead of starting.
+  void Close() { closed_ = true; }
+
+ private:
+  CommandSpec Wrap(const Service& service, const SandboxEntry& sb, CommandSpec spec,
+                   const std::map<std::string, std::string>& call_env,
+                   const std::optional<std::string>& call_cwd) const;
+
+  boost::asio::any_io_executor ex_;
+  std::string id_;
+  std::string sandbox_id_;
+  std::map<std::string, std::string> env_;
+  std::string cwd_;
+  SystemTime created_at_;
+  uint64_t commands_ = 0;
+  bool closed_ = false;
+  TurnQueue turns_;
+  std::weak_ptr<Process> last_;
+};
+
+// The directory inside every sandbox that holds session state (owned by `user`).
+inline constexpr const char* kSessionStateDir = "/tmp/.sandstream";
+
+Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& sb,
+                                               SessionRequest req);
+Result<void> DeleteSession(SandboxEntry& sb, std::string_view id);
+boost::json::object SessionJson(const Session& s);
+
+// `'a b' 'c'`: argv as one shell command line.
+std::string ShellQuote(const std::vector<std::string>& argv);
+
+}  // namespace sandstream

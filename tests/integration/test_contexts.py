@@ -1,0 +1,214 @@
+"""Code interpreter contexts: state across cells, results as MIME bundles (PNG figures,
+DataFrame HTML), errors with tracebacks, timeouts that interrupt, crashes that are reported and
+restartable, javascript and bash contexts."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from typing import Any
+
+import httpx
+import pytest
+
+from helpers import assert_error, create_sandbox
+from sse import SseEvent, read_events
+
+CELL_END = frozenset({"exit", "error"})
+
+
+@pytest.fixture
+def interpreter(client: httpx.Client) -> Any:
+    """A code-interpreter sandbox, deleted afterwards."""
+    sb = create_sandbox(client, template="code-interpreter")
+    yield sb
+    client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def new_context(c: httpx.Client, sb: dict[str, Any], language: str = "python") -> dict[str, Any]:
+    """POST .../contexts; asserts 201."""
+    r = c.post(f"/v1/sandboxes/{sb['id']}/contexts", json={"language": language})
+    assert r.status_code == 201, r.text
+    ctx: dict[str, Any] = r.json()
+    return ctx
+
+
+def run_cell(c: httpx.Client, sb: dict[str, Any], ctx: dict[str, Any], code: str,
+             timeout: float | None = None) -> list[SseEvent]:
+    """POST .../run and reads its SSE events up to `exit` or `error`."""
+    body: dict[str, Any] = {"code": code}
+    if timeout is not None:
+        body["timeout_seconds"] = timeout
+    with c.stream("POST", f"/v1/sandboxes/{sb['id']}/contexts/{ctx['id']}/run", json=body) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        return read_events(r, stop_after=CELL_END, limit_seconds=60)
+
+
+def text_of(events: list[SseEvent], stream: str) -> str:
+    """Joins a stream's chunks."""
+    return "".join(e.json()["chunk"] for e in events if e.event == stream)
+
+
+def results(events: list[SseEvent]) -> list[dict[str, Any]]:
+    """The MIME bundles of the `result` events."""
+    return [e.json()["data"] for e in events if e.event == "result"]
+
+
+def test_state_persists_across_cells(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """Variables, imports and functions survive; the last expression is the result."""
+    ctx = new_context(client, interpreter)
+    assert ctx["language"] == "python" and ctx["status"] == "idle"
+    first = run_cell(client, interpreter, ctx, "import math\nx = 20\ndef double(v):\n    return 2 * v\n"
+                                               "print('set', end='')")
+    assert [e.event for e in first][0] == "start" and first[-1].event == "exit", first
+    assert text_of(first, "stdout") == "set" and results(first) == []
+    second = run_cell(client, interpreter, ctx, "import sys\nprint('to err', file=sys.stderr)\n"
+                                                "double(x) + math.floor(1.5)")
+    assert text_of(second, "stderr") == "to err\n"
+    assert results(second) == [{"text/plain": "41"}]
+    assert second[-1].json()["execution_count"] == 2
+    again = run_cell(client, interpreter, ctx, "_ + 1")
+    assert results(again) == [{"text/plain": "42"}]
+
+
+def test_error_event(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """An exception ends the cell with `error`: name, value and a traceback of the cell."""
+    ctx = new_context(client, interpreter)
+    events = run_cell(client, interpreter, ctx, "print('before')\n{}['missing']")
+    assert text_of(events, "stdout") == "before\n"
+    err = events[-1]
+    assert err.event == "error"
+    data = err.json()
+    assert data["name"] == "KeyError" and data["value"] == "'missing'"
+    assert "<cell-1>" in data["traceback"] and "KeyError" in data["traceback"]
+    assert data["timeout"] is False
+    syntax = run_cell(client, interpreter, ctx, "def broken(:")[-1].json()
+    assert syntax["name"] == "SyntaxError"
+    # The interpreter is still there.
+    assert results(run_cell(client, interpreter, ctx, "1 + 1")) == [{"text/plain": "2"}]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Checks the PNG signature, the IHDR chunk and its CRC; returns (width, height)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    ihdr = data[16:29]
+    (crc,) = struct.unpack(">I", data[29:33])
+    assert zlib.crc32(b"IHDR" + ihdr) == crc
+    width, height = struct.unpack(">II", ihdr[:8])
+    assert data.endswith(b"IEND\xaeB`\x82")
+    return width, height
+
+
+def test_matplotlib_figure_is_png(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """A matplotlib plot comes back as a PNG result that decodes."""
+    ctx = new_context(client, interpreter)
+    events = run_cell(client, interpreter, ctx, "import matplotlib.pyplot as plt\n"
+                                                "plt.figure(figsize=(4, 3))\nplt.plot([1, 4, 9, 16])\n"
+                                                "plt.title('squares')\nplt.show()", timeout=120)
+    assert events[-1].event == "exit", events[-1]
+    images = [r for r in results(events) if "image/png" in r]
+    assert len(images) == 1, results(events)
+    width, height = png_size(base64.b64decode(images[0]["image/png"]))
+    assert 200 < width < 2000 and 150 < height < 1500, (width, height)
+
+
+def test_dataframe_is_html(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """A pandas DataFrame as the last expression has text/html and text/plain."""
+    ctx = new_context(client, interpreter)
+    events = run_cell(client, interpreter, ctx, "import pandas as pd\n"
+                                                "pd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})", timeout=120)
+    assert events[-1].event == "exit", events[-1]
+    [bundle] = results(events)
+    assert "<table" in bundle["text/html"] and "a" in bundle["text/plain"]
+
+
+def test_timeout_interrupts(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """A cell past its timeout gets KeyboardInterrupt; the context keeps its state."""
+    ctx = new_context(client, interpreter)
+    run_cell(client, interpreter, ctx, "kept = 'still here'")
+    events = run_cell(client, interpreter, ctx, "import time\nprint('sleeping', flush=True)\ntime.sleep(60)",
+                      timeout=1)
+    assert text_of(events, "stdout") == "sleeping\n"
+    err = events[-1].json()
+    assert events[-1].event == "error"
+    assert (err["name"], err["timeout"], err["restarted"]) == ("KeyboardInterrupt", True, False), err
+    assert results(run_cell(client, interpreter, ctx, "kept")) == [{"text/plain": "'still here'"}]
+
+
+def test_timeout_restarts_when_interrupt_is_ignored(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """A cell that ignores SIGINT is killed and the context restarted, and the answer says so."""
+    ctx = new_context(client, interpreter)
+    run_cell(client, interpreter, ctx, "lost = 1")
+    events = run_cell(client, interpreter, ctx,
+                      "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
+                      timeout=1)
+    err = events[-1].json()
+    assert (err["name"], err["timeout"], err["restarted"]) == ("TimeoutError", True, True), err
+    after = run_cell(client, interpreter, ctx, "'lost' in globals()")
+    assert results(after) == [{"text/plain": "False"}]
+    info = client.get(f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}").json()
+    assert info["restarts"] == 1 and info["status"] == "idle"
+
+
+def test_crash_is_reported_and_restartable(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """An interpreter that dies is reported; the context is dead until restarted."""
+    ctx = new_context(client, interpreter)
+    events = run_cell(client, interpreter, ctx, "import os\nos._exit(3)")
+    err = events[-1].json()
+    assert events[-1].event == "error" and err["name"] == "InterpreterDied", err
+    assert "code 3" in err["value"]
+    url = f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}"
+    assert client.get(url).json()["status"] == "dead"
+    dead = run_cell(client, interpreter, ctx, "1")
+    assert dead[-1].event == "error" and dead[-1].json()["name"] == "ContextDead"
+    r = client.post(url + "/restart")
+    assert r.status_code == 200 and r.json()["status"] == "idle", r.text
+    assert results(run_cell(client, interpreter, ctx, "6 * 7")) == [{"text/plain": "42"}]
+
+
+def test_json_answer_and_listing(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """With Accept: application/json the run is one document; contexts list and delete."""
+    ctx = new_context(client, interpreter)
+    r = client.post(f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}/run",
+                    json={"code": "print('a')\n3"}, headers={"Accept": "application/json"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert "".join(body["logs"]["stdout"]) == "a\n" and body["results"][0]["data"] == {"text/plain": "3"}
+    assert body["error"] is None and body["exit"]["status"] == "ok"
+    listed = client.get(f"/v1/sandboxes/{interpreter['id']}/contexts").json()["contexts"]
+    assert [c["id"] for c in listed] == [ctx["id"]]
+    assert client.delete(f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}").status_code == 204
+    assert_error(client.get(f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}"), 404, "not_found")
+    bad = client.post(f"/v1/sandboxes/{interpreter['id']}/contexts", json={"language": "cobol"})
+    assert_error(bad, 400, "invalid_request")
+
+
+def test_javascript_context(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """javascript cells share globals; the completion value is the result; errors are errors."""
+    ctx = new_context(client, interpreter, "javascript")
+    run_cell(client, interpreter, ctx, "globalThis.n = 20; console.log('logged')")
+    events = run_cell(client, interpreter, ctx, "n * 2 + 2")
+    assert results(events) == [{"text/plain": "42"}]
+    err = run_cell(client, interpreter, ctx, "null.x")[-1]
+    assert err.event == "error" and err.json()["name"] == "TypeError"
+
+
+def test_bash_context(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """bash cells share the shell state; a failing command is an error with its exit code."""
+    ctx = new_context(client, interpreter, "bash")
+    run_cell(client, interpreter, ctx, "cd /tmp; export V=7")
+    events = run_cell(client, interpreter, ctx, "pwd; echo $V")
+    assert text_of(events, "stdout") == "/tmp\n7\n" and events[-1].event == "exit"
+    err = run_cell(client, interpreter, ctx, "exit 4")[-1]
+    assert err.event == "error" and err.json()["exit_code"] == 4
+
+
+def test_python_command_exists(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """The code-interpreter template has `python` (seed 003 runs `python -u`)."""
+    r = client.post(f"/v1/sandboxes/{interpreter['id']}/exec",
+                    json={"cmd": "python -u -c 'import sys; print(sys.version_info[0])'"})
+    assert r.json()["stdout"] == "3\n", r.json()

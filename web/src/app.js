@@ -1,0 +1,377 @@
+// The sandstream console: sign in with the API key, manage sandboxes, open a terminal
+// (exec/pty over a WebSocket, drawn by xterm.js), run a command and watch its stdout and stderr
+// arrive live (exec/stream), list processes and follow their logs. Talks only to the daemon
+// that served it, with the key in sessionStorage.
+import { Terminal } from "@xterm/xterm";
+import { FitAddon } from "@xterm/addon-fit";
+
+const $ = (id) => document.getElementById(id);
+const state = { key: sessionStorage.getItem("sandstream.key") || "", sandbox: null, term: null,
+                ws: null, terminalId: null, run: null, runProcess: null, logs: null };
+
+// ---- API ----
+
+async function api(method, path, body) {
+  const headers = { Authorization: `Bearer ${state.key}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (res.status === 204) return null;
+  const data = await res.json().catch(() => null);
+  if (!res.ok) {
+    const err = new Error(data?.error?.message || `HTTP ${res.status}`);
+    err.code = data?.error?.code;
+    err.status = res.status;
+    throw err;
+  }
+  return data;
+}
+
+// Reads a text/event-stream response, calling onEvent(name, data) per event.
+async function readEvents(res, onEvent) {
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onEvent(event, JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+function showError(where, err) { $(where).textContent = err ? `${err.code || "error"}: ${err.message}` : ""; }
+
+// ---- sign in ----
+
+async function signIn(key) {
+  state.key = key;
+  try {
+    await api("GET", "/v1/sandboxes");
+  } catch (err) {
+    state.key = "";
+    sessionStorage.removeItem("sandstream.key");
+    showError("sign-in-error", err);
+    return;
+  }
+  sessionStorage.setItem("sandstream.key", key);
+  showError("sign-in-error", null);
+  $("sign-in").hidden = true;
+  $("console").hidden = false;
+  $("sign-out").hidden = false;
+  await refreshSandboxes();
+}
+
+$("sign-in-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  signIn($("api-key").value.trim());
+});
+
+$("sign-out").addEventListener("click", () => {
+  sessionStorage.removeItem("sandstream.key");
+  location.reload();
+});
+
+// ---- sandboxes ----
+
+async function refreshSandboxes() {
+  try {
+    const { sandboxes } = await api("GET", "/v1/sandboxes");
+    const rows = $("sandbox-rows");
+    rows.replaceChildren();
+    for (const sb of sandboxes) {
+      const tr = document.createElement("tr");
+      tr.dataset.id = sb.id;
+      if (state.sandbox?.id === sb.id) tr.className = "selected";
+      for (const text of [sb.id, sb.template, sb.created_at.replace("T", " ").slice(0, 19), sb.processes_running]) {
+        const td = document.createElement("td");
+        td.textContent = String(text);
+        tr.append(td);
+      }
+      const actions = document.createElement("td");
+      const open = button("Open", () => openSandbox(sb));
+      open.className = "open-sandbox";
+      const del = button("Delete", () => deleteSandbox(sb.id));
+      del.className = "delete-sandbox";
+      actions.append(open, " ", del);
+      tr.append(actions);
+      rows.append(tr);
+    }
+    showError("console-error", null);
+  } catch (err) {
+    showError("console-error", err);
+  }
+}
+
+function button(label, onClick) {
+  const b = document.createElement("button");
+  b.textContent = label;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+$("create-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const body = { template: $("create-template").value };
+  const ttl = Number($("create-ttl").value);
+  if (ttl > 0) body.ttl_seconds = ttl;
+  try {
+    const sb = await api("POST", "/v1/sandboxes", body);
+    await refreshSandboxes();
+    openSandbox(sb);
+  } catch (err) {
+    showError("console-error", err);
+  }
+});
+
+async function deleteSandbox(id) {
+  if (state.sandbox?.id === id) closeSandbox();
+  try {
+    await api("DELETE", `/v1/sandboxes/${id}`);
+  } catch (err) {
+    showError("console-error", err);
+  }
+  await refreshSandboxes();
+}
+
+function openSandbox(sb) {
+  closeSandbox();
+  state.sandbox = sb;
+  $("sandbox").hidden = false;
+  $("sandbox-title").textContent = sb.id;
+  for (const tr of $("sandbox-rows").children) tr.className = tr.dataset.id === sb.id ? "selected" : "";
+  selectTab("terminal");
+}
+
+function closeSandbox() {
+  disconnectTerminal();
+  state.run?.abort();
+  state.logs?.abort();
+  state.term?.dispose();
+  state.term = null;
+  state.terminalId = null;
+  state.sandbox = null;
+  $("sandbox").hidden = true;
+}
+
+function selectTab(name) {
+  for (const t of document.querySelectorAll(".tab")) t.classList.toggle("active", t.dataset.tab === name);
+  for (const body of document.querySelectorAll(".tab-body")) body.hidden = body.id !== `tab-${name}`;
+  if (name === "terminal") openTerminal();
+  if (name === "processes") refreshProcesses();
+}
+for (const t of document.querySelectorAll(".tab")) t.addEventListener("click", () => selectTab(t.dataset.tab));
+
+// ---- terminal ----
+
+const fit = new FitAddon();
+const encoder = new TextEncoder();
+
+function wsUrl(path, params) {
+  const q = new URLSearchParams({ access_token: state.key, ...params });
+  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${path}?${q}`;
+}
+
+function openTerminal() {
+  if (!state.term) {
+    state.term = new Terminal({ cursorBlink: true, fontSize: 14, convertEol: false,
+                                theme: { background: "#000000" } });
+    state.term.loadAddon(fit);
+    state.term.open($("terminal"));
+    state.term.onData((data) => {
+      if (state.ws?.readyState === WebSocket.OPEN) state.ws.send(encoder.encode(data));
+    });
+    state.term.onResize(({ rows, cols }) => {
+      if (state.ws?.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify({ type: "resize", rows, cols }));
+    });
+  }
+  fit.fit();
+  if (!state.ws) connectTerminal();
+  state.term.focus();
+}
+
+function connectTerminal() {
+  const term = state.term;
+  const params = { rows: term.rows, cols: term.cols };
+  if (state.terminalId) params.terminal_id = state.terminalId;
+  // A reattached terminal replays its retained output: start from a clean screen.
+  if (state.terminalId) term.reset();
+  const ws = new WebSocket(wsUrl(`/v1/sandboxes/${state.sandbox.id}/exec/pty`, params));
+  ws.binaryType = "arraybuffer";
+  state.ws = ws;
+  let exited = false;
+  $("terminal-status").textContent = "connecting...";
+  $("terminal-reconnect").hidden = true;
+  ws.onmessage = (ev) => {
+    if (typeof ev.data !== "string") {
+      term.write(new Uint8Array(ev.data));
+      return;
+    }
+    const msg = JSON.parse(ev.data);
+    if (msg.type === "start") {
+      state.terminalId = msg.terminal_id;
+      $("terminal-status").textContent = `terminal ${msg.terminal_id}`;
+    } else if (msg.type === "exit") {
+      exited = true;
+      state.terminalId = null;
+      term.write(`\r\n[exited: code ${msg.exit_code}, ${msg.reason}]\r\n`);
+      $("terminal-status").textContent = `exited with code ${msg.exit_code}`;
+    } else if (msg.type === "error") {
+      term.write(`\r\n[${msg.code}: ${msg.message}]\r\n`);
+    }
+  };
+  ws.onclose = () => {
+    if (state.ws !== ws) return;
+    state.ws = null;
+    if (!exited && state.terminalId) {
+      $("terminal-status").textContent = `disconnected from ${state.terminalId}`;
+      $("terminal-reconnect").hidden = false;
+    }
+  };
+}
+
+function disconnectTerminal() {
+  const ws = state.ws;
+  state.ws = null;
+  ws?.close();
+}
+
+$("terminal-reconnect").addEventListener("click", () => connectTerminal());
+$("terminal-new").addEventListener("click", () => {
+  disconnectTerminal();
+  state.terminalId = null;
+  state.term.reset();
+  connectTerminal();
+  state.term.focus();
+});
+window.addEventListener("resize", () => { if (state.term && !$("tab-terminal").hidden) fit.fit(); });
+
+// ---- run a command ----
+
+function appendOutput(pre, text, stream) {
+  const span = document.createElement("span");
+  if (stream === "stderr") span.className = "stderr";
+  span.textContent = text;
+  pre.append(span);
+  pre.scrollTop = pre.scrollHeight;
+}
+
+function describeExit(e) {
+  return `exit code ${e.exit_code}${e.signal ? ` (${e.signal})` : ""}, ${e.reason}, ${e.duration_ms} ms`;
+}
+
+$("run-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const cmd = $("run-cmd").value;
+  if (!cmd || state.run) return;
+  const out = $("run-output");
+  const status = $("run-status");
+  out.replaceChildren();
+  status.textContent = "running...";
+  status.className = "";
+  const controller = new AbortController();
+  state.run = controller;
+  $("run-button").disabled = true;
+  $("run-cancel").disabled = false;
+  try {
+    const res = await fetch(`/v1/sandboxes/${state.sandbox.id}/exec/stream`, {
+      method: "POST", signal: controller.signal,
+      headers: { Authorization: `Bearer ${state.key}`, "Content-Type": "application/json",
+                 Accept: "text/event-stream" },
+      body: JSON.stringify({ cmd, timeout_seconds: 3600 }),
+    });
+    if (!res.ok) {
+      const data = await res.json().catch(() => null);
+      throw Object.assign(new Error(data?.error?.message || `HTTP ${res.status}`), { code: data?.error?.code });
+    }
+    await readEvents(res, (event, data) => {
+      if (event === "start") state.runProcess = data.process_id;
+      else if (event === "stdout" || event === "stderr") appendOutput(out, data.chunk, event);
+      else if (event === "exit") {
+        status.textContent = describeExit(data);
+        status.className = data.exit_code === 0 ? "status-ok" : "status-bad";
+      } else if (event === "gap") appendOutput(out, `\n[... ${data.bytes ?? "some"} bytes not retained ...]\n`, "stderr");
+      else if (event === "error") {
+        status.textContent = `${data.code}: ${data.message}`;
+        status.className = "status-bad";
+      }
+    });
+  } catch (err) {
+    if (err.name !== "AbortError") {
+      status.textContent = `${err.code || "error"}: ${err.message}`;
+      status.className = "status-bad";
+    }
+  } finally {
+    state.run = null;
+    state.runProcess = null;
+    $("run-button").disabled = false;
+    $("run-cancel").disabled = true;
+  }
+});
+
+$("run-cancel").addEventListener("click", () => {
+  // Stopping kills the process (its exit then ends the stream), not just this view of it.
+  if (state.runProcess) {
+    api("DELETE", `/v1/sandboxes/${state.sandbox.id}/processes/${state.runProcess}`).catch(() => null);
+  }
+});
+
+// ---- processes and their logs ----
+
+async function refreshProcesses() {
+  if (!state.sandbox) return;
+  const rows = $("process-rows");
+  try {
+    const { processes } = await api("GET", `/v1/sandboxes/${state.sandbox.id}/processes`);
+    rows.replaceChildren();
+    for (const p of processes) {
+      const tr = document.createElement("tr");
+      for (const text of [p.id, p.cmd || p.argv.join(" "), p.status, p.exit_code ?? ""]) {
+        const td = document.createElement("td");
+        td.textContent = String(text);
+        tr.append(td);
+      }
+      const td = document.createElement("td");
+      td.append(button("Logs", () => followLogs(p)));
+      if (p.status === "running") td.append(" ", button("Kill", async () => {
+        await api("DELETE", `/v1/sandboxes/${state.sandbox.id}/processes/${p.id}`).catch(() => null);
+        refreshProcesses();
+      }));
+      tr.append(td);
+      rows.append(tr);
+    }
+  } catch (err) {
+    showError("console-error", err);
+  }
+}
+$("processes-refresh").addEventListener("click", refreshProcesses);
+
+async function followLogs(p) {
+  state.logs?.abort();
+  const controller = new AbortController();
+  state.logs = controller;
+  const out = $("logs-output");
+  out.replaceChildren();
+  $("logs-title").textContent = `${p.id}: ${p.cmd || p.argv.join(" ")}`;
+  try {
+    const res = await fetch(`/v1/sandboxes/${state.sandbox.id}/processes/${p.id}/logs?follow=1`, {
+      headers: { Authorization: `Bearer ${state.key}` }, signal: controller.signal });
+    await readEvents(res, (event, data) => {
+      if (event === "stdout" || event === "stderr") appendOutput(out, data.chunk, event);
+      else if (event === "exit") appendOutput(out, `\n[${describeExit(data)}]\n`, data.exit_code === 0 ? "stdout" : "stderr");
+    });
+  } catch (err) {
+    if (err.name !== "AbortError") appendOutput(out, `\n[${err.message}]\n`, "stderr");
+  }
+}
+
+if (state.key) signIn(state.key);

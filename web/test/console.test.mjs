@@ -1,0 +1,160 @@
+// The console in headless Chromium (Debian's /usr/bin/chromium via playwright-core) against a
+// real sandstreamd serving web/dist: sign in with the key, create a sandbox, type into its
+// terminal and read the answer, run a command and see its first line before it ends. Leaves a
+// screenshot in test-artifacts/console.png.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const CHROMIUM = "/usr/bin/chromium";
+const API_KEY = "testkey";
+const WEB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const REPO_DIR = path.resolve(WEB_DIR, "..");
+const ARTIFACTS = path.join(REPO_DIR, "test-artifacts");
+
+let daemon;
+let daemonUrl;
+let browser;
+let page;
+const scratch = [];
+
+// A GET sent byte for byte: fetch() would normalize the dot segments away.
+function rawGet(target) {
+  const { hostname, port } = new URL(daemonUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => {
+      socket.end(`GET ${target} HTTP/1.1\r\nHost: ${hostname}\r\nConnection: close\r\n\r\n`);
+    });
+    let answer = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (d) => { answer += d; });
+    socket.on("end", () => resolve(answer));
+    socket.on("error", reject);
+  });
+}
+
+async function startDaemon() {
+  const binary = process.env.SANDSTREAM_BIN ?? path.join(REPO_DIR, "build/dev/bin/sandstreamd");
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "sandstream-web-"));
+  scratch.push(dataDir);
+  const child = spawn(binary, ["--listen", "127.0.0.1:0", "--data-dir", dataDir,
+                               "--web-dir", path.join(WEB_DIR, "dist")], {
+    env: { ...process.env, SANDSTREAM_API_KEY: API_KEY },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logTail = [];
+  createInterface({ input: child.stderr }).on("line", (line) => {
+    logTail.push(line);
+    if (logTail.length > 200) logTail.shift();
+  });
+  child.once("exit", (code, signal) => {
+    if (code !== 0 && signal !== "SIGTERM") {
+      process.stderr.write(`sandstreamd exited (${code}, ${signal}):\n${logTail.join("\n")}\n`);
+    }
+  });
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${binary} did not start in 20 s`)), 20_000);
+    child.once("error", (e) => reject(e));
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const m = /listening on (http:\/\/\S+)/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+  });
+  return { child, url };
+}
+
+before(async () => {
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium`);
+  assert.ok(existsSync(path.join(WEB_DIR, "dist/index.html")), "web/dist is missing: npm run build");
+  ({ child: daemon, url: daemonUrl } = await startDaemon());
+  const profile = mkdtempSync(path.join(os.tmpdir(), "sandstream-chromium-"));
+  scratch.push(profile);
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--no-first-run"],
+    viewport: { width: 1200, height: 900 },
+  });
+  page = browser.pages()[0] ?? (await browser.newPage());
+});
+
+after(async () => {
+  if (page) {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: path.join(ARTIFACTS, "console.png"), fullPage: true }).catch(() => {});
+  }
+  await browser?.close();
+  if (daemon && daemon.exitCode === null) {
+    const exited = new Promise((resolve) => daemon.once("exit", resolve));
+    daemon.kill("SIGTERM");
+    await exited;
+  }
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+test("the console is served without a CDN and refuses paths outside its directory", async () => {
+  const index = await fetch(`${daemonUrl}/`);
+  assert.equal(index.status, 200);
+  assert.match(index.headers.get("content-type"), /text\/html/);
+  const html = await index.text();
+  assert.doesNotMatch(html, /https?:\/\//, "the page loads nothing from elsewhere");
+  assert.equal((await fetch(`${daemonUrl}/app.js`)).status, 200);
+  for (const p of ["/..%2f..%2fetc%2fpasswd", "/%2e%2e", "/../../etc/passwd", "/.hidden",
+                   "/assets/..%2fpackage.json", "/assets/../../../etc/passwd"]) {
+    const answer = await rawGet(p);
+    assert.match(answer, /^HTTP\/1\.1 404 /, p);
+    assert.match(answer, /"code":"not_found"/, p);
+  }
+});
+
+test("sign in, create a sandbox, type into its terminal, watch a command run live", async () => {
+  await page.goto(`${daemonUrl}/`);
+
+  await page.fill("#api-key", "wrong");
+  await page.click("#sign-in-form button");
+  await page.waitForSelector("#sign-in-error:has-text('unauthorized')");
+
+  await page.fill("#api-key", API_KEY);
+  await page.click("#sign-in-form button");
+  await page.waitForSelector("#console:not([hidden])");
+
+  await page.click("#create-sandbox");
+  await page.waitForSelector("#sandbox-rows tr.selected");
+  const sandboxId = await page.textContent("#sandbox-title");
+  assert.match(sandboxId, /^sb_/);
+  await page.waitForSelector("#terminal-status:has-text('terminal term_')");
+
+  await page.click("#terminal");
+  await page.keyboard.type("echo console-$((6*7))\n");
+  await page.waitForFunction(() => document.querySelector(".xterm-rows")?.textContent.includes("console-42"),
+                             null, { timeout: 15_000 });
+
+  await page.click(".tab[data-tab=run]");
+  await page.fill("#run-cmd", "echo first; sleep 2; echo second >&2");
+  const started = Date.now();
+  await page.click("#run-button");
+  await page.waitForSelector("#run-output span:has-text('first')", { timeout: 10_000 });
+  const firstAt = Date.now() - started;
+  assert.equal(await page.textContent("#run-status"), "running...", "still running when the first line shows");
+  assert.ok(firstAt < 1800, `the first line took ${firstAt} ms, so it was not live`);
+  await page.waitForSelector("#run-output span.stderr:has-text('second')", { timeout: 15_000 });
+  await page.waitForSelector("#run-status:has-text('exit code 0')");
+  assert.ok(Date.now() - started >= 2000, "the command's end came after its sleep");
+
+  await page.click(".tab[data-tab=processes]");
+  await page.waitForSelector("#process-rows tr:has-text('echo first')");
+  await page.click(".tab[data-tab=terminal]");
+  await page.waitForFunction(() => document.querySelector(".xterm-rows")?.textContent.includes("console-42"));
+});
