@@ -20,11 +20,6 @@ using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
-bool WantsStream(const Context& ctx) {
-  return ctx.QueryFlag("follow") ||
-         ctx.Header(http::field::accept).find("text/event-stream") != std::string_view::npos;
-}
-
 std::string EncodeChunk(std::string_view data, sse::Encoding encoding) {
   if (encoding == sse::Encoding::kBase64) return Base64(data);
   std::string out;

@@ -13,11 +13,6 @@ namespace json = boost::json;
 
 namespace {
 
-bool WantsStream(const Context& ctx) {
-  return ctx.QueryFlag("follow") ||
-         ctx.Header(http::field::accept).find("text/event-stream") != std::string_view::npos;
-}
-
 // The `/logs` view of a journal record: only what a person reads.
 json::object LogLine(const json::object& record) {
   json::object line;

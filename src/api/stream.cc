@@ -49,6 +49,11 @@ Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback) {
   return value;
 }
 
+bool WantsStream(const Context& ctx) {
+  return ctx.QueryFlag("follow") ||
+         ctx.Header(http::field::accept).find("text/event-stream") != std::string_view::npos;
+}
+
 Result<uint64_t> StartPoint(const Context& ctx, const OutputLog& log, uint64_t fallback) {
   auto after = ResumePoint(ctx, fallback);
   if (!after) return after;

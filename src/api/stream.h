@@ -32,6 +32,9 @@ boost::asio::awaitable<void> ServeStream(Context& ctx, StreamSource source, Curs
 // the last ?tail=N output chunks of `log` when tail is given. Bad numbers: kInvalidRequest.
 Result<uint64_t> StartPoint(const Context& ctx, const OutputLog& log, uint64_t fallback);
 
+// Whether a log route answers as SSE: `follow` is set or the client accepts text/event-stream.
+bool WantsStream(const Context& ctx);
+
 // Where a reader resumes: Last-Event-ID, else ?since=, else `fallback`.
 // Returns kInvalidRequest for a value that is not a non-negative integer.
 Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback);

@@ -17,6 +17,19 @@ std::string FormatRfc3339(SystemTime t) {
   return buf;
 }
 
+std::optional<SystemTime> ParseRfc3339(std::string_view text) {
+  const std::string s(text);  // sscanf needs a terminator
+  std::tm tm{};
+  int ms = 0;
+  if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return FromUnixMillis(static_cast<int64_t>(timegm(&tm)) * 1000 + ms);
+}
+
 int64_t ToUnixMillis(SystemTime t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }

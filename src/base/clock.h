@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace sandstream {
 
@@ -15,6 +17,8 @@ inline SteadyTime SteadyNow() { return std::chrono::steady_clock::now(); }
 
 // RFC 3339 in UTC with milliseconds: 2026-12-02T14:18:01.123Z
 std::string FormatRfc3339(SystemTime t);
+// The inverse of FormatRfc3339; nullopt for anything it did not write.
+std::optional<SystemTime> ParseRfc3339(std::string_view text);
 int64_t ToUnixMillis(SystemTime t);
 SystemTime FromUnixMillis(int64_t ms);
 

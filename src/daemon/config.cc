@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 #include <cctype>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <variant>
@@ -283,7 +284,14 @@ std::string ConfigHelp() {
             out += (defaults.*member).empty() ? std::string(" (computed)")
                                               : " (default " + defaults.*member + ")";
           } else {
-            out += " (default " + json::serialize(json::value(defaults.*member)) + ")";
+            // %g for seconds (600, not 6E2 as JSON would print it); integers as they are.
+            char value[32];
+            if constexpr (std::is_same_v<T, double>) {
+              std::snprintf(value, sizeof value, "%g", defaults.*member);
+            } else {
+              std::snprintf(value, sizeof value, "%lld", static_cast<long long>(defaults.*member));
+            }
+            out += std::string(" (default ") + value + ")";
           }
         },
         f.member);

@@ -32,18 +32,9 @@ std::optional<EntryKind> ParseKind(std::string_view s) {
   return std::nullopt;
 }
 
-// Parses the RFC 3339 strings FormatRfc3339 writes.
 std::optional<SystemTime> ParseTime(const json::value* v) {
   if (!v || !v->is_string()) return std::nullopt;
-  std::tm tm{};
-  int ms = 0;
-  if (std::sscanf(v->as_string().c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
-                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return FromUnixMillis(static_cast<int64_t>(timegm(&tm)) * 1000 + ms);
+  return ParseRfc3339(v->as_string());
 }
 
 }  // namespace

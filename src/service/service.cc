@@ -353,14 +353,7 @@ void Service::Restore() {
     sb->ttl_seconds = o["ttl_seconds"].to_number<int64_t>();
     sb->created_at = SystemNow();
     if (auto* c = o.if_contains("created_at"); c && c->is_string()) {
-      std::tm tm{};
-      int ms = 0;
-      if (std::sscanf(c->as_string().c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
-                      &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) == 7) {
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        sb->created_at = FromUnixMillis(static_cast<int64_t>(timegm(&tm)) * 1000 + ms);
-      }
+      sb->created_at = ParseRfc3339(c->as_string()).value_or(sb->created_at);
     }
     if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
     sb->journal = std::make_shared<OutputLog>(LogLimits{1u << 20, options_.journal_entries});
