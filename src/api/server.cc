@@ -171,6 +171,7 @@ void Server::StopAccepting() {
 }
 
 void Server::EndStreams() {
+  for (beast::tcp_stream* idle : idle_) idle->cancel();
   for (StreamHandle* h : streams_) {
     h->stopping = true;
     if (h->wake) h->wake->Notify();
@@ -191,9 +192,12 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     // The body limit depends on the route; it is checked below, once the target is known.
     parser.body_limit(boost::none);
     parser.header_limit(64 * 1024);
+    if (stopping_) break;
     stream.expires_after(options_.idle_connection);
+    const auto idle = idle_.insert(idle_.end(), &stream);
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, Tuple());
-    if (ec) co_return;  // closed, timed out or garbage: nothing to answer
+    idle_.erase(idle);
+    if (ec) break;  // closed, timed out, cancelled by shutdown or garbage: nothing to answer
     (void)n;
 
     const std::string target(parser.get().target());

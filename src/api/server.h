@@ -5,6 +5,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <list>
 #include <optional>
@@ -41,7 +42,8 @@ class Server {
   // Binds `listen` ("host:port", port 0 picks one) and returns the bound endpoint.
   Result<boost::asio::ip::tcp::endpoint> Listen(const std::string& listen);
   boost::asio::awaitable<void> Run();
-  // Stops accepting and tells every stream to end; their sessions then close.
+  // Stops accepting and tells every stream to end; their sessions then close. Connections
+  // idle between requests are closed at once: a keep-alive client retries elsewhere.
   void StopAccepting();
   void EndStreams();
   size_t open_sessions() const { return sessions_; }
@@ -61,6 +63,7 @@ class Server {
   ServerOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::list<StreamHandle*> streams_;
+  std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
   size_t sessions_ = 0;
   uint64_t next_request_ = 0;
   bool stopping_ = false;

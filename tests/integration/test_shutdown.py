@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import socket
+import time
 from typing import Any
 
 import pytest
@@ -36,3 +38,22 @@ def test_shutdown_ends_streams_with_error(daemon_factory: Any, marker: str, sig:
     assert seen[-1].id is None
     assert d.stop(timeout=20) == 0, d.log_tail()
     assert wait_no_process(f"sleep {marker}") == []
+
+
+def test_idle_keepalive_connections_do_not_delay_shutdown(daemon_factory: Any) -> None:
+    """Connections idle between requests close at once on SIGTERM, well inside the grace."""
+    d = daemon_factory(["--shutdown-grace-ms", "20000"])
+    sockets = []
+    for _ in range(3):
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200"), "healthz on a kept-alive connection"
+        sockets.append(s)
+    started = time.monotonic()
+    assert d.stop(timeout=15) == 0, d.log_tail()
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, f"shutdown took {elapsed:.1f}s with idle keep-alive connections"
+    for s in sockets:
+        s.settimeout(5)
+        assert s.recv(4096) == b"", "the daemon closed the idle connection"
+        s.close()
