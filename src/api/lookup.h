@@ -1,4 +1,5 @@
-// Finding the sandbox and process a route names, or the 404 that says which is missing.
+// Finding the sandbox and the process, session or context a route names, or the 404 that says
+// which is missing.
 #pragma once
 
 #include <memory>
@@ -25,6 +26,18 @@ inline Result<std::shared_ptr<Process>> FindProcess(Context& ctx) {
                  "no process '" + ctx.params.at(1) + "' in sandbox '" + ctx.params.at(0) + "'"};
   }
   return p;
+}
+
+// The entry of a sandbox's `map` (sessions, contexts) that the route's second parameter names.
+template <typename Map>
+Result<typename Map::mapped_type> FindIn(Context& ctx, const SandboxEntry& sb, const Map& map,
+                                         std::string_view what) {
+  auto it = map.find(ctx.params.at(1));
+  if (it == map.end()) {
+    return Error{ErrorCode::kNotFound, "no " + std::string(what) + " '" + ctx.params.at(1) +
+                                           "' in sandbox '" + sb.id + "'"};
+  }
+  return it->second;
 }
 
 }  // namespace sandstream::api

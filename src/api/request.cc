@@ -1,7 +1,8 @@
 #include "api/request.h"
 
-#include <boost/json.hpp>
 #include <cmath>
+
+#include <boost/json.hpp>
 
 #include "base/ids.h"
 
@@ -10,7 +11,9 @@ namespace json = boost::json;
 
 namespace {
 
-Error Invalid(std::string message) { return Error{ErrorCode::kInvalidRequest, std::move(message)}; }
+Error Invalid(std::string message) {
+  return Error{ErrorCode::kInvalidRequest, std::move(message)};
+}
 
 Result<std::optional<std::string>> OptString(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
@@ -51,12 +54,41 @@ Result<std::map<std::string, std::string>> StringMap(const json::object& o, std:
   if (!v || v->is_null()) return out;
   if (!v->is_object()) return Invalid(std::string(key) + " must be an object of strings");
   for (const auto& [k, val] : v->as_object()) {
-    if (!val.is_string()) return Invalid(std::string(key) + "." + std::string(k) + " must be a string");
-    if (k.empty() || k.find('=') != json::string_view::npos || k.find('\0') != json::string_view::npos)
+    if (!val.is_string())
+      return Invalid(std::string(key) + "." + std::string(k) + " must be a string");
+    if (k.empty() || k.find('=') != json::string_view::npos ||
+        k.find('\0') != json::string_view::npos)
       return Invalid(std::string(key) + " has an invalid name '" + std::string(k) + "'");
     out[std::string(k)] = std::string(val.as_string());
   }
   return out;
+}
+
+// The `env` and `cwd` that sandboxes, sessions and contexts take: strings, an absolute path.
+struct Environment {
+  std::map<std::string, std::string> env;
+  std::optional<std::string> cwd;
+};
+
+Result<Environment> ParseEnvironment(const json::object& body) {
+  Environment e;
+  auto env = StringMap(body, "env");
+  if (!env) return std::move(env).error();
+  e.env = std::move(*env);
+  auto cwd = OptString(body, "cwd");
+  if (!cwd) return std::move(cwd).error();
+  if (*cwd && ((*cwd)->empty() || (**cwd)[0] != '/')) {
+    return Invalid("cwd must be an absolute path");
+  }
+  e.cwd = std::move(*cwd);
+  return e;
+}
+
+Result<std::string> IdempotencyKey(const Context& ctx) {
+  auto it = ctx.req.find("Idempotency-Key");
+  if (it == ctx.req.end()) return std::string();
+  if (it->value().size() > 256) return Invalid("Idempotency-Key is longer than 256 bytes");
+  return std::string(it->value());
 }
 
 Result<std::optional<double>> Timeout(const json::object& o, std::string_view key, double max) {
@@ -126,13 +158,15 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
   if (!cmd) return std::move(cmd).error();
   const json::value* argv = body.if_contains("argv");
   const bool has_argv = argv && !argv->is_null();
-  if (cmd->has_value() == has_argv) return Invalid("give exactly one of cmd (a string) or argv (an array)");
+  if (cmd->has_value() == has_argv)
+    return Invalid("give exactly one of cmd (a string) or argv (an array)");
   if (cmd->has_value()) {
     if ((*cmd)->empty()) return Invalid("cmd is empty");
     s.cmd = **cmd;
     s.argv = {"/bin/sh", "-c", s.cmd};
   } else {
-    if (!argv->is_array() || argv->as_array().empty()) return Invalid("argv must be a non-empty array of strings");
+    if (!argv->is_array() || argv->as_array().empty())
+      return Invalid("argv must be a non-empty array of strings");
     for (const auto& a : argv->as_array()) {
       if (!a.is_string()) return Invalid("argv must be a non-empty array of strings");
       s.argv.emplace_back(a.as_string());
@@ -169,7 +203,8 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
 
   auto user = OptString(body, "user");
   if (!user) return std::move(user).error();
-  if (*user && **user != "user" && **user != "root") return Invalid("user must be \"user\" or \"root\"");
+  if (*user && **user != "user" && **user != "root")
+    return Invalid("user must be \"user\" or \"root\"");
   s.as_root = *user && **user == "root";
 
   auto merge = OptBool(body, "merge_stderr");
@@ -208,10 +243,9 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
       s.id = **id;
     }
   }
-  if (auto it = ctx.req.find("Idempotency-Key"); it != ctx.req.end()) {
-    s.idempotency_key = std::string(it->value());
-    if (s.idempotency_key.size() > 256) return Invalid("Idempotency-Key is longer than 256 bytes");
-  }
+  auto key = IdempotencyKey(ctx);
+  if (!key) return std::move(key).error();
+  s.idempotency_key = std::move(*key);
   return r;
 }
 
@@ -220,15 +254,10 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   auto tmpl = OptString(body, "template");
   if (!tmpl) return std::move(tmpl).error();
   if (*tmpl) r.template_name = **tmpl;
-  auto env = StringMap(body, "env");
-  if (!env) return std::move(env).error();
-  r.env = std::move(*env);
-  auto cwd = OptString(body, "cwd");
-  if (!cwd) return std::move(cwd).error();
-  if (*cwd) {
-    if ((*cwd)->empty() || (**cwd)[0] != '/') return Invalid("cwd must be an absolute path");
-    r.cwd = **cwd;
-  }
+  auto environment = ParseEnvironment(body);
+  if (!environment) return std::move(environment).error();
+  r.env = std::move(environment->env);
+  if (environment->cwd) r.cwd = std::move(*environment->cwd);
   auto ttl = OptInt(body, "ttl_seconds");
   if (!ttl) return std::move(ttl).error();
   if (*ttl && **ttl < 0) return Invalid("ttl_seconds must not be negative");
@@ -251,6 +280,53 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
     if (!m->is_object()) return Invalid("metadata must be an object");
     r.metadata = m->as_object();
   }
+  return r;
+}
+
+Result<SessionRequest> ParseSessionRequest(const json::object& body) {
+  SessionRequest r;
+  auto id = OptString(body, "id");
+  if (!id) return std::move(id).error();
+  if (*id && !IsValidClientId(**id))
+    return Invalid("id must match [A-Za-z0-9][A-Za-z0-9_.-]{0,63}");
+  r.id = id->value_or("");
+  auto environment = ParseEnvironment(body);
+  if (!environment) return std::move(environment).error();
+  r.env = std::move(environment->env);
+  if (environment->cwd) r.cwd = std::move(*environment->cwd);
+  return r;
+}
+
+Result<ContextRequest> ParseContextRequest(const json::object& body) {
+  ContextRequest r;
+  auto language = OptString(body, "language");
+  if (!language) return std::move(language).error();
+  if (*language) {
+    auto parsed = ParseLanguage(**language);
+    if (!parsed) return Invalid("language must be \"python\", \"javascript\" or \"bash\"");
+    r.language = *parsed;
+  }
+  auto environment = ParseEnvironment(body);
+  if (!environment) return std::move(environment).error();
+  r.env = std::move(environment->env);
+  if (environment->cwd) r.cwd = std::move(*environment->cwd);
+  return r;
+}
+
+Result<CellRequest> ParseCellRequest(const Context& ctx, const json::object& body) {
+  CellRequest r;
+  const json::value* code = body.if_contains("code");
+  if (!code || !code->is_string()) return Invalid("code must be a string");
+  r.code = std::string(code->as_string());
+  const auto& opts = ctx.service.options();
+  auto timeout = Timeout(body, "timeout_seconds", opts.max_timeout_seconds);
+  if (!timeout) return std::move(timeout).error();
+  r.timeout_seconds =
+      timeout->value_or(opts.exec_default_timeout_seconds > 0 ? opts.exec_default_timeout_seconds
+                                                              : opts.max_timeout_seconds);
+  auto key = IdempotencyKey(ctx);
+  if (!key) return std::move(key).error();
+  r.idempotency_key = std::move(*key);
   return r;
 }
 

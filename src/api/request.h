@@ -2,15 +2,18 @@
 // back as an Error naming the field; nothing here touches the service's state.
 #pragma once
 
-#include <boost/json/object.hpp>
 #include <optional>
 #include <string>
+
+#include <boost/json/object.hpp>
 
 #include "api/http.h"
 #include "api/sse.h"
 #include "base/result.h"
 #include "process/process.h"
+#include "service/contexts.h"
 #include "service/service.h"
+#include "service/sessions.h"
 
 namespace sandstream::api {
 
@@ -34,5 +37,15 @@ Result<sse::Format> FormatFromQuery(const Context& ctx);
 Result<sse::Encoding> EncodingFromQuery(const Context& ctx);
 
 Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
+Result<SessionRequest> ParseSessionRequest(const boost::json::object& body);
+Result<ContextRequest> ParseContextRequest(const boost::json::object& body);
+
+// A cell to run in a code context: `code`, and `timeout_seconds` with exec's default.
+struct CellRequest {
+  std::string code;
+  double timeout_seconds = 0;
+  std::string idempotency_key;
+};
+Result<CellRequest> ParseCellRequest(const Context& ctx, const boost::json::object& body);
 
 }  // namespace sandstream::api

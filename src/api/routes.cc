@@ -41,6 +41,7 @@ const std::vector<Route>& AllRoutes() {
       {V::get, "/v1/sandboxes/{}/contexts/{}", GetContext},
       {V::delete_, "/v1/sandboxes/{}/contexts/{}", DeleteContext},
       {V::post, "/v1/sandboxes/{}/contexts/{}/run", RunCode},
+      {V::get, "/v1/sandboxes/{}/contexts/{}/runs/{}", GetRun},
       {V::post, "/v1/sandboxes/{}/contexts/{}/restart", RestartContext},
       {V::get, "/v1/sandboxes/{}/exec/pty", ExecPty},
       {V::get, "/v1/sandboxes/{}/exec/ws", ExecWs},

@@ -69,6 +69,7 @@ boost::asio::awaitable<void> ListContexts(Context& ctx);
 boost::asio::awaitable<void> GetContext(Context& ctx);
 boost::asio::awaitable<void> DeleteContext(Context& ctx);
 boost::asio::awaitable<void> RunCode(Context& ctx);
+boost::asio::awaitable<void> GetRun(Context& ctx);
 boost::asio::awaitable<void> RestartContext(Context& ctx);
 
 }  // namespace sandstream::api

@@ -1,5 +1,8 @@
-// Code interpreter contexts: create, list, get, delete, restart, and run a cell (SSE of its
-// events, or one JSON document when the client accepts only JSON).
+// Code interpreter contexts: create, list, get, delete, restart, run a cell, and read a
+// remembered run again (SSE of its events, or one JSON document when the client accepts only
+// JSON).
+#include <charconv>
+
 #include <boost/json.hpp>
 
 #include "api/lookup.h"
@@ -14,41 +17,6 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 
 namespace {
-
-Error Invalid(std::string message) { return Error{ErrorCode::kInvalidRequest, std::move(message)}; }
-
-Result<ContextRequest> ParseContextRequest(const json::object& body) {
-  ContextRequest r;
-  if (const json::value* lang = body.if_contains("language"); lang && !lang->is_null()) {
-    auto parsed = lang->is_string() ? ParseLanguage(lang->as_string()) : std::nullopt;
-    if (!parsed) return Invalid("language must be \"python\", \"javascript\" or \"bash\"");
-    r.language = *parsed;
-  }
-  if (const json::value* cwd = body.if_contains("cwd"); cwd && !cwd->is_null()) {
-    if (!cwd->is_string() || !cwd->as_string().starts_with("/")) return Invalid("cwd must be an absolute path");
-    r.cwd = std::string(cwd->as_string());
-  }
-  if (const json::value* env = body.if_contains("env"); env && !env->is_null()) {
-    if (!env->is_object()) return Invalid("env must be an object of strings");
-    for (const auto& [k, v] : env->as_object()) {
-      if (!v.is_string()) return Invalid("env." + std::string(k) + " must be a string");
-      if (k.empty() || k.find('=') != json::string_view::npos) {
-        return Invalid("env has an invalid name '" + std::string(k) + "'");
-      }
-      r.env[std::string(k)] = std::string(v.as_string());
-    }
-  }
-  return r;
-}
-
-Result<std::shared_ptr<CodeContext>> FindContext(Context& ctx, SandboxEntry& sb) {
-  auto it = sb.contexts.find(ctx.params.at(1));
-  if (it == sb.contexts.end()) {
-    return Error{ErrorCode::kNotFound,
-                 "no code context '" + ctx.params.at(1) + "' in sandbox '" + sb.id + "'"};
-  }
-  return it->second;
-}
 
 std::pair<std::string_view, std::string_view> SplitEntry(const std::string& data) {
   const size_t nl = data.find('\n');
@@ -137,7 +105,7 @@ asio::awaitable<void> ListContexts(Context& ctx) {
 asio::awaitable<void> GetContext(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto context = FindContext(ctx, **sb);
+  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
   if (!context) co_return co_await ReplyError(ctx, context.error());
   co_await ReplyJson(ctx, http::status::ok, (*context)->Json());
 }
@@ -154,7 +122,7 @@ asio::awaitable<void> DeleteContext(Context& ctx) {
 asio::awaitable<void> RestartContext(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto context = FindContext(ctx, **sb);
+  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
   if (!context) co_return co_await ReplyError(ctx, context.error());
   auto keep = *context;
   auto r = co_await keep->Restart(ctx.service);
@@ -162,32 +130,13 @@ asio::awaitable<void> RestartContext(Context& ctx) {
   co_await ReplyJson(ctx, http::status::ok, keep->Json());
 }
 
-asio::awaitable<void> RunCode(Context& ctx) {
-  auto sb = FindSandbox(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto context = FindContext(ctx, **sb);
-  if (!context) co_return co_await ReplyError(ctx, context.error());
-  auto body = ParseBody(ctx);
-  if (!body) co_return co_await ReplyError(ctx, body.error());
-  const json::value* code = body->if_contains("code");
-  if (!code || !code->is_string()) {
-    co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "code must be a string");
-  }
-  const auto& opts = ctx.service.options();
-  double timeout = opts.exec_default_timeout_seconds > 0 ? opts.exec_default_timeout_seconds
-                                                         : opts.max_timeout_seconds;
-  if (const json::value* t = body->if_contains("timeout_seconds"); t && !t->is_null()) {
-    if (!t->is_number() || !(t->to_number<double>() > 0) ||
-        t->to_number<double>() > opts.max_timeout_seconds) {
-      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
-                                    "timeout_seconds must be greater than 0 and at most " +
-                                        std::to_string(static_cast<int64_t>(opts.max_timeout_seconds)));
-    }
-    timeout = t->to_number<double>();
-  }
-  auto keep = *context;
-  auto run = keep->Submit(ctx.service, std::string(code->as_string()), timeout);
+namespace {
 
+// A run's events from after the client's Last-Event-ID (or ?since=), live until it ends; or
+// the whole run as one JSON document once it has ended.
+asio::awaitable<void> ServeRun(Context& ctx, std::shared_ptr<CellRun> run) {
+  auto after = ResumePoint(ctx, 0);
+  if (!after) co_return co_await ReplyError(ctx, after.error());
   const std::string_view accept = ctx.Header(http::field::accept);
   if (accept.find("application/json") != std::string_view::npos &&
       accept.find("text/event-stream") == std::string_view::npos) {
@@ -202,8 +151,45 @@ asio::awaitable<void> RunCode(Context& ctx) {
     auto [name, data] = SplitEntry(e.data);
     sse::AppendEvent(out, e.seq, name, data);
   };
-  const CursorOptions cursor{0, true};
+  const CursorOptions cursor{*after, true};
   co_await ServeStream(ctx, std::move(source), cursor);
+}
+
+}  // namespace
+
+asio::awaitable<void> RunCode(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
+  if (!context) co_return co_await ReplyError(ctx, context.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto cell = ParseCellRequest(ctx, *body);
+  if (!cell) co_return co_await ReplyError(ctx, cell.error());
+  auto keep = *context;
+  auto run = keep->Submit(ctx.service, std::move(cell->code), cell->timeout_seconds,
+                          std::move(cell->idempotency_key));
+  if (!run) co_return co_await ReplyError(ctx, run.error());
+  co_await ServeRun(ctx, std::move(*run));
+}
+
+asio::awaitable<void> GetRun(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
+  if (!context) co_return co_await ReplyError(ctx, context.error());
+  const std::string& text = ctx.params.at(2);
+  uint64_t number = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  std::shared_ptr<CellRun> run;
+  if (ec == std::errc() && ptr == text.data() + text.size()) run = (*context)->FindRun(number);
+  if (!run) {
+    const std::string message = "no run '" + text + "' in code context '" + ctx.params.at(1) +
+                                "' (a context remembers its last runs, up to " +
+                                std::to_string(CodeContext::kRememberedRuns) + ")";
+    co_return co_await ReplyError(ctx, ErrorCode::kNotFound, message);
+  }
+  co_await ServeRun(ctx, std::move(run));
 }
 
 }  // namespace sandstream::api

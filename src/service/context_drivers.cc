@@ -176,13 +176,29 @@ function bundle(value) {
 globalThis.display = (...values) => {
   for (const v of values) send({ type: "result", data: bundle(v), is_main_result: false });
 };
+// A cell that uses top-level await runs as the REPL runs it: rewritten into an async function
+// whose declarations stay global and which returns the completion value. Null: no await.
+let rewrite = null;
+try { rewrite = require("internal/repl/await").processTopLevelAwait; } catch (e) { /* none */ }
+function topLevelAwait(code) {
+  if (rewrite === null || !code.includes("await")) return null;
+  try { new vm.Script(code); return null; } catch (e) { if (!(e instanceof SyntaxError)) throw e; }
+  return rewrite(code);
+}
 // Outside a cell SIGINT is ignored; inside one, breakOnSigint turns it into an exception.
 process.on("SIGINT", () => {});
 async function run(req) {
   let error = null;
   try {
-    let value = vm.runInThisContext(req.code, { filename: `<cell-${req.id}>`, breakOnSigint: true });
-    if (value && typeof value.then === "function") value = await value;
+    const options = { filename: `<cell-${req.id}>`, breakOnSigint: true };
+    let value;
+    const awaiting = topLevelAwait(req.code);
+    if (awaiting === null) {
+      value = vm.runInThisContext(req.code, options);
+      if (value && typeof value.then === "function") value = await value;
+    } else {
+      value = (await vm.runInThisContext(awaiting, options)).value;
+    }
     if (value !== undefined) send({ type: "result", data: bundle(value), is_main_result: true });
   } catch (e) {
     const isError = e instanceof Error;

@@ -43,9 +43,12 @@ int64_t MillisSince(SteadyTime t) {
 
 std::string_view LanguageName(Language language) {
   switch (language) {
-    case Language::kPython: return "python";
-    case Language::kJavascript: return "javascript";
-    case Language::kBash: return "bash";
+    case Language::kPython:
+      return "python";
+    case Language::kJavascript:
+      return "javascript";
+    case Language::kBash:
+      return "bash";
   }
   return "python";
 }
@@ -58,10 +61,11 @@ std::optional<Language> ParseLanguage(std::string_view name) {
 }
 
 CellRun::CellRun(const asio::any_io_executor& ex, uint64_t number, std::string code,
-                 double timeout_seconds)
+                 double timeout_seconds, std::string idempotency_key)
     : number_(number),
       code_(std::move(code)),
       timeout_seconds_(timeout_seconds),
+      idempotency_key_(std::move(idempotency_key)),
       log_(LogLimits{64u << 20, 1u << 16}),
       wake_(ex),
       started_(SteadyNow()) {}
@@ -81,8 +85,7 @@ void CellRun::End(std::string_view event, const json::object& data) {
 }
 
 CodeContext::CodeContext(const asio::any_io_executor& ex, std::string id, std::string sandbox_id,
-                         Language language, std::string cwd,
-                         std::map<std::string, std::string> env)
+                         Language language, std::string cwd, std::map<std::string, std::string> env)
     : ex_(ex),
       id_(std::move(id)),
       sandbox_id_(std::move(sandbox_id)),
@@ -92,7 +95,9 @@ CodeContext::CodeContext(const asio::any_io_executor& ex, std::string id, std::s
       created_at_(SystemNow()),
       turns_(ex) {}
 
-CodeContext::~CodeContext() { Detach(); }
+CodeContext::~CodeContext() {
+  Detach();
+}
 
 void CodeContext::Detach() {
   if (driver_) driver_->log().RemoveListener(this);
@@ -139,7 +144,8 @@ Result<void> CodeContext::Start(Service& service, SandboxEntry& sb) {
     if (!env.contains("MPLBACKEND")) env["MPLBACKEND"] = "Agg";
     spec.argv = {"python3", "-u", "-c", std::string(kPythonDriver)};
   } else {
-    spec.argv = {"node", "-e", std::string(kNodeDriver)};
+    // --expose-internals: the REPL's top-level-await rewrite (see the driver).
+    spec.argv = {"node", "--expose-internals", "-e", std::string(kNodeDriver)};
   }
   spec.env = service.ComposeEnv(sb, env);
   spec.cwd = cwd_;
@@ -251,9 +257,27 @@ void CodeContext::OnMessage(EntryKind kind, std::string_view message) {
   }
 }
 
-std::shared_ptr<CellRun> CodeContext::Submit(Service& service, std::string code,
-                                             double timeout_seconds) {
-  auto run = std::make_shared<CellRun>(ex_, ++executions_, std::move(code), timeout_seconds);
+Result<std::shared_ptr<CellRun>> CodeContext::Submit(Service& service, std::string code,
+                                                     double timeout_seconds,
+                                                     std::string idempotency_key) {
+  if (!idempotency_key.empty()) {
+    for (const auto& run : runs_) {
+      if (run->idempotency_key_ != idempotency_key) continue;
+      if (run->code_ == code && run->timeout_seconds_ == timeout_seconds) return run;
+      return Error{ErrorCode::kConflict, "Idempotency-Key '" + idempotency_key +
+                                             "' was used for another cell (run " +
+                                             std::to_string(run->number_) + ")"};
+    }
+  }
+  auto run = std::make_shared<CellRun>(ex_, ++executions_, std::move(code), timeout_seconds,
+                                       std::move(idempotency_key));
+  runs_.push_back(run);
+  uint64_t bytes = 0;
+  for (const auto& r : runs_) bytes += r->log_.retained_bytes();
+  while (runs_.size() > kRememberedRuns || (runs_.size() > 1 && bytes > kRememberedBytes)) {
+    bytes -= runs_.front()->log_.retained_bytes();
+    runs_.pop_front();
+  }
   asio::co_spawn(ex_, Execute(service, run), [id = id_](std::exception_ptr e) {
     if (!e) return;
     try {
@@ -263,6 +287,13 @@ std::shared_ptr<CellRun> CodeContext::Submit(Service& service, std::string code,
     }
   });
   return run;
+}
+
+std::shared_ptr<CellRun> CodeContext::FindRun(uint64_t number) const {
+  for (const auto& run : runs_) {
+    if (run->number_ == number) return run;
+  }
+  return nullptr;
 }
 
 asio::awaitable<void> CodeContext::Execute(Service& service, std::shared_ptr<CellRun> run) {
@@ -301,7 +332,8 @@ asio::awaitable<void> CodeContext::ExecuteInterpreter(Service& service,
     err["name"] = "ContextDead";
     err["value"] = "the " + std::string(LanguageName(language_)) +
                    " interpreter of this context is not running; restart the context "
-                   "(POST .../contexts/" + id_ + "/restart)";
+                   "(POST .../contexts/" +
+                   id_ + "/restart)";
     err["traceback"] = Sanitized(stderr_tail_);
     run.End("error", err);
     co_return;
@@ -351,7 +383,8 @@ asio::awaitable<void> CodeContext::ExecuteInterpreter(Service& service,
   } else if (timed_out) {
     json::object err;
     err["name"] = "TimeoutError";
-    err["value"] = "the cell ran longer than " + json::serialize(json::value(run.timeout_seconds_)) +
+    err["value"] = "the cell ran longer than " +
+                   json::serialize(json::value(run.timeout_seconds_)) +
                    " s and did not stop on SIGINT; " +
                    (restarted ? "the interpreter was restarted and its state is lost"
                               : "the interpreter was killed; restart the context");
@@ -491,10 +524,9 @@ Result<std::shared_ptr<CodeContext>> CreateContext(Service& service, SandboxEntr
   if (sb.contexts.size() >= 64) {
     return Error{ErrorCode::kQuotaExceeded, "too many code contexts in " + sb.id + " (64)"};
   }
-  auto context = std::make_shared<CodeContext>(service.executor(), NewId("ctx_"), sb.id,
-                                               req.language,
-                                               req.cwd.empty() ? sb.cwd : req.cwd,
-                                               std::move(req.env));
+  auto context =
+      std::make_shared<CodeContext>(service.executor(), NewId("ctx_"), sb.id, req.language,
+                                    req.cwd.empty() ? sb.cwd : req.cwd, std::move(req.env));
   if (auto r = context->Start(service, sb); !r) return std::move(r).error();
   sb.contexts.emplace(context->id(), context);
   return context;
@@ -531,7 +563,8 @@ void PrepareTemplate(const ServiceOptions& options, SandboxEntry& sb) {
   if (!fs->Stat("/usr/bin/python3")) return;
   if (auto r = fs->Symlink("/usr/bin/python3", "/opt/sandstream/bin/python");
       !r && r.error().code != ErrorCode::kConflict) {
-    log::Warn("code-interpreter: python link failed", {{"sandbox", sb.id}, {"error", r.error().message}});
+    log::Warn("code-interpreter: python link failed",
+              {{"sandbox", sb.id}, {"error", r.error().message}});
     return;
   }
   if (sb.env.contains("PATH")) return;

@@ -5,14 +5,16 @@
 // not stop is killed and started again, and a crashed one is reported and can be restarted.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/json/object.hpp>
-#include <boost/json/value.hpp>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "base/clock.h"
 #include "base/result.h"
@@ -36,9 +38,10 @@ std::optional<Language> ParseLanguage(std::string_view name);
 class CellRun {
  public:
   CellRun(const boost::asio::any_io_executor& ex, uint64_t number, std::string code,
-          double timeout_seconds);
+          double timeout_seconds, std::string idempotency_key);
 
   uint64_t number() const { return number_; }
+  const std::string& idempotency_key() const { return idempotency_key_; }
   OutputLog& log() { return log_; }
   void Emit(std::string_view event, const boost::json::object& data);
   void End(std::string_view event, const boost::json::object& data);
@@ -49,6 +52,7 @@ class CellRun {
   uint64_t number_;
   std::string code_;
   double timeout_seconds_;
+  std::string idempotency_key_;
   OutputLog log_;
   AsyncSignal wake_;
   SteadyTime started_;
@@ -57,8 +61,7 @@ class CellRun {
   boost::json::value error_;
 };
 
-class CodeContext : public std::enable_shared_from_this<CodeContext>,
-                    private OutputLog::Listener {
+class CodeContext : public std::enable_shared_from_this<CodeContext>, private OutputLog::Listener {
  public:
   CodeContext(const boost::asio::any_io_executor& ex, std::string id, std::string sandbox_id,
               Language language, std::string cwd, std::map<std::string, std::string> env);
@@ -75,7 +78,15 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>,
   // Kills the interpreter, waits for it, starts a new one.
   boost::asio::awaitable<Result<void>> Restart(Service& service);
   // Queues a cell and returns its run at once; it executes when the cells before it are done.
-  std::shared_ptr<CellRun> Submit(Service& service, std::string code, double timeout_seconds);
+  // A key that a remembered run was submitted with returns that run (the same code and
+  // timeout) or kConflict (other ones): a client retrying after a cut never runs a cell twice.
+  Result<std::shared_ptr<CellRun>> Submit(Service& service, std::string code,
+                                          double timeout_seconds, std::string idempotency_key);
+  // A remembered run by its number (execution_count), or null: the context keeps the last
+  // kRememberedRuns runs, fewer when their output passes kRememberedBytes.
+  std::shared_ptr<CellRun> FindRun(uint64_t number) const;
+  static constexpr size_t kRememberedRuns = 32;
+  static constexpr uint64_t kRememberedBytes = 64u << 20;
   // Deleted: the interpreter is killed; queued cells end with an error.
   void Close();
 
@@ -102,7 +113,8 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>,
   std::string pending_err_;
   std::string stderr_tail_;  // the interpreter's last words, for a crash report
   std::shared_ptr<CellRun> current_;
-  std::shared_ptr<Session> shell_;  // bash contexts
+  std::deque<std::shared_ptr<CellRun>> runs_;  // remembered, oldest first
+  std::shared_ptr<Session> shell_;             // bash contexts
   TurnQueue turns_;
   uint64_t executions_ = 0;
   uint64_t restarts_ = 0;

@@ -212,3 +212,61 @@ def test_python_command_exists(client: httpx.Client, interpreter: dict[str, Any]
     r = client.post(f"/v1/sandboxes/{interpreter['id']}/exec",
                     json={"cmd": "python -u -c 'import sys; print(sys.version_info[0])'"})
     assert r.json()["stdout"] == "3\n", r.json()
+
+
+def test_cut_run_resumes_with_its_idempotency_key(client: httpx.Client,
+                                                    interpreter: dict[str, Any]) -> None:
+    """A retry with the same key and Last-Event-ID gets the rest of the run; it ran once."""
+    ctx = new_context(client, interpreter)
+    run_cell(client, interpreter, ctx, "runs = 0")
+    url = f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}/run"
+    body = {"code": "import sys, time\nruns += 1\nsys.stdout.write('one\\n'); sys.stdout.flush()\n"
+                    "time.sleep(1)\nprint('two')\nruns"}
+    headers = {"Idempotency-Key": "cell-resume-1"}
+    with client.stream("POST", url, json=body, headers=headers) as r:
+        assert r.status_code == 200
+        first = read_events(r, stop_after=frozenset({"stdout"}), limit_seconds=30)
+    assert first[-1].event == "stdout" and first[-1].json()["chunk"] == "one\n"
+    last_id = first[-1].id
+    with client.stream("POST", url, json=body, headers={**headers, "Last-Event-ID": last_id}) as r:
+        assert r.status_code == 200
+        rest = read_events(r, stop_after=CELL_END, limit_seconds=30)
+    assert [e.event for e in rest] == ["stdout", "result", "exit"], rest
+    assert all(int(e.id) > int(last_id) for e in rest)
+    assert text_of(rest, "stdout") == "two\n" and results(rest) == [{"text/plain": "1"}]
+
+    other = client.post(url, json={"code": "runs"}, headers=headers)
+    assert_error(other, 409, "conflict")
+    assert results(run_cell(client, interpreter, ctx, "runs")) == [{"text/plain": "1"}]
+
+
+def test_a_run_can_be_read_again(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """GET .../runs/{n}: the run's events again, from a point, or as one document; 404 else."""
+    ctx = new_context(client, interpreter)
+    events = run_cell(client, interpreter, ctx, "print('hi')\n6 * 7")
+    n = events[0].json()["execution_count"]
+    url = f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}/runs/{n}"
+    with client.stream("GET", url) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        again = read_events(r, stop_after=CELL_END, limit_seconds=30)
+    assert [(e.id, e.event, e.data) for e in again] == [(e.id, e.event, e.data) for e in events]
+    with client.stream("GET", url, params={"since": events[1].id}) as r:
+        tail = read_events(r, stop_after=CELL_END, limit_seconds=30)
+    assert [e.id for e in tail] == [e.id for e in events[2:]]
+    doc = client.get(url, headers={"Accept": "application/json"}).json()
+    assert doc["execution_count"] == n and doc["results"][0]["data"] == {"text/plain": "42"}
+    base = f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}/runs"
+    assert_error(client.get(f"{base}/999"), 404, "not_found")
+    assert_error(client.get(f"{base}/x"), 404, "not_found")
+    assert_error(client.get(url, headers={"Last-Event-ID": "x"}), 400, "invalid_request")
+
+
+def test_javascript_top_level_await(client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """A javascript cell may await at top level; its declarations persist, its value is the result."""
+    ctx = new_context(client, interpreter, "javascript")
+    events = run_cell(client, interpreter, ctx,
+                      "const v = await new Promise((r) => setTimeout(() => r(20), 50));\nv + 1")
+    assert results(events) == [{"text/plain": "21"}], events
+    assert results(run_cell(client, interpreter, ctx, "v * 2")) == [{"text/plain": "40"}]
+    err = run_cell(client, interpreter, ctx, "await Promise.reject(new RangeError('no'))")[-1]
+    assert err.event == "error" and err.json()["name"] == "RangeError" and err.json()["value"] == "no"
