@@ -15,6 +15,16 @@ LINES = 40
 # Records each run in the sandbox's workspace, then prints numbered lines slowly.
 COMMAND = f"echo run >> runs.log; for i in $(seq 1 {LINES}); do echo line $i; sleep 0.03; done"
 EXPECTED = "".join(f"line {i}\n" for i in range(1, LINES + 1))
+# A cell that records each run of itself, then prints, sleeps and prints.
+CELL = (
+    "import time\n"
+    "with open('/workspace/cells.log', 'a') as log:\n"
+    "    log.write('run\\n')\n"
+    f"for i in range(1, {LINES + 1}):\n"
+    "    print(f'line {i}', flush=True)\n"
+    "    time.sleep(0.03)\n"
+    "'done'"
+)
 
 
 def test_exec_stream_resumes_after_a_cut_connection(daemon: Daemon, proxy: Proxy) -> None:
@@ -115,3 +125,45 @@ async def test_async_exec_stream_resumes_after_a_cut(daemon: Daemon, proxy: Prox
         assert await sb.exec_stream(COMMAND, on_stdout=on_out) == 0
         assert cut and "".join(chunks) == EXPECTED
         assert (await sb.exec("cat runs.log")).stdout == "run\n"
+
+
+def test_run_code_resumes_after_a_cut_connection(daemon: Daemon, proxy: Proxy) -> None:
+    with Sandbox.create(template="code-interpreter", base_url=proxy.url, api_key=API_KEY) as sb:
+        ctx = sb.create_code_context("python")
+        chunks: list[str] = []
+        cuts = 0
+
+        def on_out(chunk: str) -> None:
+            nonlocal cuts
+            chunks.append(chunk)
+            text = "".join(chunks)
+            if (cuts == 0 and "line 5\n" in text) or (cuts == 1 and "line 20\n" in text):
+                cuts += 1
+                proxy.cut()
+
+        execution = sb.run_code(CELL, context=ctx, on_stdout=on_out)
+        assert cuts == 2 and proxy.connections >= 3
+        assert execution.error is None and execution.text == "'done'"
+        assert "".join(chunks) == EXPECTED and "".join(execution.logs.stdout) == EXPECTED
+        assert execution.execution_count == 1
+        assert sb.files.read_text("/workspace/cells.log") == "run\n"
+        assert sb.run_code("1", context=ctx).execution_count == 2
+
+
+async def test_async_run_code_resumes_after_a_cut(daemon: Daemon, proxy: Proxy) -> None:
+    config = ClientConfig(proxy.url, API_KEY)
+    async with await AsyncSandbox.create(template="code-interpreter", config=config) as sb:
+        chunks: list[str] = []
+        cut = False
+
+        async def on_out(chunk: str) -> None:
+            nonlocal cut
+            chunks.append(chunk)
+            if not cut and "line 6\n" in "".join(chunks):
+                cut = True
+                proxy.cut()
+
+        execution = await sb.run_code(CELL, on_stdout=on_out)
+        assert cut and execution.error is None and execution.text == "'done'"
+        assert "".join(chunks) == EXPECTED and "".join(execution.logs.stdout) == EXPECTED
+        assert await sb.files.read_text("/workspace/cells.log") == "run\n"

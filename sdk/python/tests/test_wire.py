@@ -215,3 +215,41 @@ def test_unreachable_server_is_connection_failed() -> None:
         port = s.getsockname()[1]
     with pytest.raises(sandstream.ConnectionFailed, match="127.0.0.1"):
         sandstream.Sandbox.create(base_url=f"http://127.0.0.1:{port}", api_key="k")
+
+
+def test_run_code_resumes_with_the_same_key_after_the_last_event(
+    scripted: tuple[str, Script],
+) -> None:
+    url, script = scripted
+    start = sse("start", {"context_id": "ctx_1", "language": "python", "execution_count": 7}, 1)
+    script.responses = [
+        start + sse("stdout", {"chunk": "a"}, 2),
+        sse("stdout", {"chunk": "a"}, 2)  # sent again: dropped
+        + sse("stderr", {"chunk": "w"}, 3)
+        + sse("result", {"data": {"text/plain": "2"}, "is_main_result": True}, 4)
+        + sse("exit", {"status": "ok", "execution_count": 7, "duration_ms": 5}, 5),
+    ]
+    sb = sandstream.Sandbox.create(config=sandstream.ClientConfig(url, "k"))
+    out: list[str] = []
+    err: list[str] = []
+    execution = sb.run_code("1 + 1", context="ctx_1", on_stdout=out.append, on_stderr=err.append,
+                            timeout_seconds=5)
+    assert (out, err, execution.text, execution.execution_count) == (["a"], ["w"], "2", 7)
+    assert execution.logs.stdout == ["a"] and execution.logs.stderr == ["w"]
+    assert len(script.requests) == 2
+    first, second = (r["headers"] for r in script.requests)
+    assert first["Idempotency-Key"] == second["Idempotency-Key"]
+    assert "Last-Event-ID" not in first and second["Last-Event-ID"] == "2"
+    assert all(r["body"] == {"code": "1 + 1", "timeout_seconds": 5} for r in script.requests)
+
+
+async def test_async_run_code_raises_an_infrastructure_error(scripted: tuple[str, Script]) -> None:
+    url, script = scripted
+    script.responses = [
+        sse("start", {"context_id": "ctx_1", "language": "python", "execution_count": 1}, 1)
+        + sse("error", {"code": "shutting_down", "message": "sandstreamd is shutting down"})
+    ]
+    sb = await sandstream.AsyncSandbox.create(config=sandstream.ClientConfig(url, "k"))
+    with pytest.raises(sandstream.ShuttingDown, match="shutting down"):
+        await sb.run_code("1", context="ctx_1")
+    assert len(script.requests) == 1

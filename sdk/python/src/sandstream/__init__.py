@@ -31,18 +31,20 @@ from .errors import (
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
 from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
-from .files import FileEvent, FileInfo, Files
+from .files import AsyncFiles, FileEvent, FileInfo, Files
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .sandbox import Process, Processes, Sandbox
-from .sessions import Session
+from .sessions import AsyncSession, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AnsiStripper",
+    "AsyncFiles",
     "AsyncProcess",
     "AsyncProcesses",
     "AsyncSandbox",
+    "AsyncSession",
     "ClientConfig",
     "CodeContext",
     "CommandFailed",

@@ -1,7 +1,9 @@
 """What the sync and async clients share: configuration, request bodies, response parsing,
 the resume bookkeeping of a followed stream, and the callback dispatch of `exec_stream`.
 
-No I/O here; `sandbox.py` and `aio.py` drive it with httpx's sync and async clients.
+No I/O here; `sandbox.py` and `aio.py` drive it with httpx's sync and async clients. A plain
+request is described once as a `Call` (method, path, body, how to parse the answer) and sent by
+either client's `call()`.
 """
 
 from __future__ import annotations
@@ -10,20 +12,24 @@ import base64
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import quote
 
 import httpx
 
 from .errors import CommandFailed, StreamLost, error_from_code
-from .events import Error, Event, EventDecoder, Exit, Start, Stderr, Stdout
+from .events import Error, Event, EventDecoder, Exit, SseMessage, Start, Stderr, Stdout
 from .helpers import OutputDigest
-from .models import ExecResult, Limits
+from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 # A chunk callback; any return value is ignored (so `lambda c: (buf.append(c), print(c))` fits).
 ChunkCallback = Callable[[str], object]
+
+T = TypeVar("T")
+E = TypeVar("E")
 
 # How long a followed stream may stay silent before it counts as dropped. The server sends a
 # keepalive comment every 15 s by default, so a minute of silence means a dead connection.
@@ -73,6 +79,109 @@ class ClientConfig:
         return float(min(0.1 * 2 ** (attempt - 1), 2.0))
 
 
+def ignore_body(_: Any) -> None:
+    """The parser of a response whose body means nothing (`204`)."""
+    return None
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One plain request and how to read its JSON answer; the clients only send it."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    params: Mapping[str, str] | None = None
+    # Set for a request that starts something: a retry after a broken connection attaches to it.
+    idempotency_key: str | None = None
+
+
+def sandbox_path(sandbox_id: str) -> str:
+    """`/v1/sandboxes/{id}`."""
+    return f"/v1/sandboxes/{quote(sandbox_id, safe='')}"
+
+
+def create_sandbox_call(body: Mapping[str, Any]) -> Call[SandboxInfo]:
+    """`POST /v1/sandboxes` with a `sandbox_body`."""
+    return Call("POST", "/v1/sandboxes", SandboxInfo.from_json, json=body)
+
+
+def get_sandbox_call(sandbox_id: str) -> Call[SandboxInfo]:
+    """`GET /v1/sandboxes/{id}`."""
+    return Call("GET", sandbox_path(sandbox_id), SandboxInfo.from_json)
+
+
+def list_sandboxes_call() -> Call[list[SandboxInfo]]:
+    """`GET /v1/sandboxes`, oldest first."""
+    return Call("GET", "/v1/sandboxes",
+                lambda data: [SandboxInfo.from_json(s) for s in data.get("sandboxes", [])])
+
+
+def exec_call(sandbox_path: str, body: Mapping[str, Any]) -> Call[ExecResult]:
+    """`POST .../exec` with a `command_body`."""
+    return Call("POST", sandbox_path + "/exec", exec_result, json=body,
+                idempotency_key=new_idempotency_key())
+
+
+def exec_timeout(config: ClientConfig, timeout_seconds: float | None) -> httpx.Timeout:
+    """A buffered exec answers when the command ends: the read waits out its own timeout."""
+    read = None if timeout_seconds is None else timeout_seconds + 30.0
+    return httpx.Timeout(config.request_timeout, read=read)
+
+
+def process_path(sandbox_path: str, process_id: str) -> str:
+    """`.../processes/{pid}`."""
+    return f"{sandbox_path}/processes/{quote(process_id, safe='')}"
+
+
+def start_process_call(sandbox_path: str, body: Mapping[str, Any]) -> Call[ProcessInfo]:
+    """`POST .../processes` with a `command_body` (plus an optional `id`)."""
+    return Call("POST", sandbox_path + "/processes", ProcessInfo.from_json, json=body,
+                idempotency_key=new_idempotency_key())
+
+
+def list_processes_call(sandbox_path: str, status: str | None) -> Call[list[ProcessInfo]]:
+    """`GET .../processes`, filtered by `running` or `exited`."""
+    return Call("GET", sandbox_path + "/processes",
+                lambda data: [ProcessInfo.from_json(p) for p in data.get("processes", [])],
+                params={"status": status} if status else None)
+
+
+def process_call(method: str, path: str, body: Any = None) -> Call[ProcessInfo]:
+    """A request on one process that answers with it: get, kill (DELETE), signal."""
+    return Call(method, path, ProcessInfo.from_json, json=body)
+
+
+def signal_body(signal: str | int, group: bool) -> dict[str, Any]:
+    """The body of `POST .../processes/{pid}/signal`."""
+    body: dict[str, Any] = {"signal": signal}
+    if not group:
+        body["group"] = False
+    return body
+
+
+def wait_call(path: str, seconds: float) -> Call[ProcessInfo]:
+    """`GET .../processes/{pid}/wait`: the server holds it up to `seconds`, then `408`."""
+    return Call("GET", path + "/wait", ProcessInfo.from_json,
+                params={"timeout_seconds": f"{max(seconds, 0.001):g}"})
+
+
+def stdin_params(eof: bool) -> dict[str, str] | None:
+    """The query of `POST .../processes/{pid}/stdin`."""
+    return {"eof": "1"} if eof else None
+
+
+def logs_params(follow: bool, tail: int | None, last_seq: int) -> dict[str, str]:
+    """The query of `GET .../processes/{pid}/logs`; `tail` applies only to a first read."""
+    params = {"encoding": "base64", "format": "pandastack"}
+    if follow:
+        params["follow"] = "1"
+    if tail is not None and last_seq == 0:
+        params["tail"] = str(tail)
+    return params
+
+
 def sandbox_body(
     template: str,
     env: Mapping[str, str] | None,
@@ -113,8 +222,10 @@ def command_body(
     idle_timeout_seconds: float | None = None,
     merge_stderr: bool = False,
     log_window_bytes: int | None = None,
+    session: str | None = None,
 ) -> dict[str, Any]:
-    """The command request shared by exec, exec/stream and processes.
+    """The command request shared by exec, exec/stream and processes (`session`: the shell
+    session an exec runs in).
 
     Output is requested as base64: chunks are then the exact bytes the process wrote, and the
     SDK decodes them with one incremental UTF-8 decoder per stream. That keeps a code point
@@ -141,6 +252,8 @@ def command_body(
         body["merge_stderr"] = True
     if log_window_bytes is not None:
         body["log_window_bytes"] = log_window_bytes
+    if session is not None:
+        body["session"] = session
     return body
 
 
@@ -185,14 +298,25 @@ def check_exec(result: ExecResult) -> ExecResult:
     return result
 
 
+class StreamDecoder(Protocol[E]):
+    """Turns a followed stream's SSE messages into events, dropping any it already delivered."""
+
+    last_seq: int  # the sequence number of the last event decoded
+    ended: bool  # the stream's last event was decoded
+
+    def decode(self, message: SseMessage) -> list[E]:
+        """The events one message yields ([] for a replayed one)."""
+        ...
+
+
 @dataclass
-class Cursor:
+class Cursor(Generic[E]):
     """Where a followed stream stands: the decoder (with the last seq) and reconnect attempts."""
 
     sandbox_id: str
+    decoder: StreamDecoder[E]
     process_id: str | None = None
     idempotency_key: str | None = None
-    decoder: EventDecoder = field(default_factory=EventDecoder)
     failures: int = 0
 
     @property
@@ -209,7 +333,7 @@ class Cursor:
             headers["Last-Event-ID"] = str(self.last_seq)
         return headers
 
-    def seen(self, event: Event) -> None:
+    def seen(self, event: E) -> None:
         """Records an event received: progress resets the failure count."""
         self.failures = 0
         if isinstance(event, Start):
@@ -228,6 +352,13 @@ class Cursor:
                 idempotency_key=self.idempotency_key,
             )
         return config.backoff(self.failures)
+
+
+def process_cursor(sandbox_id: str, process_id: str, since: int = 0) -> Cursor[Event]:
+    """A cursor on a process's log that delivers the events after `since`."""
+    cursor = Cursor[Event](sandbox_id, EventDecoder(), process_id=process_id)
+    cursor.decoder.last_seq = since
+    return cursor
 
 
 class Dispatch:
@@ -251,6 +382,16 @@ class Dispatch:
                 self.digest.feed(event.data)
             return (self.on_stdout if isinstance(event, Stdout) else self.on_stderr), event.data
         return None, ""
+
+    def lost(self, sandbox_id: str) -> StreamLost:
+        """The error for a stream that ended without its exit event."""
+        return StreamLost(
+            "the stream ended without an exit event",
+            sandbox_id=sandbox_id,
+            process_id=self.process_id,
+            last_event_id=0,
+            attempts=0,
+        )
 
     def finish(self, event: Exit | Error) -> int:
         """Turns the final event into the exit code, or raises."""

@@ -4,31 +4,53 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
 import httpx
 
 from ._core import (
+    Call,
     ChunkCallback,
     ClientConfig,
     Cursor,
     Dispatch,
     check_exec,
     command_body,
-    exec_result,
+    create_sandbox_call,
+    exec_call,
+    exec_timeout,
+    get_sandbox_call,
+    list_processes_call,
+    list_sandboxes_call,
+    logs_params,
     new_idempotency_key,
+    process_call,
+    process_cursor,
+    process_path,
     sandbox_body,
+    sandbox_path,
+    signal_body,
+    start_process_call,
+    stdin_params,
+    wait_call,
 )
-from .errors import ConnectionFailed, NotFound, StreamLost, Timeout, error_from_response
-from .events import Error, Event, Exit, SseParser
+from . import interpreter
+from .errors import ConnectionFailed, NotFound, Timeout, error_from_response
+from .events import Error, Event, EventDecoder, Exit, SseParser
+from .files import AsyncFiles
+from .interpreter import CellRun, CodeContext, Execution, ExecutionError, Result
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
 from .sandbox import _WAIT_SLICE, _connection_failed
+from .sessions import AsyncSession, create_session_call
+
+T = TypeVar("T")
+E = TypeVar("E")
 
 
 async def _call(callback: Callable[..., object], *args: object) -> None:
@@ -54,7 +76,7 @@ class _AsyncApi:
         path: str,
         *,
         json: Any = None,
-        content: bytes | None = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: httpx.Timeout | None = None,
@@ -86,6 +108,25 @@ class _AsyncApi:
             raise error_from_response(response.status_code, response.content)
         return response.json() if response.content else None
 
+    async def call(
+        self,
+        call: Call[T],
+        *,
+        content: bytes | AsyncIterable[bytes] | None = None,
+        timeout: httpx.Timeout | None = None,
+    ) -> T:
+        """Sends a request described by the shared code and parses its answer."""
+        data = await self.request(
+            call.method,
+            call.path,
+            json=call.json,
+            params=call.params,
+            content=content,
+            timeout=timeout,
+            idempotency_key=call.idempotency_key,
+        )
+        return call.parse(data)
+
     @asynccontextmanager
     async def stream(
         self,
@@ -112,13 +153,13 @@ class _AsyncApi:
 
     async def follow(
         self,
-        cursor: Cursor,
+        cursor: Cursor[E],
         open_stream: Callable[[], Any],
         *,
         until_exit: bool = True,
         stopped: Callable[[], bool] = lambda: False,
-    ) -> AsyncIterator[Event]:
-        """Yields a process's events, reconnecting after the last one seen when the stream
+    ) -> AsyncIterator[E]:
+        """Yields a stream's events, reconnecting after the last one seen when the stream
         drops; see `sandstream.sandbox._Api.follow`."""
         sent = False
         while not stopped():
@@ -131,8 +172,10 @@ class _AsyncApi:
                             for event in cursor.decoder.decode(message):
                                 cursor.seen(event)
                                 yield event
-                                if isinstance(event, (Exit, Error)) or stopped():
+                                if stopped():
                                     return
+                            if cursor.decoder.ended:
+                                return
                 if not until_exit:
                     return
                 detail = "the stream ended without an exit event"
@@ -163,6 +206,8 @@ class AsyncSandbox:
         self._api = api
         self._killed = False
         self.processes = AsyncProcesses(self)
+        self.files = AsyncFiles(self)
+        self._default_contexts: dict[str, CodeContext] = {}
 
     @classmethod
     async def create(
@@ -202,11 +247,11 @@ class AsyncSandbox:
             },
         )
         try:
-            data = await api.request("POST", "/v1/sandboxes", json=body)
+            info = await api.call(create_sandbox_call(body))
         except BaseException:
             await api.aclose()
             raise
-        return cls(SandboxInfo.from_json(data), api)
+        return cls(info, api)
 
     @classmethod
     async def connect(
@@ -221,11 +266,11 @@ class AsyncSandbox:
         """Attaches to an existing sandbox; raises `NotFound` if there is none with this id."""
         api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
         try:
-            data = await api.request("GET", f"/v1/sandboxes/{quote(sandbox_id, safe='')}")
+            info = await api.call(get_sandbox_call(sandbox_id))
         except BaseException:
             await api.aclose()
             raise
-        return cls(SandboxInfo.from_json(data), api)
+        return cls(info, api)
 
     @staticmethod
     async def list(
@@ -237,10 +282,9 @@ class AsyncSandbox:
         """Lists the server's sandboxes, oldest first."""
         api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
         try:
-            data = await api.request("GET", "/v1/sandboxes")
+            return await api.call(list_sandboxes_call())
         finally:
             await api.aclose()
-        return [SandboxInfo.from_json(s) for s in data.get("sandboxes", [])]
 
     @property
     def id(self) -> str:
@@ -254,11 +298,11 @@ class AsyncSandbox:
 
     @property
     def _path(self) -> str:
-        return f"/v1/sandboxes/{quote(self.id, safe='')}"
+        return sandbox_path(self.id)
 
     async def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current state."""
-        self._info = SandboxInfo.from_json(await self._api.request("GET", self._path))
+        self._info = await self._api.call(get_sandbox_call(self.id))
         return self._info
 
     async def kill(self) -> None:
@@ -299,6 +343,7 @@ class AsyncSandbox:
         idle_timeout_seconds: float | None = None,
         merge_stderr: bool = False,
         check: bool = False,
+        session: str | None = None,
     ) -> ExecResult:
         """Runs a command to its end; see `Sandbox.exec`."""
         body = command_body(
@@ -309,16 +354,10 @@ class AsyncSandbox:
             timeout_seconds=timeout_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
+            session=session,
         )
-        read = None if timeout_seconds is None else timeout_seconds + 30.0
-        data = await self._api.request(
-            "POST",
-            self._path + "/exec",
-            json=body,
-            timeout=httpx.Timeout(self._api.config.request_timeout, read=read),
-            idempotency_key=new_idempotency_key(),
-        )
-        result = exec_result(data)
+        timeout = exec_timeout(self._api.config, timeout_seconds)
+        result = await self._api.call(exec_call(self._path, body), timeout=timeout)
         return check_exec(result) if check else result
 
     def exec_events(
@@ -332,6 +371,7 @@ class AsyncSandbox:
         idle_timeout_seconds: float | None = None,
         merge_stderr: bool = False,
         idempotency_key: str | None = None,
+        session: str | None = None,
     ) -> AsyncIterator[Event]:
         """Runs a command and yields its events as they happen; see `Sandbox.exec_events`."""
         body = command_body(
@@ -342,8 +382,11 @@ class AsyncSandbox:
             timeout_seconds=timeout_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
+            session=session,
         )
-        cursor = Cursor(self.id, idempotency_key=idempotency_key or new_idempotency_key())
+        cursor = Cursor[Event](
+            self.id, EventDecoder(), idempotency_key=idempotency_key or new_idempotency_key()
+        )
         path = self._path + "/exec/stream"
         return self._api.follow(
             cursor,
@@ -364,6 +407,7 @@ class AsyncSandbox:
         merge_stderr: bool = False,
         check: bool = False,
         on_exit: Callable[[Exit], object] | None = None,
+        session: str | None = None,
     ) -> int:
         """Runs a command, calling the callbacks per chunk as it arrives; returns the exit
         code. See `Sandbox.exec_stream`."""
@@ -376,6 +420,7 @@ class AsyncSandbox:
             timeout_seconds=timeout_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
+            session=session,
         )
         async for event in events:
             callback, text = dispatch.callback_for(event)
@@ -385,13 +430,60 @@ class AsyncSandbox:
                 await _call(on_exit, event)
             if isinstance(event, (Exit, Error)):
                 return dispatch.finish(event)
-        raise StreamLost(
-            "the stream ended without an exit event",
-            sandbox_id=self.id,
-            process_id=dispatch.process_id,
-            last_event_id=0,
-            attempts=0,
+        raise dispatch.lost(self.id)
+
+    async def create_session(self, *, env: Mapping[str, str] | None = None,
+                             cwd: str | None = None, id: str | None = None) -> AsyncSession:
+        """Starts a persistent shell session; see `Sandbox.create_session`."""
+        return AsyncSession(self, await self._api.call(create_session_call(self._path, env, cwd, id)))
+
+    async def create_code_context(self, language: str = "python", *, cwd: str | None = None,
+                                  env: Mapping[str, str] | None = None) -> CodeContext:
+        """Starts a persistent interpreter: "python", "javascript" or "bash"."""
+        return await self._api.call(interpreter.create_context_call(self._path, language, cwd, env))
+
+    async def run_code(
+        self,
+        code: str,
+        *,
+        context: CodeContext | str | None = None,
+        language: str = "python",
+        on_stdout: Callable[[str], object] | None = None,
+        on_stderr: Callable[[str], object] | None = None,
+        on_result: Callable[[Result], object] | None = None,
+        on_error: Callable[[ExecutionError], object] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> Execution:
+        """Runs a cell, streaming its output to the callbacks, and returns its `Execution`;
+        see `Sandbox.run_code`."""
+        if context is None:
+            context = self._default_contexts.get(language)
+            if context is None:
+                context = self._default_contexts[language] = await self.create_code_context(language)
+        run = CellRun(self.id, self._path, context, code, timeout_seconds, on_stdout=on_stdout,
+                      on_stderr=on_stderr, on_result=on_result, on_error=on_error)
+        events = self._api.follow(
+            run.cursor,
+            lambda: self._api.stream("POST", run.path, json=run.body, headers=run.cursor.resume_headers()),
         )
+        async for event in events:
+            deliver = run.route(event)
+            if deliver is not None:
+                await _call(deliver)
+        return run.finish()
+
+    async def list_code_contexts(self) -> builtins.list[CodeContext]:
+        """The sandbox's code contexts."""
+        return await self._api.call(interpreter.list_contexts_call(self._path))
+
+    async def restart_code_context(self, context: CodeContext | str) -> CodeContext:
+        """Restarts a context's interpreter (after a crash, or to clear its state)."""
+        return await self._api.call(interpreter.restart_context_call(self._path, context))
+
+    async def delete_code_context(self, context: CodeContext | str) -> None:
+        """Stops a context's interpreter."""
+        await self._api.call(interpreter.delete_context_call(self._path, context))
+        self._default_contexts = interpreter.forget_context(self._default_contexts, context)
 
 
 class AsyncProcesses:
@@ -426,27 +518,17 @@ class AsyncProcesses:
         )
         if id is not None:
             body["id"] = id
-        data = await self._sandbox._api.request(
-            "POST",
-            self._sandbox._path + "/processes",
-            json=body,
-            idempotency_key=new_idempotency_key(),
-        )
-        return AsyncProcess(self._sandbox, ProcessInfo.from_json(data))
+        info = await self._sandbox._api.call(start_process_call(self._sandbox._path, body))
+        return AsyncProcess(self._sandbox, info)
 
     async def list(self, status: str | None = None) -> list[ProcessInfo]:
         """Lists the sandbox's processes; `status` is `running` or `exited` to filter."""
-        params = {"status": status} if status else None
-        data = await self._sandbox._api.request(
-            "GET", self._sandbox._path + "/processes", params=params
-        )
-        return [ProcessInfo.from_json(p) for p in data.get("processes", [])]
+        return await self._sandbox._api.call(list_processes_call(self._sandbox._path, status))
 
     async def get(self, process_id: str) -> AsyncProcess:
         """A handle to an existing process (running or ended); `NotFound` if unknown."""
-        path = self._sandbox._path + f"/processes/{quote(process_id, safe='')}"
-        data = await self._sandbox._api.request("GET", path)
-        return AsyncProcess(self._sandbox, ProcessInfo.from_json(data))
+        path = process_path(self._sandbox._path, process_id)
+        return AsyncProcess(self._sandbox, await self._sandbox._api.call(process_call("GET", path)))
 
 
 class AsyncProcess:
@@ -455,7 +537,7 @@ class AsyncProcess:
     def __init__(self, sandbox: AsyncSandbox, info: ProcessInfo) -> None:
         self._sandbox = sandbox
         self._info = info
-        self._cursor = Cursor(sandbox.id, process_id=info.id)
+        self._cursor = process_cursor(sandbox.id, info.id)
         self._disconnected = False
 
     @property
@@ -475,11 +557,11 @@ class AsyncProcess:
 
     @property
     def _path(self) -> str:
-        return self._sandbox._path + f"/processes/{quote(self.id, safe='')}"
+        return process_path(self._sandbox._path, self.id)
 
     async def refresh(self) -> ProcessInfo:
         """Fetches the process's current state."""
-        self._info = ProcessInfo.from_json(await self._sandbox._api.request("GET", self._path))
+        self._info = await self._sandbox._api.call(process_call("GET", self._path))
         return self._info
 
     def logs(
@@ -487,18 +569,11 @@ class AsyncProcess:
     ) -> AsyncIterator[Event]:
         """Yields the process's events; see `Process.logs`."""
         if since is not None and since != self._cursor.last_seq:
-            self._cursor = Cursor(self._sandbox.id, process_id=self.id)
-            self._cursor.decoder.last_seq = since
+            self._cursor = process_cursor(self._sandbox.id, self.id, since)
         self._disconnected = False
-        params = {"encoding": "base64", "format": "pandastack"}
-        if follow:
-            params["follow"] = "1"
-        first = {"tail": str(tail)} if tail is not None else {}
 
         def open_stream() -> Any:
-            query = dict(params)
-            if self._cursor.last_seq == 0:
-                query.update(first)
+            query = logs_params(follow, tail, self._cursor.last_seq)
             return self._sandbox._api.stream(
                 "GET", self._path + "/logs", params=query, headers=self._cursor.resume_headers()
             )
@@ -522,7 +597,7 @@ class AsyncProcess:
             "POST",
             self._path + "/stdin",
             content=raw,
-            params={"eof": "1"} if eof else None,
+            params=stdin_params(eof),
             headers={"Content-Type": "application/octet-stream"},
         )
         return int(result.get("written", len(raw))) if result else len(raw)
@@ -533,17 +608,13 @@ class AsyncProcess:
 
     async def signal(self, signal: str | int = "TERM", group: bool = True) -> ProcessInfo:
         """Sends a signal to the process group (or only its leader)."""
-        body: dict[str, Any] = {"signal": signal}
-        if not group:
-            body["group"] = False
-        data = await self._sandbox._api.request("POST", self._path + "/signal", json=body)
-        self._info = ProcessInfo.from_json(data)
+        body = signal_body(signal, group)
+        self._info = await self._sandbox._api.call(process_call("POST", self._path + "/signal", body))
         return self._info
 
     async def kill(self) -> ProcessInfo:
         """Kills the process group (TERM, grace, KILL) and returns the ended process."""
-        data = await self._sandbox._api.request("DELETE", self._path)
-        self._info = ProcessInfo.from_json(data)
+        self._info = await self._sandbox._api.call(process_call("DELETE", self._path))
         return self._info
 
     async def wait(self, timeout: float | None = None) -> ProcessInfo:
@@ -553,15 +624,12 @@ class AsyncProcess:
             left = _WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
             piece = min(left, _WAIT_SLICE)
             try:
-                data = await self._sandbox._api.request(
-                    "GET",
-                    self._path + "/wait",
-                    params={"timeout_seconds": f"{max(piece, 0.001):g}"},
+                self._info = await self._sandbox._api.call(
+                    wait_call(self._path, piece),
                     timeout=httpx.Timeout(self._sandbox._api.config.request_timeout + piece),
                 )
             except Timeout:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
                 continue
-            self._info = ProcessInfo.from_json(data)
             return self._info

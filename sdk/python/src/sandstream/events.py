@@ -79,6 +79,19 @@ class SseMessage:
     data: str
     id: str | None
 
+    @property
+    def seq(self) -> int:
+        """The event's sequence number (its `id:`), 0 when it carried none."""
+        return int(self.id) if self.id is not None and self.id.isdigit() else 0
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON object in `data`; `{}` for an empty or malformed one."""
+        try:
+            value: Any = json.loads(self.data) if self.data else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
 
 class SseParser:
     """Incremental `text/event-stream` parser: feed it bytes as they arrive, get whole events.
@@ -156,21 +169,17 @@ class EventDecoder:
             "stderr": codecs.getincrementaldecoder("utf-8")("replace"),
         }
         self.last_seq = 0
+        self.ended = False  # the exit (or error) event was decoded: nothing follows it
 
     def decode(self, message: SseMessage) -> list[Event]:
         """Returns the events one SSE message yields (a flush may precede an exit or a gap)."""
-        seq = int(message.id) if message.id is not None and message.id.isdigit() else 0
+        seq = message.seq
         if seq:
             # After a reconnect the server resumes after Last-Event-ID; never deliver twice.
             if seq <= self.last_seq:
                 return []
             self.last_seq = seq
-        try:
-            payload: Any = json.loads(message.data) if message.data else {}
-        except ValueError:
-            payload = {}
-        if not isinstance(payload, dict):
-            payload = {}
+        payload = message.payload()
         kind = message.event
         if kind in ("stdout", "stderr"):
             raw = base64.b64decode(str(payload.get("chunk", "")))
@@ -195,6 +204,7 @@ class EventDecoder:
                 str(payload.get("reason", "exited")),
                 int(duration) if isinstance(duration, (int, float)) else None,
             )
+            self.ended = True
             return [*self.flush(seq), exit_event]
         if kind == "gap":
             gap = Gap(
@@ -205,6 +215,7 @@ class EventDecoder:
             # Bytes are missing, so a code point begun before the gap can never be completed.
             return [*self.flush(gap.from_seq - 1), gap]
         if kind == "error":
+            self.ended = True
             return [Error(str(payload.get("code", "internal")), str(payload.get("message", "")))]
         return []
 

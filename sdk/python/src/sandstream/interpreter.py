@@ -3,21 +3,23 @@
 A context is a persistent interpreter (python, javascript) or shell (bash) inside the
 sandbox; cells run in it one at a time and keep their variables. `run_code` streams the
 cell's output to callbacks as it happens and returns an `Execution` with the structured
-results (MIME bundles: text, HTML tables, PNG charts)."""
+results (MIME bundles: text, HTML tables, PNG charts).
+
+This module holds what both clients share and does no I/O: the requests, the decoding of a
+run's events into an `Execution`, and the routing of those events to the callbacks.
+"""
 
 from __future__ import annotations
 
 import base64
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Union
+from urllib.parse import quote
 
-from .events import SseParser
-from .errors import StreamLost, error_from_code
-
-if TYPE_CHECKING:
-    from .sandbox import Sandbox
+from ._core import Call, Cursor, ignore_body, new_idempotency_key
+from .errors import error_from_code
+from .events import Error, SseMessage
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class CodeContext:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CodeContext:
+        """Parses a Context object."""
         return cls(id=data["id"], language=data["language"], cwd=data["cwd"], status=data["status"],
                    execution_count=int(data.get("execution_count", 0)),
                    restarts=int(data.get("restarts", 0)))
@@ -109,93 +112,165 @@ class CodeContext:
 TextCallback = Callable[[str], object]
 
 
-def _context_path(sandbox: Sandbox, context_id: str | None = None) -> str:
-    base = f"/v1/sandboxes/{sandbox.id}/contexts"
-    return base if context_id is None else f"{base}/{context_id}"
+def context_id(context: CodeContext | str) -> str:
+    """The id of a context given as itself or as its id."""
+    return context if isinstance(context, str) else context.id
 
 
-def create_code_context(sandbox: Sandbox, language: str = "python", *, cwd: str | None = None,
-                        env: dict[str, str] | None = None) -> CodeContext:
-    """Starts an interpreter in the sandbox."""
+def context_path(sandbox_path: str, context: CodeContext | str | None = None) -> str:
+    """`/v1/sandboxes/{id}/contexts`, or one context's path under it."""
+    base = sandbox_path + "/contexts"
+    return base if context is None else f"{base}/{quote(context_id(context), safe='')}"
+
+
+def create_context_call(sandbox_path: str, language: str, cwd: str | None,
+                        env: Mapping[str, str] | None) -> Call[CodeContext]:
+    """`POST .../contexts`: starts an interpreter."""
     body: dict[str, Any] = {"language": language}
     if cwd is not None:
         body["cwd"] = cwd
     if env:
         body["env"] = dict(env)
-    return CodeContext.from_json(sandbox._api.request("POST", _context_path(sandbox), json=body))
+    return Call("POST", context_path(sandbox_path), CodeContext.from_json, json=body)
 
 
-def run_code(
-    sandbox: Sandbox,
-    code: str,
-    context: CodeContext | str,
-    *,
-    on_stdout: TextCallback | None = None,
-    on_stderr: TextCallback | None = None,
-    on_result: Callable[[Result], object] | None = None,
-    on_error: Callable[[ExecutionError], object] | None = None,
-    timeout_seconds: float | None = None,
-) -> Execution:
-    """Runs one cell, calling the callbacks as its events arrive; returns the `Execution`."""
-    context_id = context if isinstance(context, str) else context.id
-    body: dict[str, Any] = {"code": code}
-    if timeout_seconds is not None:
-        body["timeout_seconds"] = timeout_seconds
-    execution = Execution()
-    path = _context_path(sandbox, context_id) + "/run"
-    with sandbox._api.stream("POST", path, json=body) as response:
-        parser = SseParser()
-        for chunk in response.iter_bytes():
-            for message in parser.feed(chunk):
-                data = json.loads(message.data) if message.data else {}
-                if message.event == "start":
-                    execution.execution_count = int(data.get("execution_count", 0))
-                elif message.event in ("stdout", "stderr"):
-                    text = str(data.get("chunk", ""))
-                    if message.event == "stdout":
-                        execution.logs.stdout.append(text)
-                        if on_stdout is not None:
-                            on_stdout(text)
-                    else:
-                        execution.logs.stderr.append(text)
-                        if on_stderr is not None:
-                            on_stderr(text)
-                elif message.event == "result":
-                    result = Result(data=dict(data.get("data", {})),
-                                    is_main_result=bool(data.get("is_main_result")))
-                    execution.results.append(result)
-                    if on_result is not None:
-                        on_result(result)
-                elif message.event == "error" and "code" in data and "name" not in data:
-                    # An infrastructure failure (the daemon stopping), not the cell's error.
-                    raise error_from_code(str(data["code"]), str(data.get("message", "")), 503)
-                elif message.event == "error":
-                    execution.error = ExecutionError(
-                        name=str(data.get("name", "Error")), value=str(data.get("value", "")),
-                        traceback=str(data.get("traceback", "")), timeout=bool(data.get("timeout")),
-                        restarted=bool(data.get("restarted")))
-                    if on_error is not None:
-                        on_error(execution.error)
-                    return execution
-                elif message.event == "exit":
-                    return execution
-    raise StreamLost("the cell's stream ended without an exit or error event",
-                     sandbox_id=sandbox.id, process_id=None, last_event_id=0, attempts=0)
+def list_contexts_call(sandbox_path: str) -> Call[list[CodeContext]]:
+    """`GET .../contexts`."""
+    return Call("GET", context_path(sandbox_path),
+                lambda data: [CodeContext.from_json(c) for c in data["contexts"]])
 
 
-def list_code_contexts(sandbox: Sandbox) -> list[CodeContext]:
-    """The sandbox's contexts."""
-    data = sandbox._api.request("GET", _context_path(sandbox))
-    return [CodeContext.from_json(c) for c in data["contexts"]]
+def restart_context_call(sandbox_path: str, context: CodeContext | str) -> Call[CodeContext]:
+    """`POST .../contexts/{cid}/restart`: a fresh interpreter, the old state lost."""
+    return Call("POST", context_path(sandbox_path, context) + "/restart", CodeContext.from_json)
 
 
-def restart_code_context(sandbox: Sandbox, context: CodeContext | str) -> CodeContext:
-    """Starts the context's interpreter afresh (its state is lost)."""
-    context_id = context if isinstance(context, str) else context.id
-    return CodeContext.from_json(sandbox._api.request("POST", _context_path(sandbox, context_id) + "/restart"))
+def delete_context_call(sandbox_path: str, context: CodeContext | str) -> Call[None]:
+    """`DELETE .../contexts/{cid}`: the interpreter is killed."""
+    return Call("DELETE", context_path(sandbox_path, context), ignore_body)
 
 
-def delete_code_context(sandbox: Sandbox, context: CodeContext | str) -> None:
-    """Stops the context's interpreter and forgets it."""
-    context_id = context if isinstance(context, str) else context.id
-    sandbox._api.request("DELETE", _context_path(sandbox, context_id))
+def forget_context(defaults: dict[str, CodeContext], context: CodeContext | str) -> dict[str, CodeContext]:
+    """The default contexts (one per language) without a deleted one."""
+    gone = context_id(context)
+    return {language: c for language, c in defaults.items() if c.id != gone}
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """A chunk the cell wrote to `stream` ("stdout" or "stderr")."""
+
+    stream: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RunMark:
+    """The cell's `start` or `exit` event: nothing to deliver, but progress on the stream."""
+
+    kind: str
+
+
+RunEvent = Union[RunOutput, Result, ExecutionError, RunMark, Error]
+
+
+class RunDecoder:
+    """Turns a run's SSE messages into `RunEvent`s and accumulates them into its `Execution`.
+
+    Events after a reconnect that the server sends again (their `id` at or below the last one
+    seen) are dropped, so each is accumulated and delivered once.
+    """
+
+    def __init__(self) -> None:
+        self.execution = Execution()
+        self.last_seq = 0
+        self.ended = False
+        self.failure: Error | None = None  # an infrastructure error ended the stream
+
+    def decode(self, message: SseMessage) -> list[RunEvent]:
+        """The events one message yields."""
+        seq = message.seq
+        if seq:
+            if seq <= self.last_seq:
+                return []
+            self.last_seq = seq
+        data = message.payload()
+        kind = message.event
+        if kind in ("stdout", "stderr"):
+            text = str(data.get("chunk", ""))
+            (self.execution.logs.stdout if kind == "stdout" else self.execution.logs.stderr).append(text)
+            return [RunOutput(kind, text)]
+        if kind == "result":
+            result = Result(data=dict(data.get("data") or {}), is_main_result=bool(data.get("is_main_result")))
+            self.execution.results.append(result)
+            return [result]
+        if kind == "start":
+            self.execution.execution_count = int(data.get("execution_count", 0))
+            return [RunMark(kind)]
+        if kind == "exit":
+            self.ended = True
+            return [RunMark(kind)]
+        if kind == "error" and "code" in data and "name" not in data:
+            # An infrastructure failure (the daemon stopping), not the cell's error.
+            self.ended = True
+            self.failure = Error(str(data["code"]), str(data.get("message", "")))
+            return [self.failure]
+        if kind == "error":
+            self.ended = True
+            self.execution.error = ExecutionError(
+                name=str(data.get("name", "Error")), value=str(data.get("value", "")),
+                traceback=str(data.get("traceback", "")), timeout=bool(data.get("timeout")),
+                restarted=bool(data.get("restarted")))
+            return [self.execution.error]
+        return []
+
+
+class CellRun:
+    """One `run_code` call: its request, the cursor that resumes it after a dropped connection
+    (the same `Idempotency-Key` attaches to the same run, `Last-Event-ID` skips what was seen),
+    and the routing of its events to the callbacks."""
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        sandbox_path: str,
+        context: CodeContext | str,
+        code: str,
+        timeout_seconds: float | None,
+        *,
+        on_stdout: TextCallback | None,
+        on_stderr: TextCallback | None,
+        on_result: Callable[[Result], object] | None,
+        on_error: Callable[[ExecutionError], object] | None,
+    ) -> None:
+        self.path = context_path(sandbox_path, context) + "/run"
+        self.body: dict[str, Any] = {"code": code}
+        if timeout_seconds is not None:
+            self.body["timeout_seconds"] = timeout_seconds
+        self.decoder = RunDecoder()
+        self.cursor = Cursor[RunEvent](sandbox_id, self.decoder, idempotency_key=new_idempotency_key())
+        self._on_stdout = on_stdout
+        self._on_stderr = on_stderr
+        self._on_result = on_result
+        self._on_error = on_error
+
+    def route(self, event: RunEvent) -> Callable[[], object] | None:
+        """The callback call an event makes (the caller awaits its result if it is awaitable)."""
+        if isinstance(event, RunOutput):
+            callback = self._on_stdout if event.stream == "stdout" else self._on_stderr
+            text = event.text
+            return None if callback is None or not text else lambda: callback(text)
+        if isinstance(event, Result) and self._on_result is not None:
+            on_result, result = self._on_result, event
+            return lambda: on_result(result)
+        if isinstance(event, ExecutionError) and self._on_error is not None:
+            on_error, error = self._on_error, event
+            return lambda: on_error(error)
+        return None
+
+    def finish(self) -> Execution:
+        """The `Execution` once the stream has ended; an infrastructure error raises."""
+        failure = self.decoder.failure
+        if failure is not None:
+            raise error_from_code(failure.code, failure.message, 503)
+        return self.decoder.execution

@@ -5,32 +5,49 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
 import httpx
 
 from ._core import (
+    Call,
     ChunkCallback,
     ClientConfig,
     Cursor,
     Dispatch,
     check_exec,
     command_body,
-    exec_result,
+    create_sandbox_call,
+    exec_call,
+    exec_timeout,
+    get_sandbox_call,
+    list_processes_call,
+    list_sandboxes_call,
+    logs_params,
     new_idempotency_key,
+    process_call,
+    process_cursor,
+    process_path,
     sandbox_body,
+    sandbox_path,
+    signal_body,
+    start_process_call,
+    stdin_params,
+    wait_call,
 )
-from .errors import ConnectionFailed, NotFound, StreamLost, Timeout, error_from_response
-from .events import Error, Event, Exit, SseParser
+from .errors import ConnectionFailed, NotFound, Timeout, error_from_response
+from .events import Error, Event, EventDecoder, Exit, SseParser
 from . import interpreter
 from .files import Files
-from .interpreter import CodeContext, Execution, ExecutionError, Result
+from .interpreter import CellRun, CodeContext, Execution, ExecutionError, Result
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
-from .sessions import Session
+from .sessions import Session, create_session_call
+
+T = TypeVar("T")
+E = TypeVar("E")
 
 # Long waits are made of server-side waits of this many seconds, so a dead connection is noticed.
 _WAIT_SLICE = 30.0
@@ -53,7 +70,7 @@ class _Api:
         path: str,
         *,
         json: Any = None,
-        content: bytes | None = None,
+        content: bytes | Iterable[bytes] | None = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: httpx.Timeout | None = None,
@@ -89,6 +106,25 @@ class _Api:
             raise error_from_response(response.status_code, response.content)
         return response.json() if response.content else None
 
+    def call(
+        self,
+        call: Call[T],
+        *,
+        content: bytes | Iterable[bytes] | None = None,
+        timeout: httpx.Timeout | None = None,
+    ) -> T:
+        """Sends a request described by the shared code and parses its answer."""
+        data = self.request(
+            call.method,
+            call.path,
+            json=call.json,
+            params=call.params,
+            content=content,
+            timeout=timeout,
+            idempotency_key=call.idempotency_key,
+        )
+        return call.parse(data)
+
     @contextmanager
     def stream(
         self,
@@ -115,17 +151,19 @@ class _Api:
 
     def follow(
         self,
-        cursor: Cursor,
+        cursor: Cursor[E],
         open_stream: Callable[[], Any],
         *,
         until_exit: bool = True,
         stopped: Callable[[], bool] = lambda: False,
-    ) -> Iterator[Event]:
-        """Yields a process's events, reconnecting after the last one seen when the stream drops.
+    ) -> Iterator[E]:
+        """Yields a stream's events (a process's, a cell's), reconnecting after the last one
+        seen when the stream drops.
 
-        A stream that ends (or breaks) before its `exit` or `error` event is resumed with
-        `Last-Event-ID`; after `max_reconnects` attempts in a row without an event it raises
-        `StreamLost`. `until_exit=False` is for non-following reads, which end early by design.
+        A stream that ends (or breaks) before its last event (`exit` or `error`) is resumed
+        with `Last-Event-ID`; after `max_reconnects` attempts in a row without an event it
+        raises `StreamLost`. `until_exit=False` is for non-following reads, which end early by
+        design.
         """
         sent = False
         while not stopped():
@@ -138,8 +176,10 @@ class _Api:
                             for event in cursor.decoder.decode(message):
                                 cursor.seen(event)
                                 yield event
-                                if isinstance(event, (Exit, Error)) or stopped():
+                                if stopped():
                                     return
+                            if cursor.decoder.ended:
+                                return
                 if not until_exit:
                     return
                 detail = "the stream ended without an exit event"
@@ -226,11 +266,11 @@ class Sandbox:
             },
         )
         try:
-            data = api.request("POST", "/v1/sandboxes", json=body)
+            info = api.call(create_sandbox_call(body))
         except BaseException:
             api.close()
             raise
-        return cls(SandboxInfo.from_json(data), api)
+        return cls(info, api)
 
     @classmethod
     def connect(
@@ -245,11 +285,11 @@ class Sandbox:
         """Attaches to an existing sandbox; raises `NotFound` if there is none with this id."""
         api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
         try:
-            data = api.request("GET", f"/v1/sandboxes/{quote(sandbox_id, safe='')}")
+            info = api.call(get_sandbox_call(sandbox_id))
         except BaseException:
             api.close()
             raise
-        return cls(SandboxInfo.from_json(data), api)
+        return cls(info, api)
 
     @staticmethod
     def list(
@@ -261,10 +301,9 @@ class Sandbox:
         """Lists the server's sandboxes, oldest first."""
         api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
         try:
-            data = api.request("GET", "/v1/sandboxes")
+            return api.call(list_sandboxes_call())
         finally:
             api.close()
-        return [SandboxInfo.from_json(s) for s in data.get("sandboxes", [])]
 
     @property
     def id(self) -> str:
@@ -278,11 +317,11 @@ class Sandbox:
 
     @property
     def _path(self) -> str:
-        return f"/v1/sandboxes/{quote(self.id, safe='')}"
+        return sandbox_path(self.id)
 
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current state."""
-        self._info = SandboxInfo.from_json(self._api.request("GET", self._path))
+        self._info = self._api.call(get_sandbox_call(self.id))
         return self._info
 
     def kill(self) -> None:
@@ -338,18 +377,10 @@ class Sandbox:
             timeout_seconds=timeout_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
+            session=session,
         )
-        if session is not None:
-            body["session"] = session
-        read = None if timeout_seconds is None else timeout_seconds + 30.0
-        data = self._api.request(
-            "POST",
-            self._path + "/exec",
-            json=body,
-            timeout=httpx.Timeout(self._api.config.request_timeout, read=read),
-            idempotency_key=new_idempotency_key(),
-        )
-        result = exec_result(data)
+        timeout = exec_timeout(self._api.config, timeout_seconds)
+        result = self._api.call(exec_call(self._path, body), timeout=timeout)
         return check_exec(result) if check else result
 
     def exec_events(
@@ -379,10 +410,11 @@ class Sandbox:
             timeout_seconds=timeout_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
+            session=session,
         )
-        if session is not None:
-            body["session"] = session
-        cursor = Cursor(self.id, idempotency_key=idempotency_key or new_idempotency_key())
+        cursor = Cursor[Event](
+            self.id, EventDecoder(), idempotency_key=idempotency_key or new_idempotency_key()
+        )
         path = self._path + "/exec/stream"
         return self._api.follow(
             cursor,
@@ -432,30 +464,17 @@ class Sandbox:
                 on_exit(event)
             if isinstance(event, (Exit, Error)):
                 return dispatch.finish(event)
-        raise StreamLost(
-            "the stream ended without an exit event",
-            sandbox_id=self.id,
-            process_id=dispatch.process_id,
-            last_event_id=0,
-            attempts=0,
-        )
+        raise dispatch.lost(self.id)
 
     def create_session(self, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
                        id: str | None = None) -> Session:
         """Starts a persistent shell session (`cd` and `export` persist between its commands)."""
-        body: dict[str, Any] = {}
-        if env:
-            body["env"] = dict(env)
-        if cwd is not None:
-            body["cwd"] = cwd
-        if id is not None:
-            body["id"] = id
-        return Session(self, self._api.request("POST", self._path + "/sessions", json=body))
+        return Session(self, self._api.call(create_session_call(self._path, env, cwd, id)))
 
     def create_code_context(self, language: str = "python", *, cwd: str | None = None,
                             env: Mapping[str, str] | None = None) -> CodeContext:
         """Starts a persistent interpreter: "python", "javascript" or "bash"."""
-        return interpreter.create_code_context(self, language, cwd=cwd, env=dict(env or {}))
+        return self._api.call(interpreter.create_context_call(self._path, language, cwd, env))
 
     def run_code(
         self,
@@ -471,29 +490,38 @@ class Sandbox:
     ) -> Execution:
         """Runs a cell, streaming its output to the callbacks, and returns its `Execution`
         (`.results`, `.logs`, `.error`). Without `context`, one default context per language
-        is created on first use and reused, so state persists between calls."""
+        is created on first use and reused, so state persists between calls.
+
+        A dropped connection is resumed after the last event seen: every event reaches the
+        callbacks once and the cell runs once (the request carries an `Idempotency-Key`)."""
         if context is None:
             context = self._default_contexts.get(language)
             if context is None:
-                context = self.create_code_context(language)
-                self._default_contexts[language] = context
-        return interpreter.run_code(self, code, context, on_stdout=on_stdout, on_stderr=on_stderr,
-                                    on_result=on_result, on_error=on_error,
-                                    timeout_seconds=timeout_seconds)
+                context = self._default_contexts[language] = self.create_code_context(language)
+        run = CellRun(self.id, self._path, context, code, timeout_seconds, on_stdout=on_stdout,
+                      on_stderr=on_stderr, on_result=on_result, on_error=on_error)
+        events = self._api.follow(
+            run.cursor,
+            lambda: self._api.stream("POST", run.path, json=run.body, headers=run.cursor.resume_headers()),
+        )
+        for event in events:
+            deliver = run.route(event)
+            if deliver is not None:
+                deliver()
+        return run.finish()
 
     def list_code_contexts(self) -> builtins.list[CodeContext]:
         """The sandbox's code contexts."""
-        return interpreter.list_code_contexts(self)
+        return self._api.call(interpreter.list_contexts_call(self._path))
 
     def restart_code_context(self, context: CodeContext | str) -> CodeContext:
         """Restarts a context's interpreter (after a crash, or to clear its state)."""
-        return interpreter.restart_code_context(self, context)
+        return self._api.call(interpreter.restart_context_call(self._path, context))
 
     def delete_code_context(self, context: CodeContext | str) -> None:
         """Stops a context's interpreter."""
-        interpreter.delete_code_context(self, context)
-        self._default_contexts = {k: v for k, v in self._default_contexts.items()
-                                  if v.id != (context if isinstance(context, str) else context.id)}
+        self._api.call(interpreter.delete_context_call(self._path, context))
+        self._default_contexts = interpreter.forget_context(self._default_contexts, context)
 
 
 class Processes:
@@ -532,26 +560,17 @@ class Processes:
         )
         if id is not None:
             body["id"] = id
-        data = self._sandbox._api.request(
-            "POST",
-            self._sandbox._path + "/processes",
-            json=body,
-            idempotency_key=new_idempotency_key(),
-        )
-        return Process(self._sandbox, ProcessInfo.from_json(data))
+        info = self._sandbox._api.call(start_process_call(self._sandbox._path, body))
+        return Process(self._sandbox, info)
 
     def list(self, status: str | None = None) -> list[ProcessInfo]:
         """Lists the sandbox's processes; `status` is `running` or `exited` to filter."""
-        params = {"status": status} if status else None
-        data = self._sandbox._api.request(
-            "GET", self._sandbox._path + "/processes", params=params
-        )
-        return [ProcessInfo.from_json(p) for p in data.get("processes", [])]
+        return self._sandbox._api.call(list_processes_call(self._sandbox._path, status))
 
     def get(self, process_id: str) -> Process:
         """A handle to an existing process (running or ended); `NotFound` if unknown."""
-        path = self._sandbox._path + f"/processes/{quote(process_id, safe='')}"
-        return Process(self._sandbox, ProcessInfo.from_json(self._sandbox._api.request("GET", path)))
+        path = process_path(self._sandbox._path, process_id)
+        return Process(self._sandbox, self._sandbox._api.call(process_call("GET", path)))
 
 
 class Process:
@@ -564,7 +583,7 @@ class Process:
     def __init__(self, sandbox: Sandbox, info: ProcessInfo) -> None:
         self._sandbox = sandbox
         self._info = info
-        self._cursor = Cursor(sandbox.id, process_id=info.id)
+        self._cursor = process_cursor(sandbox.id, info.id)
         self._disconnected = False
         self._response: httpx.Response | None = None
 
@@ -585,11 +604,11 @@ class Process:
 
     @property
     def _path(self) -> str:
-        return self._sandbox._path + f"/processes/{quote(self.id, safe='')}"
+        return process_path(self._sandbox._path, self.id)
 
     def refresh(self) -> ProcessInfo:
         """Fetches the process's current state."""
-        self._info = ProcessInfo.from_json(self._sandbox._api.request("GET", self._path))
+        self._info = self._sandbox._api.call(process_call("GET", self._path))
         return self._info
 
     def logs(
@@ -603,19 +622,12 @@ class Process:
         N chunks.
         """
         if since is not None and since != self._cursor.last_seq:
-            self._cursor = Cursor(self._sandbox.id, process_id=self.id)
-            self._cursor.decoder.last_seq = since
+            self._cursor = process_cursor(self._sandbox.id, self.id, since)
         self._disconnected = False
-        params = {"encoding": "base64", "format": "pandastack"}
-        if follow:
-            params["follow"] = "1"
-        first = {"tail": str(tail)} if tail is not None else {}
 
         @contextmanager
         def open_stream() -> Iterator[httpx.Response]:
-            query = dict(params)
-            if self._cursor.last_seq == 0:
-                query.update(first)
+            query = logs_params(follow, tail, self._cursor.last_seq)
             with self._sandbox._api.stream(
                 "GET", self._path + "/logs", params=query, headers=self._cursor.resume_headers()
             ) as response:
@@ -647,7 +659,7 @@ class Process:
             "POST",
             self._path + "/stdin",
             content=raw,
-            params={"eof": "1"} if eof else None,
+            params=stdin_params(eof),
             headers={"Content-Type": "application/octet-stream"},
         )
         return int(result.get("written", len(raw))) if result else len(raw)
@@ -658,17 +670,13 @@ class Process:
 
     def signal(self, signal: str | int = "TERM", group: bool = True) -> ProcessInfo:
         """Sends a signal (`"TERM"`, `"SIGINT"`, `9`) to the process group (or only its leader)."""
-        body: dict[str, Any] = {"signal": signal}
-        if not group:
-            body["group"] = False
-        self._info = ProcessInfo.from_json(
-            self._sandbox._api.request("POST", self._path + "/signal", json=body)
-        )
+        body = signal_body(signal, group)
+        self._info = self._sandbox._api.call(process_call("POST", self._path + "/signal", body))
         return self._info
 
     def kill(self) -> ProcessInfo:
         """Kills the process group (TERM, grace, KILL) and returns the ended process."""
-        self._info = ProcessInfo.from_json(self._sandbox._api.request("DELETE", self._path))
+        self._info = self._sandbox._api.call(process_call("DELETE", self._path))
         return self._info
 
     def wait(self, timeout: float | None = None) -> ProcessInfo:
@@ -678,15 +686,12 @@ class Process:
             left = _WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
             piece = min(left, _WAIT_SLICE)
             try:
-                data = self._sandbox._api.request(
-                    "GET",
-                    self._path + "/wait",
-                    params={"timeout_seconds": f"{max(piece, 0.001):g}"},
+                self._info = self._sandbox._api.call(
+                    wait_call(self._path, piece),
                     timeout=httpx.Timeout(self._sandbox._api.config.request_timeout + piece),
                 )
             except Timeout:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
                 continue
-            self._info = ProcessInfo.from_json(data)
             return self._info
