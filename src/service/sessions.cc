@@ -15,8 +15,8 @@ namespace json = boost::json;
 namespace {
 
 // Run as `bash -c SCRIPT sandstream-session STATE CMD CWD SUBSHELL K=V...`. The state file
-// holds what `declare -p`, `declare -f` and `alias -p` print, the working directory and the
-// options, and is sourced before the command; an EXIT trap writes it again afterwards (also
+// holds what `declare -p`, `declare -f` and `alias -p` print, the working directory, the umask
+// and the options, and is sourced before the command; an EXIT trap writes it again afterwards (also
 // after `exit N` or a failure under `set -e`). Options are re-applied only around the command,
 // so `set -e`/`set -x` never act on this wrapper. Internal names start with __ss_.
 constexpr std::string_view kScript = R"SCRIPT(
@@ -49,6 +49,7 @@ OPTIND|OPTARG|OPTERR|HOSTNAME|HOSTTYPE|MACHTYPE|OSTYPE|COLUMNS|LINES|IFS|PS4) co
     alias -p
     printf 'cd -- %q 2>/dev/null\n' "$PWD"
     printf 'OLDPWD=%q\n' "${OLDPWD-}"
+    printf 'umask %s\n' "$(umask)"
     printf '__ss_o=%q\n' "$__ss_o"
   } >"$__ss_state.tmp" 2>/dev/null && command -p mv -f -- "$__ss_state.tmp" "$__ss_state"
   exit "$__ss_rc"
@@ -68,7 +69,7 @@ if [ -n "$__ss_sub" ]; then
 else
   set --
   shopt -s expand_aliases
-    eval "${__ss_o-}" 2>/dev/null
+  eval "${__ss_o-}" 2>/dev/null
   eval "$__ss_cmd"
 fi
 )SCRIPT";

@@ -27,10 +27,11 @@ def test_cd_and_export_persist(client: httpx.Client, sandbox: dict[str, Any]) ->
     assert s["id"].startswith("sess_") and s["cwd"] == "/workspace" and s["busy"] is False
     sid = s["id"]
     run(client, sandbox["id"], session=sid, cmd="mkdir -p /tmp/here && cd /tmp/here && export GREETING=hi; "
-                                               "count=3; twice() { echo \"$1$1\"; }; alias say='echo said'")
+                                               "count=3; twice() { echo \"$1$1\"; }; alias say='echo said'; "
+                                               "umask 027")
     res = run(client, sandbox["id"], session=sid, cmd="pwd; echo $GREETING $count; twice ab; say; "
-                                                     "sh -c 'echo child:$GREETING'")
-    assert res["stdout"] == "/tmp/here\nhi 3\nabab\nsaid\nchild:hi\n", res
+                                                     "sh -c 'echo child:$GREETING'; umask")
+    assert res["stdout"] == "/tmp/here\nhi 3\nabab\nsaid\nchild:hi\n0027\n", res
     # Outside the session nothing of it exists.
     plain = run(client, sandbox["id"], cmd="pwd; echo ${GREETING-unset}")
     assert plain["stdout"] == "/workspace\nunset\n"
