@@ -39,41 +39,69 @@ void AppendExitFields(std::string& out, Format format, const ExitRecord& exit) {
   AppendNumber(out, exit.duration_ms);
 }
 
-void AppendEscaped(std::string& out, std::string_view text) {
+// Whether any of the 8 bytes in `w` is below 0x20, a '"', a '\\' or not ASCII: the bytes a JSON
+// string cannot carry as they are. May say yes for a plain byte next to such a byte (the
+// caller then looks byte by byte), never no for one of them.
+bool NeedsAttention(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  auto has_zero = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+  const uint64_t control = (w - kOnes * 0x20) & ~w & kHigh;
+  return ((w & kHigh) | control | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\'))) != 0;
+}
+
+void AppendEscape(std::string& out, unsigned char c) {
   static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  size_t run = 0;  // start of the current run of bytes that need no escaping
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(text.substr(run, i - run));
-    run = i + 1;
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        out += "\\u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 15];
-    }
+  switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
   }
-  out.append(text.substr(run));
-  out += '"';
 }
 
 }  // namespace
 
+// One pass over the text (the SSE hot path): runs that need nothing are found 8 bytes at a time
+// and copied whole; multi-byte sequences are checked as they come. Invalid UTF-8 (rare) starts
+// again from a sanitized copy.
 void AppendJsonString(std::string& out, std::string_view text) {
-  if (!IsValidUtf8(text)) {
-    std::string clean;
-    AppendSanitizedUtf8(clean, text);
-    AppendEscaped(out, clean);
-    return;
+  const size_t start = out.size();
+  const size_t n = text.size();
+  out.reserve(start + n + 2);
+  out += '"';
+  size_t run = 0;  // start of the bytes not yet copied
+  size_t i = 0;
+  while (i < n) {
+    uint64_t w;
+    while (i + 8 <= n && (__builtin_memcpy(&w, text.data() + i, 8), !NeedsAttention(w))) i += 8;
+    if (i >= n) break;
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      const size_t len = Utf8SequenceAt(text, i);
+      if (len == 0) {
+        out.resize(start);
+        std::string clean;
+        AppendSanitizedUtf8(clean, text);
+        AppendJsonString(out, clean);
+        return;
+      }
+      i += len;
+    } else if (c >= 0x20 && c != '"' && c != '\\') {
+      ++i;
+    } else {
+      out.append(text.data() + run, i - run);
+      AppendEscape(out, c);
+      run = ++i;
+    }
   }
-  AppendEscaped(out, text);
+  out.append(text.data() + run, n - run);
+  out += '"';
 }
 
 void AppendEvent(std::string& out, uint64_t id, std::string_view event, std::string_view data) {

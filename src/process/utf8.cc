@@ -55,6 +55,11 @@ size_t Utf8CompletePrefix(std::string_view bytes) {
   return n;
 }
 
+size_t Utf8SequenceAt(std::string_view bytes, size_t i) {
+  bool incomplete;
+  return ValidSequenceAt(bytes, i, &incomplete);
+}
+
 bool IsValidUtf8(std::string_view bytes) {
   size_t i = 0;
   while (i < bytes.size()) {

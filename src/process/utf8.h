@@ -20,4 +20,8 @@ void AppendSanitizedUtf8(std::string& out, std::string_view bytes);
 // Whether `bytes` is entirely valid UTF-8 (fast path for the above).
 bool IsValidUtf8(std::string_view bytes);
 
+// Length of the valid sequence (1-4 bytes) that starts at bytes[i], or 0 when the bytes there
+// are invalid or cut short by the end of `bytes`.
+size_t Utf8SequenceAt(std::string_view bytes, size_t i);
+
 }  // namespace sandstream
