@@ -35,7 +35,8 @@ export type Query = Record<string, string | number | boolean | undefined>;
 export interface RequestOptions {
   query?: Query;
   json?: unknown;
-  body?: Uint8Array;
+  /** Raw bytes; a ReadableStream is uploaded as it is produced. */
+  body?: Uint8Array | ReadableStream<Uint8Array>;
   headers?: Record<string, string>;
   signal?: AbortSignal | undefined;
 }
@@ -107,22 +108,18 @@ export class Client {
   async send(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
     const headers: Record<string, string> = { ...options.headers };
     if (this.apiKey !== "") headers["Authorization"] = `Bearer ${this.apiKey}`;
-    let body: string | Uint8Array | undefined;
+    const init: RequestInit & { duplex?: "half" } = { method, headers, signal: options.signal ?? null };
     if (options.json !== undefined) {
       headers["Content-Type"] = "application/json";
-      body = JSON.stringify(options.json);
+      init.body = JSON.stringify(options.json);
     } else if (options.body !== undefined) {
       headers["Content-Type"] = "application/octet-stream";
-      body = options.body;
+      init.body = options.body;
+      if (options.body instanceof ReadableStream) init.duplex = "half";
     }
     let response: Response;
     try {
-      response = await this.#fetch(this.buildUrl(path, options.query), {
-        method,
-        headers,
-        body: body ?? null,
-        signal: options.signal ?? null,
-      });
+      response = await this.#fetch(this.buildUrl(path, options.query), init);
     } catch (error) {
       if (isAbort(error, options.signal ?? undefined)) throw error;
       throw new ConnectionFailedError(`${method} ${path}: ${describe(error)}`, { cause: error });

@@ -1,7 +1,7 @@
 // A sandbox's files: read, write (streamed), list, stat, mkdir, remove, move, watch.
 
 import type { Client } from "./client.js";
-import { apiError } from "./errors.js";
+import { NotFoundError, apiError } from "./errors.js";
 import { readSSE } from "./sse.js";
 
 type Wire = Record<string, unknown>;
@@ -26,12 +26,18 @@ export interface FileEvent {
   from?: string;
 }
 
-export interface WriteFileOptions {
+/** Options every file operation takes. */
+export interface FileOptions {
+  /** Act as the sandbox's `user` (uid 1000, the default) or as its `root`. */
+  user?: "user" | "root";
+  signal?: AbortSignal;
+}
+
+export interface WriteFileOptions extends FileOptions {
   /** Octal mode of the file, "0755" or 0o755. */
   mode?: string | number;
   /** Create missing parent directories (default true). */
   parents?: boolean;
-  signal?: AbortSignal;
 }
 
 function fileFromWire(w: Wire): FileInfo {
@@ -62,17 +68,26 @@ export class Files {
   }
 
   /** The file's bytes. */
-  async read(path: string, options: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
-    const response = await this.#client.send("GET", `${this.#path}/content`, {
-      query: { path },
-      signal: options.signal,
-    });
-    return new Uint8Array(await response.arrayBuffer());
+  async read(path: string, options: FileOptions = {}): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.#content(path, options)).arrayBuffer());
   }
 
   /** The file as UTF-8 text. */
-  async readText(path: string, options: { signal?: AbortSignal } = {}): Promise<string> {
+  async readText(path: string, options: FileOptions = {}): Promise<string> {
     return new TextDecoder().decode(await this.read(path, options));
+  }
+
+  /** The file's bytes as the daemon sends them, for files too large to hold in memory. */
+  async readStream(path: string, options: FileOptions = {}): Promise<ReadableStream<Uint8Array>> {
+    const response = await this.#content(path, options);
+    return response.body ?? new Blob([]).stream();
+  }
+
+  async #content(path: string, options: FileOptions): Promise<Response> {
+    return this.#client.send("GET", `${this.#path}/content`, {
+      query: { path, user: options.user },
+      signal: options.signal,
+    });
   }
 
   /** Creates or replaces a file; a ReadableStream is uploaded as it is produced. */
@@ -81,71 +96,85 @@ export class Files {
     data: string | Uint8Array | ReadableStream<Uint8Array>,
     options: WriteFileOptions = {},
   ): Promise<FileInfo> {
-    const query: Record<string, string> = { path, parents: options.parents === false ? "0" : "1" };
-    if (options.mode !== undefined) query["mode"] = modeText(options.mode);
-    const headers: Record<string, string> = { "Content-Type": "application/octet-stream" };
-    if (this.#client.apiKey !== "") headers["Authorization"] = `Bearer ${this.#client.apiKey}`;
-    const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
-    const init: RequestInit & { duplex?: "half" } = {
-      method: "PUT",
-      headers,
-      body,
-      signal: options.signal ?? null,
+    const query = {
+      path,
+      parents: options.parents === false ? 0 : 1,
+      mode: options.mode === undefined ? undefined : modeText(options.mode),
+      user: options.user,
     };
-    if (body instanceof ReadableStream) init.duplex = "half";
-    const response = await fetch(this.#client.buildUrl(`${this.#path}/content`, query), init);
-    const wire = (await response.json()) as Wire;
-    if (!response.ok) {
-      const err = (wire["error"] ?? {}) as Wire;
-      throw apiError(err["code"] as string | undefined, String(err["message"] ?? ""), response.status);
-    }
-    return fileFromWire(wire);
+    const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    return fileFromWire(
+      await this.#client.json<Wire>("PUT", `${this.#path}/content`, { query, body, signal: options.signal }),
+    );
   }
 
   /** A directory's entries (symlinks not followed). */
-  async list(path = "."): Promise<FileInfo[]> {
-    const wire = await this.#client.json<{ entries: Wire[] }>("GET", this.#path, { query: { path } });
+  async list(path = ".", options: FileOptions = {}): Promise<FileInfo[]> {
+    const wire = await this.#client.json<{ entries: Wire[] }>("GET", this.#path, {
+      query: { path, user: options.user },
+      signal: options.signal,
+    });
     return wire.entries.map(fileFromWire);
   }
 
-  async stat(path: string): Promise<FileInfo> {
-    return fileFromWire(await this.#client.json<Wire>("GET", `${this.#path}/stat`, { query: { path } }));
+  /** What `path` is (symlinks followed). */
+  async stat(path: string, options: FileOptions = {}): Promise<FileInfo> {
+    return fileFromWire(
+      await this.#client.json<Wire>("GET", `${this.#path}/stat`, {
+        query: { path, user: options.user },
+        signal: options.signal,
+      }),
+    );
   }
 
-  async exists(path: string): Promise<boolean> {
+  async exists(path: string, options: FileOptions = {}): Promise<boolean> {
     try {
-      await this.stat(path);
+      await this.stat(path, options);
       return true;
     } catch (error) {
-      if (error instanceof Error && error.name === "NotFoundError") return false;
+      if (error instanceof NotFoundError) return false;
       throw error;
     }
   }
 
-  async mkdir(path: string, options: { parents?: boolean; mode?: string | number } = {}): Promise<FileInfo> {
+  async mkdir(
+    path: string,
+    options: FileOptions & { parents?: boolean; mode?: string | number } = {},
+  ): Promise<FileInfo> {
     const json: Wire = { path, parents: options.parents ?? true };
     if (options.mode !== undefined) json["mode"] = modeText(options.mode);
-    return fileFromWire(await this.#client.json<Wire>("POST", `${this.#path}/mkdir`, { json }));
+    return fileFromWire(
+      await this.#client.json<Wire>("POST", `${this.#path}/mkdir`, {
+        json,
+        query: { user: options.user },
+        signal: options.signal,
+      }),
+    );
   }
 
-  async remove(path: string, options: { recursive?: boolean } = {}): Promise<void> {
+  /** Deletes a file, a symlink or a directory (which must be empty unless `recursive`). */
+  async remove(path: string, options: FileOptions & { recursive?: boolean } = {}): Promise<void> {
     await this.#client.send("DELETE", this.#path, {
-      query: { path, recursive: options.recursive === true ? "1" : "0" },
+      query: { path, recursive: options.recursive === true ? 1 : 0, user: options.user },
+      signal: options.signal,
     });
   }
 
-  async move(from: string, to: string, options: { overwrite?: boolean } = {}): Promise<FileInfo> {
+  async move(from: string, to: string, options: FileOptions & { overwrite?: boolean } = {}): Promise<FileInfo> {
     const json = { from, to, overwrite: options.overwrite ?? false };
-    return fileFromWire(await this.#client.json<Wire>("POST", `${this.#path}/move`, { json }));
+    return fileFromWire(
+      await this.#client.json<Wire>("POST", `${this.#path}/move`, {
+        json,
+        query: { user: options.user },
+        signal: options.signal,
+      }),
+    );
   }
 
   /** Changes under a directory, until the signal aborts or the loop stops. */
-  async *watch(
-    path: string,
-    options: { recursive?: boolean; signal?: AbortSignal } = {},
-  ): AsyncGenerator<FileEvent> {
+  async *watch(path: string, options: FileOptions & { recursive?: boolean } = {}): AsyncGenerator<FileEvent> {
     const response = await this.#client.send("GET", `${this.#path}/watch`, {
-      query: { path, recursive: options.recursive === false ? "0" : "1" },
+      query: { path, recursive: options.recursive === false ? 0 : 1, user: options.user },
       headers: { Accept: "text/event-stream" },
       signal: options.signal,
     });

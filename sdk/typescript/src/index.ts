@@ -16,7 +16,7 @@ export type {
 } from "./sandbox.js";
 export { Process } from "./process.js";
 export { Files } from "./files.js";
-export type { FileEvent, FileInfo, WriteFileOptions } from "./files.js";
+export type { FileEvent, FileInfo, FileOptions, WriteFileOptions } from "./files.js";
 export { Result } from "./interpreter.js";
 export type { CodeContext, Execution, ExecutionError, Language, RunCodeOptions, SessionInfo } from "./interpreter.js";
 export type { ConnectionOptions } from "./client.js";

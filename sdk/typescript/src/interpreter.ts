@@ -1,9 +1,8 @@
 // Code interpreter contexts (stateful python / javascript / bash cells with rich results) and
 // persistent shell sessions.
 
-import type { Client } from "./client.js";
 import { StreamLostError, apiError } from "./errors.js";
-import { readSSE } from "./sse.js";
+import type { SseMessage } from "./sse.js";
 
 type Wire = Record<string, unknown>;
 
@@ -11,11 +10,15 @@ export type Language = "python" | "javascript" | "bash";
 
 export interface CodeContext {
   id: string;
+  sandboxId: string;
   language: Language;
   cwd: string;
   status: "idle" | "busy" | "dead";
+  createdAt: string;
   executionCount: number;
   restarts: number;
+  /** The interpreter's background process, while there is one. */
+  processId: string | null;
 }
 
 /** One rich result: a MIME bundle. */
@@ -78,33 +81,44 @@ export interface RunCodeOptions {
   onResult?: (result: Result) => unknown;
   onError?: (error: ExecutionError) => unknown;
   timeoutSeconds?: number;
+  /**
+   * Makes a retry attach to the same run instead of running the cell again; generated when
+   * absent. The same key with other code is ConflictError.
+   */
+  idempotencyKey?: string;
   signal?: AbortSignal;
 }
 
 export function contextFromWire(w: Wire): CodeContext {
   return {
     id: String(w["id"]),
+    sandboxId: String(w["sandbox_id"]),
     language: w["language"] as Language,
     cwd: String(w["cwd"]),
     status: w["status"] as CodeContext["status"],
+    createdAt: String(w["created_at"]),
     executionCount: Number(w["execution_count"] ?? 0),
     restarts: Number(w["restarts"] ?? 0),
+    processId: typeof w["process_id"] === "string" ? w["process_id"] : null,
   };
 }
 
-export async function runCell(
-  client: Client,
-  path: string,
-  code: string,
-  options: RunCodeOptions,
-): Promise<Execution> {
+/** The body of a run request. */
+export function cellBody(code: string, options: RunCodeOptions): Wire {
   const json: Wire = { code };
   if (options.timeoutSeconds !== undefined) json["timeout_seconds"] = options.timeoutSeconds;
-  const response = await client.send("POST", path, {
-    json,
-    headers: { Accept: "text/event-stream" },
-    signal: options.signal,
-  });
+  return json;
+}
+
+/**
+ * Consumes a cell's run stream into an Execution, calling the callbacks as events arrive.
+ * `onStart` learns the run's number (its `execution_count`) from the `start` event.
+ */
+export async function runCell(
+  messages: AsyncIterable<SseMessage>,
+  options: RunCodeOptions,
+  onStart: (executionCount: number) => void,
+): Promise<Execution> {
   const execution: Execution = {
     results: [],
     logs: { stdout: [], stderr: [] },
@@ -112,13 +126,13 @@ export async function runCell(
     executionCount: 0,
     text: undefined,
   };
-  if (response.body === null) throw new StreamLostError("the cell's stream had no body", undefined, undefined);
-  for await (const message of readSSE(response.body, options.signal)) {
+  for await (const message of messages) {
     if (message.comment !== undefined) continue;
     const data = (message.data === "" ? {} : JSON.parse(message.data)) as Wire;
     switch (message.event) {
       case "start":
         execution.executionCount = Number(data["execution_count"] ?? 0);
+        onStart(execution.executionCount);
         break;
       case "stdout":
       case "stderr": {
@@ -160,17 +174,24 @@ export async function runCell(
 
 export interface SessionInfo {
   id: string;
+  sandboxId: string;
+  /** Where the session's first command started (a `cd` in a command does not change it). */
   cwd: string;
   env: Record<string, string>;
+  createdAt: string;
+  /** Commands run so far. */
   commands: number;
+  /** A command is running. */
   busy: boolean;
 }
 
 export function sessionFromWire(w: Wire): SessionInfo {
   return {
     id: String(w["id"]),
+    sandboxId: String(w["sandbox_id"]),
     cwd: String(w["cwd"]),
     env: (w["env"] ?? {}) as Record<string, string>,
+    createdAt: String(w["created_at"]),
     commands: Number(w["commands"] ?? 0),
     busy: w["busy"] === true,
   };

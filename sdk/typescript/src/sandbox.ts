@@ -30,6 +30,7 @@ import {
   type Language,
   type RunCodeOptions,
   type SessionInfo,
+  cellBody,
   contextFromWire,
   runCell,
   sessionFromWire,
@@ -241,8 +242,23 @@ export class Sandbox implements AsyncDisposable {
     return sessionFromWire(await this.client.json<Wire>("POST", `${this.#path}/sessions`, { json: options }));
   }
 
+  async listSessions(): Promise<SessionInfo[]> {
+    const wire = await this.client.json<{ sessions: Wire[] }>("GET", `${this.#path}/sessions`);
+    return wire.sessions.map(sessionFromWire);
+  }
+
+  /** The session now (`commands`, `busy`); NotFoundError once it was deleted. */
+  async getSession(sessionId: string): Promise<SessionInfo> {
+    return sessionFromWire(await this.client.json<Wire>("GET", this.#sessionPath(sessionId)));
+  }
+
+  /** Ends the session; a running command is killed. */
   async deleteSession(sessionId: string): Promise<void> {
-    await this.client.send("DELETE", `${this.#path}/sessions/${encodeURIComponent(sessionId)}`);
+    await this.client.send("DELETE", this.#sessionPath(sessionId));
+  }
+
+  #sessionPath(sessionId: string): string {
+    return `${this.#path}/sessions/${encodeURIComponent(sessionId)}`;
   }
 
   /** Starts a persistent interpreter: "python", "javascript" or "bash". */
@@ -256,6 +272,8 @@ export class Sandbox implements AsyncDisposable {
   /**
    * Runs a cell, calling onStdout/onStderr/onResult as its events arrive; resolves to the
    * Execution (`results`, `logs`, `error`). State persists between cells of one context.
+   * A cut connection resumes the same run after its last event: the cell runs once, and
+   * each event reaches the callbacks once.
    */
   async runCode(code: string, options: RunCodeOptions = {}): Promise<Execution> {
     let context = options.context;
@@ -267,8 +285,23 @@ export class Sandbox implements AsyncDisposable {
         this.#defaultContexts.set(language, context);
       }
     }
-    const id = typeof context === "string" ? context : context.id;
-    return runCell(this.client, `${this.#path}/contexts/${encodeURIComponent(id)}/run`, code, options);
+    const path = this.#contextPath(context);
+    const json = cellBody(code, options);
+    const key = options.idempotencyKey ?? crypto.randomUUID();
+    let run: number | undefined;
+    // Once the run's number is known, a reconnection reads that run: if the context has
+    // forgotten it, resuming fails rather than submitting the cell again.
+    const opener: StreamOpener = (lastEventId, signal) => {
+      const headers: Record<string, string> = { Accept: "text/event-stream" };
+      if (lastEventId !== undefined) headers["Last-Event-ID"] = lastEventId;
+      if (run !== undefined) return this.client.send("GET", `${path}/runs/${run}`, { signal, headers });
+      headers["Idempotency-Key"] = key;
+      return this.client.send("POST", `${path}/run`, { json, signal, headers });
+    };
+    const messages = await this.#resume(opener, options.signal, { processId: undefined });
+    return runCell(messages, options, (executionCount) => {
+      run = executionCount;
+    });
   }
 
   async listCodeContexts(): Promise<CodeContext[]> {
@@ -276,20 +309,27 @@ export class Sandbox implements AsyncDisposable {
     return wire.contexts.map(contextFromWire);
   }
 
+  /** The context now (`status`, `executionCount`); NotFoundError once it was deleted. */
+  async getCodeContext(context: CodeContext | string): Promise<CodeContext> {
+    return contextFromWire(await this.client.json<Wire>("GET", this.#contextPath(context)));
+  }
+
   /** Starts the context's interpreter afresh (after a crash, or to drop its state). */
   async restartCodeContext(context: CodeContext | string): Promise<CodeContext> {
-    const id = typeof context === "string" ? context : context.id;
-    return contextFromWire(
-      await this.client.json<Wire>("POST", `${this.#path}/contexts/${encodeURIComponent(id)}/restart`),
-    );
+    return contextFromWire(await this.client.json<Wire>("POST", `${this.#contextPath(context)}/restart`));
   }
 
   async deleteCodeContext(context: CodeContext | string): Promise<void> {
+    await this.client.send("DELETE", this.#contextPath(context));
     const id = typeof context === "string" ? context : context.id;
-    await this.client.send("DELETE", `${this.#path}/contexts/${encodeURIComponent(id)}`);
     for (const [language, c] of this.#defaultContexts) {
       if (c.id === id) this.#defaultContexts.delete(language);
     }
+  }
+
+  #contextPath(context: CodeContext | string): string {
+    const id = typeof context === "string" ? context : context.id;
+    return `${this.#path}/contexts/${encodeURIComponent(id)}`;
   }
 
   /** Creates a sandbox. Server from SANDSTREAM_URL, key from SANDSTREAM_API_KEY by default. */

@@ -1,11 +1,19 @@
 // Cut connections: a TCP proxy between the SDK and the daemon is cut mid-stream. The SDK must
 // resume with Last-Event-ID and its Idempotency-Key (no duplicate, no hole, the command run
 // once), and when it cannot resume it must fail, never report an exit code it did not see.
+// The same holds for a code context's cells (runCode).
 
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
+import { after, before, beforeEach, describe, test } from "node:test";
 
-import { Sandbox, StreamLostError, parseSSEStream, type ExecEvent } from "sandstream";
+import {
+  ConflictError,
+  NotFoundError,
+  Sandbox,
+  StreamLostError,
+  parseSSEStream,
+  type ExecEvent,
+} from "sandstream";
 
 import { startProxy, useDaemon, type Daemon, type Proxy } from "./helpers.js";
 
@@ -149,4 +157,123 @@ test("process logs resume after a cut from the last event id", async () => {
     if (log.type === "stdout" && log.data === "one\n") proxy.cut();
   }
   assert.equal(data.join(""), "one\ntwo\nthree\n[complete]");
+});
+
+describe("runCode", () => {
+  let interp: Sandbox;
+  let interpRemote: Sandbox;
+
+  before(async () => {
+    interp = await Sandbox.create({ template: "code-interpreter" });
+    interpRemote = await Sandbox.connect(interp.id, { url: proxy.url, maxReconnects: 10 });
+  });
+
+  after(async () => {
+    await interp?.kill();
+  });
+
+  // Counts its runs in the interpreter, prints, sleeps, prints.
+  const cell = (seconds: number): string =>
+    `import time\nruns = globals().get('runs', 0) + 1\nprint('one', flush=True)\n` +
+    `time.sleep(${seconds})\nprint('two', flush=True)\n'done'`;
+
+  test("a cut after the first chunk resumes the same run: each event once, the cell run once", async () => {
+    const context = await interp.createCodeContext();
+    const out: string[] = [];
+    const results: string[] = [];
+    const connections = proxy.connections;
+    const execution = await interpRemote.runCode(cell(1), {
+      context,
+      onStdout: (chunk) => {
+        out.push(chunk);
+        if (out.length === 1) proxy.cut();
+      },
+      onResult: (result) => results.push(result.text ?? ""),
+    });
+    assert.equal(out.join(""), "one\ntwo\n");
+    assert.deepEqual(execution.logs.stdout, out);
+    assert.deepEqual(results, ["'done'"]);
+    assert.equal(execution.text, "'done'");
+    assert.equal(execution.error, undefined);
+    // The cell's request may reuse a kept-alive connection; the cut forces a new one.
+    assert.ok(proxy.connections > connections, "the SDK reconnected");
+    assert.equal((await interp.runCode("runs", { context })).text, "1");
+    assert.equal((await interp.getCodeContext(context)).executionCount, execution.executionCount + 1);
+  });
+
+  test("a cut before the cell starts (queued behind another) attaches again by its key", async () => {
+    const context = await interp.createCodeContext();
+    const busy = interp.runCode("import time\ntime.sleep(1.5)", { context });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const connections = proxy.connections;
+    const queued = interpRemote.runCode(cell(0), { context });
+    setTimeout(() => proxy.cut(), 500);
+    const execution = await queued;
+    await busy;
+    assert.ok(proxy.connections > connections, "the SDK reconnected");
+    assert.equal(execution.logs.stdout.join(""), "one\ntwo\n");
+    assert.equal(execution.executionCount, 2);
+    assert.equal((await interp.runCode("runs", { context })).text, "1");
+  });
+
+  test("a stalled run stream is detected by the idle timeout and resumed", async () => {
+    const context = await interp.createCodeContext();
+    const impatient = await Sandbox.connect(interp.id, { url: proxy.url, streamIdleTimeoutMs: 500 });
+    const out: string[] = [];
+    const execution = await impatient.runCode(cell(1.5), {
+      context,
+      onStdout: (chunk) => {
+        out.push(chunk);
+        if (out.length === 1) {
+          proxy.stall = true;
+          setTimeout(() => (proxy.stall = false), 700);
+        }
+      },
+    });
+    assert.equal(out.join(""), "one\ntwo\n");
+    assert.equal(execution.text, "'done'");
+    assert.equal((await interp.runCode("runs", { context })).text, "1");
+  });
+
+  test("a retry with the same idempotencyKey attaches to the run; other code is ConflictError", async () => {
+    const context = await interp.createCodeContext();
+    const key = `cell-${Date.now()}`;
+    const first = await interp.runCode(cell(0), { context, idempotencyKey: key });
+    const again = await interp.runCode(cell(0), { context, idempotencyKey: key });
+    assert.equal(again.executionCount, first.executionCount);
+    assert.deepEqual(again.logs, first.logs);
+    assert.equal(again.text, "'done'");
+    await assert.rejects(interp.runCode("runs", { context, idempotencyKey: key }), ConflictError);
+    assert.equal((await interp.runCode("runs", { context })).text, "1");
+  });
+
+  test("a run the context has forgotten is not resumed by running the cell again", async () => {
+    const context = await interp.createCodeContext();
+    let firstChunk!: () => void;
+    const started = new Promise<void>((resolve) => (firstChunk = resolve));
+    const outcome = interpRemote.runCode(cell(3), {
+      context,
+      onStdout: () => {
+        proxy.refuse = true;
+        proxy.cut();
+        firstChunk();
+      },
+    });
+    outcome.catch(() => undefined);
+    await started;
+    // The context remembers its last 32 runs: 32 more cells, queued behind the sleeping one,
+    // make it forget the run the SDK is trying to resume.
+    const queued = Promise.all(Array.from({ length: 32 }, () => interp.runCode("pass", { context })));
+    while ((await interp.getCodeContext(context)).executionCount < 33) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    proxy.refuse = false;
+    await assert.rejects(outcome, (error: unknown) => {
+      assert.ok(error instanceof StreamLostError, String(error));
+      assert.ok(error.cause instanceof NotFoundError, String(error.cause));
+      return true;
+    });
+    await queued;
+    assert.equal((await interp.runCode("runs", { context })).text, "1");
+  });
 });
