@@ -26,16 +26,22 @@ constexpr size_t kChunk = 256 * 1024;
 constexpr size_t kListLimit = 10000;
 constexpr size_t kMaxWatches = 1024;
 
-auto Tuple() { return asio::as_tuple(asio::use_awaitable); }
+auto Tuple() {
+  return asio::as_tuple(asio::use_awaitable);
+}
 
-Error Invalid(std::string message) { return Error{ErrorCode::kInvalidRequest, std::move(message)}; }
+Error Invalid(std::string message) {
+  return Error{ErrorCode::kInvalidRequest, std::move(message)};
+}
 
 // Acting as `user` (uid 1000 inside) unless ?user=root.
 Result<sandbox::SandboxFs> OpenFs(const Context& ctx, const SandboxEntry& sb) {
   uint32_t uid = 1000;
   if (auto user = ctx.Query("user"); user && !user->empty()) {
-    if (*user == "root") uid = 0;
-    else if (*user != "user") return Invalid("user must be \"user\" or \"root\"");
+    if (*user == "root")
+      uid = 0;
+    else if (*user != "user")
+      return Invalid("user must be \"user\" or \"root\"");
   }
   return sandbox::SandboxFs::Open(sb.runtime->RootPath(), sb.runtime->HostId(uid));
 }
@@ -45,10 +51,21 @@ std::string Absolute(const SandboxEntry& sb, std::string_view path) {
   return sb.cwd + "/" + std::string(path);
 }
 
-Result<std::string> PathParam(const Context& ctx, const SandboxEntry& sb) {
+// What a route with ?path= acts on: the sandbox's files, as the requested user, and the path.
+struct Target {
+  std::string path;
+  sandbox::SandboxFs fs;
+};
+
+Result<Target> FindTarget(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) return std::move(sb).error();
   auto path = ctx.Query("path");
-  if (!path || path->empty()) return Invalid("the path query parameter is required (?path=/workspace/file)");
-  return Absolute(sb, *path);
+  if (!path || path->empty())
+    return Invalid("the path query parameter is required (?path=/workspace/file)");
+  auto fs = OpenFs(ctx, **sb);
+  if (!fs) return std::move(fs).error();
+  return Target{Absolute(**sb, *path), std::move(*fs)};
 }
 
 Result<std::string> PathField(const json::object& body, std::string_view key,
@@ -70,7 +87,8 @@ Result<std::optional<uint32_t>> ParseMode(const json::value* v) {
     const std::string text(v->as_string());
     char* end = nullptr;
     const unsigned long m = std::strtoul(text.c_str(), &end, 8);
-    if (!text.empty() && *end == '\0' && m <= 07777) return std::optional<uint32_t>(static_cast<uint32_t>(m));
+    if (!text.empty() && *end == '\0' && m <= 07777)
+      return std::optional<uint32_t>(static_cast<uint32_t>(m));
   }
   return Invalid("mode must be an octal string like \"0644\" (or a number up to 4095)");
 }
@@ -102,19 +120,37 @@ json::object InfoJson(const sandbox::FileInfo& f) {
 
 std::string_view MimeType(std::string_view path) {
   static constexpr std::pair<std::string_view, std::string_view> kTypes[] = {
-      {".txt", "text/plain; charset=utf-8"}, {".log", "text/plain; charset=utf-8"},
-      {".md", "text/markdown; charset=utf-8"}, {".csv", "text/csv; charset=utf-8"},
-      {".html", "text/html; charset=utf-8"}, {".htm", "text/html; charset=utf-8"},
-      {".css", "text/css; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
-      {".mjs", "text/javascript; charset=utf-8"}, {".ts", "text/plain; charset=utf-8"},
-      {".py", "text/x-python; charset=utf-8"}, {".sh", "text/x-shellscript; charset=utf-8"},
-      {".json", "application/json"}, {".xml", "application/xml"},
-      {".yaml", "application/yaml"}, {".yml", "application/yaml"},
-      {".png", "image/png"}, {".jpg", "image/jpeg"}, {".jpeg", "image/jpeg"},
-      {".gif", "image/gif"}, {".webp", "image/webp"}, {".svg", "image/svg+xml"},
-      {".ico", "image/x-icon"}, {".pdf", "application/pdf"}, {".zip", "application/zip"},
-      {".gz", "application/gzip"}, {".tar", "application/x-tar"}, {".wasm", "application/wasm"},
-      {".mp3", "audio/mpeg"}, {".mp4", "video/mp4"}, {".wav", "audio/wav"},
+      {".txt", "text/plain; charset=utf-8"},
+      {".log", "text/plain; charset=utf-8"},
+      {".md", "text/markdown; charset=utf-8"},
+      {".csv", "text/csv; charset=utf-8"},
+      {".html", "text/html; charset=utf-8"},
+      {".htm", "text/html; charset=utf-8"},
+      {".css", "text/css; charset=utf-8"},
+      {".js", "text/javascript; charset=utf-8"},
+      {".mjs", "text/javascript; charset=utf-8"},
+      {".ts", "text/plain; charset=utf-8"},
+      {".py", "text/x-python; charset=utf-8"},
+      {".sh", "text/x-shellscript; charset=utf-8"},
+      {".json", "application/json"},
+      {".xml", "application/xml"},
+      {".yaml", "application/yaml"},
+      {".yml", "application/yaml"},
+      {".png", "image/png"},
+      {".jpg", "image/jpeg"},
+      {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"},
+      {".webp", "image/webp"},
+      {".svg", "image/svg+xml"},
+      {".ico", "image/x-icon"},
+      {".pdf", "application/pdf"},
+      {".zip", "application/zip"},
+      {".gz", "application/gzip"},
+      {".tar", "application/x-tar"},
+      {".wasm", "application/wasm"},
+      {".mp3", "audio/mpeg"},
+      {".mp4", "video/mp4"},
+      {".wav", "audio/wav"},
   };
   const size_t slash = path.rfind('/');
   const size_t dot = path.rfind('.');
@@ -148,13 +184,9 @@ Result<void> WriteFully(int fd, std::string_view data, const std::string& path) 
 }  // namespace
 
 asio::awaitable<void> FilesRead(Context& ctx) {
-  auto sb = FindSandbox(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto path = PathParam(ctx, **sb);
-  if (!path) co_return co_await ReplyError(ctx, path.error());
-  auto fs = OpenFs(ctx, **sb);
-  if (!fs) co_return co_await ReplyError(ctx, fs.error());
-  auto file = fs->OpenRead(*path);
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
+  auto file = target->fs.OpenRead(target->path);
   if (!file) co_return co_await ReplyError(ctx, file.error());
 
   const uint64_t size = file->info.size;
@@ -180,9 +212,8 @@ asio::awaitable<void> FilesRead(Context& ctx) {
     const ssize_t n = ::read(file->fd.get(), buf.data(), std::min<uint64_t>(kChunk, size - sent));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the file shrank meanwhile
-    auto [ec, w] = co_await asio::async_write(ctx.stream.socket(),
-                                              asio::buffer(buf.data(), static_cast<size_t>(n)),
-                                              Tuple());
+    auto [ec, w] = co_await asio::async_write(
+        ctx.stream.socket(), asio::buffer(buf.data(), static_cast<size_t>(n)), Tuple());
     (void)w;
     if (ec) break;
     sent += static_cast<uint64_t>(n);
@@ -196,17 +227,14 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   // the client would send its next request into the rest of this body.
   const bool keep_alive = ctx.req.keep_alive();
   if (ctx.body_parser && !ctx.body_parser->is_done()) ctx.req.keep_alive(false);
-  auto sb = FindSandbox(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto path = PathParam(ctx, **sb);
-  if (!path) co_return co_await ReplyError(ctx, path.error());
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
   std::optional<json::value> mode_text;
   if (auto m = ctx.Query("mode"); m && !m->empty()) mode_text = json::string(*m);
   auto mode = ParseMode(mode_text ? &*mode_text : nullptr);
   if (!mode) co_return co_await ReplyError(ctx, mode.error());
-  auto fs = OpenFs(ctx, **sb);
-  if (!fs) co_return co_await ReplyError(ctx, fs.error());
-  auto file = fs->OpenWrite(*path, *mode, FlagOr(ctx, "parents", true));
+  const sandbox::SandboxFs& fs = target->fs;
+  auto file = fs.OpenWrite(target->path, *mode, FlagOr(ctx, "parents", true));
   if (!file) co_return co_await ReplyError(ctx, file.error());
   const std::string shown = file->info.path;
 
@@ -243,42 +271,37 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   file->fd.reset();
   if (failure) {
     // A half-written new file is removed; an existing one stays truncated (the error says so).
-    if (file->created) (void)fs->Remove(shown, false);
-    else failure->message += "; " + shown + " was truncated";
+    if (file->created)
+      (void)fs.Remove(shown, false);
+    else
+      failure->message += "; " + shown + " was truncated";
     co_return co_await ReplyError(ctx, *failure);
   }
-  auto info = fs->Stat(shown);
+  auto info = fs.Stat(shown);
   if (!info) co_return co_await ReplyError(ctx, info.error());
-  co_await ReplyJson(ctx, file->created ? http::status::created : http::status::ok, InfoJson(*info));
+  co_await ReplyJson(ctx, file->created ? http::status::created : http::status::ok,
+                     InfoJson(*info));
 }
 
 asio::awaitable<void> FilesStat(Context& ctx) {
-  auto sb = FindSandbox(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto path = PathParam(ctx, **sb);
-  if (!path) co_return co_await ReplyError(ctx, path.error());
-  auto fs = OpenFs(ctx, **sb);
-  if (!fs) co_return co_await ReplyError(ctx, fs.error());
-  auto info = fs->Stat(*path);
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
+  auto info = target->fs.Stat(target->path);
   if (!info) co_return co_await ReplyError(ctx, info.error());
   co_await ReplyJson(ctx, http::status::ok, InfoJson(*info));
 }
 
 asio::awaitable<void> FilesList(Context& ctx) {
-  auto sb = FindSandbox(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto path = PathParam(ctx, **sb);
-  if (!path) co_return co_await ReplyError(ctx, path.error());
-  auto fs = OpenFs(ctx, **sb);
-  if (!fs) co_return co_await ReplyError(ctx, fs.error());
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
   bool truncated = false;
-  auto entries = fs->List(*path, kListLimit, &truncated);
+  auto entries = target->fs.List(target->path, kListLimit, &truncated);
   if (!entries) co_return co_await ReplyError(ctx, entries.error());
   json::array items;
   for (const auto& e : *entries) items.push_back(InfoJson(e));
-  auto norm = sandbox::NormalizeSandboxPath(*path);
+  auto norm = sandbox::NormalizeSandboxPath(target->path);
   json::object body;
-  body["path"] = norm ? *norm : *path;
+  body["path"] = norm ? *norm : target->path;
   body["entries"] = std::move(items);
   body["truncated"] = truncated;
   co_await ReplyJson(ctx, http::status::ok, body);
@@ -295,7 +318,9 @@ asio::awaitable<void> FilesMkdir(Context& ctx) {
   if (!mode) co_return co_await ReplyError(ctx, mode.error());
   bool parents = true;
   if (const json::value* p = body->if_contains("parents"); p && !p->is_null()) {
-    if (!p->is_bool()) co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "parents must be true or false");
+    if (!p->is_bool())
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
+                                    "parents must be true or false");
     parents = p->as_bool();
   }
   auto fs = OpenFs(ctx, **sb);
@@ -306,13 +331,9 @@ asio::awaitable<void> FilesMkdir(Context& ctx) {
 }
 
 asio::awaitable<void> FilesDelete(Context& ctx) {
-  auto sb = FindSandbox(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto path = PathParam(ctx, **sb);
-  if (!path) co_return co_await ReplyError(ctx, path.error());
-  auto fs = OpenFs(ctx, **sb);
-  if (!fs) co_return co_await ReplyError(ctx, fs.error());
-  if (auto r = fs->Remove(*path, FlagOr(ctx, "recursive", false)); !r) {
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
+  if (auto r = target->fs.Remove(target->path, FlagOr(ctx, "recursive", false)); !r) {
     co_return co_await ReplyError(ctx, r.error());
   }
   co_await ReplyEmpty(ctx, http::status::no_content);
@@ -329,7 +350,9 @@ asio::awaitable<void> FilesMove(Context& ctx) {
   if (!to) co_return co_await ReplyError(ctx, to.error());
   bool overwrite = false;
   if (const json::value* o = body->if_contains("overwrite"); o && !o->is_null()) {
-    if (!o->is_bool()) co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "overwrite must be true or false");
+    if (!o->is_bool())
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
+                                    "overwrite must be true or false");
     overwrite = o->as_bool();
   }
   auto fs = OpenFs(ctx, **sb);
@@ -364,13 +387,10 @@ void AppendFileEvent(std::string& out, const sandbox::FileEvent& e) {
 }  // namespace
 
 asio::awaitable<void> FilesWatch(Context& ctx) {
-  auto sb = FindSandbox(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto path = PathParam(ctx, **sb);
-  if (!path) co_return co_await ReplyError(ctx, path.error());
-  auto fs = OpenFs(ctx, **sb);
-  if (!fs) co_return co_await ReplyError(ctx, fs.error());
-  auto watch = sandbox::FileWatch::Start(*fs, *path, FlagOr(ctx, "recursive", true), kMaxWatches);
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
+  auto watch = sandbox::FileWatch::Start(target->fs, target->path, FlagOr(ctx, "recursive", true),
+                                         kMaxWatches);
   if (!watch) co_return co_await ReplyError(ctx, watch.error());
 
   ctx.streamed = true;
@@ -403,7 +423,7 @@ asio::awaitable<void> FilesWatch(Context& ctx) {
       sse::AppendError(out, sse::Format::kPandastack, ErrorCode::kShuttingDown,
                        "sandstreamd is shutting down");
     } else {
-      for (const auto& e : watch->Drain(*fs, &gone)) AppendFileEvent(out, e);
+      for (const auto& e : watch->Drain(target->fs, &gone)) AppendFileEvent(out, e);
       if (gone) {
         sse::AppendError(out, sse::Format::kPandastack, ErrorCode::kNotFound,
                          "the watched directory " + watch->path() + " is gone");
