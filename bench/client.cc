@@ -1,4 +1,4 @@
-// Blocking HTTP/1.1 and SSE over loopback TCP for sandstream-bench.
+// Blocking HTTP/1.1, SSE and WebSockets over loopback TCP for sandstream-bench.
 #include "client.h"
 
 #include <arpa/inet.h>
@@ -12,11 +12,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/base64.h"
+
 namespace sandstream::bench {
 
 namespace {
 
-std::string Errno(std::string_view what) { return std::string(what) + ": " + std::strerror(errno); }
+std::string Errno(std::string_view what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
 
 void SendAll(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -27,8 +31,20 @@ void SendAll(int fd, std::string_view data) {
   }
 }
 
+// Appends what one recv() returns to `in`; false on EOF.
+bool RecvAppend(int fd, std::string& in) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw BenchError(Errno("recv"));
+    in.append(buf, static_cast<size_t>(n));
+    return n > 0;
+  }
+}
+
 std::string RequestHead(std::string_view method, std::string_view target, std::string_view api_key,
-                        size_t body_size) {
+                        size_t body_size, std::string_view extra_headers = {}) {
   std::string head;
   head.reserve(256);
   head.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
@@ -38,7 +54,7 @@ std::string RequestHead(std::string_view method, std::string_view target, std::s
         .append(std::to_string(body_size))
         .append("\r\n");
   }
-  head.append("\r\n");
+  head.append(extra_headers).append("\r\n");
   return head;
 }
 
@@ -66,6 +82,17 @@ int StatusOf(std::string_view head) {
   return std::atoi(std::string(head.substr(9, 3)).c_str());
 }
 
+enum WebSocketOpcode : uint8_t {
+  kContinuation = 0x0,
+  kText = 0x1,
+  kBinary = 0x2,
+  kClose = 0x8,
+  kPing = 0x9,
+  kPong = 0xa,
+};
+
+constexpr uint64_t kMaxWebSocketMessage = 64 << 20;
+
 }  // namespace
 
 int ConnectLoopback(uint16_t port) {
@@ -88,7 +115,9 @@ int ConnectLoopback(uint16_t port) {
 HttpClient::HttpClient(uint16_t port, std::string api_key)
     : port_(port), api_key_(std::move(api_key)) {}
 
-HttpClient::~HttpClient() { Close(); }
+HttpClient::~HttpClient() {
+  Close();
+}
 
 void HttpClient::Connect() {
   Close();
@@ -102,15 +131,7 @@ void HttpClient::Close() {
 }
 
 bool HttpClient::ReadMore() {
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw BenchError(Errno("recv"));
-    if (n == 0) return false;
-    in_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
+  return RecvAppend(fd_, in_);
 }
 
 HttpResponse HttpClient::Request(std::string_view method, std::string_view target,
@@ -296,6 +317,148 @@ bool SseStream::NextEvent(Event* e) {
     }
     if (any) return true;  // else a comment (keepalive) or an id alone: skip
   }
+}
+
+WebSocketClient::WebSocketClient(uint16_t port, const std::string& api_key, std::string_view target)
+    : fd_(ConnectLoopback(port)), mask_rng_(std::random_device{}()) {
+  try {
+    std::random_device random;
+    std::string nonce(16, '\0');
+    for (char& c : nonce) c = static_cast<char>(random());
+    const std::string extra =
+        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: " + Base64(nonce) +
+        "\r\nSec-WebSocket-Version: 13\r\n";
+    SendAll(fd_, RequestHead("GET", target, api_key, 0, extra));
+    size_t head_end;
+    while ((head_end = in_.find("\r\n\r\n")) == std::string::npos) {
+      if (!RecvAppend(fd_, in_)) throw BenchError("connection closed before the upgrade's answer");
+    }
+    const std::string_view head(in_.data(), head_end);
+    const int status = StatusOf(head);
+    if (status != 101) {
+      throw BenchError("GET " + std::string(target) + ": status " + std::to_string(status) +
+                       ", expected 101: " + in_.substr(head_end + 4, 300));
+    }
+    // Sec-WebSocket-Accept is the SHA-1 of the key; the build has no SHA-1 (libssl is not one of
+    // its dependencies), so only its presence is checked, beside the 101 and the Upgrade header.
+    if (::strcasecmp(std::string(HeaderValue(head, "Upgrade")).c_str(), "websocket") != 0 ||
+        HeaderValue(head, "Sec-WebSocket-Accept").empty()) {
+      throw BenchError("GET " + std::string(target) + ": a 101 that is no WebSocket upgrade");
+    }
+    in_.erase(0, head_end + 4);  // what follows is already frames
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+WebSocketClient::~WebSocketClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void WebSocketClient::SendText(std::string_view text) {
+  SendFrame(kText, text);
+}
+
+void WebSocketClient::SendFrame(uint8_t opcode, std::string_view payload) {
+  const uint64_t n = payload.size();
+  out_.clear();
+  out_.push_back(static_cast<char>(0x80 | opcode));  // FIN: the client never fragments
+  if (n < 126) {
+    out_.push_back(static_cast<char>(0x80 | n));
+  } else {
+    const int width = n <= 0xffff ? 2 : 8;
+    out_.push_back(static_cast<char>(0x80 | (width == 2 ? 126 : 127)));
+    for (int i = width - 1; i >= 0; --i) out_.push_back(static_cast<char>(n >> (8 * i)));
+  }
+  const uint32_t key = mask_rng_();
+  char mask[4];
+  std::memcpy(mask, &key, sizeof mask);
+  out_.append(mask, sizeof mask);
+  const size_t at = out_.size();
+  out_.append(payload);
+  for (size_t i = 0; i < n; ++i) out_[at + i] = static_cast<char>(out_[at + i] ^ mask[i % 4]);
+  SendAll(fd_, out_);
+}
+
+void WebSocketClient::Need(size_t bytes) {
+  while (in_.size() < bytes) {
+    if (!RecvAppend(fd_, in_)) throw BenchError("WebSocket closed without a close frame");
+  }
+}
+
+bool WebSocketClient::ReadFrame(uint8_t* opcode, std::string* payload) {
+  Need(2);
+  const auto b0 = static_cast<uint8_t>(in_[0]);
+  const auto b1 = static_cast<uint8_t>(in_[1]);
+  if ((b1 & 0x80) != 0) throw BenchError("the server sent a masked WebSocket frame");
+  if ((b0 & 0x70) != 0) throw BenchError("a WebSocket frame with reserved bits set");
+  uint64_t size = b1 & 0x7f;
+  size_t head = 2;
+  if (size >= 126) {
+    const size_t width = size == 126 ? 2 : 8;
+    Need(head + width);
+    size = 0;
+    for (size_t i = 0; i < width; ++i) size = size << 8 | static_cast<uint8_t>(in_[head + i]);
+    head += width;
+  }
+  if (size > kMaxWebSocketMessage) throw BenchError("a WebSocket frame over 64 MiB");
+  Need(head + size);
+  payload->append(in_, head, size);
+  in_.erase(0, head + size);
+  *opcode = b0 & 0x0f;
+  return (b0 & 0x80) != 0;
+}
+
+std::optional<std::string> WebSocketClient::Receive() {
+  if (close_received_) return std::nullopt;
+  std::string message;
+  bool in_message = false;
+  for (;;) {
+    uint8_t opcode = 0;
+    std::string payload;
+    const bool fin = ReadFrame(&opcode, &payload);
+    if (opcode >= kClose && (!fin || payload.size() > 125)) {
+      throw BenchError("a fragmented or oversized WebSocket control frame");
+    }
+    switch (opcode) {
+      case kText:
+      case kBinary:
+        if (in_message) throw BenchError("a WebSocket message inside a fragmented one");
+        in_message = true;
+        message = std::move(payload);
+        break;
+      case kContinuation:
+        if (!in_message) throw BenchError("a WebSocket continuation outside a message");
+        message += payload;
+        break;
+      case kPing:
+        SendFrame(kPong, payload);
+        continue;
+      case kPong:
+        continue;
+      case kClose:
+        if (!close_sent_) SendFrame(kClose, std::string_view(payload).substr(0, 2));
+        close_sent_ = close_received_ = true;
+        return std::nullopt;
+      default:
+        throw BenchError("WebSocket opcode " + std::to_string(opcode));
+    }
+    if (message.size() > kMaxWebSocketMessage) throw BenchError("a WebSocket message over 64 MiB");
+    if (fin) return message;
+  }
+}
+
+void WebSocketClient::Close() {
+  if (!close_sent_) {
+    SendFrame(kClose, "\x03\xe8");  // 1000, normal closure
+    close_sent_ = true;
+  }
+  // Messages still in flight are dropped until the server's answering close.
+  while (Receive()) {
+  }
+  ::close(fd_);
+  fd_ = -1;
 }
 
 }  // namespace sandstream::bench

@@ -1,10 +1,12 @@
-// A minimal blocking HTTP/1.1 client over loopback sockets for the benchmarks: keep-alive JSON
-// requests and Server-Sent-Event streams, with as little client-side cost as possible so that
-// what the figures show is the daemon. Failures throw BenchError (a failed figure, not a result).
+// A minimal blocking HTTP/1.1 client over loopback for the benchmarks: keep-alive JSON requests,
+// SSE streams and WebSockets, cheap on the client side so that the figures show the daemon.
+// Failures throw BenchError (a failed figure, not a result).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -84,6 +86,37 @@ class SseStream {
   size_t begin_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last received byte
   size_t scan_ = 0;   // where the search for the next "\n\n" resumes
+};
+
+// One client WebSocket (RFC 6455): frames it sends are masked, frames it receives must not be;
+// fragmented messages are joined and pings answered while a message is awaited.
+class WebSocketClient {
+ public:
+  // Connects and upgrades; throws unless the server answers 101 with `Upgrade: websocket`.
+  WebSocketClient(uint16_t port, const std::string& api_key, std::string_view target);
+  ~WebSocketClient();
+  WebSocketClient(const WebSocketClient&) = delete;
+  WebSocketClient& operator=(const WebSocketClient&) = delete;
+
+  void SendText(std::string_view text);
+  // The next text or binary message; nullopt once the server closed the WebSocket (its close
+  // is answered). A connection that ends without a close frame throws.
+  std::optional<std::string> Receive();
+  // The closing handshake: sends a close (1000) and reads until the server's answering close.
+  void Close();
+
+ private:
+  void SendFrame(uint8_t opcode, std::string_view payload);
+  // Appends one whole frame's payload to *payload; returns its FIN bit and opcode.
+  bool ReadFrame(uint8_t* opcode, std::string* payload);
+  void Need(size_t bytes);
+
+  int fd_ = -1;
+  bool close_sent_ = false;
+  bool close_received_ = false;
+  std::string in_;  // bytes read but not consumed
+  std::string out_;
+  std::mt19937 mask_rng_;
 };
 
 // Connects a TCP socket to 127.0.0.1:port with TCP_NODELAY; throws on failure.

@@ -6,18 +6,23 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <boost/json.hpp>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <boost/json.hpp>
 
 #include "baselines.h"
 #include "client.h"
@@ -32,11 +37,14 @@ namespace json = boost::json;
 constexpr const char* kApiKey = "sandstream-bench-key";
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
+constexpr int kFigures = 6;
+constexpr int kInFlight = 8;  // figure 6d/6e
 
 struct Options {
   std::string daemon;
   std::string runtime = "namespace";
   bool quick = false;
+  std::set<int> only;  // figure numbers; empty: all
 };
 
 struct Row {
@@ -49,11 +57,24 @@ std::string Format(const char* fmt, double a) {
   return buf;
 }
 
-std::string Ms(double ms) { return ms < 1 ? Format("%.3f ms", ms) : Format("%.2f ms", ms); }
-std::string Us(double us) { return Format("%.1f us", us); }
-std::string Ratio(double a, double b) { return b > 0 ? Format("%.2fx", a / b) : "-"; }
-std::string KiB(double bytes) { return Format("%.1f KiB", bytes / 1024); }
-std::string Met(bool met) { return met ? " (met)" : " (missed)"; }
+std::string Ms(double ms) {
+  return ms < 1 ? Format("%.3f ms", ms) : Format("%.2f ms", ms);
+}
+std::string Us(double us) {
+  return Format("%.1f us", us);
+}
+std::string Count(double n) {
+  return Format("%.0f", n);
+}
+std::string Ratio(double a, double b) {
+  return b > 0 ? Format("%.2fx", a / b) : "-";
+}
+std::string KiB(double bytes) {
+  return Format("%.1f KiB", bytes / 1024);
+}
+std::string Met(bool met) {
+  return met ? " (met)" : " (missed)";
+}
 
 json::object ParseObject(const std::string& text) {
   boost::system::error_code ec;
@@ -67,6 +88,16 @@ double SelfCpuSeconds() {
   ::getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// An exec result (HTTP) or an exec/ws exit record that says exit code 0.
+bool ExitedZero(const json::object& o) {
+  const json::value* code = o.if_contains("exit_code");
+  return code != nullptr && code->is_int64() && code->as_int64() == 0;
+}
+
+void CheckExecTrue(const std::string& response) {
+  if (!ExitedZero(ParseObject(response))) throw BenchError("exec true answered " + response);
 }
 
 std::string StringField(const json::object& o, std::string_view key) {
@@ -130,6 +161,59 @@ std::string_view ChunkOf(std::string_view data) {
   return data.substr(kKey.size(), data.size() - kKey.size() - 2);
 }
 
+// Commands of `true` over one exec/ws WebSocket, each checked: one start, then an exit with code
+// 0, and nothing else (`true` prints nothing).
+class TrueOverWs {
+ public:
+  TrueOverWs(uint16_t port, const std::string& sandbox)
+      : ws_(port, kApiKey, "/v1/sandboxes/" + sandbox + "/exec/ws") {}
+
+  int64_t Send() {
+    const int64_t id = static_cast<int64_t>(state_.size());
+    const std::string message = "{\"id\":" + std::to_string(id) + ",\"cmd\":\"true\"}";
+    state_.push_back(kSent);
+    sent_ns_.push_back(MonotonicNs());
+    ws_.SendText(message);
+    return id;
+  }
+
+  // Reads until a command exits; returns its id and sets *ms to the time since its Send().
+  int64_t AwaitExit(double* ms) {
+    for (;;) {
+      const std::optional<std::string> text = ws_.Receive();
+      if (!text) throw BenchError("exec/ws: the server closed the WebSocket");
+      const int64_t now = MonotonicNs();
+      const json::object o = ParseObject(*text);
+      const json::value* id = o.if_contains("id");
+      if (id == nullptr || !id->is_int64() || id->as_int64() < 0 ||
+          id->as_int64() >= static_cast<int64_t>(state_.size())) {
+        throw BenchError("exec/ws: a message for no command sent: " + text->substr(0, 300));
+      }
+      const auto k = static_cast<size_t>(id->as_int64());
+      if (o.contains("start") && state_[k] == kSent) {
+        state_[k] = kStarted;
+        continue;
+      }
+      const json::value* exit = o.if_contains("exit");
+      if (exit == nullptr || !exit->is_object() || state_[k] != kStarted ||
+          !ExitedZero(exit->as_object())) {
+        throw BenchError("exec/ws `true` answered " + text->substr(0, 300));
+      }
+      state_[k] = kExited;
+      *ms = static_cast<double>(now - sent_ns_[k]) / 1e6;
+      return id->as_int64();
+    }
+  }
+
+  void Close() { ws_.Close(); }
+
+ private:
+  enum State : uint8_t { kSent, kStarted, kExited };
+  WebSocketClient ws_;
+  std::vector<State> state_;  // by id
+  std::vector<int64_t> sent_ns_;
+};
+
 class Bench {
  public:
   Bench(const Options& options, DaemonOptions daemon_options, BenchCgroups& cgroups,
@@ -149,7 +233,8 @@ class Bench {
     http_ = std::make_unique<HttpClient>(daemon_->port(), kApiKey);
   }
 
-  void Run(const std::string& label, const std::function<void()>& figure) {
+  void Run(int number, const std::string& label, const std::function<void()>& figure) {
+    if (!options_.only.empty() && !options_.only.contains(number)) return;
     std::fprintf(stderr, "measuring: %s\n", label.c_str());
     try {
       figure();
@@ -449,6 +534,90 @@ class Bench {
                "MemAvailable and Slab are host-wide, so other work on the machine moves them");
   }
 
+  // Many short commands: a request each (a new connection, or a kept-alive one) against one
+  // exec/ws WebSocket, sequential and interleaved run by run; then kInFlight at once.
+  void ManyCommands() {
+    const int n = options_.quick ? 50 : 1000;
+    const std::string sb = CreateSandbox();
+    const std::string path = "/v1/sandboxes/" + sb + "/exec";
+    const std::string body = R"({"cmd":"true"})";
+    HttpClient kept(daemon_->port(), kApiKey);
+    TrueOverWs ws(daemon_->port(), sb);
+    Samples fresh, kept_alive, over_ws, base, handshake;
+    for (int i = -5; i < n; ++i) {  // the first five warm every path up
+      const int64_t t0 = MonotonicNs();
+      std::string fresh_res;
+      {
+        HttpClient once(daemon_->port(), kApiKey);  // connects for its request, closes as it goes
+        fresh_res = once.Expect(200, "POST", path, body);
+      }
+      const int64_t t1 = MonotonicNs();
+      const std::string kept_res = kept.Expect(200, "POST", path, body);
+      const int64_t t2 = MonotonicNs();
+      CheckExecTrue(fresh_res);
+      CheckExecTrue(kept_res);
+      const int64_t id = ws.Send();
+      double ws_ms = 0;
+      if (ws.AwaitExit(&ws_ms) != id) throw BenchError("exec/ws: an exit for another command");
+      double base_ms = 0;
+      if (!RunShell("true", &base_ms).empty()) throw BenchError("sh -c 'true' printed something");
+      const int64_t t3 = MonotonicNs();
+      ::close(ConnectLoopback(daemon_->port()));
+      const int64_t t4 = MonotonicNs();
+      if (i < 0) continue;
+      fresh.Add(static_cast<double>(t1 - t0) / 1e6);
+      kept_alive.Add(static_cast<double>(t2 - t1) / 1e6);
+      over_ws.Add(ws_ms);
+      base.Add(base_ms);
+      handshake.Add(static_cast<double>(t4 - t3) / 1e3);
+    }
+
+    std::vector<std::unique_ptr<HttpClient>> clients;
+    for (int c = 0; c < kInFlight; ++c) {
+      clients.push_back(std::make_unique<HttpClient>(daemon_->port(), kApiKey));
+      clients.back()->Expect(200, "POST", path, body);  // connected before the clock starts
+    }
+    // Runs of at least five windows, so that the ramp at either end stays small.
+    const int runs = 5, per_run = std::max(n / runs, 5 * kInFlight);
+    Samples ws_rate, http_rate, ws_window_ms, http_window_ms;
+    for (int r = 0; r < runs; ++r) {
+      ws_rate.Add(WindowOverWs(ws, per_run, &ws_window_ms));
+      http_rate.Add(ParallelRequests(clients, path, body, per_run, &http_window_ms));
+    }
+    ws.Close();
+    DeleteSandbox(sb);
+
+    const std::string label = " `true` x" + std::to_string(n) + ", ";
+    const std::string per_connection = "6a: a TCP connection per command";
+    auto latency = [](Samples& s) { return Ms(s.P(.5)) + " (" + Ms(s.P(.9)) + ")"; };
+    auto rate = [](double per_second) { return Count(per_second) + " cmd/s"; };
+    rows_.push_back({"6a." + label + "a new TCP connection per POST exec", latency(fresh),
+                     "fork+exec+wait sh -c 'true'", Ms(base.P(.5)), Ratio(fresh.P(.5), base.P(.5)),
+                     "-"});
+    rows_.push_back({"6b." + label + "one kept-alive connection, POST exec each",
+                     latency(kept_alive), per_connection, Ms(fresh.P(.5)),
+                     Ratio(kept_alive.P(.5), fresh.P(.5)), "-"});
+    rows_.push_back(
+        {"6c." + label + "one exec/ws WebSocket, one at a time", latency(over_ws), per_connection,
+         Ms(fresh.P(.5)), Ratio(over_ws.P(.5), fresh.P(.5)),
+         "exec/ws saves the handshake: 6c below 6a" + Met(over_ws.P(.5) < fresh.P(.5))});
+    rows_.push_back(
+        {"6d. `true`, one exec/ws WebSocket, " + std::to_string(kInFlight) + " in flight",
+         rate(ws_rate.P(.5)) + " (" + Count(ws_rate.P(.1)) + ")",
+         "6e: " + std::to_string(kInFlight) + " kept-alive connections, a thread each",
+         rate(http_rate.P(.5)), Ratio(ws_rate.P(.5), http_rate.P(.5)), "-"});
+    auto per_second = [n](Samples& s) { return Count(n * 1e3 / s.Sum()); };
+    Detail("6", "n=" + std::to_string(n) + " interleaved; per command p10/p50/p90/p99: 6a " +
+                    Dist(fresh, Ms) + ", 6b " + Dist(kept_alive, Ms) + ", 6c " + Dist(over_ws, Ms) +
+                    ", fork+exec+wait " + Dist(base, Ms) + "; commands/s 6a " + per_second(fresh) +
+                    ", 6b " + per_second(kept_alive) + ", 6c " + per_second(over_ws) +
+                    "; loopback TCP connect+close " + Dist(handshake, Us));
+    Detail("6d", std::to_string(runs) + " runs of " + std::to_string(per_run) +
+                     " commands each, interleaved; commands/s of the runs p10/p50/p90/p99 6d " +
+                     Dist(ws_rate, Count) + ", 6e " + Dist(http_rate, Count) + "; per command 6d " +
+                     Dist(ws_window_ms, Ms) + ", 6e " + Dist(http_window_ms, Ms));
+  }
+
   void PrintTable() const {
     const std::vector<std::string> header = {
         "figure", "sandstream p50 (p90)", "baseline", "baseline p50", "ratio", "target"};
@@ -547,6 +716,58 @@ class Bench {
     return static_cast<double>(bytes) / (static_cast<double>(t1 - t0) / 1e9);
   }
 
+  // `count` commands of `true` over `ws`, kInFlight at a time; returns commands per second.
+  static double WindowOverWs(TrueOverWs& ws, int count, Samples* latency_ms) {
+    const int64_t t0 = MonotonicNs();
+    int sent = 0;
+    for (; sent < std::min(count, kInFlight); ++sent) ws.Send();
+    for (int done = 0; done < count; ++done) {
+      double ms = 0;
+      ws.AwaitExit(&ms);
+      latency_ms->Add(ms);
+      if (sent < count) {
+        ws.Send();
+        ++sent;
+      }
+    }
+    return count / (static_cast<double>(MonotonicNs() - t0) / 1e9);
+  }
+
+  // `count` POST exec requests of `true`, a thread per client with one request in flight each;
+  // returns commands per second.
+  static double ParallelRequests(std::vector<std::unique_ptr<HttpClient>>& clients,
+                                 const std::string& path, const std::string& body, int count,
+                                 Samples* latency_ms) {
+    std::atomic<int> next{0};
+    std::vector<std::vector<double>> ms(clients.size());
+    std::vector<std::exception_ptr> errors(clients.size());
+    std::vector<std::thread> threads;
+    const int64_t t0 = MonotonicNs();
+    for (size_t c = 0; c < clients.size(); ++c) {
+      threads.emplace_back([&, c] {
+        try {
+          while (next.fetch_add(1) < count) {
+            const int64_t s = MonotonicNs();
+            const std::string res = clients[c]->Expect(200, "POST", path, body);
+            ms[c].push_back(static_cast<double>(MonotonicNs() - s) / 1e6);
+            CheckExecTrue(res);
+          }
+        } catch (...) {
+          errors[c] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    const int64_t t1 = MonotonicNs();
+    for (const auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    for (const auto& v : ms) {
+      for (double x : v) latency_ms->Add(x);
+    }
+    return count / (static_cast<double>(t1 - t0) / 1e9);
+  }
+
   RawRuntime& Raw() {
     if (!raw_) {
       raw_ = std::make_unique<RawRuntime>(options_.runtime, raw_dir_,
@@ -589,25 +810,50 @@ std::string DefaultDaemonPath() {
 }
 
 constexpr const char* kUsage =
-    "usage: sandstream-bench [--quick] [--daemon PATH] [--runtime namespace|directory]\n"
+    "usage: sandstream-bench [--quick] [--daemon PATH] [--runtime namespace|directory] "
+    "[--only LIST]\n"
     "  --quick    short smoke of every figure (< 60 s); never a pass/fail on numbers\n"
     "  --daemon   sandstreamd to start (default: next to this program)\n"
     "  --runtime  passed to sandstreamd and used for the in-process baselines (default "
-    "namespace)\n";
+    "namespace)\n"
+    "  --only     comma-separated figure numbers to measure, e.g. 1,4,6 (default: all)\n";
+
+// "1,4,6" -> {1, 4, 6}; false unless every item is a figure number.
+bool ParseFigures(const std::string& list, std::set<int>* figures) {
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma - start);
+    if (item.size() != 1 || item[0] < '1' || item[0] > '0' + kFigures) return false;
+    figures->insert(item[0] - '0');
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
+}
 
 int Main(int argc, char** argv) {
   Options options;
   options.daemon = DefaultDaemonPath();
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") {
+    std::string a = argv[i];
+    std::optional<std::string> value;  // --name=value or --name value
+    if (const size_t eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a.resize(eq);
+    } else if ((a == "--daemon" || a == "--runtime" || a == "--only") && i + 1 < argc) {
+      value = argv[++i];
+    }
+    if (a == "--quick" && !value) {
       options.quick = true;
-    } else if ((a == "--daemon" || a == "--runtime") && i + 1 < argc) {
-      (a == "--daemon" ? options.daemon : options.runtime) = argv[++i];
-    } else if (a.starts_with("--daemon=")) {
-      options.daemon = a.substr(9);
-    } else if (a.starts_with("--runtime=")) {
-      options.runtime = a.substr(10);
+    } else if (a == "--daemon" && value) {
+      options.daemon = *value;
+    } else if (a == "--runtime" && value) {
+      options.runtime = *value;
+    } else if (a == "--only" && value) {
+      if (!ParseFigures(*value, &options.only)) {
+        std::fprintf(stderr, "--only takes figure numbers 1-%d, e.g. 1,4,6\n", kFigures);
+        return 2;
+      }
     } else {
       std::fputs(kUsage, a == "--help" || a == "-h" ? stdout : stderr);
       return a == "--help" || a == "-h" ? 0 : 2;
@@ -653,12 +899,13 @@ int Main(int argc, char** argv) {
                 cgroups.available() ? "private v1 cgroups" : "unavailable");
     std::fflush(stdout);
     Bench bench(options, daemon_options, cgroups, raw_dir);
-    bench.Run("1. exec warm", [&] { bench.ExecWarm(); });
-    bench.Run("2. first byte", [&] { bench.FirstByte(); });
-    bench.Run("3. throughput", [&] { bench.Throughput(); });
-    bench.Run("4. create + echo", [&] { bench.CreateEcho(); });
-    bench.Run("5a. stream memory", [&] { bench.StreamMemory(streams); });
-    bench.Run("5b. sandbox memory", [&] { bench.SandboxMemory(sandboxes); });
+    bench.Run(1, "1. exec warm", [&] { bench.ExecWarm(); });
+    bench.Run(2, "2. first byte", [&] { bench.FirstByte(); });
+    bench.Run(3, "3. throughput", [&] { bench.Throughput(); });
+    bench.Run(4, "4. create + echo", [&] { bench.CreateEcho(); });
+    bench.Run(5, "5a. stream memory", [&] { bench.StreamMemory(streams); });
+    bench.Run(5, "5b. sandbox memory", [&] { bench.SandboxMemory(sandboxes); });
+    bench.Run(6, "6. many short commands", [&] { bench.ManyCommands(); });
     std::printf("\n");
     bench.PrintTable();
     failed = bench.failed();
@@ -674,4 +921,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace sandstream::bench
 
-int main(int argc, char** argv) { return sandstream::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return sandstream::bench::Main(argc, argv);
+}

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,7 @@ class Samples {
   }
   size_t size() const { return values_.size(); }
   bool empty() const { return values_.empty(); }
+  double Sum() const { return std::accumulate(values_.begin(), values_.end(), 0.0); }
   // Nearest-rank percentile, q in [0, 1].
   double P(double q) {
     if (values_.empty()) return 0;
