@@ -1,5 +1,6 @@
 #include "api/sse.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "base/base64.h"
@@ -50,19 +51,44 @@ bool NeedsAttention(uint64_t w) {
   return ((w & kHigh) | control | has_zero(w ^ (kOnes * '"')) | has_zero(w ^ (kOnes * '\\'))) != 0;
 }
 
-void AppendEscape(std::string& out, unsigned char c) {
+bool NeedsEscape(unsigned char c) {
+  return c < 0x20 || c == '"' || c == '\\';
+}
+
+// Writes the JSON escape of `c` (at most six bytes) at `p`; returns the end.
+char* WriteEscape(char* p, unsigned char c) {
   static constexpr char kHex[] = "0123456789abcdef";
+  char short_form = 0;
   switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
+    case '"':
+      short_form = '"';
+      break;
+    case '\\':
+      short_form = '\\';
+      break;
+    case '\n':
+      short_form = 'n';
+      break;
+    case '\r':
+      short_form = 'r';
+      break;
+    case '\t':
+      short_form = 't';
+      break;
     default:
-      out += "\\u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      break;
   }
+  *p++ = '\\';
+  if (short_form != 0) {
+    *p++ = short_form;
+    return p;
+  }
+  *p++ = 'u';
+  *p++ = '0';
+  *p++ = '0';
+  *p++ = kHex[c >> 4];
+  *p++ = kHex[c & 15];
+  return p;
 }
 
 }  // namespace
@@ -92,12 +118,22 @@ void AppendJsonString(std::string& out, std::string_view text) {
         return;
       }
       i += len;
-    } else if (c >= 0x20 && c != '"' && c != '\\') {
+    } else if (!NeedsEscape(c)) {
       ++i;
     } else {
+      // Escapes come in runs in binary output (NULs): write a whole run in place.
       out.append(text.data() + run, i - run);
-      AppendEscape(out, c);
-      run = ++i;
+      size_t end = i + 1;
+      while (end < n && NeedsEscape(static_cast<unsigned char>(text[end]))) ++end;
+      while (i < end) {
+        char buf[6 * 64];
+        char* p = buf;
+        for (const size_t stop = std::min(end, i + 64); i < stop; ++i) {
+          p = WriteEscape(p, static_cast<unsigned char>(text[i]));
+        }
+        out.append(buf, static_cast<size_t>(p - buf));
+      }
+      run = i;
     }
   }
   out.append(text.data() + run, n - run);
