@@ -260,13 +260,16 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
   }
 
   const int64_t memory = limits.memory_mb * 1024 * 1024;
+  // The sandbox's spawner (spawner.h) is one task of the cgroup too; it is not one of the
+  // sandbox's processes, so the limit keeps counting only those (and init, as always).
+  const int64_t pids = limits.pids + 1;
   const int64_t period = 100000;
   const int64_t quota = limits.cpu_percent * period / 100;
   std::vector<std::pair<std::string, std::string>> settings;
   std::string oom_file;
   if (version_ == CgroupVersion::kV1) {
     settings = {{dirs[0] + "/memory.limit_in_bytes", std::to_string(memory)},
-                {dirs[1] + "/pids.max", std::to_string(limits.pids)},
+                {dirs[1] + "/pids.max", std::to_string(pids)},
                 {dirs[2] + "/cpu.cfs_period_us", std::to_string(period)},
                 {dirs[2] + "/cpu.cfs_quota_us", std::to_string(quota)}};
     oom_file = dirs[0] + "/memory.oom_control";
@@ -274,7 +277,7 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
     // No memory.oom.group: an OOM kill takes one process, as on v1, and the sandbox lives on.
     settings = {{dirs[0] + "/memory.max", std::to_string(memory)},
                 {dirs[0] + "/memory.swap.max", "0"},
-                {dirs[0] + "/pids.max", std::to_string(limits.pids)},
+                {dirs[0] + "/pids.max", std::to_string(pids)},
                 {dirs[0] + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)}};
     oom_file = dirs[0] + "/memory.events";
   }

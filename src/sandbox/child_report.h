@@ -1,5 +1,7 @@
 // How a child reports which setup step failed: after fork/clone it allocates nothing and
 // writes one fixed-size record to a close-on-exec pipe before _exit(). EOF means exec worked.
+// The child side (child_report.cc) is also compiled into the spawner; the parent side is
+// child_report_read.cc.
 #pragma once
 
 #include <cstdint>

@@ -25,11 +25,12 @@
 #include "platform/fd.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/child_report.h"
-#include "sandbox/init.h"
+#include "sandbox/embedded.h"
 #include "sandbox/mounts.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spawn.h"
+#include "sandbox/spawner.h"
 #include "sandbox/userns.h"
 
 namespace sandstream::sandbox {
@@ -47,6 +48,7 @@ struct NamespaceRuntime::State {
   SeccompProgram seccomp;         // default profile
   SeccompProgram seccomp_userns;  // the same, nested user namespaces allowed
   UniqueFd init_exe;
+  UniqueFd spawner_exe;
   int64_t nofile_hard = 0;
 
   std::mutex mu;  // guards ids and dying
@@ -129,7 +131,9 @@ struct InitLaunch {
   BuildRootInChild(*l.plan, l.report_fd);
   LoopbackUpInChild(l.report_fd);
   if (::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
-  ExecInitInChild(l.init_exe, l.control_fd, l.report_fd);
+  char name[] = "sandstream-init";
+  char* const argv[] = {name, nullptr};
+  ExecEmbeddedInChild(l.init_exe, argv, l.control_fd, l.report_fd);
 }
 
 class NamespaceSandbox final : public Sandbox {
@@ -151,8 +155,10 @@ class NamespaceSandbox final : public Sandbox {
   Result<SpawnedProcess> Spawn(const ProcessSpec& spec) override {
     if (destroyed_) return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
     SpawnContext ctx;
-    ctx.init_pidfd = init_pidfd_.get();
-    ctx.cgroup_procs = cgroup_->ProcsFds();
+    ctx.spawner = &spawner_;
+    ctx.site.init_pidfd = init_pidfd_.get();
+    ctx.site.cgroup_procs = cgroup_->ProcsFds();
+    ctx.site.exe_fd = state_->spawner_exe.get();
     ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program()
                                        : state_->seccomp.program();
     ctx.open_files = std::min<int64_t>(limits_.open_files, state_->nofile_hard);
@@ -182,6 +188,9 @@ class NamespaceSandbox final : public Sandbox {
     // PID 1's death SIGKILLs the whole pid namespace; mounts go with the mount namespace.
     KillInit();
     control_.reset();
+    // The spawner lives outside that pid namespace but inside the cgroups, which cannot be
+    // removed while it is there.
+    spawner_.Stop();
     Result<void> result = Ok{};
     if (cgroup_) {
       if (auto r = cgroup_->Remove(); !r) result = std::move(r).error();
@@ -234,6 +243,7 @@ class NamespaceSandbox final : public Sandbox {
   Limits limits_;
   bool allow_nested_userns_;
   bool destroyed_ = false;
+  Spawner spawner_;  // started by the first Spawn
 };
 
 }  // namespace
@@ -266,12 +276,14 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
   }
   s.seccomp = std::move(*seccomp);
   s.seccomp_userns = std::move(*seccomp_userns);
-  auto init = LoadInitExecutable();
-  if (!init) {
-    ready_ = std::move(init).error();
+  auto init = LoadEmbeddedExecutable(Embedded::kInit);
+  auto spawner = LoadEmbeddedExecutable(Embedded::kSpawner);
+  if (!init || !spawner) {
+    ready_ = !init ? std::move(init).error() : std::move(spawner).error();
     return;
   }
   s.init_exe = std::move(*init);
+  s.spawner_exe = std::move(*spawner);
   s.host = HostSystem::Scan();
   struct rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);

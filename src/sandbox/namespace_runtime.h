@@ -1,6 +1,7 @@
 // The isolating runtime: every sandbox is a small PID 1 in its own user, pid, mount, network,
 // uts, ipc and cgroup namespaces, with its own root filesystem, cgroup limits and a dedicated
-// unprivileged host uid range; every process it runs is dropped to no capabilities under seccomp.
+// unprivileged host uid range; every process it runs is cloned by the sandbox's spawner
+// (spawner.h) and dropped to no capabilities under seccomp.
 // Not thread-safe: one caller (the daemon's io_context thread) at a time.
 #pragma once
 

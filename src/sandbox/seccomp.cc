@@ -3,17 +3,14 @@
 
 #include <errno.h>
 #include <linux/sched.h>
-#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <memory>
 
 #include "platform/unique_fd.h"
-#include "sandbox/child_report.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -92,12 +89,6 @@ Result<SeccompProgram> SeccompProgram::Build(bool allow_nested_userns) {
   program.fprog_.len = static_cast<unsigned short>(program.filter_.size());
   program.fprog_.filter = program.filter_.data();
   return program;
-}
-
-void LoadSeccompInChild(const sock_fprog* program, int report_fd) {
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0) != 0) {
-    ReportAndExit(report_fd, "seccomp: load", errno);
-  }
 }
 
 }  // namespace sandstream::sandbox

@@ -1,5 +1,6 @@
 // The default seccomp-bpf profile of sandboxed processes: compiled once with libseccomp in the
-// parent, loaded in each child with one prctl (nothing to allocate after clone()).
+// daemon, sent as raw instructions with each spawn request and loaded by the process with one
+// prctl (launch.cc), so that the spawner never links libseccomp.
 #pragma once
 
 #include <linux/filter.h>
@@ -27,8 +28,5 @@ class SeccompProgram {
   std::vector<sock_filter> filter_;
   sock_fprog fprog_{};
 };
-
-// In the child, after no_new_privs: installs the filter. Async-signal-safe.
-void LoadSeccompInChild(const sock_fprog* program, int report_fd);
 
 }  // namespace sandstream::sandbox

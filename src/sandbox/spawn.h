@@ -1,27 +1,27 @@
-// Starting a process in a running sandbox: a forked helper joins the sandbox's cgroups and
-// namespaces (one setns on init's pidfd) and clones the process with CLONE_PARENT, so that it
-// is the daemon's own child; the process drops every privilege, loads seccomp and execs.
+// Starting a process in a running sandbox: the daemon prepares its pipes (or terminal) and one
+// request for the sandbox's spawner (spawner.h), which clones the process as the daemon's own
+// child inside the sandbox; the process drops every privilege, loads seccomp and execs
+// (launch.h). The daemon then opens its pidfd and reads its report pipe.
 #pragma once
 
 #include <linux/filter.h>
-
 #include <sys/types.h>
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "sandbox/runtime.h"
+#include "sandbox/spawner.h"
 
 namespace sandstream::sandbox {
 
 struct SpawnContext {
-  int init_pidfd = -1;
-  std::vector<int> cgroup_procs;  // cgroup.procs fds to write "0" to
+  Spawner* spawner = nullptr;  // started here at the first spawn, restarted if found dead
+  SpawnerSite site;            // where a spawner starts
   const sock_fprog* seccomp = nullptr;
   int64_t open_files = 1024;
-  std::string ptmx;         // for a pty: the sandbox's own ptmx as the daemon sees it
-  uid_t host_id_base = 0;   // host uid and gid of the sandbox's root (a terminal's owner is mapped)
+  std::string ptmx;        // for a pty: the sandbox's own ptmx as the daemon sees it
+  uid_t host_id_base = 0;  // host uid and gid of the sandbox's root (a terminal's owner is mapped)
 };
 
 // Errors: kInvalidRequest when argv[0] cannot be exec'd ("spawn: execve sh: ENOENT"),

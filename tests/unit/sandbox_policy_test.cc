@@ -286,10 +286,13 @@ TEST_F(SandboxPolicyTest, ForkBombHitsPidsLimitAndSandboxStaysUsable) {
   spec.limits.pids = 24;
   auto sb = Make(spec);
   ASSERT_NE(sb, nullptr);
-  // Sleepers fill the limit and stay: fork fails inside, and so does a new process.
+  // Sleepers fill the limit and stay: fork fails inside. A new process takes one place, no
+  // more (the spawner has its own): the exited shell's place fits one, the next is refused.
   const RunResult bounded = RunIn(*sb, Shell("i=0; while [ $i -lt 100 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done"));
   EXPECT_NE(bounded.exit, 0);
   EXPECT_NE(bounded.output.find("Cannot fork"), std::string::npos) << bounded.output;
+  auto last = sb->Spawn(Command({"sleep", "60"}));
+  ASSERT_TRUE(last.ok()) << last.error().message;
   auto refused = sb->Spawn(Command({"true"}));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("EAGAIN"), std::string::npos) << refused.error().message;
@@ -298,6 +301,7 @@ TEST_F(SandboxPolicyTest, ForkBombHitsPidsLimitAndSandboxStaysUsable) {
   if (host_child == 0) ::_exit(0);
   Wait(host_child);
   sb->KillAll();
+  EXPECT_EQ(Wait(last->pid), 128 + SIGKILL);
   EXPECT_EQ(RunIn(*sb, Command({"echo", "usable"})).output, "usable\n");
 
   // A real fork bomb churns at the limit; one kill request ends it.
@@ -347,6 +351,39 @@ std::vector<std::string> CgroupDirs(const std::string& id) {
     dirs.push_back(parent + "/" + id);
   }
   return dirs;
+}
+
+// Host pids of the sandbox's cgroup whose command is `comm`.
+std::vector<pid_t> CgroupTasksNamed(const std::string& id, const std::string& comm) {
+  std::vector<pid_t> out;
+  std::ifstream procs(CgroupDirs(id).back() + "/cgroup.procs");
+  for (pid_t pid; procs >> pid;) {
+    std::ifstream name("/proc/" + std::to_string(pid) + "/comm");
+    std::string line;
+    if (std::getline(name, line) && line == comm) out.push_back(pid);
+  }
+  return out;
+}
+
+TEST_F(SandboxPolicyTest, SpawnerIsInvisibleInsideAndReplacedAfterAKill) {
+  SandboxSpec spec;
+  spec.id = UniqueId("spawner");
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  // The spawner is in the sandbox's cgroups, but not in its pid namespace.
+  EXPECT_EQ(RunIn(*sb, Command({"ps", "-e", "-o", "comm="})).output, "sandstream-init\nps\n");
+  const auto first = CgroupTasksNamed(spec.id, "sandstream-spwn");
+  ASSERT_EQ(first.size(), 1u);
+
+  // The spawner is this process's child: wait until it is gone, leaving it to be reaped.
+  ASSERT_EQ(::kill(first[0], SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(first[0]), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "respawned"})).output, "respawned\n");
+  const auto second = CgroupTasksNamed(spec.id, "sandstream-spwn");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0], first[0]);
+  EXPECT_EQ(RunIn(*sb, Command({"id", "-u"})).output, "1000\n");
 }
 
 TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {

@@ -1,0 +1,64 @@
+// Loading and exec'ing the embedded executables.
+#include "sandbox/embedded.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "platform/fd.h"
+#include "sandbox/child_report.h"
+
+// Defined by the generated init_blob.cc and spawner_blob.cc (.incbin of each executable).
+extern "C" const char sandstream_init_blob[];
+extern "C" const char sandstream_init_blob_end[];
+extern "C" const char sandstream_spawner_blob[];
+extern "C" const char sandstream_spawner_blob_end[];
+
+namespace sandstream::sandbox {
+
+Result<UniqueFd> LoadEmbeddedExecutable(Embedded which) {
+  const bool init = which == Embedded::kInit;
+  const char* name = init ? "sandstream-init" : "sandstream-spawner";
+  const char* begin = init ? sandstream_init_blob : sandstream_spawner_blob;
+  const char* end = init ? sandstream_init_blob_end : sandstream_spawner_blob_end;
+  const std::string context = std::string(name) + ": ";
+  UniqueFd fd(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return SysError(ErrorCode::kInternal, context + "memfd_create", errno);
+  if (auto r = WriteAll(fd.get(), std::string_view(begin, static_cast<size_t>(end - begin))); !r) {
+    return std::move(r).error();
+  }
+  if (::fchmod(fd.get(), 0555) != 0) {
+    return SysError(ErrorCode::kInternal, context + "fchmod", errno);
+  }
+  const int seals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+  if (::fcntl(fd.get(), F_ADD_SEALS, seals) != 0) {
+    return SysError(ErrorCode::kInternal, context + "seal memfd", errno);
+  }
+  return fd;
+}
+
+void ExecEmbeddedInChild(int exe_fd, char* const argv[], int control_fd, int report_fd) {
+  // fd 3 is where the executable expects its control socket; move anything else that sits there.
+  if (report_fd == 3) report_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 4);
+  if (exe_fd == 3) exe_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 4);
+  if (report_fd < 0 || exe_fd < 0) ::_exit(127);
+  if (control_fd != 3) {
+    if (::dup2(control_fd, 3) < 0) ReportAndExit(report_fd, "exec: dup2 control", errno);
+  } else if (::fcntl(3, F_SETFD, 0) != 0) {
+    ReportAndExit(report_fd, "exec: keep control fd", errno);
+  }
+  // Whatever else the daemon had open must not reach the sandbox.
+  if (::syscall(SYS_close_range, 4, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
+    ReportAndExit(report_fd, "exec: close_range", errno);
+  }
+  char* const envp[] = {nullptr};
+  ::syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
+  ReportAndExit(report_fd, "exec: execveat", errno);
+}
+
+}  // namespace sandstream::sandbox
