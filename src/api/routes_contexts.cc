@@ -134,9 +134,7 @@ namespace {
 
 // A run's events from after the client's Last-Event-ID (or ?since=), live until it ends; or
 // the whole run as one JSON document once it has ended.
-asio::awaitable<void> ServeRun(Context& ctx, std::shared_ptr<CellRun> run) {
-  auto after = ResumePoint(ctx, 0);
-  if (!after) co_return co_await ReplyError(ctx, after.error());
+asio::awaitable<void> ServeRun(Context& ctx, std::shared_ptr<CellRun> run, uint64_t after) {
   const std::string_view accept = ctx.Header(http::field::accept);
   if (accept.find("application/json") != std::string_view::npos &&
       accept.find("text/event-stream") == std::string_view::npos) {
@@ -151,7 +149,7 @@ asio::awaitable<void> ServeRun(Context& ctx, std::shared_ptr<CellRun> run) {
     auto [name, data] = SplitEntry(e.data);
     sse::AppendEvent(out, e.seq, name, data);
   };
-  const CursorOptions cursor{*after, true};
+  const CursorOptions cursor{after, true};
   co_await ServeStream(ctx, std::move(source), cursor);
 }
 
@@ -166,11 +164,14 @@ asio::awaitable<void> RunCode(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto cell = ParseCellRequest(ctx, *body);
   if (!cell) co_return co_await ReplyError(ctx, cell.error());
+  // Every check before the cell is queued: a refused request must not run it.
+  auto after = ResumePoint(ctx, 0);
+  if (!after) co_return co_await ReplyError(ctx, after.error());
   auto keep = *context;
   auto run = keep->Submit(ctx.service, std::move(cell->code), cell->timeout_seconds,
                           std::move(cell->idempotency_key));
   if (!run) co_return co_await ReplyError(ctx, run.error());
-  co_await ServeRun(ctx, std::move(*run));
+  co_await ServeRun(ctx, std::move(*run), *after);
 }
 
 asio::awaitable<void> GetRun(Context& ctx) {
@@ -178,6 +179,8 @@ asio::awaitable<void> GetRun(Context& ctx) {
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
   if (!context) co_return co_await ReplyError(ctx, context.error());
+  auto after = ResumePoint(ctx, 0);
+  if (!after) co_return co_await ReplyError(ctx, after.error());
   const std::string& text = ctx.params.at(2);
   uint64_t number = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
@@ -189,7 +192,7 @@ asio::awaitable<void> GetRun(Context& ctx) {
                                 std::to_string(CodeContext::kRememberedRuns) + ")";
     co_return co_await ReplyError(ctx, ErrorCode::kNotFound, message);
   }
-  co_await ServeRun(ctx, std::move(run));
+  co_await ServeRun(ctx, std::move(run), *after);
 }
 
 }  // namespace sandstream::api

@@ -110,10 +110,11 @@ asio::awaitable<void> Exec(Context& ctx) {
 }
 
 asio::awaitable<void> ExecStream(Context& ctx) {
-  auto started = co_await StartCommand(ctx);
-  if (!started) co_return co_await ReplyError(ctx, started.error());
+  // Checked before the command starts: a refused request must not run it.
   auto after = ResumePoint(ctx, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
+  auto started = co_await StartCommand(ctx);
+  if (!started) co_return co_await ReplyError(ctx, started.error());
   auto process = started->process;
   StreamSource source;
   source.log = &process->log();

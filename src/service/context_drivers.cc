@@ -197,7 +197,8 @@ async function run(req) {
       value = vm.runInThisContext(req.code, options);
       if (value && typeof value.then === "function") value = await value;
     } else {
-      value = (await vm.runInThisContext(awaiting, options)).value;
+      // The rewrite returns {value} only when the cell ends with an expression.
+      value = (await vm.runInThisContext(awaiting, options))?.value;
     }
     if (value !== undefined) send({ type: "result", data: bundle(value), is_main_result: true });
   } catch (e) {

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/json.hpp>
 
@@ -269,15 +271,17 @@ Result<std::shared_ptr<CellRun>> CodeContext::Submit(Service& service, std::stri
                                              std::to_string(run->number_) + ")"};
     }
   }
+  const auto unfinished =
+      std::count_if(runs_.begin(), runs_.end(), [](const auto& r) { return !r->ended(); });
+  if (static_cast<size_t>(unfinished) >= kRememberedRuns) {
+    return Error{ErrorCode::kQuotaExceeded, "code context " + id_ + " has " +
+                                                std::to_string(unfinished) +
+                                                " cells queued or running; wait for one to end"};
+  }
   auto run = std::make_shared<CellRun>(ex_, ++executions_, std::move(code), timeout_seconds,
                                        std::move(idempotency_key));
   runs_.push_back(run);
-  uint64_t bytes = 0;
-  for (const auto& r : runs_) bytes += r->log_.retained_bytes();
-  while (runs_.size() > kRememberedRuns || (runs_.size() > 1 && bytes > kRememberedBytes)) {
-    bytes -= runs_.front()->log_.retained_bytes();
-    runs_.pop_front();
-  }
+  Forget();
   asio::co_spawn(ex_, Execute(service, run), [id = id_](std::exception_ptr e) {
     if (!e) return;
     try {
@@ -287,6 +291,21 @@ Result<std::shared_ptr<CellRun>> CodeContext::Submit(Service& service, std::stri
     }
   });
   return run;
+}
+
+void CodeContext::Forget() {
+  uint64_t bytes = 0;
+  for (const auto& r : runs_) bytes += r->log_.retained_bytes();
+  // Oldest first, ended runs only: a queued or running one is still someone's stream.
+  for (auto it = runs_.begin();
+       it != runs_.end() && (runs_.size() > kRememberedRuns || bytes > kRememberedBytes);) {
+    if (!(*it)->ended()) {
+      ++it;
+      continue;
+    }
+    bytes -= (*it)->log_.retained_bytes();
+    it = runs_.erase(it);
+  }
 }
 
 std::shared_ptr<CellRun> CodeContext::FindRun(uint64_t number) const {
@@ -318,6 +337,7 @@ asio::awaitable<void> CodeContext::Execute(Service& service, std::shared_ptr<Cel
       co_await ExecuteInterpreter(service, run);
     }
   }
+  Forget();
   turns_.Release();
 }
 

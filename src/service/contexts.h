@@ -83,7 +83,8 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
   Result<std::shared_ptr<CellRun>> Submit(Service& service, std::string code,
                                           double timeout_seconds, std::string idempotency_key);
   // A remembered run by its number (execution_count), or null: the context keeps the last
-  // kRememberedRuns runs, fewer when their output passes kRememberedBytes.
+  // kRememberedRuns ended runs, fewer when their events pass kRememberedBytes, and every run
+  // still queued or running (at most kRememberedRuns: more is kQuotaExceeded).
   std::shared_ptr<CellRun> FindRun(uint64_t number) const;
   static constexpr size_t kRememberedRuns = 32;
   static constexpr uint64_t kRememberedBytes = 64u << 20;
@@ -92,6 +93,8 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
 
  private:
   boost::asio::awaitable<void> Execute(Service& service, std::shared_ptr<CellRun> run);
+  // Drops the oldest ended runs beyond kRememberedRuns / kRememberedBytes.
+  void Forget();
   boost::asio::awaitable<void> ExecuteInterpreter(Service& service, std::shared_ptr<CellRun> cell);
   boost::asio::awaitable<void> ExecuteShell(Service& service, CellRun& run);
   void OnAppend() override;

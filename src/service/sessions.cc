@@ -28,6 +28,8 @@ __ss_save() {
   case $__ss_flags in *x*) __ss_o+=$'\nset -x' ;; esac
   set +e +u +o pipefail
   IFS=$' \t\n'
+  __ss_umask=$(umask)
+  umask 077  # the state file is the user's alone, and readable whatever umask the command set
   {
     __ss_keep=()
     for __ss_n in $(compgen -v); do
@@ -49,7 +51,7 @@ OPTIND|OPTARG|OPTERR|HOSTNAME|HOSTTYPE|MACHTYPE|OSTYPE|COLUMNS|LINES|IFS|PS4) co
     alias -p
     printf 'cd -- %q 2>/dev/null\n' "$PWD"
     printf 'OLDPWD=%q\n' "${OLDPWD-}"
-    printf 'umask %s\n' "$(umask)"
+    printf 'umask %s\n' "$__ss_umask"
     printf '__ss_o=%q\n' "$__ss_o"
   } >"$__ss_state.tmp" 2>/dev/null && command -p mv -f -- "$__ss_state.tmp" "$__ss_state"
   exit "$__ss_rc"

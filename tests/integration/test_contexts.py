@@ -5,6 +5,7 @@ restartable, javascript and bash contexts."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import struct
 import zlib
 from typing import Any
@@ -270,3 +271,35 @@ def test_javascript_top_level_await(client: httpx.Client, interpreter: dict[str,
     assert results(run_cell(client, interpreter, ctx, "v * 2")) == [{"text/plain": "40"}]
     err = run_cell(client, interpreter, ctx, "await Promise.reject(new RangeError('no'))")[-1]
     assert err.event == "error" and err.json()["name"] == "RangeError" and err.json()["value"] == "no"
+
+
+def test_javascript_top_level_await_without_a_final_expression(
+        client: httpx.Client, interpreter: dict[str, Any]) -> None:
+    """A cell that awaits and ends with a declaration or a loop has no result and no error."""
+    ctx = new_context(client, interpreter, "javascript")
+    for code in ("await 1; let x = 2;", "for (const i of [1, 2]) { await i; }",
+                 "await null; function later() { return 5; }"):
+        events = run_cell(client, interpreter, ctx, code)
+        assert events[-1].event == "exit" and results(events) == [], (code, events)
+    assert results(run_cell(client, interpreter, ctx, "x + later()")) == [{"text/plain": "7"}]
+
+
+def test_a_refused_run_request_runs_nothing(client: httpx.Client,
+                                            interpreter: dict[str, Any]) -> None:
+    """A bad Last-Event-ID is a 400 before the cell is queued; too many queued cells is a 429."""
+    ctx = new_context(client, interpreter)
+    run_cell(client, interpreter, ctx, "n = 0")
+    url = f"/v1/sandboxes/{interpreter['id']}/contexts/{ctx['id']}/run"
+    assert_error(client.post(url, json={"code": "n += 1"}, headers={"Last-Event-ID": "x"}),
+                 400, "invalid_request")
+    events = run_cell(client, interpreter, ctx, "n")
+    assert results(events) == [{"text/plain": "0"}]
+    assert events[0].json()["execution_count"] == 2
+
+    with httpx.Client(base_url=str(client.base_url), headers=client.headers,
+                      limits=httpx.Limits(max_connections=64), timeout=30) as many:
+        with contextlib.ExitStack() as streams:
+            for code in ["import time; time.sleep(5)"] + ["1"] * 31:
+                r = streams.enter_context(many.stream("POST", url, json={"code": code}))
+                assert r.status_code == 200
+            assert_error(many.post(url, json={"code": "2"}), 429, "quota_exceeded")

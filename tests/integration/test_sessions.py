@@ -126,3 +126,11 @@ def test_errors_and_delete(client: httpx.Client, sandbox: dict[str, Any]) -> Non
     assert_error(client.get(f"/v1/sandboxes/{sandbox['id']}/sessions/mine"), 404, "not_found")
     r = client.post(f"/v1/sandboxes/{sandbox['id']}/exec", json={"cmd": "true", "session": "mine"})
     assert_error(r, 404, "not_found")
+
+
+def test_a_strict_umask_keeps_the_session(client: httpx.Client, sandbox: dict[str, Any]) -> None:
+    """umask 0477 applies to the next commands and does not make the saved state unreadable."""
+    sid = new_session(client, sandbox)["id"]
+    run(client, sandbox["id"], session=sid, cmd="cd /tmp && X=1 && umask 0477")
+    res = run(client, sandbox["id"], session=sid, cmd="pwd; echo X=$X; umask; touch f; stat -c %a f")
+    assert res["stdout"] == "/tmp\nX=1\n0477\n200\n", res
