@@ -1,15 +1,16 @@
 // The request context every route handler gets, and the ways to answer it.
 #pragma once
 
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json/value.hpp>
-#include <map>
-#include <optional>
-#include <string>
-#include <vector>
 
 #include "base/error.h"
 
@@ -30,8 +31,8 @@ struct Context {
   std::string request_id;
   std::vector<std::string> params;                        // path captures, in order
   std::map<std::string, std::string, std::less<>> query;  // decoded query parameters
-  int status = 0;            // what was answered (for logs and metrics)
-  bool streamed = false;     // the handler wrote a streaming response: close afterwards
+  int status = 0;         // what was answered (for logs and metrics)
+  bool streamed = false;  // the handler wrote a streaming response: close afterwards
   // Routes with stream_body: the body is still unread; the handler reads it through these.
   http::request_parser<http::string_body>* body_parser = nullptr;
   boost::beast::flat_buffer* body_buffer = nullptr;
@@ -47,6 +48,11 @@ boost::asio::awaitable<void> Reply(Context& ctx, http::status status, std::strin
                                    std::string_view content_type);
 boost::asio::awaitable<void> ReplyJson(Context& ctx, http::status status,
                                        const boost::json::value& body);
+// A 400 invalid_request naming what is wrong with the request.
+inline Error Invalid(std::string message) {
+  return Error{ErrorCode::kInvalidRequest, std::move(message)};
+}
+
 boost::asio::awaitable<void> ReplyError(Context& ctx, const Error& error);
 // The same from a code and a message. Handlers use this form inside `co_await`: g++ 12
 // destroys a brace-initialized temporary (`Error{...}`) in a co_await expression twice.

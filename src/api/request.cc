@@ -11,10 +11,6 @@ namespace json = boost::json;
 
 namespace {
 
-Error Invalid(std::string message) {
-  return Error{ErrorCode::kInvalidRequest, std::move(message)};
-}
-
 Result<std::optional<std::string>> OptString(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   if (!v || v->is_null()) return std::optional<std::string>();

@@ -30,10 +30,6 @@ auto Tuple() {
   return asio::as_tuple(asio::use_awaitable);
 }
 
-Error Invalid(std::string message) {
-  return Error{ErrorCode::kInvalidRequest, std::move(message)};
-}
-
 // Acting as `user` (uid 1000 inside) unless ?user=root.
 Result<sandbox::SandboxFs> OpenFs(const Context& ctx, const SandboxEntry& sb) {
   uint32_t uid = 1000;

@@ -12,14 +12,6 @@ namespace sandstream::api {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-namespace {
-
-Error Invalid(std::string message) {
-  return Error{ErrorCode::kInvalidRequest, std::move(message)};
-}
-
-}  // namespace
-
 asio::awaitable<Result<std::shared_ptr<Process>>> StartInSession(Context& ctx, SandboxEntry& sb,
                                                                  const json::object& body,
                                                                  CommandRequest& req) {

@@ -40,10 +40,6 @@ struct Watch : OutputLog::Listener {
   AsyncSignal wake;
 };
 
-Error Invalid(std::string message) {
-  return Error{ErrorCode::kInvalidRequest, std::move(message)};
-}
-
 Result<void> RequireUpgrade(const Context& ctx) {
   if (websocket::is_upgrade(ctx.req)) return Ok{};
   return Invalid("this route is a WebSocket: send a GET with Upgrade: websocket");

@@ -17,8 +17,9 @@ namespace sandstream::sandbox {
 
 void DropPrivilegesInChild(uid_t uid, gid_t gid, uint64_t keep_mask, int report_fd) {
   const gid_t groups[] = {gid};
-  if (::setgroups(1, groups) != 0) ReportAndExit(report_fd, "caps: setgroups", errno);
-  if (::setresgid(gid, gid, gid) != 0) ReportAndExit(report_fd, "caps: setresgid", errno);
+  if (::syscall(SYS_setgroups, 1, groups) != 0) ReportAndExit(report_fd, "caps: setgroups", errno);
+  if (::syscall(SYS_setresgid, gid, gid, gid) != 0)
+    ReportAndExit(report_fd, "caps: setresgid", errno);
   // Keep capabilities across the uid switch so the sets can be cut exactly below; without
   // NOROOT an exec as uid 0 would regain the full set.
   const unsigned long bits = SECBIT_KEEP_CAPS | SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
@@ -27,7 +28,8 @@ void DropPrivilegesInChild(uid_t uid, gid_t gid, uint64_t keep_mask, int report_
   if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) {
     ReportAndExit(report_fd, "caps: securebits", errno);
   }
-  if (::setresuid(uid, uid, uid) != 0) ReportAndExit(report_fd, "caps: setresuid", errno);
+  if (::syscall(SYS_setresuid, uid, uid, uid) != 0)
+    ReportAndExit(report_fd, "caps: setresuid", errno);
   for (int cap = 0; cap <= 63; ++cap) {
     if (keep_mask & (uint64_t{1} << cap)) continue;
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {

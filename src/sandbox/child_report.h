@@ -20,10 +20,14 @@ struct ChildFailure {
 
 // In the child: write {step, err} to `fd` and _exit(127). Async-signal-safe.
 [[noreturn]] void ReportAndExit(int fd, const char* step, int err);
+// How long the daemon's thread waits for a child to exec or report. A child is slow only when
+// its sandbox starves it of CPU; past this it is a setup failure, not a stall of the daemon.
+constexpr int kChildReportDeadlineMs = 5000;
+
 // In the parent: read the report pipe until EOF. Ok if the child exec'd; else the failure,
 // as "<context>: <step>: ENAME (text)" (no prefix when `context` is empty).
 Result<void> AwaitExec(int fd, ErrorCode code, std::string_view context = "spawn");
-// The raw record: nullopt at a clean EOF (the child exec'd).
+// The raw record: nullopt at a clean EOF (the child exec'd); an error after the deadline.
 Result<std::optional<ChildFailure>> ReadChildReport(int fd);
 
 }  // namespace sandstream::sandbox

@@ -1,7 +1,10 @@
 // The parent side of child_report.h: reading a child's failure record up to EOF.
+#include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <string>
 
 #include "sandbox/child_report.h"
@@ -11,7 +14,20 @@ namespace sandstream::sandbox {
 Result<std::optional<ChildFailure>> ReadChildReport(int fd) {
   ChildFailure f{};
   size_t got = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kChildReportDeadlineMs);
   while (got < sizeof f) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      return Error{ErrorCode::kSandboxSetupFailed,
+                   "the process neither started nor failed within " +
+                       std::to_string(kChildReportDeadlineMs / 1000) +
+                       " s (is its sandbox out of CPU?)"};
+    }
     ssize_t n = ::read(fd, reinterpret_cast<char*>(&f) + got, sizeof f - got);
     if (n < 0) {
       if (errno == EINTR) continue;

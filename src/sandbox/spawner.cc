@@ -25,7 +25,8 @@ namespace {
 
 constexpr int kAllNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
                                CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
-constexpr int kReplyTimeoutMs = 10000;
+// Like kChildReportDeadlineMs: a spawner slow to answer is starved by its sandbox.
+constexpr int kReplyTimeoutMs = 5000;
 
 // In the forked child, which becomes the spawner: the sandbox's cgroups, then its namespaces
 // (setns(CLONE_NEWPID) only moves the children, so the spawner stays in the host's pid
@@ -115,9 +116,10 @@ Result<pid_t> Spawner::Launch(const SpawnerSite& site, std::string_view request,
     }
     const int err = Send(request, fds);
     if (err == 0) break;
-    // Killed, crashed or OOM-killed since the last request: a new one gets the request.
+    // Killed, crashed or OOM-killed since the last request: a new one gets the request. Any
+    // other failure (a message the kernel could not buffer) leaves a healthy spawner alone.
     const bool gone = err == EPIPE || err == ECONNRESET || err == ENOTCONN;
-    Stop();
+    if (gone) Stop();
     if (!gone || attempt > 0) {
       return SysError(ErrorCode::kSandboxSetupFailed, "spawn: send to spawner", err);
     }
@@ -177,7 +179,8 @@ Result<void> Spawner::Start(const SpawnerSite& site) {
 
   int pidfd = -1;
   clone_args args{};
-  args.flags = CLONE_PIDFD;
+  // CLONE_CLEAR_SIGHAND: the daemon's handlers (Asio's signal pipe) must not run in the child.
+  args.flags = CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));

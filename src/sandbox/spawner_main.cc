@@ -40,6 +40,9 @@ bool Reply(int32_t pid, int32_t err) {
 int Start(pid_t daemon) {
   // Exec'd from a memfd, the command name would read "memfd:sandstrea" in ps.
   ::prctl(PR_SET_NAME, "sandstream-spwn", 0, 0, 0);
+  // Out of the daemon's process group and session: a Ctrl-C or hang-up meant for a daemon run
+  // in a terminal must not reach the spawners (they die with the daemon anyway).
+  if (::setsid() < 0) return errno;
   // Received fds must never land on 0, 1 or 2, which each child overwrites in turn.
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0) return errno;

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,9 +49,12 @@ Result<void> WriteIdMapsFromParent(pid_t pid, uint32_t host_first, uint32_t coun
 }
 
 void BecomeNamespaceRootInChild(int report_fd) {
-  if (::setgroups(0, nullptr) != 0) ReportAndExit(report_fd, "userns: setgroups", errno);
-  if (::setresgid(0, 0, 0) != 0) ReportAndExit(report_fd, "userns: setresgid 0", errno);
-  if (::setresuid(0, 0, 0) != 0) ReportAndExit(report_fd, "userns: setresuid 0", errno);
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0)
+    ReportAndExit(report_fd, "userns: setgroups", errno);
+  if (::syscall(SYS_setresgid, 0, 0, 0) != 0)
+    ReportAndExit(report_fd, "userns: setresgid 0", errno);
+  if (::syscall(SYS_setresuid, 0, 0, 0) != 0)
+    ReportAndExit(report_fd, "userns: setresuid 0", errno);
 }
 
 }  // namespace sandstream::sandbox
