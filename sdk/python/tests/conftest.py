@@ -137,6 +137,9 @@ def _fail_if_dead(d: Daemon, when: str) -> None:
         pytest.fail(f"sandstreamd exited ({code}) {when}: {summary or lines[-5:]}", pytrace=False)
 
 
+REQUEST_LINE = re.compile(rb"(?:^|\r\n)(GET|POST|PUT|PATCH|DELETE) (\S+) HTTP/1\.[01]\r\n")
+
+
 class Proxy:
     """A loopback TCP proxy to the daemon whose live connections a test can cut at will."""
 
@@ -148,6 +151,8 @@ class Proxy:
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self.connections = 0
+        # "METHOD /path" of each request the client sent through the proxy, in order.
+        self.requests: list[str] = []
         self._refusing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -164,17 +169,29 @@ class Proxy:
             with self._lock:
                 self._pairs.append((client, upstream))
                 self.connections += 1
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
         try:
             while data := src.recv(65536):
+                if from_client:
+                    self._note_requests(data)
                 dst.sendall(data)
             dst.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+
+    def _note_requests(self, data: bytes) -> None:
+        # JSON bodies carry no raw CRLF, so only request lines match.
+        for method, target in REQUEST_LINE.findall(data):
+            with self._lock:
+                self.requests.append(f"{method.decode()} {target.decode().split('?')[0]}")
+
+    def requests_to(self, suffix: str) -> list[str]:
+        """The requests seen whose path ends with `suffix`."""
+        with self._lock:
+            return [r for r in self.requests if r.endswith(suffix)]
 
     def cut(self) -> None:
         """Breaks every open connection, as a network failure would."""

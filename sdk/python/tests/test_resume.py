@@ -1,9 +1,11 @@
 """Dropped connections: the test cuts the TCP connection mid-stream through a loopback proxy;
 the SDK must resume after the last event, deliver every chunk exactly once, and never run the
-command twice. When it cannot reconnect it must say how to reattach."""
+command twice. When it cannot reconnect it must say how to reattach. A cell's run is read
+again by its number once started, and a run the server has forgotten is never posted again."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 import sandstream
@@ -146,6 +148,10 @@ def test_run_code_resumes_after_a_cut_connection(daemon: Daemon, proxy: Proxy) -
         assert execution.error is None and execution.text == "'done'"
         assert "".join(chunks) == EXPECTED and "".join(execution.logs.stdout) == EXPECTED
         assert execution.execution_count == 1
+        # Both resumes read the started run by its number; the cell was posted once.
+        context_path = f"/v1/sandboxes/{sb.id}/contexts/{ctx.id}"
+        assert proxy.requests_to("/run") == [f"POST {context_path}/run"]
+        assert proxy.requests_to("/runs/1") == [f"GET {context_path}/runs/1"] * 2
         assert sb.files.read_text("/workspace/cells.log") == "run\n"
         assert sb.run_code("1", context=ctx).execution_count == 2
 
@@ -166,4 +172,40 @@ async def test_async_run_code_resumes_after_a_cut(daemon: Daemon, proxy: Proxy) 
         execution = await sb.run_code(CELL, on_stdout=on_out)
         assert cut and execution.error is None and execution.text == "'done'"
         assert "".join(chunks) == EXPECTED and "".join(execution.logs.stdout) == EXPECTED
+        posts = proxy.requests_to("/run")
+        assert len(posts) == 1 and posts[0].startswith("POST ")
+        number = execution.execution_count
+        assert proxy.requests_to(f"/runs/{number}") == [f"GET {posts[0][5:-4]}/runs/{number}"]
         assert await sb.files.read_text("/workspace/cells.log") == "run\n"
+
+
+def test_run_code_never_runs_again_a_cell_the_context_forgot(daemon: Daemon, proxy: Proxy) -> None:
+    with Sandbox.create(template="code-interpreter", base_url=proxy.url, api_key=API_KEY) as sb:
+        ctx = sb.create_code_context("python")
+        direct = httpx.Client(
+            base_url=daemon.url,
+            headers={"Authorization": f"Bearer {API_KEY}", "Accept": "application/json"},
+            timeout=60,
+        )
+        cut = False
+
+        def on_out(chunk: str) -> None:
+            # While the client is cut off, 33 more cells end: the context forgets run 1.
+            nonlocal cut
+            if not cut and "line 5\n" in chunk:
+                cut = True
+                proxy.cut()
+                for i in range(33):
+                    response = direct.post(f"/v1/sandboxes/{sb.id}/contexts/{ctx.id}/run",
+                                           json={"code": str(i)})
+                    assert response.status_code == 200 and response.json()["error"] is None
+                assert direct.get(f"/v1/sandboxes/{sb.id}/contexts/{ctx.id}/runs/1").status_code == 404
+
+        with direct, pytest.raises(sandstream.StreamLost) as info:
+            sb.run_code(CELL, context=ctx, on_stdout=on_out)
+        message = str(info.value)
+        assert cut and "forgotten" in message and "not run again" in message
+        assert info.value.last_event_id >= 2
+        assert len(proxy.requests_to("/run")) == 1 and len(proxy.requests_to("/runs/1")) == 1
+        assert sb.files.read_text("/workspace/cells.log") == "run\n"
+        assert sb.run_code("1", context=ctx).execution_count == 35

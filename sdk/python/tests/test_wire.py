@@ -119,7 +119,8 @@ def test_unknown_code_and_foreign_bodies_still_raise_sandbox_error() -> None:
 
 
 class Script:
-    """What the scripted server answers to each exec/stream request, and what it received."""
+    """What the scripted server answers to each streamed request (exec/stream, a cell's run,
+    re-reading a run), and what it received."""
 
     def __init__(self, responses: list[bytes]) -> None:
         self.responses = responses
@@ -140,7 +141,14 @@ def scripted() -> Iterator[tuple[str, Script]]:
             if self.path == "/v1/sandboxes":
                 self._send(201, "application/json", json.dumps({"id": "sb_1"}).encode())
                 return
-            script.requests.append({"headers": dict(self.headers), "body": body})
+            self._stream(body)
+
+        def do_GET(self) -> None:
+            self._stream(None)
+
+        def _stream(self, body: Any) -> None:
+            script.requests.append({"method": self.command, "path": self.path,
+                                    "headers": dict(self.headers), "body": body})
             index = min(len(script.requests), len(script.responses)) - 1
             self._send(200, "text/event-stream", script.responses[index])
 
@@ -217,7 +225,7 @@ def test_unreachable_server_is_connection_failed() -> None:
         sandstream.Sandbox.create(base_url=f"http://127.0.0.1:{port}", api_key="k")
 
 
-def test_run_code_resumes_with_the_same_key_after_the_last_event(
+def test_run_code_resumes_a_started_run_by_its_number_after_the_last_event(
     scripted: tuple[str, Script],
 ) -> None:
     url, script = scripted
@@ -236,11 +244,31 @@ def test_run_code_resumes_with_the_same_key_after_the_last_event(
                             timeout_seconds=5)
     assert (out, err, execution.text, execution.execution_count) == (["a"], ["w"], "2", 7)
     assert execution.logs.stdout == ["a"] and execution.logs.stderr == ["w"]
-    assert len(script.requests) == 2
-    first, second = (r["headers"] for r in script.requests)
-    assert first["Idempotency-Key"] == second["Idempotency-Key"]
-    assert "Last-Event-ID" not in first and second["Last-Event-ID"] == "2"
-    assert all(r["body"] == {"code": "1 + 1", "timeout_seconds": 5} for r in script.requests)
+    first, second = script.requests
+    assert (first["method"], first["path"]) == ("POST", "/v1/sandboxes/sb_1/contexts/ctx_1/run")
+    assert "Idempotency-Key" in first["headers"] and "Last-Event-ID" not in first["headers"]
+    assert first["body"] == {"code": "1 + 1", "timeout_seconds": 5}
+    assert (second["method"], second["path"]) == ("GET", "/v1/sandboxes/sb_1/contexts/ctx_1/runs/7")
+    assert second["headers"]["Last-Event-ID"] == "2" and "Idempotency-Key" not in second["headers"]
+
+
+async def test_async_run_code_posts_again_with_the_same_key_before_start(
+    scripted: tuple[str, Script],
+) -> None:
+    url, script = scripted
+    script.responses = [
+        b": queued\n\n",
+        sse("start", {"context_id": "ctx_1", "language": "python", "execution_count": 3}, 1)
+        + sse("exit", {"status": "ok", "execution_count": 3, "duration_ms": 5}, 2),
+    ]
+    sb = await sandstream.AsyncSandbox.create(config=sandstream.ClientConfig(url, "k"))
+    execution = await sb.run_code("x = 1", context="ctx_1")
+    assert execution.execution_count == 3 and execution.error is None
+    first, second = script.requests
+    assert first["method"] == second["method"] == "POST"
+    assert first["path"] == second["path"] == "/v1/sandboxes/sb_1/contexts/ctx_1/run"
+    assert first["headers"]["Idempotency-Key"] == second["headers"]["Idempotency-Key"]
+    assert first["body"] == second["body"] == {"code": "x = 1"}
 
 
 async def test_async_run_code_raises_an_infrastructure_error(scripted: tuple[str, Script]) -> None:

@@ -41,7 +41,14 @@ from ._core import (
     wait_call,
 )
 from . import interpreter
-from .errors import ConnectionFailed, NotFound, Timeout, error_from_response
+from .errors import (
+    ConnectionFailed,
+    NotFound,
+    SandboxError,
+    SandstreamError,
+    Timeout,
+    error_from_response,
+)
 from .events import Error, Event, EventDecoder, Exit, SseParser
 from .files import AsyncFiles
 from .interpreter import CellRun, CodeContext, Execution, ExecutionError, Result
@@ -158,6 +165,7 @@ class _AsyncApi:
         *,
         until_exit: bool = True,
         stopped: Callable[[], bool] = lambda: False,
+        refused: Callable[[SandboxError], SandstreamError | None] = lambda _: None,
     ) -> AsyncIterator[E]:
         """Yields a stream's events, reconnecting after the last one seen when the stream
         drops; see `sandstream.sandbox._Api.follow`."""
@@ -179,6 +187,11 @@ class _AsyncApi:
                 if not until_exit:
                     return
                 detail = "the stream ended without an exit event"
+            except SandboxError as exc:
+                replacement = refused(exc)
+                if replacement is None:
+                    raise
+                raise replacement from exc
             except httpx.ConnectError as exc:
                 if not sent:
                     raise ConnectionFailed(f"cannot reach {self.config.base_url}: {exc}") from exc
@@ -462,10 +475,12 @@ class AsyncSandbox:
                 context = self._default_contexts[language] = await self.create_code_context(language)
         run = CellRun(self.id, self._path, context, code, timeout_seconds, on_stdout=on_stdout,
                       on_stderr=on_stderr, on_result=on_result, on_error=on_error)
-        events = self._api.follow(
-            run.cursor,
-            lambda: self._api.stream("POST", run.path, json=run.body, headers=run.cursor.resume_headers()),
-        )
+
+        def open_stream() -> Any:
+            method, path, body, headers = run.request()
+            return self._api.stream(method, path, json=body, headers=headers)
+
+        events = self._api.follow(run.cursor, open_stream, refused=run.refused)
         async for event in events:
             deliver = run.route(event)
             if deliver is not None:

@@ -182,7 +182,8 @@ class StreamLost(SandstreamError):
     """A process's output stream broke and could not be resumed, or ended without an exit.
 
     The process itself may still be running on the server: reattach with
-    `sandbox.processes.get(process_id).logs(follow=True, since=last_event_id)`.
+    `sandbox.processes.get(process_id).logs(follow=True, since=last_event_id)`. `hint`, when
+    given, replaces that advice in the message.
     """
 
     def __init__(
@@ -194,13 +195,16 @@ class StreamLost(SandstreamError):
         last_event_id: int,
         attempts: int,
         idempotency_key: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.sandbox_id = sandbox_id
         self.process_id = process_id
         self.last_event_id = last_event_id
         self.attempts = attempts
         self.idempotency_key = idempotency_key
-        if process_id is not None:
+        if hint is not None:
+            how = hint
+        elif process_id is not None:
             how = (
                 f"process {process_id} in sandbox {sandbox_id} may still be running; reattach with "
                 f"sandbox.processes.get({process_id!r}).logs(follow=True, since={last_event_id})"

@@ -18,7 +18,7 @@ from typing import Any, Union
 from urllib.parse import quote
 
 from ._core import Call, Cursor, ignore_body, new_idempotency_key
-from .errors import error_from_code
+from .errors import NotFound, SandboxError, StreamLost, error_from_code
 from .events import Error, SseMessage
 
 
@@ -226,9 +226,15 @@ class RunDecoder:
 
 
 class CellRun:
-    """One `run_code` call: its request, the cursor that resumes it after a dropped connection
-    (the same `Idempotency-Key` attaches to the same run, `Last-Event-ID` skips what was seen),
-    and the routing of its events to the callbacks."""
+    """One `run_code` call: its request, the cursor that resumes it after a dropped connection,
+    and the routing of its events to the callbacks.
+
+    Until the `start` event the run is known only by its `Idempotency-Key`: a resume posts the
+    cell again with it (the server attaches to the queued or running run, `Last-Event-ID` skips
+    what was seen). After `start` the run has a number, and a resume reads it with
+    `GET .../runs/{n}`, which never runs the cell: the server forgets old runs and their keys,
+    so a re-post could run it a second time.
+    """
 
     def __init__(
         self,
@@ -243,7 +249,8 @@ class CellRun:
         on_result: Callable[[Result], object] | None,
         on_error: Callable[[ExecutionError], object] | None,
     ) -> None:
-        self.path = context_path(sandbox_path, context) + "/run"
+        self.context_id = context_id(context)
+        self.context_path = context_path(sandbox_path, context)
         self.body: dict[str, Any] = {"code": code}
         if timeout_seconds is not None:
             self.body["timeout_seconds"] = timeout_seconds
@@ -253,6 +260,34 @@ class CellRun:
         self._on_stderr = on_stderr
         self._on_result = on_result
         self._on_error = on_error
+
+    @property
+    def number(self) -> int:
+        """The run's `execution_count` once its `start` event arrived, else 0."""
+        return self.decoder.execution.execution_count
+
+    def request(self) -> tuple[str, str, dict[str, Any] | None, dict[str, str]]:
+        """The method, path, JSON body and headers that (re)open the run's stream."""
+        headers = self.cursor.resume_headers()
+        if not self.number:
+            return "POST", self.context_path + "/run", self.body, headers
+        headers.pop("Idempotency-Key", None)
+        return "GET", f"{self.context_path}/runs/{self.number}", None, headers
+
+    def refused(self, error: SandboxError) -> StreamLost | None:
+        """The error that replaces `error` when the server refuses to reopen the stream: a
+        started run it no longer knows was forgotten, and must not be posted again."""
+        if not self.number or not isinstance(error, NotFound):
+            return None
+        return StreamLost(
+            f"the stream of run {self.number} of code context {self.context_id} broke and the "
+            "server has since forgotten that run (a context keeps only its last runs)",
+            sandbox_id=self.cursor.sandbox_id,
+            process_id=None,
+            last_event_id=self.cursor.last_seq,
+            attempts=self.cursor.failures,
+            hint="the cell was not run again; the rest of its output is lost",
+        )
 
     def route(self, event: RunEvent) -> Callable[[], object] | None:
         """The callback call an event makes (the caller awaits its result if it is awaitable)."""

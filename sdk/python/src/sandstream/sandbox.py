@@ -38,7 +38,14 @@ from ._core import (
     stdin_params,
     wait_call,
 )
-from .errors import ConnectionFailed, NotFound, Timeout, error_from_response
+from .errors import (
+    ConnectionFailed,
+    NotFound,
+    SandboxError,
+    SandstreamError,
+    Timeout,
+    error_from_response,
+)
 from .events import Error, Event, EventDecoder, Exit, SseParser
 from . import interpreter
 from .files import Files
@@ -156,6 +163,7 @@ class _Api:
         *,
         until_exit: bool = True,
         stopped: Callable[[], bool] = lambda: False,
+        refused: Callable[[SandboxError], SandstreamError | None] = lambda _: None,
     ) -> Iterator[E]:
         """Yields a stream's events (a process's, a cell's), reconnecting after the last one
         seen when the stream drops.
@@ -163,7 +171,8 @@ class _Api:
         A stream that ends (or breaks) before its last event (`exit` or `error`) is resumed
         with `Last-Event-ID`; after `max_reconnects` attempts in a row without an event it
         raises `StreamLost`. `until_exit=False` is for non-following reads, which end early by
-        design.
+        design. An error answer to (re)opening the stream is raised as `refused` maps it, or
+        as it is.
         """
         sent = False
         while not stopped():
@@ -183,6 +192,11 @@ class _Api:
                 if not until_exit:
                     return
                 detail = "the stream ended without an exit event"
+            except SandboxError as exc:
+                replacement = refused(exc)
+                if replacement is None:
+                    raise
+                raise replacement from exc
             except httpx.ConnectError as exc:
                 if not sent:
                     raise ConnectionFailed(f"cannot reach {self.config.base_url}: {exc}") from exc
@@ -493,17 +507,22 @@ class Sandbox:
         is created on first use and reused, so state persists between calls.
 
         A dropped connection is resumed after the last event seen: every event reaches the
-        callbacks once and the cell runs once (the request carries an `Idempotency-Key`)."""
+        callbacks once and the cell runs once. Before the `start` event the request is retried
+        with its `Idempotency-Key`; after it, the run is read again by its number. A run the
+        context has forgotten by then (it keeps its last 32) raises `StreamLost`; it is never
+        run again."""
         if context is None:
             context = self._default_contexts.get(language)
             if context is None:
                 context = self._default_contexts[language] = self.create_code_context(language)
         run = CellRun(self.id, self._path, context, code, timeout_seconds, on_stdout=on_stdout,
                       on_stderr=on_stderr, on_result=on_result, on_error=on_error)
-        events = self._api.follow(
-            run.cursor,
-            lambda: self._api.stream("POST", run.path, json=run.body, headers=run.cursor.resume_headers()),
-        )
+
+        def open_stream() -> Any:
+            method, path, body, headers = run.request()
+            return self._api.stream(method, path, json=body, headers=headers)
+
+        events = self._api.follow(run.cursor, open_stream, refused=run.refused)
         for event in events:
             deliver = run.route(event)
             if deliver is not None:
