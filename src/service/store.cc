@@ -1,6 +1,7 @@
 #include "service/store.h"
 
 #include <memory>
+#include <optional>
 
 namespace sandstream {
 namespace {
@@ -9,39 +10,39 @@ Error DbError(sqlite3* db, std::string_view step) {
   return Error{ErrorCode::kInternal, "sqlite: " + std::string(step) + ": " + sqlite3_errmsg(db)};
 }
 
-struct StmtDeleter {
-  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-};
-using Stmt = std::unique_ptr<sqlite3_stmt, StmtDeleter>;
+using Stmt = std::unique_ptr<sqlite3_stmt, Store::StmtDeleter>;
 
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                             SQLITE_OPEN_NOMUTEX,
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
-    Error e{ErrorCode::kInternal, "sqlite: open " + path + ": " +
-                                      (db ? sqlite3_errmsg(db) : "out of memory")};
+    Error e{ErrorCode::kInternal,
+            "sqlite: open " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory")};
     sqlite3_close(db);
     return e;
   }
   std::unique_ptr<Store> store(new Store(db));
   // WAL + NORMAL: a crash loses at most the last transactions, never consistency.
-  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
-                          "PRAGMA foreign_keys=ON",
-                          "CREATE TABLE IF NOT EXISTS sandboxes (id TEXT PRIMARY KEY, "
-                          "record TEXT NOT NULL)",
-                          "CREATE TABLE IF NOT EXISTS processes (sandbox_id TEXT NOT NULL "
-                          "REFERENCES sandboxes(id) ON DELETE CASCADE, id TEXT NOT NULL, "
-                          "seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL, "
-                          "UNIQUE (sandbox_id, id))"}) {
+  for (const char* sql :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON",
+        "CREATE TABLE IF NOT EXISTS sandboxes (id TEXT PRIMARY KEY, "
+        "record TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS processes (sandbox_id TEXT NOT NULL "
+        "REFERENCES sandboxes(id) ON DELETE CASCADE, id TEXT NOT NULL, "
+        "seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL, "
+        "UNIQUE (sandbox_id, id))"}) {
     if (auto r = store->Exec(sql); !r) return std::move(r).error();
   }
   return store;
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+  statements_.clear();  // finalized before the connection closes
+  sqlite3_close(db_);
+}
 
 Result<void> Store::Exec(const char* sql) {
   char* err = nullptr;
@@ -54,21 +55,33 @@ Result<void> Store::Exec(const char* sql) {
 }
 
 Result<void> Store::Run(const char* sql, std::initializer_list<std::string_view> args) {
-  sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr) != SQLITE_OK) return DbError(db_, "prepare");
-  Stmt stmt(raw);
+  auto& cached = statements_[sql];
+  if (!cached) {
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr) != SQLITE_OK) {
+      return DbError(db_, "prepare");
+    }
+    cached.reset(raw);
+  }
+  sqlite3_stmt* stmt = cached.get();
   int i = 1;
   for (std::string_view a : args) {
-    sqlite3_bind_text(raw, i++, a.data(), static_cast<int>(a.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, i++, a.data(), static_cast<int>(a.size()), SQLITE_STATIC);
   }
-  if (sqlite3_step(raw) != SQLITE_DONE) return DbError(db_, "step");
+  std::optional<Error> failure;
+  if (sqlite3_step(stmt) != SQLITE_DONE) failure = DbError(db_, "step");
+  // Ready for the next use, and holding no pointer into `args`.
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (failure) return *failure;
   return Ok{};
 }
 
 Result<void> Store::PutSandbox(const std::string& id, const std::string& record) {
-  return Run("INSERT INTO sandboxes (id, record) VALUES (?1, ?2) "
-             "ON CONFLICT(id) DO UPDATE SET record = excluded.record",
-             {id, record});
+  return Run(
+      "INSERT INTO sandboxes (id, record) VALUES (?1, ?2) "
+      "ON CONFLICT(id) DO UPDATE SET record = excluded.record",
+      {id, record});
 }
 
 Result<void> Store::DeleteSandbox(const std::string& id) {
@@ -77,9 +90,10 @@ Result<void> Store::DeleteSandbox(const std::string& id) {
 
 Result<void> Store::PutProcess(const std::string& sandbox_id, const std::string& id,
                                const std::string& record) {
-  return Run("INSERT INTO processes (sandbox_id, id, record) VALUES (?1, ?2, ?3) "
-             "ON CONFLICT(sandbox_id, id) DO UPDATE SET record = excluded.record",
-             {sandbox_id, id, record});
+  return Run(
+      "INSERT INTO processes (sandbox_id, id, record) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT(sandbox_id, id) DO UPDATE SET record = excluded.record",
+      {sandbox_id, id, record});
 }
 
 Result<std::vector<Store::SandboxRow>> Store::Sandboxes() {
@@ -99,8 +113,8 @@ Result<std::vector<Store::SandboxRow>> Store::Sandboxes() {
 
 Result<std::vector<Store::ProcessRow>> Store::Processes() {
   sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT sandbox_id, id, record FROM processes ORDER BY seq", -1,
-                         &raw, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_, "SELECT sandbox_id, id, record FROM processes ORDER BY seq", -1, &raw,
+                         nullptr) != SQLITE_OK) {
     return DbError(db_, "prepare");
   }
   Stmt stmt(raw);

@@ -2,10 +2,10 @@
 // retained output tail. Synchronous; called from the io_context thread (writes are small).
 #pragma once
 
-#include <sqlite3.h>
-
 #include <memory>
+#include <sqlite3.h>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -24,6 +24,10 @@ class Store {
     std::string record;  // JSON of the process, exit and tail included
   };
 
+  struct StmtDeleter {
+    void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+  };
+
   static Result<std::unique_ptr<Store>> Open(const std::string& path);
   ~Store();
 
@@ -37,9 +41,11 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Result<void> Exec(const char* sql);
+  // Runs one of this file's statements; each is compiled once and kept (by its literal).
   Result<void> Run(const char* sql, std::initializer_list<std::string_view> args);
 
   sqlite3* db_;
+  std::unordered_map<const char*, std::unique_ptr<sqlite3_stmt, StmtDeleter>> statements_;
 };
 
 }  // namespace sandstream
