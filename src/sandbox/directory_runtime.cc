@@ -18,6 +18,7 @@
 #include "platform/fd.h"
 #include "platform/pty.h"
 #include "sandbox/child_report.h"
+#include "sandbox/stdio.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -71,25 +72,14 @@ class DirectorySandbox final : public Sandbox {
     const rlim_t nofile = static_cast<rlim_t>(limits_.open_files);
 
     if (spec.pty) return SpawnOnTerminal(spec, argv, envp, cwd, nofile);
-    auto out = MakePipe(true);
-    if (!out) return std::move(out).error();
-    Result<Pipe> err = Pipe{};
-    if (!spec.merge_stderr) {
-      err = MakePipe(true);
-      if (!err) return std::move(err).error();
-    }
-    Result<Pipe> in = Pipe{};
-    if (spec.open_stdin) {
-      in = MakePipe(false);
-      if (!in) return std::move(in).error();
-    }
+    auto stdio = StdioPipes::Make(spec);
+    if (!stdio) return std::move(stdio).error();
     auto report = MakePipe(false);
     if (!report) return std::move(report).error();
-    GrowPipe(out->write.get(), 1 << 20);
 
-    const int in_fd = spec.open_stdin ? in->read.get() : -1;
-    const int out_fd = out->write.get();
-    const int err_fd = spec.merge_stderr ? out_fd : err->write.get();
+    const int in_fd = stdio->child_stdin();
+    const int out_fd = stdio->child_stdout();
+    const int err_fd = stdio->child_stderr();
     const int report_fd = report->write.get();
 
     pid_t pid = ::fork();
@@ -121,26 +111,10 @@ class DirectorySandbox final : public Sandbox {
     }
 
     report->write.reset();
-    out->write.reset();
-    if (!spec.merge_stderr) err->write.reset();
-    if (spec.open_stdin) in->read.reset();
-    auto pidfd = OpenPidFd(pid);
-    if (auto exec = AwaitExec(report->read.get(), ErrorCode::kInvalidRequest); !exec) {
-      ::waitpid(pid, nullptr, 0);
-      return std::move(exec).error();
-    }
-    if (!pidfd) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      return std::move(pidfd).error();
-    }
-    groups_.insert(pid);
-    SpawnedProcess p;
-    p.pid = pid;
-    p.pidfd = std::move(*pidfd);
-    p.stdout_fd = std::move(out->read);
-    if (!spec.merge_stderr) p.stderr_fd = std::move(err->read);
-    if (spec.open_stdin) p.stdin_fd = std::move(in->write);
+    stdio->CloseChildEnds();
+    auto p = Adopt(pid, report->read.get());
+    if (!p) return p;
+    stdio->HandOver(*p);
     return p;
   }
 
@@ -178,8 +152,17 @@ class DirectorySandbox final : public Sandbox {
     }
     report->write.reset();
     pty->slave.reset();
+    auto p = Adopt(pid, report->read.get());
+    if (!p) return p;
+    p->stdout_fd = std::move(pty->master);
+    return p;
+  }
+
+  // After the fork: the child's verdict from its report pipe, then its pidfd; the process
+  // group is the sandbox's to kill from then on.
+  Result<SpawnedProcess> Adopt(pid_t pid, int report_read) {
     auto pidfd = OpenPidFd(pid);
-    if (auto exec = AwaitExec(report->read.get(), ErrorCode::kInvalidRequest); !exec) {
+    if (auto exec = AwaitExec(report_read, ErrorCode::kInvalidRequest); !exec) {
       ::waitpid(pid, nullptr, 0);
       return std::move(exec).error();
     }
@@ -192,7 +175,6 @@ class DirectorySandbox final : public Sandbox {
     SpawnedProcess p;
     p.pid = pid;
     p.pidfd = std::move(*pidfd);
-    p.stdout_fd = std::move(pty->master);
     return p;
   }
 

@@ -182,7 +182,11 @@ Result<UniqueFd> SandboxFs::Resolve(const std::string& normalized, int flags) co
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   for (int attempt = 0;; ++attempt) {
     const long fd = ::syscall(SYS_openat2, root_.get(), rel.c_str(), &how, sizeof how);
-    if (fd >= 0) return UniqueFd(static_cast<int>(fd));
+    if (fd >= 0) {
+      UniqueFd opened(static_cast<int>(fd));
+      if (auto ok = CheckServed(opened.get(), normalized); !ok) return std::move(ok).error();
+      return opened;
+    }
     // EAGAIN: a rename raced with the lookup; the kernel asks for a retry.
     if (errno == EAGAIN && attempt < 8) continue;
     return FsError("open", normalized, errno);
@@ -202,7 +206,6 @@ Result<void> SandboxFs::MkdirAll(const std::string& normalized) const {
     if (existing.error().code != ErrorCode::kNotFound) return std::move(existing).error();
     auto parent = Resolve(ParentOf(prefix), O_PATH | O_DIRECTORY);
     if (!parent) return std::move(parent).error();
-    if (auto ok = CheckServed(parent->get(), prefix); !ok) return ok;
     if (::mkdirat(parent->get(), BaseName(prefix).c_str(), 0755) != 0 && errno != EEXIST) {
       return FsError("mkdir", prefix, errno);
     }
@@ -216,7 +219,6 @@ Result<OpenedFile> SandboxFs::OpenRead(std::string_view path) const {
   ActAs as(host_id_);
   auto handle = Resolve(*norm, O_PATH);
   if (!handle) return std::move(handle).error();
-  if (auto ok = CheckServed(handle->get(), *norm); !ok) return std::move(ok).error();
   struct stat st{};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   if (S_ISDIR(st.st_mode)) {
@@ -241,7 +243,6 @@ Result<OpenedFile> SandboxFs::OpenWrite(std::string_view path, std::optional<uin
   }
   auto parent = Resolve(ParentOf(*norm), O_PATH | O_DIRECTORY);
   if (!parent) return std::move(parent).error();
-  if (auto ok = CheckServed(parent->get(), *norm); !ok) return std::move(ok).error();
   bool created = false;
   auto handle = Resolve(*norm, O_PATH);
   if (!handle && handle.error().code == ErrorCode::kNotFound) {
@@ -250,7 +251,6 @@ Result<OpenedFile> SandboxFs::OpenWrite(std::string_view path, std::optional<uin
     created = handle.ok();
   }
   if (!handle) return std::move(handle).error();
-  if (auto ok = CheckServed(handle->get(), *norm); !ok) return std::move(ok).error();
   struct stat st{};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   if (S_ISDIR(st.st_mode)) return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is a directory"};
@@ -278,7 +278,6 @@ Result<FileInfo> SandboxFs::Stat(std::string_view path) const {
   ActAs as(host_id_);
   auto handle = Resolve(*norm, O_PATH);
   if (!handle) return std::move(handle).error();
-  if (auto ok = CheckServed(handle->get(), *norm); !ok) return std::move(ok).error();
   struct stat st{};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   return InfoFrom(*norm, st);
@@ -292,7 +291,6 @@ Result<std::vector<FileInfo>> SandboxFs::List(std::string_view path, size_t limi
   ActAs as(host_id_);
   auto handle = Resolve(*norm, O_PATH);
   if (!handle) return std::move(handle).error();
-  if (auto ok = CheckServed(handle->get(), *norm); !ok) return std::move(ok).error();
   struct stat st{};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   if (!S_ISDIR(st.st_mode)) {
@@ -337,7 +335,6 @@ Result<FileInfo> SandboxFs::Mkdir(std::string_view path, uint32_t mode, bool par
     if (*norm == "/") return FsError("mkdir", *norm, EEXIST);
     auto parent = Resolve(ParentOf(*norm), O_PATH | O_DIRECTORY);
     if (!parent) return std::move(parent).error();
-    if (auto ok = CheckServed(parent->get(), *norm); !ok) return std::move(ok).error();
     if (::mkdirat(parent->get(), BaseName(*norm).c_str(), 0755) != 0) {
       return FsError("mkdir", *norm, errno);
     }
@@ -391,7 +388,6 @@ Result<void> SandboxFs::Remove(std::string_view path, bool recursive) const {
   ActAs as(host_id_);
   auto parent = Resolve(ParentOf(*norm), O_PATH | O_DIRECTORY);
   if (!parent) return std::move(parent).error();
-  if (auto ok = CheckServed(parent->get(), *norm); !ok) return ok;
   const std::string name = BaseName(*norm);
   struct stat st{};
   if (::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -424,8 +420,6 @@ Result<FileInfo> SandboxFs::Move(std::string_view from, std::string_view to, boo
   if (!src_parent) return std::move(src_parent).error();
   auto dst_parent = Resolve(ParentOf(*dst), O_PATH | O_DIRECTORY);
   if (!dst_parent) return std::move(dst_parent).error();
-  if (auto ok = CheckServed(src_parent->get(), *src); !ok) return std::move(ok).error();
-  if (auto ok = CheckServed(dst_parent->get(), *dst); !ok) return std::move(ok).error();
   const unsigned flags = overwrite ? 0 : RENAME_NOREPLACE;
   if (::renameat2(src_parent->get(), BaseName(*src).c_str(), dst_parent->get(),
                   BaseName(*dst).c_str(), flags) != 0) {
@@ -458,7 +452,6 @@ Result<int> SandboxFs::AddWatch(int inotify_fd, std::string_view path, uint32_t 
   ActAs as(host_id_);
   auto handle = Resolve(*norm, O_PATH | O_DIRECTORY);
   if (!handle) return std::move(handle).error();
-  if (auto ok = CheckServed(handle->get(), *norm); !ok) return std::move(ok).error();
   // inotify takes a path: our own fd's /proc link names exactly the resolved directory.
   const std::string proc = "/proc/self/fd/" + std::to_string(handle->get());
   const int wd = ::inotify_add_watch(inotify_fd, proc.c_str(), mask);

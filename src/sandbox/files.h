@@ -67,6 +67,7 @@ class SandboxFs {
  private:
   SandboxFs(UniqueFd root, std::optional<uint32_t> host_id)
       : root_(std::move(root)), host_id_(host_id) {}
+  // Opens a normalized path inside the root; refuses what lies on /proc, /sys and the like.
   Result<UniqueFd> Resolve(const std::string& normalized, int flags) const;
   Result<void> MkdirAll(const std::string& normalized) const;
 

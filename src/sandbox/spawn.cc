@@ -16,6 +16,7 @@
 #include "platform/pty.h"
 #include "sandbox/child_report.h"
 #include "sandbox/mounts.h"
+#include "sandbox/stdio.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -98,35 +99,17 @@ Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec
   request.seccomp = ctx.seccomp;
 
   if (spec.pty) return SpawnOnTerminal(ctx, spec, request);
-  auto out = MakePipe(true);
-  if (!out) return std::move(out).error();
-  Result<Pipe> err = Pipe{};
-  if (!spec.merge_stderr) {
-    err = MakePipe(true);
-    if (!err) return std::move(err).error();
-  }
-  Result<Pipe> in = Pipe{};
-  if (spec.open_stdin) {
-    in = MakePipe(false);
-    if (!in) return std::move(in).error();
-  }
-  GrowPipe(out->write.get(), 1 << 20);
-
+  auto stdio = StdioPipes::Make(spec);
+  if (!stdio) return std::move(stdio).error();
   std::vector<int> fds;
   request.has_stdin = spec.open_stdin;
-  if (spec.open_stdin) fds.push_back(in->read.get());
-  fds.push_back(out->write.get());
-  fds.push_back(spec.merge_stderr ? out->write.get() : err->write.get());
-  auto started = Launch(ctx, request, std::move(fds), [&] {
-    out->write.reset();
-    if (!spec.merge_stderr) err->write.reset();
-    if (spec.open_stdin) in->read.reset();
-  });
+  if (spec.open_stdin) fds.push_back(stdio->child_stdin());
+  fds.push_back(stdio->child_stdout());
+  fds.push_back(stdio->child_stderr());
+  auto started = Launch(ctx, request, std::move(fds), [&] { stdio->CloseChildEnds(); });
   if (!started) return std::move(started).error();
   SpawnedProcess p = std::move(*started);
-  p.stdout_fd = std::move(out->read);
-  if (!spec.merge_stderr) p.stderr_fd = std::move(err->read);
-  if (spec.open_stdin) p.stdin_fd = std::move(in->write);
+  stdio->HandOver(p);
   return p;
 }
 
