@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -242,8 +243,57 @@ SseStream::SseStream(uint16_t port, const std::string& api_key, std::string_view
                        std::string(buf_.get() + head_end + 4, end_ - head_end - 4).substr(0, 300));
     }
     begin_ = scan_ = head_end + 4;
+    chunked_ = HeaderValue(received.substr(0, head_end), "Transfer-Encoding").find("chunked") !=
+               std::string_view::npos;
+    if (chunked_) Dechunk(begin_);
     return;
   }
+}
+
+void SseStream::Dechunk(size_t from) {
+  char* b = buf_.get();
+  size_t out = from;
+  size_t pos = from;
+  while (pos < end_ && !done_) {
+    if (state_ == Chunk::kData) {
+      const size_t take = std::min(chunk_left_, end_ - pos);
+      if (out != pos) std::memmove(b + out, b + pos, take);
+      out += take;
+      pos += take;
+      chunk_left_ -= take;
+      if (chunk_left_ == 0) state_ = Chunk::kDataCr;
+      continue;
+    }
+    const char c = b[pos++];
+    switch (state_) {
+      case Chunk::kSize:
+        if (c == '\r') {
+          state_ = Chunk::kSizeLf;
+        } else {
+          const int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                                                                        : std::tolower(c) - 'a' + 10;
+          if (digit < 0 || digit > 15) throw BenchError("bad chunk size");
+          chunk_left_ = chunk_left_ * 16 + static_cast<size_t>(digit);
+        }
+        break;
+      case Chunk::kSizeLf:
+        if (c != '\n') throw BenchError("bad chunk header");
+        if (chunk_left_ == 0) done_ = true;
+        state_ = Chunk::kData;
+        break;
+      case Chunk::kDataCr:
+        if (c != '\r') throw BenchError("chunk not followed by CRLF");
+        state_ = Chunk::kDataLf;
+        break;
+      case Chunk::kDataLf:
+        if (c != '\n') throw BenchError("chunk not followed by CRLF");
+        state_ = Chunk::kSize;
+        break;
+      case Chunk::kData:
+        break;
+    }
+  }
+  end_ = out;
 }
 
 SseStream::~SseStream() {
@@ -268,11 +318,15 @@ bool SseStream::Receive() {
       cap_ = cap;
     }
   }
+  // After the last chunk the connection may stay open for another request: nothing more comes.
+  if (done_) return false;
   for (;;) {
     ssize_t n = ::recv(fd_, buf_.get() + end_, cap_ - end_, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw BenchError(Errno("recv (stream)"));
+    const size_t from = end_;
     end_ += static_cast<size_t>(n);
+    if (chunked_) Dechunk(from);
     return n > 0;
   }
 }

@@ -48,7 +48,7 @@ class HttpClient {
 };
 
 // One SSE response. Events are handed out as views into the receive buffer, valid only during
-// the callback. The daemon writes SSE bodies raw (Connection: close, no chunked coding).
+// the callback. A chunked body (what the daemon sends HTTP/1.1 clients) is decoded in place.
 class SseStream {
  public:
   // Connects, sends the request and reads the response head; throws unless 200.
@@ -79,8 +79,15 @@ class SseStream {
  private:
   bool Receive();
   bool NextEvent(Event* e);
+  // Removes chunked framing from buf_[from, end_) in place; sets done_ at the last chunk.
+  void Dechunk(size_t from);
 
+  enum class Chunk { kSize, kSizeLf, kData, kDataCr, kDataLf };
   int fd_ = -1;
+  bool chunked_ = false;
+  bool done_ = false;
+  Chunk state_ = Chunk::kSize;
+  size_t chunk_left_ = 0;
   std::unique_ptr<char[]> buf_;
   size_t cap_ = 0;
   size_t begin_ = 0;  // first unconsumed byte

@@ -228,6 +228,12 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
   auto e = ParseEncoding(encoding->value_or(std::string(ctx.Query("encoding").value_or(""))));
   if (!e) return std::move(e).error();
   r.encoding = *e;
+  auto flow = OptString(body, "flow");
+  if (!flow) return std::move(flow).error();
+  const std::string flow_name = flow->value_or(std::string(ctx.Query("flow").value_or("wait")));
+  auto parsed_flow = ParseFlow(flow_name.empty() ? "wait" : flow_name);
+  if (!parsed_flow) return Invalid("flow must be \"wait\" or \"skip\"");
+  r.flow = *parsed_flow;
 
   if (kind == CommandKind::kBackground) {
     auto id = OptString(body, "id");

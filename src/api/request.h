@@ -10,6 +10,7 @@
 #include "api/http.h"
 #include "api/sse.h"
 #include "base/result.h"
+#include "process/cursor.h"
 #include "process/process.h"
 #include "service/contexts.h"
 #include "service/service.h"
@@ -26,6 +27,7 @@ struct CommandRequest {
   std::map<std::string, std::string> env;
   sse::Format format = sse::Format::kPandastack;
   sse::Encoding encoding = sse::Encoding::kUtf8;
+  Flow flow = Flow::kWait;  // how the client that reads the command paces it
 };
 
 enum class CommandKind { kExec, kBackground };

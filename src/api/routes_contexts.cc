@@ -18,16 +18,10 @@ namespace json = boost::json;
 
 namespace {
 
-std::pair<std::string_view, std::string_view> SplitEntry(const std::string& data) {
-  const size_t nl = data.find('\n');
-  if (nl == std::string::npos) return {data, "{}"};
-  return {std::string_view(data).substr(0, nl), std::string_view(data).substr(nl + 1)};
-}
-
 // Wakes a waiter once the run has ended.
-class EndWaiter : public OutputLog::Listener {
+class EndWaiter : public EventLog::Listener {
  public:
-  EndWaiter(OutputLog& log, const asio::any_io_executor& ex) : log_(log), signal_(ex) {
+  EndWaiter(EventLog& log, const asio::any_io_executor& ex) : log_(log), signal_(ex) {
     log_.AddListener(this);
   }
   ~EndWaiter() override { log_.RemoveListener(this); }
@@ -39,21 +33,21 @@ class EndWaiter : public OutputLog::Listener {
   }
 
  private:
-  OutputLog& log_;
+  EventLog& log_;
   AsyncSignal signal_;
 };
 
 // The whole run as one document: {"execution_count", "results", "logs", "error", "exit"}.
-json::object RunJson(const CellRun& run, const OutputLog& log) {
+json::object RunJson(const CellRun& run, const EventLog& log) {
   json::array results;
   json::array out;
   json::array err;
   json::value error = nullptr;
   json::value exit = nullptr;
-  for (const LogEntry& e : log.entries()) {
-    auto [name, text] = SplitEntry(e.data);
+  for (const Event& e : log.entries()) {
+    const std::string_view name = e.name;
     boost::system::error_code ec;
-    json::value data = json::parse(text, ec);
+    json::value data = json::parse(e.data, ec);
     if (ec || !data.is_object()) continue;
     const json::object& o = data.as_object();
     if (name == "result") {
@@ -138,19 +132,11 @@ asio::awaitable<void> ServeRun(Context& ctx, std::shared_ptr<CellRun> run, uint6
   const std::string_view accept = ctx.Header(http::field::accept);
   if (accept.find("application/json") != std::string_view::npos &&
       accept.find("text/event-stream") == std::string_view::npos) {
-    EndWaiter waiter(run->log(), ctx.stream.get_executor());
+    EndWaiter waiter(*run->log(), ctx.stream.get_executor());
     co_await waiter.Wait();
-    co_return co_await ReplyJson(ctx, http::status::ok, RunJson(*run, run->log()));
+    co_return co_await ReplyJson(ctx, http::status::ok, RunJson(*run, *run->log()));
   }
-  StreamSource source;
-  source.log = &run->log();
-  source.owner = run;
-  source.render = [](std::string& out, const LogEntry& e) {
-    auto [name, data] = SplitEntry(e.data);
-    sse::AppendEvent(out, e.seq, name, data);
-  };
-  const CursorOptions cursor{after, true};
-  co_await ServeStream(ctx, std::move(source), cursor);
+  co_await ServeEvents(ctx, run->log(), after, true, RenderEvent);
 }
 
 }  // namespace

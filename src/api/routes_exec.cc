@@ -115,17 +115,13 @@ asio::awaitable<void> ExecStream(Context& ctx) {
   if (!after) co_return co_await ReplyError(ctx, after.error());
   auto started = co_await StartCommand(ctx);
   if (!started) co_return co_await ReplyError(ctx, started.error());
-  auto process = started->process;
-  StreamSource source;
-  source.log = &process->log();
-  source.owner = process;
-  source.format = started->request.format;
-  source.render = [p = process.get(), format = started->request.format,
-                   encoding = started->request.encoding](std::string& out, const LogEntry& e) {
-    sse::AppendEntry(out, format, encoding, *p, e);
-  };
-  const CursorOptions cursor{*after, true};
-  co_await ServeStream(ctx, std::move(source), cursor);
+  OutputStream stream;
+  stream.process = started->process;
+  stream.format = started->request.format;
+  stream.encoding = started->request.encoding;
+  stream.after_seq = *after;
+  stream.flow = started->request.flow;
+  co_await ServeStream(ctx, stream);
 }
 
 }  // namespace sandstream::api

@@ -14,6 +14,8 @@
 #include "api/routes.h"
 #include "api/server.h"
 #include "api/sse.h"
+#include "api/stream.h"
+#include "api/websocket.h"
 #include "sandbox/files.h"
 
 namespace sandstream::api {
@@ -360,24 +362,32 @@ asio::awaitable<void> FilesMove(Context& ctx) {
 
 namespace {
 
-// Shared with readiness handlers that may outlive the coroutine frame.
-struct WatchState {
-  explicit WatchState(const asio::any_io_executor& ex) : wake(ex), inotify(ex) {}
-  AsyncSignal wake;
-  asio::posix::stream_descriptor inotify;
-  bool readable = false;
-  bool armed = false;
-  bool client_gone = false;
-};
-
-void AppendFileEvent(std::string& out, const sandbox::FileEvent& e) {
+std::string FileEventJson(const sandbox::FileEvent& e) {
   json::object data;
   data["type"] = e.type;
   data["path"] = e.path;
   if (!e.from.empty()) data["from"] = e.from;
   data["is_dir"] = e.is_dir;
   data["timestamp"] = FormatRfc3339(SystemNow());
-  sse::AppendEvent(out, 0, e.type, json::serialize(data));
+  return json::serialize(data);
+}
+
+// Moves inotify's events into `log` until the watched directory goes or `stop` is set.
+asio::awaitable<void> ProduceFileEvents(sandbox::FileWatch& watch, const sandbox::SandboxFs& fs,
+                                        asio::posix::stream_descriptor& inotify, EventLog& log,
+                                        const bool& stop) {
+  while (!stop) {
+    auto [ec] = co_await inotify.async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+    if (ec || stop) break;
+    bool gone = false;
+    for (const auto& e : watch.Drain(fs, &gone)) log.Append(e.type, FileEventJson(e));
+    if (gone) {
+      json::object error{{"code", ErrorCodeName(ErrorCode::kNotFound)},
+                         {"message", "the watched directory " + watch.path() + " is gone"}};
+      log.Append("error", json::serialize(error), {}, true);
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -388,66 +398,26 @@ asio::awaitable<void> FilesWatch(Context& ctx) {
   auto watch = sandbox::FileWatch::Start(target->fs, target->path, FlagOr(ctx, "recursive", true),
                                          kMaxWatches);
   if (!watch) co_return co_await ReplyError(ctx, watch.error());
-
-  ctx.streamed = true;
-  ctx.status = 200;
-  auto state = std::make_shared<WatchState>(ctx.stream.get_executor());
-  boost::system::error_code ec;
-  state->inotify.assign(::dup(watch->fd()), ec);
-  StreamHandle handle{&state->wake, false};
-  auto registration = ctx.server.AddStream(&handle);
-  ++ctx.service.metrics().streams_open;
-
-  std::string out =
-      "HTTP/1.1 200 OK\r\nServer: sandstreamd\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
-      "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\nX-Request-Id: " +
-      ctx.request_id + "\r\n\r\n";
+  // Watches are not resumable: a follower that falls behind the window gets a gap.
+  auto log = std::make_shared<EventLog>(LogLimits{1u << 20, 4096});
   json::object ready;
   ready["path"] = watch->path();
-  sse::AppendEvent(out, 0, "ready", json::serialize(ready));
+  log->Append("ready", json::serialize(ready));
 
-  ctx.stream.socket().async_wait(asio::socket_base::wait_read,
-                                 [state](const boost::system::error_code& e) {
-                                   if (e == asio::error::operation_aborted) return;
-                                   state->client_gone = true;
-                                   state->wake.Notify();
-                                 });
-  const auto keepalive = ctx.server.options().keepalive;
-  for (;;) {
-    bool gone = false;
-    if (handle.stopping) {
-      sse::AppendError(out, sse::Format::kPandastack, ErrorCode::kShuttingDown,
-                       "sandstreamd is shutting down");
-    } else {
-      for (const auto& e : watch->Drain(target->fs, &gone)) AppendFileEvent(out, e);
-      if (gone) {
-        sse::AppendError(out, sse::Format::kPandastack, ErrorCode::kNotFound,
-                         "the watched directory " + watch->path() + " is gone");
-      }
-    }
-    if (!out.empty()) {
-      auto [wec, n] = co_await asio::async_write(ctx.stream.socket(), asio::buffer(out), Tuple());
-      ctx.service.metrics().stream_bytes_total += n;
-      out.clear();
-      if (wec) break;
-    }
-    if (handle.stopping || gone || state->client_gone) break;
-    if (!state->armed) {
-      state->armed = true;
-      state->inotify.async_wait(asio::posix::stream_descriptor::wait_read,
-                                [state](const boost::system::error_code& e) {
-                                  state->armed = false;
-                                  if (e == asio::error::operation_aborted) return;
-                                  state->wake.Notify();
-                                });
-    }
-    if (!co_await state->wake.Wait(keepalive)) sse::AppendComment(out, "keepalive");
-  }
-  --ctx.service.metrics().streams_open;
-  ctx.server.RemoveStream(registration);
-  state->inotify.cancel(ec);
-  state->inotify.close(ec);
-  ctx.stream.socket().cancel(ec);
+  const auto ex = ctx.stream.get_executor();
+  asio::posix::stream_descriptor inotify(ex);
+  boost::system::error_code ec;
+  inotify.assign(::dup(watch->fd()), ec);
+  bool stop = false;
+  TaskGroup producer(ex);
+  producer.Spawn(ProduceFileEvents(*watch, target->fs, inotify, *log, stop));
+  co_await ServeEvents(ctx, log, 0, true, [](std::string& out, const Event& e) {
+    sse::AppendEvent(out, 0, e.name, e.data);
+  });
+  stop = true;
+  inotify.cancel(ec);
+  co_await producer.Join();
+  inotify.close(ec);
 }
 
 }  // namespace sandstream::api

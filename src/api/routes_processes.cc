@@ -84,6 +84,9 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
   if (!format) co_return co_await ReplyError(ctx, format.error());
   auto encoding = EncodingFromQuery(ctx);
   if (!encoding) co_return co_await ReplyError(ctx, encoding.error());
+  // A follower does not hold the process back unless it asks to (?flow=wait).
+  auto flow = FlowFromQuery(ctx, Flow::kSkip);
+  if (!flow) co_return co_await ReplyError(ctx, flow.error());
   auto after = StartPoint(ctx, process->log(), 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
   const uint64_t start = *after;
@@ -116,16 +119,14 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
     co_return co_await ReplyJson(ctx, http::status::ok, body);
   }
 
-  StreamSource source;
-  source.log = &process->log();
-  source.owner = process;
-  source.format = *format;
-  source.render = [p = process.get(), f = *format, e = *encoding](std::string& out,
-                                                                  const LogEntry& entry) {
-    sse::AppendEntry(out, f, e, *p, entry);
-  };
-  const CursorOptions cursor{start, ctx.QueryFlag("follow")};
-  co_await ServeStream(ctx, std::move(source), cursor);
+  OutputStream stream;
+  stream.process = process;
+  stream.format = *format;
+  stream.encoding = *encoding;
+  stream.after_seq = start;
+  stream.follow = ctx.QueryFlag("follow");
+  stream.flow = *flow;
+  co_await ServeStream(ctx, stream);
 }
 
 asio::awaitable<void> ProcessStdin(Context& ctx) {

@@ -13,49 +13,28 @@ namespace json = boost::json;
 
 namespace {
 
-// The `/logs` view of a journal record: only what a person reads.
-json::object LogLine(const json::object& record) {
-  json::object line;
-  for (const char* key : {"seq", "time", "level", "message"}) {
-    if (auto* v = record.if_contains(key)) line[key] = *v;
-  }
-  return line;
-}
-
 asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  std::shared_ptr<OutputLog> journal = (*sb)->journal;
+  std::shared_ptr<EventLog> journal = (*sb)->journal;
   auto after = StartPoint(ctx, *journal, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
   const uint64_t start = *after;
 
   if (!WantsStream(ctx)) {
     json::array items;
-    for (const LogEntry* e : journal->Read(start, UINT64_MAX).entries) {
-      if (e->kind != EntryKind::kStdout) continue;
-      json::object record = json::parse(e->data).as_object();
-      items.push_back(as_logs ? json::value(LogLine(record)) : json::value(std::move(record)));
+    for (const Event* e : journal->Read(start, UINT64_MAX).entries) {
+      items.push_back(json::parse(as_logs ? e->summary : e->data));
     }
     json::object body;
     body[as_logs ? "logs" : "events"] = std::move(items);
     co_return co_await ReplyJson(ctx, http::status::ok, body);
   }
-
-  StreamSource source;
-  source.log = journal.get();
-  source.owner = journal;
-  source.render = [as_logs](std::string& out, const LogEntry& e) {
-    if (e.kind != EntryKind::kStdout) return;  // the end marker of a deleted sandbox
-    if (!as_logs) {
-      const json::object record = json::parse(e.data).as_object();
-      sse::AppendEvent(out, e.seq, record.at("type").as_string(), e.data);
-      return;
-    }
-    sse::AppendEvent(out, e.seq, "log", json::serialize(LogLine(json::parse(e.data).as_object())));
-  };
-  const CursorOptions cursor{start, ctx.QueryFlag("follow")};
-  co_await ServeStream(ctx, std::move(source), cursor);
+  EventRender render = RenderEvent;
+  if (as_logs) {
+    render = [](std::string& out, const Event& e) { sse::AppendEvent(out, e.seq, "log", e.summary); };
+  }
+  co_await ServeEvents(ctx, std::move(journal), start, ctx.QueryFlag("follow"), std::move(render));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "api/request.h"
 #include "api/routes.h"
 #include "api/sse.h"
+#include "api/stream.h"
 #include "api/websocket.h"
 #include "base/base64.h"
 #include "base/ids.h"
@@ -21,24 +22,10 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr uint64_t kBatchBytes = 64 * 1024;
 constexpr int kMaxCells = 1000;
 // A login shell: bash where the sandbox has it, else sh.
 constexpr const char* kLoginShell =
     "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi";
-
-// Wakes one output pump when its log grows (or when it is told to stop).
-struct Watch : OutputLog::Listener {
-  Watch(OutputLog& watched, const asio::any_io_executor& ex) : log(watched), wake(ex) {
-    log.AddListener(this);
-  }
-  ~Watch() { log.RemoveListener(this); }
-  Watch(const Watch&) = delete;
-  Watch& operator=(const Watch&) = delete;
-  void OnAppend() override { wake.Notify(); }
-  OutputLog& log;
-  AsyncSignal wake;
-};
 
 Result<void> RequireUpgrade(const Context& ctx) {
   if (websocket::is_upgrade(ctx.req)) return Ok{};
@@ -204,30 +191,40 @@ asio::awaitable<void> OnTerminalMessage(WebSocket& ws, Terminal* terminal,
   if (terminal && !input.empty()) co_await terminal->Write(std::move(input));
 }
 
+json::object GapJson(const Gap& gap) {
+  json::object o{{"from_seq", gap.from_seq}, {"to_seq", gap.to_seq}};
+  o["bytes"] = gap.bytes ? json::value(*gap.bytes) : json::value(nullptr);
+  return o;
+}
+
 // Replays what the terminal's log retains, then follows it; ends with the exit and a close.
-asio::awaitable<void> PumpTerminal(WebSocket& ws, std::shared_ptr<Process> p, Watch& watch,
-                                   const bool& stop) {
-  uint64_t after = 0;
-  while (!stop) {
-    co_await ws.WaitWritable();
-    if (stop || ws.gone()) break;
-    auto slice = p->log().Read(after, kBatchBytes);
-    if (slice.gap) after = slice.gap->to_seq;
+// Output missed later (a skipping client that fell behind) is named in a `gap` message; the
+// start of the replay is not news.
+asio::awaitable<void> PumpTerminal(WebSocket& ws, OutputCursor& cursor, const bool& ended,
+                                   std::chrono::steady_clock::duration grace) {
+  WebSocket::Sink sink(ws, ended);
+  Process& p = cursor.process();
+  bool replayed = false;
+  const auto render = [&](const OutputLog::Slice& slice) {
+    if (slice.gap && replayed) {
+      json::object gap = GapJson(*slice.gap);
+      gap["type"] = "gap";
+      gap["terminal_id"] = p.id();
+      ws.Send(json::serialize(gap), false);
+    }
+    replayed = true;
     std::string bytes;
-    bool ended = false;
     for (const LogEntry* e : slice.entries) {
-      after = e->seq;
       if (e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr) bytes += e->data;
-      if (e->kind == EntryKind::kExit) ended = true;
     }
     if (!bytes.empty()) ws.Send(std::move(bytes), true);
-    if (ended) {
-      ws.Send(ExitMessage(*p), false);
-      ws.Close(websocket::close_code::normal);
-      break;
+    if (!slice.entries.empty() && slice.entries.back()->kind == EntryKind::kExit) {
+      ws.Send(ExitMessage(p), false);
     }
-    if (slice.entries.empty() && !slice.gap) co_await watch.wake.Wait();
-  }
+  };
+  const StreamEnd end = co_await Pump(cursor, sink, render, true);
+  if (end == StreamEnd::kEnded) ws.Close(websocket::close_code::normal);
+  if (end == StreamEnd::kGone) cursor.Park(grace);
 }
 
 // ---- multiplexed exec ----
@@ -240,8 +237,8 @@ struct ExecConnection {
   std::string sandbox_id;
   TaskGroup pumps;
   std::map<std::string, std::shared_ptr<Process>> running;  // by the client's id, serialized
-  std::set<Watch*> watches;
-  bool stop = false;
+  std::set<OutputCursor*> cursors;
+  bool ended = false;  // the client closed the connection
 };
 
 std::string Tagged(const json::value& id, std::string_view key, json::value value) {
@@ -256,7 +253,7 @@ void AppendChunkMessage(std::string& out, const std::string& id_json, EntryKind 
                                     : ",\"stream\":\"stderr\",\"data\":";
   if (encoding == sse::Encoding::kBase64) {
     out += '"';
-    out += Base64(data);
+    AppendBase64(out, data);
     out += '"';
   } else {
     sse::AppendJsonString(out, data);
@@ -265,25 +262,16 @@ void AppendChunkMessage(std::string& out, const std::string& id_json, EntryKind 
 }
 
 asio::awaitable<void> PumpCommand(ExecConnection& conn, json::value id, std::string key,
-                                  std::shared_ptr<Process> p, sse::Encoding encoding) {
-  Watch watch(p->log(), conn.ctx.stream.get_executor());
-  conn.watches.insert(&watch);
+                                  std::shared_ptr<Process> p, sse::Encoding encoding, Flow flow) {
+  OutputCursor cursor(p, conn.ctx.stream.get_executor(), 0, flow);
+  conn.cursors.insert(&cursor);
+  WebSocket::Sink sink(conn.ws, conn.ended);
   const std::string id_json = json::serialize(id);
-  uint64_t after = 0;
-  while (!conn.stop) {
-    co_await conn.ws.WaitWritable();
-    if (conn.stop || conn.ws.gone()) break;
-    auto slice = p->log().Read(after, kBatchBytes);
-    if (slice.gap) {
-      json::object gap{{"from_seq", slice.gap->from_seq}, {"to_seq", slice.gap->to_seq}};
-      gap["bytes"] = slice.gap->bytes ? json::value(*slice.gap->bytes) : json::value(nullptr);
-      conn.ws.Send(Tagged(id, "gap", std::move(gap)), false);
-      after = slice.gap->to_seq;
-    }
+  const auto render = [&](const OutputLog::Slice& slice) {
+    if (slice.gap) conn.ws.Send(Tagged(id, "gap", GapJson(*slice.gap)), false);
     // Consecutive chunks of one stream go out as one message.
     std::string pending;
     EntryKind pending_kind = EntryKind::kStdout;
-    bool ended = false;
     auto flush = [&] {
       if (pending.empty()) return;
       std::string msg;
@@ -292,7 +280,6 @@ asio::awaitable<void> PumpCommand(ExecConnection& conn, json::value id, std::str
       pending.clear();
     };
     for (const LogEntry* e : slice.entries) {
-      after = e->seq;
       if (e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr) {
         if (e->kind != pending_kind) flush();
         pending_kind = e->kind;
@@ -300,14 +287,14 @@ asio::awaitable<void> PumpCommand(ExecConnection& conn, json::value id, std::str
       } else if (e->kind == EntryKind::kExit) {
         flush();
         conn.ws.Send(Tagged(id, "exit", ExitJson(p->exit())), false);
-        ended = true;
       }
     }
     flush();
-    if (ended) break;
-    if (slice.entries.empty() && !slice.gap) co_await watch.wake.Wait();
-  }
-  conn.watches.erase(&watch);
+  };
+  const StreamEnd end = co_await Pump(cursor, sink, render, true);
+  // The command runs on when the client goes; its output waits for a resume by process id.
+  if (end == StreamEnd::kGone) cursor.Park(conn.ctx.service.options().resume_grace);
+  conn.cursors.erase(&cursor);
   if (auto it = conn.running.find(key); it != conn.running.end() && it->second == p) {
     conn.running.erase(it);
   }
@@ -370,12 +357,15 @@ void OnExecMessage(ExecConnection& conn, const WebSocket::Message& message) {
   conn.running[key] = *p;
   conn.ws.Send(Tagged(id, "start", json::object{{"process_id", (*p)->id()}, {"pid", (*p)->pid()}}),
                false);
-  conn.pumps.Spawn(PumpCommand(conn, id, key, *p, req->encoding));
+  conn.pumps.Spawn(PumpCommand(conn, id, key, *p, req->encoding, req->flow));
 }
 
 }  // namespace
 
 asio::awaitable<void> ExecPty(Context& ctx) {
+  // A client attached to a terminal holds its output back (as ssh does) unless ?flow=skip.
+  auto flow = FlowFromQuery(ctx, Flow::kWait);
+  if (!flow) co_return co_await ReplyError(ctx, flow.error());
   auto opened = OpenTerminal(ctx);
   if (!opened) co_return co_await ReplyError(ctx, opened.error());
   WebSocket ws(ctx);
@@ -383,17 +373,17 @@ asio::awaitable<void> ExecPty(Context& ctx) {
   std::optional<Terminal::Attachment> attachment;
   if (opened->terminal) attachment.emplace(opened->terminal->Attach());
   ws.Send(StartMessage(*opened->process), false);
-  Watch watch(opened->process->log(), ctx.stream.get_executor());
-  bool stop = false;
+  OutputCursor cursor(opened->process, ctx.stream.get_executor(), 0, *flow);
+  bool ended = false;
   TaskGroup pump(ctx.stream.get_executor());
-  pump.Spawn(PumpTerminal(ws, opened->process, watch, stop));
+  pump.Spawn(PumpTerminal(ws, cursor, ended, ctx.service.options().resume_grace));
   for (;;) {
     auto message = co_await ws.Read();
     if (!message) break;
     co_await OnTerminalMessage(ws, opened->terminal.get(), std::move(*message));
   }
-  stop = true;
-  watch.wake.Notify();
+  ended = true;
+  cursor.Wake();
   co_await pump.Join();
   co_await ws.Finish();
 }
@@ -411,8 +401,8 @@ asio::awaitable<void> ExecWs(Context& ctx) {
     if (!message) break;
     OnExecMessage(conn, *message);
   }
-  conn.stop = true;
-  for (Watch* w : conn.watches) w->wake.Notify();
+  conn.ended = true;
+  for (OutputCursor* c : conn.cursors) c->Wake();
   co_await conn.pumps.Join();
   co_await ws.Finish();
 }

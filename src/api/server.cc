@@ -174,7 +174,14 @@ void Server::EndStreams() {
   for (beast::tcp_stream* idle : idle_) idle->cancel();
   for (StreamHandle* h : streams_) {
     h->stopping = true;
-    if (h->wake) h->wake->Notify();
+    if (h->wake) h->wake();
+  }
+}
+
+void Server::CloseConnections() {
+  for (beast::tcp_stream* s : connections_) {
+    boost::system::error_code ec;
+    s->socket().close(ec);
   }
 }
 
@@ -186,6 +193,12 @@ void Server::RemoveStream(std::list<StreamHandle*>::iterator it) { streams_.eras
 
 asio::awaitable<void> Server::Session(tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
+  const auto connection = connections_.insert(connections_.end(), &stream);
+  struct Forget {
+    std::list<beast::tcp_stream*>& list;
+    std::list<beast::tcp_stream*>::iterator it;
+    ~Forget() { list.erase(it); }
+  } forget{connections_, connection};
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;

@@ -7,6 +7,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <optional>
 #include <string>
@@ -31,7 +32,7 @@ struct ServerOptions {
 
 // A live streaming response, so shutdown can reach it.
 struct StreamHandle {
-  AsyncSignal* wake = nullptr;
+  std::function<void()> wake;
   bool stopping = false;
 };
 
@@ -46,6 +47,9 @@ class Server {
   // idle between requests are closed at once: a keep-alive client retries elsewhere.
   void StopAccepting();
   void EndStreams();
+  // Closes every connection's socket, whatever it is doing (a write to a client that stopped
+  // reading): the last step of shutdown, after the grace.
+  void CloseConnections();
   size_t open_sessions() const { return sessions_; }
 
   const ServerOptions& options() const { return options_; }
@@ -64,6 +68,7 @@ class Server {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::list<StreamHandle*> streams_;
   std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
+  std::list<boost::beast::tcp_stream*> connections_;
   size_t sessions_ = 0;
   uint64_t next_request_ = 0;
   bool stopping_ = false;

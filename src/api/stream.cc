@@ -1,12 +1,11 @@
 #include "api/stream.h"
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
 
-#include "api/server.h"
-#include "process/async_signal.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -14,25 +13,161 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr uint64_t kBatchBytes = 256 * 1024;
+// Room at the front of every batch for its chunk-size line ("ffffffff\r\n"), so a chunk goes
+// out in one write without copying the events after it.
+constexpr size_t kChunkRoom = 10;
+// SO_SNDBUF of a stream's socket; the kernel doubles it for its own bookkeeping.
+constexpr int kSendBuffer = 1 << 20;
 
-constexpr std::string_view kHeader =
-    "HTTP/1.1 200 OK\r\n"
-    "Server: sandstreamd\r\n"
-    "Content-Type: text/event-stream; charset=utf-8\r\n"
-    "Cache-Control: no-cache\r\n"
-    "X-Accel-Buffering: no\r\n"
-    "Connection: close\r\n";
-
-// Shared with the socket-readiness handler, which may outlive the coroutine frame.
-struct Watch : OutputLog::Listener {
-  explicit Watch(const asio::any_io_executor& ex) : wake(ex) {}
-  void OnAppend() override { wake.Notify(); }
-  AsyncSignal wake;
-  bool client_gone = false;
-};
+Result<uint64_t> ParseCount(std::string_view text, std::string_view what) {
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+    return Error{ErrorCode::kInvalidRequest,
+                 std::string(what) + ", got '" + std::string(text.substr(0, 64)) + "'"};
+  }
+  return value;
+}
 
 }  // namespace
+
+SseResponse::SseResponse(Context& ctx)
+    : ctx_(ctx),
+      state_(std::make_shared<State>()),
+      keepalive_(ctx.server.options().keepalive) {
+  ctx_.status = 200;
+  ctx_.streamed = true;  // until it ends cleanly on a connection that can carry more
+  chunked_ = ctx_.req.version() >= 11;
+  handle_.wake = [state = state_] {
+    if (state->wake) state->wake();
+  };
+  registration_ = ctx_.server.AddStream(&handle_);
+  ++ctx_.service.metrics().streams_open;
+  head_ =
+      "HTTP/1.1 200 OK\r\n"
+      "Server: sandstreamd\r\n"
+      "Content-Type: text/event-stream; charset=utf-8\r\n"
+      "Cache-Control: no-cache\r\n"
+      "X-Accel-Buffering: no\r\n";
+  head_ += chunked_ ? "Transfer-Encoding: chunked\r\n" : "Connection: close\r\n";
+  if (chunked_ && !ctx_.req.keep_alive()) head_ += "Connection: close\r\n";
+  head_ += "X-Request-Id: " + ctx_.request_id + "\r\n\r\n";
+  out_.reserve(kBatchBytes + 4096);
+  out_.assign(kChunkRoom, ' ');
+  // What the kernel holds for a client is in flight: a cut loses it, and a resume can only be
+  // whole while the log still has it (the resume slack). Bounded here, not left to autotuning.
+  boost::system::error_code ignored;
+  ctx_.stream.socket().set_option(asio::socket_base::send_buffer_size(kSendBuffer), ignored);
+  // Readable while streaming means the client closed (or broke the protocol): stop then.
+  ctx_.stream.socket().async_wait(asio::socket_base::wait_read,
+                                  [state = state_](const boost::system::error_code& ec) {
+                                    if (ec == asio::error::operation_aborted) return;
+                                    state->gone = true;
+                                    if (state->wake) state->wake();
+                                  });
+}
+
+SseResponse::~SseResponse() {
+  --ctx_.service.metrics().streams_open;
+  ctx_.server.RemoveStream(registration_);
+  state_->wake = nullptr;
+  boost::system::error_code ignored;
+  ctx_.stream.socket().cancel(ignored);
+}
+
+asio::awaitable<bool> SseResponse::Flush() {
+  if (state_->gone) co_return false;
+  const size_t body = out_.size() - kChunkRoom;
+  if (body == 0 && head_.empty()) co_return true;
+  size_t from = kChunkRoom;
+  if (chunked_ && body > 0) {
+    // A zero-size chunk would end the response: only non-empty batches are framed.
+    char hex[16];
+    auto [end, ec] = std::to_chars(hex, hex + sizeof hex, body, 16);
+    const size_t digits = static_cast<size_t>(end - hex);
+    from = kChunkRoom - digits - 2;
+    std::copy(hex, end, out_.begin() + static_cast<std::ptrdiff_t>(from));
+    out_[kChunkRoom - 2] = '\r';
+    out_[kChunkRoom - 1] = '\n';
+    out_ += "\r\n";
+  }
+  const std::array<asio::const_buffer, 2> buffers{
+      asio::buffer(head_), asio::buffer(out_.data() + from, out_.size() - from)};
+  auto [ec, n] =
+      co_await asio::async_write(ctx_.stream.socket(), buffers, asio::as_tuple(asio::use_awaitable));
+  ctx_.service.metrics().stream_bytes_total += n;
+  head_.clear();
+  out_.resize(kChunkRoom);
+  if (out_.capacity() > 4 * kBatchBytes) {
+    out_.shrink_to_fit();
+    out_.reserve(kBatchBytes + 4096);
+  }
+  if (ec) state_->gone = true;
+  co_return !ec;
+}
+
+asio::awaitable<void> SseResponse::Finish(StreamEnd end, sse::Format format) {
+  if (end == StreamEnd::kStopping) {
+    sse::AppendError(out_, format, ErrorCode::kShuttingDown, "sandstreamd is shutting down");
+  }
+  if (!co_await Flush() || !chunked_) co_return;
+  auto [ec, n] = co_await asio::async_write(ctx_.stream.socket(), asio::buffer("0\r\n\r\n", 5),
+                                            asio::as_tuple(asio::use_awaitable));
+  (void)n;
+  // A response that ended whole leaves a connection the client may send its next request on.
+  ctx_.streamed = ec || end != StreamEnd::kEnded || !ctx_.req.keep_alive();
+}
+
+Result<Flow> FlowFromQuery(const Context& ctx, Flow fallback) {
+  auto text = ctx.Query("flow");
+  if (!text || text->empty()) return fallback;
+  auto flow = ParseFlow(*text);
+  if (!flow) return Error{ErrorCode::kInvalidRequest, "flow must be \"wait\" or \"skip\""};
+  return *flow;
+}
+
+asio::awaitable<void> ServeStream(Context& ctx, const OutputStream& stream) {
+  Process& process = *stream.process;
+  // EventSource stops reconnecting on 204: a follower that has seen the exit is done.
+  if (stream.follow && process.log().ended() && stream.after_seq >= process.log().last_seq()) {
+    co_return co_await ReplyEmpty(ctx, http::status::no_content);
+  }
+  auto& metrics = ctx.service.metrics();
+  SseResponse sse(ctx);
+  OutputCursor cursor(stream.process, ctx.stream.get_executor(), stream.after_seq, stream.flow);
+  sse.Watch(cursor);
+  const auto render = [&](const OutputLog::Slice& slice) {
+    if (slice.gap) {
+      sse::AppendGap(sse.out(), stream.format, *slice.gap);
+      ++metrics.gaps_total;
+    }
+    for (const LogEntry* e : slice.entries) {
+      sse::AppendEntry(sse.out(), stream.format, stream.encoding, process, *e);
+    }
+  };
+  const StreamEnd end = co_await Pump(cursor, sse, render, stream.follow);
+  if (end == StreamEnd::kGone) cursor.Park(ctx.service.options().resume_grace);
+  co_await sse.Finish(end, stream.format);
+}
+
+void RenderEvent(std::string& out, const Event& e) { sse::AppendEvent(out, e.seq, e.name, e.data); }
+
+asio::awaitable<void> ServeEvents(Context& ctx, std::shared_ptr<EventLog> log, uint64_t after_seq,
+                                  bool follow, EventRender render) {
+  SseResponse sse(ctx);
+  EventCursor cursor(std::move(log), ctx.stream.get_executor(), after_seq);
+  sse.Watch(cursor);
+  auto& metrics = ctx.service.metrics();
+  const auto render_slice = [&](const EventLog::Slice& slice) {
+    if (slice.gap) {
+      sse::AppendGap(sse.out(), sse::Format::kPandastack, *slice.gap);
+      ++metrics.gaps_total;
+    }
+    for (const Event* e : slice.entries) render(sse.out(), *e);
+  };
+  const StreamEnd end = co_await Pump(cursor, sse, render_slice, follow);
+  co_await sse.Finish(end, sse::Format::kPandastack);
+}
 
 Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback) {
   std::string_view text = ctx.Header("Last-Event-ID");
@@ -40,96 +175,20 @@ Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback) {
     if (auto since = ctx.Query("since")) text = *since;
   }
   if (text.empty()) return fallback;
-  uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size()) {
-    return Error{ErrorCode::kInvalidRequest,
-                 "Last-Event-ID / since must be a sequence number, got '" + std::string(text) + "'"};
-  }
-  return value;
+  return ParseCount(text, "Last-Event-ID / since must be a sequence number");
+}
+
+Result<std::optional<uint64_t>> TailQuery(const Context& ctx) {
+  auto tail = ctx.Query("tail");
+  if (!tail) return std::optional<uint64_t>();
+  auto n = ParseCount(*tail, "tail must be a non-negative number");
+  if (!n) return std::move(n).error();
+  return std::optional<uint64_t>(*n);
 }
 
 bool WantsStream(const Context& ctx) {
   return ctx.QueryFlag("follow") ||
          ctx.Header(http::field::accept).find("text/event-stream") != std::string_view::npos;
-}
-
-Result<uint64_t> StartPoint(const Context& ctx, const OutputLog& log, uint64_t fallback) {
-  auto after = ResumePoint(ctx, fallback);
-  if (!after) return after;
-  auto tail = ctx.Query("tail");
-  if (!tail) return after;
-  uint64_t n = 0;
-  auto [ptr, ec] = std::from_chars(tail->data(), tail->data() + tail->size(), n);
-  if (tail->empty() || ec != std::errc() || ptr != tail->data() + tail->size()) {
-    return Error{ErrorCode::kInvalidRequest, "tail must be a non-negative number"};
-  }
-  return std::max(*after, log.SeqBeforeTail(n));
-}
-
-asio::awaitable<void> ServeStream(Context& ctx, StreamSource source, CursorOptions cursor) {
-  ctx.streamed = true;
-  ctx.status = 200;
-  auto& metrics = ctx.service.metrics();
-  auto watch = std::make_shared<Watch>(ctx.stream.get_executor());
-  StreamHandle handle{&watch->wake, false};
-  auto registration = ctx.server.AddStream(&handle);
-  source.log->AddListener(watch.get());
-  ++metrics.streams_open;
-
-  std::string out;
-  out.reserve(kBatchBytes + 4096);
-  out += kHeader;
-  out += "X-Request-Id: " + ctx.request_id + "\r\n\r\n";
-
-  // Readable while streaming means the client closed (or broke the protocol): stop then.
-  ctx.stream.socket().async_wait(asio::socket_base::wait_read,
-                                 [watch](const boost::system::error_code& ec) {
-                                   if (ec == asio::error::operation_aborted) return;
-                                   watch->client_gone = true;
-                                   watch->wake.Notify();
-                                 });
-
-  uint64_t after = cursor.after_seq;
-  std::optional<uint64_t> offset;  // the client's output offset, once known exactly
-  const auto keepalive = ctx.server.options().keepalive;
-  for (;;) {
-    if (handle.stopping) {
-      sse::AppendError(out, source.format, ErrorCode::kShuttingDown, "sandstreamd is shutting down");
-      co_await asio::async_write(ctx.stream.socket(), asio::buffer(out),
-                                 asio::as_tuple(asio::use_awaitable));
-      break;
-    }
-    auto slice = source.log->Read(after, kBatchBytes, offset);
-    if (slice.gap) {
-      sse::AppendGap(out, source.format, *slice.gap);
-      ++metrics.gaps_total;
-      after = slice.gap->to_seq;
-    }
-    for (const LogEntry* e : slice.entries) {
-      source.render(out, *e);
-      after = e->seq;
-      offset = e->offset + e->data.size();
-    }
-    const bool done = source.log->ended() && after >= source.log->last_seq();
-    if (!out.empty()) {
-      auto [ec, n] = co_await asio::async_write(ctx.stream.socket(), asio::buffer(out),
-                                                asio::as_tuple(asio::use_awaitable));
-      metrics.stream_bytes_total += n;
-      out.clear();
-      if (ec) break;
-      if (out.capacity() > 4 * kBatchBytes) out.shrink_to_fit();
-      continue;  // more may have arrived while writing
-    }
-    if (done || !cursor.follow || watch->client_gone) break;
-    if (!co_await watch->wake.Wait(keepalive)) sse::AppendComment(out, "keepalive");
-  }
-
-  --metrics.streams_open;
-  source.log->RemoveListener(watch.get());
-  ctx.server.RemoveStream(registration);
-  boost::system::error_code ignored;
-  ctx.stream.socket().cancel(ignored);
 }
 
 }  // namespace sandstream::api

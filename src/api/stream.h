@@ -1,36 +1,121 @@
-// Serves one SSE response as a cursor over an OutputLog: replays what the client has not
-// seen, then follows new entries as they are appended. The log's writer never waits for it; a
-// cursor that fell out of the window sends a `gap` and carries on. A client that goes away
-// ends only this response.
+// The one stream primitive: a cursor (process/cursor.h) read into a sink until its log ends,
+// the client goes away or the daemon stops. Two sinks: an SSE response (this file) and a
+// WebSocket (websocket.h). Every streaming route is a cursor, a sink and a renderer.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <functional>
+#include <list>
 #include <memory>
+#include <string>
 
 #include "api/http.h"
+#include "api/server.h"
 #include "api/sse.h"
+#include "process/cursor.h"
+#include "process/event_log.h"
 #include "process/output_log.h"
 
 namespace sandstream::api {
 
-struct StreamSource {
-  OutputLog* log = nullptr;
-  std::shared_ptr<const void> owner;  // keeps `log` alive for the whole response
-  std::function<void(std::string& out, const LogEntry& entry)> render;
+enum class StreamEnd { kEnded, kGone, kStopping };
+
+// Reads `cursor` into `sink` until the log ends (without `follow`: until what it holds now has
+// been sent), the client goes or the daemon stops. `render(slice)` puts a batch (its gap
+// included) into the sink; the cursor lets the log drop it once the sink has it.
+template <class Cursor, class Sink, class Render>
+boost::asio::awaitable<StreamEnd> Pump(Cursor& cursor, Sink& sink, Render render, bool follow) {
+  for (;;) {
+    if (sink.stopping()) co_return StreamEnd::kStopping;
+    auto slice = cursor.Next(sink.batch_bytes());
+    if (slice.gap || !slice.entries.empty()) {
+      render(slice);
+      if (!co_await sink.Flush()) co_return StreamEnd::kGone;
+      cursor.Taken();
+      continue;
+    }
+    if (cursor.AtEnd() || !follow) co_return StreamEnd::kEnded;
+    if (sink.gone()) co_return StreamEnd::kGone;
+    // What waits in the sink (the response header, a keepalive) goes out before the wait.
+    if (!co_await sink.Flush()) co_return StreamEnd::kGone;
+    if (!co_await cursor.Wait(sink.keepalive())) sink.Keepalive();
+  }
+}
+
+// An SSE response: `Transfer-Encoding: chunked` to HTTP/1.1 clients (each flush one chunk),
+// close-delimited to HTTP/1.0 ones. Knows when the client has gone (the socket turns readable
+// mid-stream) and when the daemon stops, and wakes the cursor then.
+class SseResponse {
+ public:
+  static constexpr uint64_t kBatchBytes = 256 * 1024;
+
+  explicit SseResponse(Context& ctx);
+  ~SseResponse();
+  SseResponse(const SseResponse&) = delete;
+  SseResponse& operator=(const SseResponse&) = delete;
+
+  // The signal to notify when the client goes or the daemon stops (the cursor's).
+  template <class Cursor>
+  void Watch(Cursor& cursor) {
+    state_->wake = [&cursor] { cursor.Wake(); };
+  }
+  // Events are appended here, then sent by Flush().
+  std::string& out() { return out_; }
+  // Sends the headers (the first time) and what out() holds. False once the client is gone.
+  boost::asio::awaitable<bool> Flush();
+  // Ends the response: an `error` event if the daemon is stopping, the last chunk.
+  boost::asio::awaitable<void> Finish(StreamEnd end, sse::Format format);
+
+  bool stopping() const { return handle_.stopping; }
+  bool gone() const { return state_->gone; }
+  uint64_t batch_bytes() const { return kBatchBytes; }
+  std::chrono::steady_clock::duration keepalive() const { return keepalive_; }
+  void Keepalive() { sse::AppendComment(out_, "keepalive"); }
+
+ private:
+  // Shared with the readiness handler, which may outlive the response.
+  struct State {
+    bool gone = false;
+    std::function<void()> wake;
+  };
+
+  Context& ctx_;
+  std::shared_ptr<State> state_;
+  StreamHandle handle_;
+  std::list<StreamHandle*>::iterator registration_;
+  std::string head_;  // the response header, until it is sent
+  std::string out_;   // from kChunkRoom on: the events of this chunk
+  bool chunked_ = false;
+  std::chrono::steady_clock::duration keepalive_;
+};
+
+// How a reader of a process's output paces it: `?flow=` on GET routes, `"flow"` in JSON bodies;
+// `fallback` when absent. Anything else is kInvalidRequest.
+Result<Flow> FlowFromQuery(const Context& ctx, Flow fallback);
+
+// Serves a process's output log as SSE from after `after_seq`.
+struct OutputStream {
+  std::shared_ptr<Process> process;
   sse::Format format = sse::Format::kPandastack;
+  sse::Encoding encoding = sse::Encoding::kUtf8;
+  uint64_t after_seq = 0;
+  bool follow = true;
+  Flow flow = Flow::kWait;
 };
+boost::asio::awaitable<void> ServeStream(Context& ctx, const OutputStream& stream);
 
-struct CursorOptions {
-  uint64_t after_seq = 0;  // entries after this seq are sent
-  bool follow = true;      // false: end after what is retained now
-};
-
-boost::asio::awaitable<void> ServeStream(Context& ctx, StreamSource source, CursorOptions cursor);
+// Serves an event log as SSE from after `after_seq`; `render` writes one event (or nothing).
+using EventRender = std::function<void(std::string& out, const Event& e)>;
+boost::asio::awaitable<void> ServeEvents(Context& ctx, std::shared_ptr<EventLog> log,
+                                         uint64_t after_seq, bool follow, EventRender render);
+// The default rendering: `id`, `event` and `data` as the log holds them.
+void RenderEvent(std::string& out, const Event& e);
 
 // Where a reader starts: after Last-Event-ID (else ?since=, else `fallback`), moved forward to
 // the last ?tail=N output chunks of `log` when tail is given. Bad numbers: kInvalidRequest.
-Result<uint64_t> StartPoint(const Context& ctx, const OutputLog& log, uint64_t fallback);
+template <class Log>
+Result<uint64_t> StartPoint(const Context& ctx, const Log& log, uint64_t fallback);
 
 // Whether a log route answers as SSE: `follow` is set or the client accepts text/event-stream.
 bool WantsStream(const Context& ctx);
@@ -38,5 +123,18 @@ bool WantsStream(const Context& ctx);
 // Where a reader resumes: Last-Event-ID, else ?since=, else `fallback`.
 // Returns kInvalidRequest for a value that is not a non-negative integer.
 Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback);
+
+// ?tail=N, when given. Returns kInvalidRequest for a value that is not a non-negative integer.
+Result<std::optional<uint64_t>> TailQuery(const Context& ctx);
+
+template <class Log>
+Result<uint64_t> StartPoint(const Context& ctx, const Log& log, uint64_t fallback) {
+  auto after = ResumePoint(ctx, fallback);
+  if (!after) return after;
+  auto tail = TailQuery(ctx);
+  if (!tail) return std::move(tail).error();
+  if (!*tail) return after;
+  return std::max(*after, log.SeqBeforeTail(**tail));
+}
 
 }  // namespace sandstream::api

@@ -49,7 +49,7 @@ WebSocket::WebSocket(Context& ctx)
       ws_(ctx.stream),
       drained_(ctx.stream.get_executor()),
       stop_(ctx.stream.get_executor()),
-      handle_{&stop_, false},
+      handle_{[this] { stop_.Notify(); }, false},
       tasks_(ctx.stream.get_executor()) {}
 
 WebSocket::~WebSocket() {
@@ -150,6 +150,11 @@ asio::awaitable<void> WebSocket::WriteLoop() {
 
 asio::awaitable<void> WebSocket::WaitWritable() {
   while (!gone() && queued_bytes_ >= kHighWater) co_await drained_.Wait();
+}
+
+asio::awaitable<bool> WebSocket::Sink::Flush() {
+  co_await ws_.WaitWritable();
+  co_return !gone();
 }
 
 asio::awaitable<void> WebSocket::ShutdownWatch() {

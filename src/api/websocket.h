@@ -55,6 +55,8 @@ class WebSocket {
   void Send(std::string data, bool binary);
   void Close(websocket::close_code code, std::string_view reason = {});
   bool gone() const { return gone_ || close_queued_; }
+  // The daemon is shutting down: the connection is being closed with "going away".
+  bool stopping() const { return handle_.stopping; }
   // Until the queue is short enough to add to (or the connection is gone): producers wait
   // here, so a slow client makes them fall behind in their logs, not grow this queue.
   boost::asio::awaitable<void> WaitWritable();
@@ -63,6 +65,25 @@ class WebSocket {
   boost::asio::awaitable<void> Finish();
 
   const std::string& request_id() const { return ctx_.request_id; }
+
+  // One stream's view of the connection, as a sink for Pump(): messages are queued on it, and a
+  // batch counts as taken once the queue is short enough. `ended` is set when the connection's
+  // reader is done (the client closed it).
+  class Sink {
+   public:
+    Sink(WebSocket& ws, const bool& ended) : ws_(ws), ended_(ended) {}
+    boost::asio::awaitable<bool> Flush();
+    bool stopping() const { return ws_.stopping(); }
+    bool gone() const { return ended_ || ws_.gone(); }
+    uint64_t batch_bytes() const { return 64 * 1024; }
+    // Beast's pings keep the connection alive; a stream has nothing to add.
+    std::chrono::steady_clock::duration keepalive() const { return std::chrono::hours(1); }
+    void Keepalive() {}
+
+   private:
+    WebSocket& ws_;
+    const bool& ended_;
+  };
 
  private:
   struct Frame {

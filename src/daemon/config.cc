@@ -40,6 +40,8 @@ const Field kFields[] = {
     {"log_window_entries", &Config::log_window_entries},
     {"retained_tail_bytes", &Config::retained_tail_bytes},
     {"keepalive_seconds", &Config::keepalive_seconds},
+    {"resume_grace_seconds", &Config::resume_grace_seconds},
+    {"reader_stall_seconds", &Config::reader_stall_seconds},
     {"kill_grace_ms", &Config::kill_grace_ms},
     {"shutdown_grace_ms", &Config::shutdown_grace_ms},
     {"sandbox_default_ttl_seconds", &Config::sandbox_default_ttl_seconds},
@@ -132,6 +134,12 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
   }
   if (c.exec_default_timeout_seconds < 0) problems.push_back("exec_default_timeout_seconds must not be negative");
   if (c.max_timeout_seconds <= 0) problems.push_back("max_timeout_seconds must be greater than 0");
+  if (c.resume_grace_seconds < 0 || c.resume_grace_seconds > 86400) {
+    problems.push_back("resume_grace_seconds must be between 0 and 86400");
+  }
+  if (c.reader_stall_seconds <= 0 || c.reader_stall_seconds > 604800) {
+    problems.push_back("reader_stall_seconds must be greater than 0 and at most 604800");
+  }
   if (c.log_window_bytes > c.log_window_max_bytes) {
     problems.push_back("log_window_bytes must not exceed log_window_max_bytes");
   }

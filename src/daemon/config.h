@@ -29,6 +29,8 @@ struct Config {
   int64_t log_window_entries = 65536;        // chunks retained per process (bounds the cost of tiny writes)
   int64_t retained_tail_bytes = 65536;       // output kept in the database after a process ends
   int64_t keepalive_seconds = 15;            // idle SSE streams get a `: keepalive` comment this often
+  double resume_grace_seconds = 30;          // a reader that holds its process back (flow "wait") and loses its connection keeps its place this long, so a resume gets every byte (0: not at all)
+  double reader_stall_seconds = 300;         // a reader that holds its process back and takes nothing for this long becomes a skipping reader (it gets a `gap`)
   int64_t kill_grace_ms = 2000;              // between TERM and KILL when a process is stopped
   int64_t shutdown_grace_ms = 5000;          // how long shutdown waits for streams to drain
   int64_t sandbox_default_ttl_seconds = 0;   // TTL of sandboxes created without one (0: none)

@@ -1,6 +1,5 @@
 // sandstreamd: the composition root. Reads the config, opens the store, picks the runtime,
 // serves HTTP on one io_context thread, and shuts down in order on SIGTERM/SIGINT.
-#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,6 +85,8 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.log_window_max_bytes = static_cast<uint64_t>(c.log_window_max_bytes);
   o.retained_tail_bytes = static_cast<uint64_t>(c.retained_tail_bytes);
   o.kill_grace = std::chrono::milliseconds(c.kill_grace_ms);
+  o.resume_grace = std::chrono::milliseconds(static_cast<int64_t>(c.resume_grace_seconds * 1000));
+  o.reader_stall = std::chrono::milliseconds(static_cast<int64_t>(c.reader_stall_seconds * 1000));
   o.sandbox_default_ttl_seconds = c.sandbox_default_ttl_seconds;
   o.max_sandboxes = static_cast<size_t>(c.max_sandboxes);
   o.max_processes_per_sandbox = static_cast<size_t>(c.max_processes_per_sandbox);
@@ -113,6 +114,13 @@ asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& s
     timer.expires_after(std::chrono::milliseconds(20));
     co_await timer.async_wait(asio::use_awaitable);
   }
+  // Whatever is still open is stuck (a write to a client that reads nothing): close it, and let
+  // its session end before the server goes.
+  server.CloseConnections();
+  for (int i = 0; i < 50 && server.open_sessions() > 0; ++i) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
   log::Info("stopped");
   io.stop();
 }
@@ -121,10 +129,6 @@ asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& s
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
-  // Output chunks are up to 128 KiB: keep them on the heap instead of an mmap/munmap (and
-  // fresh zeroed pages) per chunk, which glibc does from 128 KiB by default.
-  mallopt(M_MMAP_THRESHOLD, 8 << 20);
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
   bool print_config = false;
   bool help = false;
   auto config = LoadConfig(std::vector<std::string>(argv + 1, argv + argc), &print_config, &help);

@@ -1,12 +1,17 @@
 // A process's output log: every chunk read from its pipes, sequence-numbered across both
-// streams, in a bounded window. Readers are cursors (a sequence number); the writer never
-// waits for them. A reader that falls out of the window learns exactly which entries it missed.
+// streams, in a bounded window. Readers are cursors (a sequence number). A reader that skips
+// never holds the writer back and learns exactly which entries it missed; a reader that waits
+// places a hold, and while a hold keeps the window full the writer must pause (Full()).
 // Pure data structure: no I/O, no Asio; listeners are told of appends synchronously.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,8 +26,18 @@ struct LogEntry {
   uint64_t seq = 0;
   EntryKind kind = EntryKind::kStdout;
   SystemTime time;
-  std::string data;     // output bytes (stdout/stderr); empty for start and exit
-  uint64_t offset = 0;  // output bytes of the whole log that came before this entry
+  std::string_view data;  // output bytes (stdout/stderr), in the log's storage; empty otherwise
+  uint64_t offset = 0;    // output bytes of the whole log that came before this entry
+  uint64_t block = 0;     // the storage block holding `data`
+};
+
+// An entry with its own bytes: what the store keeps of a finished process.
+struct StoredEntry {
+  uint64_t seq = 0;
+  EntryKind kind = EntryKind::kStdout;
+  SystemTime time;
+  std::string data;
+  uint64_t offset = 0;
 };
 
 // Entries a reader can no longer get: `from_seq`..`to_seq`, `bytes` of output (when known).
@@ -35,6 +50,45 @@ struct Gap {
 struct LogLimits {
   uint64_t max_bytes = 8u << 20;   // output bytes retained
   uint64_t max_entries = 1u << 16; // entries retained (bounds per-entry overhead of tiny writes)
+};
+
+// Where output bytes live: blocks that grow from 4 KiB to 1 MiB, so a quiet process costs a
+// page and a loud one few allocations; the large ones are mapped and, past a small pool, given
+// back to the kernel when freed, so memory follows what logs retain now, not what they once did.
+class BlockStore {
+ public:
+  BlockStore() = default;
+  BlockStore(const BlockStore&) = delete;
+  BlockStore& operator=(const BlockStore&) = delete;
+  ~BlockStore();
+
+  // Contiguous room at the end of the newest block: at most `want` bytes, and all of them when
+  // `whole` (a copy), else at least a useful part of them (a read may take less).
+  std::span<char> Room(size_t want, bool whole);
+  // Takes the first `n` bytes of the last Room() as used; returns them and their block's id.
+  std::pair<std::string_view, uint64_t> Commit(size_t n);
+  // Frees the blocks before the one with id `block`.
+  void FreeBefore(uint64_t block);
+  void Clear();
+  size_t allocated_bytes() const { return allocated_; }
+
+  // Bytes of freed large blocks kept for reuse, daemon-wide (one io thread).
+  static constexpr size_t kPoolBytes = 16u << 20;
+  static constexpr size_t kLargeBlock = 1u << 20;
+
+ private:
+  struct Block {
+    char* base = nullptr;
+    size_t size = 0;
+    size_t used = 0;
+    uint64_t id = 0;
+  };
+  static char* Allocate(size_t size);
+  static void Release(char* base, size_t size);
+
+  std::deque<Block> blocks_;
+  uint64_t next_id_ = 1;
+  size_t allocated_ = 0;
 };
 
 class OutputLog {
@@ -51,13 +105,18 @@ class OutputLog {
   OutputLog(const OutputLog&) = delete;
   OutputLog& operator=(const OutputLog&) = delete;
 
-  // Appends an entry and evicts the oldest ones beyond the limits; returns its seq.
-  // Appending after kExit is a bug and is ignored (returns 0).
+  // Appends an entry (its bytes copied) and evicts the oldest ones beyond the limits that no
+  // hold keeps; returns its seq. Appending after kExit is a bug and is ignored (returns 0).
   uint64_t Append(EntryKind kind, std::string_view data, SystemTime time = SystemNow());
+  // Output read straight into the log: Room() gives space, Commit() appends its first `n`
+  // bytes as an entry. Nothing may be appended between the two.
+  std::span<char> Room(size_t want) { return store_.Room(want, false); }
+  uint64_t Commit(EntryKind kind, size_t n, SystemTime time = SystemNow());
 
   // The entries after `after_seq`, at most about `max_bytes` of output (at least one entry).
   // If some entries after `after_seq` were evicted, `gap` says which; `known_offset` is the
   // reader's output offset after `after_seq` if it knows it (so the gap's bytes are exact).
+  // The pointers are valid until the next append, eviction or hold change.
   struct Slice {
     std::optional<Gap> gap;
     std::vector<const LogEntry*> entries;
@@ -67,6 +126,9 @@ class OutputLog {
 
   // Entries of the last `n` output chunks (start and exit included when retained).
   uint64_t SeqBeforeTail(uint64_t n) const;
+  // The seq of the newest retained entry that ends at or before output offset `offset`, or
+  // `fallback` when there is none.
+  uint64_t LastSeqEndingBy(uint64_t offset, uint64_t fallback) const;
 
   uint64_t last_seq() const { return next_seq_ - 1; }
   uint64_t next_seq() const { return next_seq_; }
@@ -76,23 +138,60 @@ class OutputLog {
   uint64_t retained_bytes() const { return retained_bytes_; }
   uint64_t evicted_entries() const { return evicted_entries_; }
   uint64_t evicted_bytes() const { return evicted_bytes_; }
+  size_t allocated_bytes() const { return store_.allocated_bytes(); }
+  const LogLimits& limits() const { return limits_; }
   const std::deque<LogEntry>& entries() const { return entries_; }
 
-  // Evicts the oldest entries (never the newest) until at most `max_bytes` of output remain:
-  // a finished process nobody reads keeps only its tail.
+  // Keeps at most `max_bytes` of output, the newest, in storage of just that size: a finished
+  // process nobody reads keeps only its tail. Holds are dropped (nothing is written any more).
   void Trim(uint64_t max_bytes);
   size_t listener_count() const { return listeners_.size(); }
 
   // Refills a log from stored entries (a finished process after a restart); keeps their seqs.
-  void Restore(std::vector<LogEntry> entries);
+  void Restore(std::vector<StoredEntry> entries);
 
   void AddListener(Listener* l);
   void RemoveListener(Listener* l);
 
+  // ---- flow control ----
+  // A hold is a waiting reader's place: it keeps every entry after `keep_after` from eviction,
+  // and its reader has not yet taken the entries after `taken_after` (keep_after <= taken_after:
+  // what lies between is kept so that a client cut off mid-way can resume). The log is Full()
+  // while holds keep it over its limits and a holding reader still has entries to take: the
+  // writer must stop reading until `on_space` is called. A parked hold belongs to a reader
+  // whose client went away (it has taken nothing since); the next new hold replaces it.
+  using HoldId = uint64_t;
+  HoldId AddHold(uint64_t after_seq) { return AddHold(after_seq, after_seq, false); }
+  HoldId AddHold(uint64_t keep_after, uint64_t taken_after, bool parked);
+  void MoveHold(HoldId id, uint64_t keep_after, uint64_t taken_after);
+  void RemoveHold(HoldId id);
+  // Removes a hold whose client may come back later (a parked one whose grace passed): where
+  // that client can resume from is remembered, so its gap is told in exact bytes.
+  void ReleaseHold(HoldId id);
+  bool HasHold(HoldId id) const;
+  size_t hold_count() const { return holds_.size(); }
+  // Drops the holds that keep the oldest entry and still have entries to take (their readers
+  // stalled): they become skipping readers and see a gap. Returns how many were dropped.
+  size_t DropBlockingHolds();
+  bool Full() const;
+  void set_on_space(std::function<void()> on_space) { on_space_ = std::move(on_space); }
+
  private:
+  uint64_t Push(EntryKind kind, std::string_view data, uint64_t block, SystemTime time);
   void Evict();
+  // Evicts what it can; tells the writer when a full log got room.
+  void Relieve(bool was_full);
+  uint64_t KeptAfter() const;  // the lowest keep_after of the holds (UINT64_MAX: none)
+
+  struct Hold {
+    HoldId id;
+    uint64_t keep_after;
+    uint64_t taken_after;
+    bool parked;
+  };
 
   LogLimits limits_;
+  BlockStore store_;
   std::deque<LogEntry> entries_;
   uint64_t next_seq_ = 1;
   uint64_t total_bytes_ = 0;
@@ -102,6 +201,20 @@ class OutputLog {
   uint64_t evicted_bytes_ = 0;
   bool ended_ = false;
   std::vector<Listener*> listeners_;
+  std::vector<Hold> holds_;
+  HoldId next_hold_ = 1;
+  // Remembers the output offset after each entry a released reader may resume from.
+  void RememberTaken(const Hold& h);
+  std::optional<uint64_t> OffsetAfter(uint64_t seq) const;
+
+  // Seq -> output offset after it, for entries a reader may resume from once they are evicted:
+  // the most recently evicted ones, and those a released reader had taken (its client's
+  // Last-Event-ID is among them). A resume from one of them gets a gap in exact bytes.
+  std::deque<std::pair<uint64_t, uint64_t>> evicted_ends_;
+  std::map<uint64_t, uint64_t> taken_ends_;
+  static constexpr size_t kEvictedIndex = 1024;
+  static constexpr size_t kTakenIndex = 65536;
+  std::function<void()> on_space_;
 };
 
 }  // namespace sandstream

@@ -2,15 +2,18 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <cstring>
 
 #include "base/log.h"
 #include "platform/pty.h"
@@ -27,7 +30,18 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr size_t kReadBuffer = 128 * 1024;
+// One read(2) takes at most this much: large enough for few syscalls per GiB, small enough that
+// the stream renders it while it is still in cache.
+constexpr size_t kReadMax = 256 * 1024;
+// What a terminal may still deliver after its leader exited beyond what FIONREAD counted (the
+// tty layer's buffers are not all in that count).
+constexpr size_t kTerminalDrainSlack = 64 * 1024;
+
+size_t Pending(int fd) {
+  int n = 0;
+  if (::ioctl(fd, FIONREAD, &n) != 0 || n < 0) return 0;
+  return static_cast<size_t>(n);
+}
 
 auto Tuple() { return asio::as_tuple(use_awaitable); }
 
@@ -47,7 +61,9 @@ Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptio
       idle_timer_(ex),
       grace_timer_(ex),
       exited_signal_(ex),
-      drained_signal_(ex) {}
+      drained_signal_(ex),
+      room_out_(ex),
+      room_err_(ex) {}
 
 Process::~Process() = default;
 
@@ -73,7 +89,7 @@ Result<std::shared_ptr<Process>> Process::Start(const asio::any_io_executor& ex,
 
 std::shared_ptr<Process> Process::Restore(const asio::any_io_executor& ex, CommandSpec spec,
                                           SystemTime started_at, int pid, ExitRecord exit,
-                                          std::vector<LogEntry> tail, uint64_t stdout_bytes,
+                                          std::vector<StoredEntry> tail, uint64_t stdout_bytes,
                                           uint64_t stderr_bytes) {
   auto p = std::make_shared<Process>(ex, std::move(spec), ProcessOptions{});
   p->started_at_ = started_at;
@@ -117,6 +133,14 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
     if (input >= 0) stdin_ = std::make_unique<Desc>(ex_, input);
   }
   pidfd_ = std::make_unique<Desc>(ex_, spawned->pidfd.release());
+  // The readers read(2) themselves once the reactor says a pipe is readable.
+  boost::system::error_code ignored;
+  out_->non_blocking(true, ignored);
+  if (err_) err_->non_blocking(true, ignored);
+  log_.set_on_space([this] {
+    room_out_.Notify();
+    room_err_.Notify();
+  });
   log_.Append(EntryKind::kStart, {}, started_at_);
 
   auto self = shared_from_this();
@@ -129,21 +153,20 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
   return Ok{};
 }
 
-void Process::OnOutput(EntryKind kind, std::string_view data) {
-  last_output_ = SteadyNow();
+ssize_t Process::ReadInto(int fd, EntryKind kind, size_t want) {
   std::string& carry = kind == EntryKind::kStdout ? carry_out_ : carry_err_;
-  (kind == EntryKind::kStdout ? stdout_bytes_ : stderr_bytes_) += data.size();
-  if (!carry.empty()) {
-    carry.append(data);
-    const size_t k = Utf8CompletePrefix(carry);
-    if (k == 0) return;
-    log_.Append(kind, std::string_view(carry).substr(0, k));
-    carry.erase(0, k);
-    return;
-  }
-  const size_t k = Utf8CompletePrefix(data);
-  if (k > 0) log_.Append(kind, data.substr(0, k));
-  carry.assign(data.substr(k));
+  // The bytes of a code point cut by the last read go first, so it is whole in this entry.
+  std::span<char> room = log_.Room(carry.size() + want);
+  std::memcpy(room.data(), carry.data(), carry.size());
+  const ssize_t n = ::read(fd, room.data() + carry.size(), room.size() - carry.size());
+  if (n <= 0) return n;
+  last_output_ = SteadyNow();
+  (kind == EntryKind::kStdout ? stdout_bytes_ : stderr_bytes_) += static_cast<uint64_t>(n);
+  const std::string_view got(room.data(), carry.size() + static_cast<size_t>(n));
+  const size_t k = Utf8CompletePrefix(got);
+  carry.assign(got.substr(k));  // before Commit: the next Room() reuses these bytes
+  if (k > 0) log_.Commit(kind, k);
+  return n;
 }
 
 void Process::FlushCarry(EntryKind kind) {
@@ -153,40 +176,86 @@ void Process::FlushCarry(EntryKind kind) {
   carry.clear();
 }
 
+asio::awaitable<void> Process::WaitForRoom(AsyncSignal& room) {
+  ++held_readers_;
+  while (log_.Full() && !leader_exited_) {
+    const bool notified = co_await room.Wait(options_.reader_stall);
+    if (!notified) DropStalledReaders();
+  }
+  --held_readers_;
+  last_output_ = SteadyNow();  // held back is not idle: the idle clock starts again now
+}
+
+void Process::DropStalledReaders() {
+  // No reader took anything for the whole stall limit: the ones holding the oldest output
+  // become skipping readers (they see a gap) and the process runs on.
+  if (!log_.Full() || leader_exited_) return;
+  stalled_readers_ += log_.DropBlockingHolds();
+  log::Info("stalled reader dropped to skipping", {{"process", spec_.id}});
+}
+
 asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, EntryKind kind) {
   auto self = shared_from_this();
-  std::unique_ptr<char[]> buf(new char[kReadBuffer]);
-  bool& drained = kind == EntryKind::kStdout ? out_drained_ : err_drained_;
+  const bool is_out = kind == EntryKind::kStdout;
+  bool& drained = is_out ? out_drained_ : err_drained_;
+  std::optional<size_t>& budget = is_out ? out_budget_ : err_budget_;
+  AsyncSignal& room = is_out ? room_out_ : room_err_;
+  const int fd = pipe.native_handle();
+  bool readable = true;  // the pipe may hold output already: read before waiting
   for (;;) {
-    auto [ec, n] = co_await pipe.async_read_some(asio::buffer(buf.get(), kReadBuffer), Tuple());
-    // After the exit record, output of processes the command left running is discarded:
-    // the log has ended, and closing the pipe would kill them with SIGPIPE.
-    if (n > 0 && !exit_) OnOutput(kind, std::string_view(buf.get(), n));
-    const bool eof = ec && ec != asio::error::operation_aborted;
-    if (leader_exited_ && !drained) {
-      // The leader is gone: what it wrote is in the pipe already. Take it, in order, after
-      // the read that may just have completed, then let WaitLoop write the exit record.
-      if (!eof) DrainNow(pipe, kind);
-      FlushCarry(kind);
-      drained = true;
-      drained_signal_.Notify();
+    if (log_.Full() && !leader_exited_) co_await WaitForRoom(room);
+    if (drained) {
+      // After the exit record, output of processes the command left running is read and
+      // dropped (closing the pipe would kill them with SIGPIPE, leaving it full would hang them).
+      static thread_local char sink[64 * 1024];
+      if (!readable) {
+        auto [ec] = co_await pipe.async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+        if (ec) break;
+      }
+      const ssize_t n = ::read(fd, sink, sizeof sink);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
+      readable = n > 0;
+      co_await asio::post(ex_, use_awaitable);
+      continue;
     }
-    if (eof) break;
+    if (!readable) {
+      if (leader_exited_) {
+        // The reader saw EAGAIN after the leader exited: everything it wrote has been taken.
+        FlushCarry(kind);
+        drained = true;
+        drained_signal_.Notify();
+        continue;
+      }
+      // Cancelled when the leader exits: then the reader takes what the pipe holds.
+      co_await pipe.async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+      readable = true;
+      continue;
+    }
+    size_t want = kReadMax;
+    if (budget) {
+      if (*budget == 0) {
+        readable = false;
+        continue;
+      }
+      want = std::min(want, *budget);
+    }
+    const ssize_t n = ReadInto(fd, kind, want);
+    if (n > 0) {
+      if (budget) *budget -= static_cast<size_t>(n);
+      // One read per turn: whatever the process writes, the rest of the daemon gets its turn.
+      co_await asio::post(ex_, use_awaitable);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      readable = errno == EINTR;
+      continue;
+    }
+    break;  // end of file, or EIO from a terminal whose last writer is gone
   }
   if (!drained) {
     FlushCarry(kind);
     drained = true;
     drained_signal_.Notify();
-  }
-}
-
-void Process::DrainNow(asio::posix::stream_descriptor& pipe, EntryKind kind) {
-  std::unique_ptr<char[]> buf(new char[kReadBuffer]);
-  for (;;) {
-    ssize_t n = ::read(pipe.native_handle(), buf.get(), kReadBuffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    OnOutput(kind, std::string_view(buf.get(), static_cast<size_t>(n)));
   }
 }
 
@@ -210,11 +279,16 @@ asio::awaitable<void> Process::WaitLoop() {
     }
   }
   leader_exited_ = true;
-  // Wake the readers; each drains its pipe and reports. A read that already completed is
-  // delivered first, so the output keeps its order.
+  // What the leader wrote is in its pipes now: each reader takes that much (no more, so a
+  // writer it left running cannot delay the exit record), even past the window, and reports.
+  const size_t slack = spec_.pty ? kTerminalDrainSlack : 0;
+  out_budget_ = Pending(out_->native_handle()) + slack;
+  if (err_) err_budget_ = Pending(err_->native_handle());
   boost::system::error_code ignored;
   if (!out_drained_) out_->cancel(ignored);
   if (err_ && !err_drained_) err_->cancel(ignored);
+  room_out_.Notify();
+  room_err_.Notify();
   while (!out_drained_ || (err_ && !err_drained_)) co_await drained_signal_.Wait();
   Finish(info.si_code, info.si_status);
 }
@@ -261,12 +335,13 @@ asio::awaitable<void> Process::TimeoutLoop() {
 asio::awaitable<void> Process::IdleLoop() {
   auto self = shared_from_this();
   const auto idle = Seconds(*spec_.idle_timeout_seconds);
-  // Re-arms from the last output instead of resetting a timer per chunk.
+  // Re-arms from the last output instead of resetting a timer per chunk. While a waiting
+  // reader holds the process back it is not idle: the clock starts when reading resumes.
   while (!exit_) {
-    idle_timer_.expires_at(last_output_ + idle);
+    idle_timer_.expires_at((held() ? SteadyNow() : last_output_) + idle);
     auto [ec] = co_await idle_timer_.async_wait(Tuple());
     if (ec || exit_) co_return;
-    if (SteadyNow() - last_output_ >= idle) {
+    if (!held() && SteadyNow() - last_output_ >= idle) {
       Kill(ExitReason::kIdleTimeout);
       co_return;
     }
@@ -336,6 +411,15 @@ void Process::KillNow(ExitReason reason) {
   if (exit_ || pid_ <= 0) return;
   if (!kill_reason_) kill_reason_ = reason;
   ::kill(-pid_, SIGKILL);
+}
+
+void Process::Park(uint64_t keep_after, uint64_t taken_after,
+                   std::chrono::steady_clock::duration grace) {
+  const OutputLog::HoldId hold = log_.AddHold(keep_after, taken_after, true);
+  auto timer = std::make_shared<asio::steady_timer>(ex_, grace);
+  timer->async_wait([self = shared_from_this(), hold, timer](const boost::system::error_code&) {
+    self->log_.ReleaseHold(hold);
+  });
 }
 
 asio::awaitable<void> Process::WaitExit() {

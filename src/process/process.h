@@ -1,6 +1,7 @@
-// One supervised process: its pipes are read as fast as the process writes, every chunk goes
-// into its OutputLog, timeouts kill its whole process group, and its end becomes one
-// ExitRecord. Runs on the daemon's single io_context thread. Knows nothing of HTTP.
+// One supervised process: its pipes are read as fast as the process writes and its readers
+// take the output (a waiting reader holds it back, as a pipe would), every chunk goes into its
+// OutputLog, timeouts kill its whole process group, and its end becomes one ExitRecord. Runs on
+// the daemon's single io_context thread. Knows nothing of HTTP.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -44,6 +45,9 @@ struct CommandSpec {
 
 struct ProcessOptions {
   std::chrono::milliseconds kill_grace{2000};  // TERM, then KILL after this
+  // A waiting reader that takes nothing for this long while it holds the process back is
+  // dropped to skipping (it sees a gap): a client that stops reading cannot hold it forever.
+  std::chrono::milliseconds reader_stall{300000};
 };
 
 enum class ProcessStatus { kRunning, kExited };
@@ -59,7 +63,7 @@ class Process : public std::enable_shared_from_this<Process> {
   // A finished process brought back from the store: its exit record and retained tail.
   static std::shared_ptr<Process> Restore(const boost::asio::any_io_executor& ex,
                                           CommandSpec spec, SystemTime started_at, int pid,
-                                          ExitRecord exit, std::vector<LogEntry> tail,
+                                          ExitRecord exit, std::vector<StoredEntry> tail,
                                           uint64_t stdout_bytes, uint64_t stderr_bytes);
 
   Process(const boost::asio::any_io_executor& ex, CommandSpec spec, ProcessOptions options);
@@ -90,19 +94,30 @@ class Process : public std::enable_shared_from_this<Process> {
   void KillNow(ExitReason reason);
   // Resolves once the exit record exists.
   boost::asio::awaitable<void> WaitExit();
+  // Keeps the output after `keep_after` for `grace`, holding the process back as its reader
+  // did (it had taken up to `taken_after`): the place of a waiting reader whose client went
+  // away, for the client to resume from. The next waiting reader takes over from it.
+  void Park(uint64_t keep_after, uint64_t taken_after, std::chrono::steady_clock::duration grace);
+  // Whether the daemon is holding the process back now (a waiting reader is behind).
+  bool held() const { return held_readers_ > 0; }
+  // How often a stalled reader was dropped to skipping.
+  uint64_t stalled_readers() const { return stalled_readers_; }
 
  private:
   Result<void> Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
                       std::function<uint64_t()> oom_counter);
   boost::asio::awaitable<void> ReadLoop(boost::asio::posix::stream_descriptor& pipe,
                                         EntryKind kind);
+  // One read(2) straight into the log. Returns what read() returned (-1 with errno set).
+  ssize_t ReadInto(int fd, EntryKind kind, size_t want);
+  // Until a waiting reader makes room in the log (or the leader exits).
+  boost::asio::awaitable<void> WaitForRoom(AsyncSignal& room);
+  void DropStalledReaders();
   boost::asio::awaitable<void> WaitLoop();
   boost::asio::awaitable<void> TimeoutLoop();
   boost::asio::awaitable<void> IdleLoop();
   boost::asio::awaitable<void> FeedStdin(std::string data);
-  void OnOutput(EntryKind kind, std::string_view data);
   void FlushCarry(EntryKind kind);
-  void DrainNow(boost::asio::posix::stream_descriptor& pipe, EntryKind kind);
   void Finish(int code, int status);
   void Spawn(boost::asio::awaitable<void> task);
 
@@ -133,6 +148,13 @@ class Process : public std::enable_shared_from_this<Process> {
   boost::asio::steady_timer grace_timer_;
   AsyncSignal exited_signal_;
   AsyncSignal drained_signal_;  // a reader drained its pipe after the leader exited
+  AsyncSignal room_out_;        // the log has room again (one signal per reader)
+  AsyncSignal room_err_;
+  // Bytes each pipe held when the leader exited: what it wrote, taken before the exit record.
+  std::optional<size_t> out_budget_;
+  std::optional<size_t> err_budget_;
+  int held_readers_ = 0;
+  uint64_t stalled_readers_ = 0;
   bool leader_exited_ = false;
   bool out_drained_ = false;
   bool err_drained_ = false;

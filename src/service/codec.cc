@@ -167,11 +167,11 @@ std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& e
     if (auto* d = o.if_contains("duration_ms"); d && d->is_int64()) exit.duration_ms = d->as_int64();
     exit.ended_at = ParseTime(o.if_contains("ended_at")).value_or(SystemNow());
 
-    std::vector<LogEntry> tail;
+    std::vector<StoredEntry> tail;
     if (auto* t = o.if_contains("tail"); t && t->is_array()) {
       for (const auto& v : t->as_array()) {
         const auto& e = v.as_object();
-        LogEntry entry;
+        StoredEntry entry;
         entry.seq = e.at("seq").to_number<uint64_t>();
         entry.kind = ParseKind(e.at("kind").as_string()).value_or(EntryKind::kStdout);
         entry.time = ParseTime(e.if_contains("time")).value_or(exit.ended_at);

@@ -68,22 +68,16 @@ CellRun::CellRun(const asio::any_io_executor& ex, uint64_t number, std::string c
       code_(std::move(code)),
       timeout_seconds_(timeout_seconds),
       idempotency_key_(std::move(idempotency_key)),
-      log_(LogLimits{64u << 20, 1u << 16}),
+      log_(std::make_shared<EventLog>(LogLimits{64u << 20, 1u << 16})),
       wake_(ex),
       started_(SteadyNow()) {}
 
 void CellRun::Emit(std::string_view event, const json::object& data) {
-  std::string entry(event);
-  entry += '\n';
-  entry += json::serialize(data);
-  log_.Append(EntryKind::kStdout, entry);
+  log_->Append(std::string(event), json::serialize(data));
 }
 
 void CellRun::End(std::string_view event, const json::object& data) {
-  std::string entry(event);
-  entry += '\n';
-  entry += json::serialize(data);
-  log_.Append(EntryKind::kExit, entry);
+  log_->Append(std::string(event), json::serialize(data), {}, true);
 }
 
 CodeContext::CodeContext(const asio::any_io_executor& ex, std::string id, std::string sandbox_id,
@@ -295,7 +289,7 @@ Result<std::shared_ptr<CellRun>> CodeContext::Submit(Service& service, std::stri
 
 void CodeContext::Forget() {
   uint64_t bytes = 0;
-  for (const auto& r : runs_) bytes += r->log_.retained_bytes();
+  for (const auto& r : runs_) bytes += r->log_->retained_bytes();
   // Oldest first, ended runs only: a queued or running one is still someone's stream.
   for (auto it = runs_.begin();
        it != runs_.end() && (runs_.size() > kRememberedRuns || bytes > kRememberedBytes);) {
@@ -303,7 +297,7 @@ void CodeContext::Forget() {
       ++it;
       continue;
     }
-    bytes -= (*it)->log_.retained_bytes();
+    bytes -= (*it)->log_->retained_bytes();
     it = runs_.erase(it);
   }
 }

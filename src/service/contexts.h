@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "process/async_signal.h"
+#include "process/event_log.h"
 #include "process/output_log.h"
 #include "process/process.h"
 #include "service/sessions.h"
@@ -33,8 +34,7 @@ enum class Language { kPython, kJavascript, kBash };
 std::string_view LanguageName(Language language);
 std::optional<Language> ParseLanguage(std::string_view name);
 
-// One cell's events. Entry data is "<event>\n<json>"; the last entry (kExit) is `exit` or
-// `error`.
+// One cell's events; the last one, which ends its log, is `exit` or `error`.
 class CellRun {
  public:
   CellRun(const boost::asio::any_io_executor& ex, uint64_t number, std::string code,
@@ -42,10 +42,10 @@ class CellRun {
 
   uint64_t number() const { return number_; }
   const std::string& idempotency_key() const { return idempotency_key_; }
-  OutputLog& log() { return log_; }
+  const std::shared_ptr<EventLog>& log() const { return log_; }
   void Emit(std::string_view event, const boost::json::object& data);
   void End(std::string_view event, const boost::json::object& data);
-  bool ended() const { return log_.ended(); }
+  bool ended() const { return log_->ended(); }
 
  private:
   friend class CodeContext;
@@ -53,7 +53,7 @@ class CellRun {
   std::string code_;
   double timeout_seconds_;
   std::string idempotency_key_;
-  OutputLog log_;
+  std::shared_ptr<EventLog> log_;
   AsyncSignal wake_;
   SteadyTime started_;
   bool done_seen_ = false;  // the driver said the cell ended

@@ -48,12 +48,16 @@ size_t Service::running_processes() const {
 void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
                       std::string message, json::object fields) {
   const SystemTime now = SystemNow();
-  fields["seq"] = sb.journal->next_seq();
-  fields["time"] = FormatRfc3339(now);
+  const uint64_t seq = sb.journal->next_seq();
+  const std::string time = FormatRfc3339(now);
+  // The /logs view of a record: only what a person reads.
+  const json::object line{{"seq", seq}, {"time", time}, {"level", level}, {"message", message}};
+  fields["seq"] = seq;
+  fields["time"] = time;
   fields["type"] = type;
   fields["level"] = level;
-  fields["message"] = message;
-  sb.journal->Append(EntryKind::kStdout, json::serialize(fields), now);
+  fields["message"] = std::move(message);
+  sb.journal->Append(std::string(type), json::serialize(fields), json::serialize(line), false, now);
 }
 
 void Service::Persist(const SandboxEntry& sb) {
@@ -121,7 +125,7 @@ Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
   sb->created_at = SystemNow();
   sb->ttl_seconds = req.ttl_seconds.value_or(options_.sandbox_default_ttl_seconds);
   if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
-  sb->journal = std::make_shared<OutputLog>(LogLimits{1u << 20, options_.journal_entries});
+  sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
 
   sandbox::SandboxSpec spec;
   spec.id = sb->id;
@@ -220,7 +224,7 @@ Result<std::shared_ptr<Process>> Service::StartProcess(SandboxEntry& sb, Command
   spec.sandbox_id = sb.id;
   const std::string sandbox_id = sb.id;
   auto started = Process::Start(ex_, *sb.runtime, std::move(spec),
-                                ProcessOptions{options_.kill_grace},
+                                ProcessOptions{options_.kill_grace, options_.reader_stall},
                                 [this, sandbox_id](Process& p) {
                                   if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
                                 });
@@ -303,7 +307,7 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   sb->runtime->KillAll();
   auto destroyed = sb->runtime->Destroy();
   Journal(*sb, "sandbox.deleted", "info", "sandbox deleted");
-  sb->journal->Append(EntryKind::kExit, {});
+  sb->journal->End();
   if (auto r = store_.DeleteSandbox(id); !r) {
     log::Error("deleting sandbox row failed", {{"sandbox", id}, {"error", r.error().message}});
   }
@@ -356,7 +360,7 @@ void Service::Restore() {
       sb->created_at = ParseRfc3339(c->as_string()).value_or(sb->created_at);
     }
     if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
-    sb->journal = std::make_shared<OutputLog>(LogLimits{1u << 20, options_.journal_entries});
+    sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
     auto tmpl = options_.templates.find(sb->template_name);
     const std::string root = tmpl == options_.templates.end() ? "" : tmpl->second;
     sandbox::SandboxSpec spec{sb->id, root.empty() ? "base" : sb->template_name, root,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "process/event_log.h"
 #include "process/process.h"
 #include "sandbox/runtime.h"
 #include "service/metrics.h"
@@ -30,6 +31,10 @@ struct ServiceOptions {
   uint64_t retained_tail_bytes = 64u << 10;
   uint64_t exec_output_limit_bytes = 10u << 20;
   std::chrono::milliseconds kill_grace{2000};
+  // A waiting reader whose client went away keeps its place this long (a resume gets every
+  // byte); one that takes nothing this long while holding its process back is dropped.
+  std::chrono::milliseconds resume_grace{30000};
+  std::chrono::milliseconds reader_stall{300000};
   int64_t sandbox_default_ttl_seconds = 0;
   size_t max_sandboxes = 1000;
   size_t max_processes_per_sandbox = 1024;
@@ -74,8 +79,8 @@ struct SandboxEntry {
   std::unique_ptr<sandbox::Sandbox> runtime;
   std::vector<std::shared_ptr<Process>> processes;  // in start order
   std::map<std::string, std::string> idempotency;   // key -> process id
-  // The lifecycle journal: entries are JSON records; the stream ends (kExit) on deletion.
-  std::shared_ptr<OutputLog> journal;
+  // The lifecycle journal: one event per record; it ends when the sandbox is deleted.
+  std::shared_ptr<EventLog> journal;
   std::unique_ptr<boost::asio::steady_timer> ttl_timer;
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
   std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h

@@ -129,6 +129,22 @@ def chunks_of(events: list[SseEvent], stream: str = "stdout", key: str = "chunk"
     return "".join(e.json()[key] for e in events if e.event == stream)
 
 
+def assert_contiguous(events: list[SseEvent], first_seq: int = 1) -> None:
+    """Every entry seq appears once, in order, either as an event or inside a `gap`."""
+    expected = first_seq
+    for e in events:
+        if e.event == "gap":
+            g = e.json()
+            assert g["from_seq"] == expected, (g, expected)
+            assert isinstance(g["to_seq"], int) and g["to_seq"] >= g["from_seq"], g
+            assert isinstance(g["bytes"], int) and g["bytes"] > 0, g
+            assert e.id is not None and int(e.id) == g["to_seq"], (e.id, g)
+            expected = g["to_seq"] + 1
+        elif e.event != "error":
+            assert e.id is not None and int(e.id) == expected, (e.event, e.id, expected)
+            expected += 1
+
+
 class ChunkedDecoder:
     """Incremental HTTP/1.1 chunked transfer-encoding decoder."""
 

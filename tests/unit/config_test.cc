@@ -358,7 +358,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("listen"), json::value("127.0.0.1:1234"));
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
-  EXPECT_EQ(o.size(), 35u);
+  EXPECT_EQ(o.size(), 37u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;

@@ -1,11 +1,13 @@
 // Unit tests of OutputLog: sequence numbers shared by both streams, the bounded window and its
-// eviction, cursor reads with exact gaps, tails, restoring from the store, and listeners.
+// eviction, cursor reads with exact gaps, tails, restoring from the store, listeners, holds
+// (flow control: Full, room again, stalled and parked readers), and its block storage.
 #include "process/output_log.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
@@ -26,8 +28,8 @@ std::string Joined(const OutputLog::Slice& slice) {
   return out;
 }
 
-LogEntry Entry(uint64_t seq, EntryKind kind, std::string data, uint64_t offset) {
-  LogEntry e;
+StoredEntry Entry(uint64_t seq, EntryKind kind, std::string data, uint64_t offset) {
+  StoredEntry e;
   e.seq = seq;
   e.kind = kind;
   e.data = std::move(data);
@@ -257,8 +259,8 @@ TEST(OutputLogTest, ReadReportsTheGapOfEvictedEntries) {
   EXPECT_EQ(slice.gap->bytes, std::optional<uint64_t>(6));
   EXPECT_EQ(Seqs(slice), std::vector<uint64_t>({4, 5, 6}));
   EXPECT_EQ(log.Read(1, 1000).gap->bytes, std::optional<uint64_t>(6));
-  // Further in, without a known offset, the daemon cannot tell.
-  EXPECT_FALSE(log.Read(2, 1000).gap->bytes.has_value());
+  // Further in, the log remembers where recently evicted entries ended.
+  EXPECT_EQ(log.Read(2, 1000).gap->bytes, std::optional<uint64_t>(3));
 
   slice = log.Read(0, 1000, 0);
   ASSERT_TRUE(slice.gap.has_value());
@@ -410,7 +412,7 @@ TEST(OutputLogTest, ReadAfterSeqBeforeTailGivesExactlyTheLastChunks) {
 
 TEST(OutputLogTest, RestoreKeepsSeqsAndOffsets) {
   OutputLog log;
-  std::vector<LogEntry> tail;
+  std::vector<StoredEntry> tail;
   tail.push_back(Entry(5, EntryKind::kStdout, "hello", 100));
   tail.push_back(Entry(6, EntryKind::kStderr, "oops", 105));
   tail.push_back(Entry(7, EntryKind::kExit, "", 109));
@@ -441,7 +443,7 @@ TEST(OutputLogTest, RestoreKeepsSeqsAndOffsets) {
 
 TEST(OutputLogTest, RestoreOfAnUnfinishedTailContinuesItsSequence) {
   OutputLog log;
-  std::vector<LogEntry> tail;
+  std::vector<StoredEntry> tail;
   tail.push_back(Entry(1, EntryKind::kStart, "", 0));
   tail.push_back(Entry(2, EntryKind::kStdout, "ab", 0));
   log.Restore(std::move(tail));
@@ -455,7 +457,7 @@ TEST(OutputLogTest, RestoreOfAnUnfinishedTailContinuesItsSequence) {
 
 TEST(OutputLogTest, RestoreSkipsEntriesThatDoNotAdvanceTheSequence) {
   OutputLog log;
-  std::vector<LogEntry> tail;
+  std::vector<StoredEntry> tail;
   tail.push_back(Entry(3, EntryKind::kStdout, "a", 10));
   tail.push_back(Entry(3, EntryKind::kStdout, "dup", 10));
   tail.push_back(Entry(2, EntryKind::kStdout, "old", 5));
@@ -516,6 +518,216 @@ TEST(OutputLogTest, AListenerMayRemoveItselfWhileBeingTold) {
   EXPECT_EQ(middle.calls, 2);
   EXPECT_EQ(last.calls, 1);
   log.RemoveListener(&middle);
+}
+
+// ---- flow control ----
+
+std::string Bytes(size_t n, char c = 'x') { return std::string(n, c); }
+
+TEST(OutputLogHoldTest, NoHoldNeverFull) {
+  OutputLog log(LogLimits{100, 1000});
+  for (int i = 0; i < 50; ++i) log.Append(EntryKind::kStdout, Bytes(10));
+  EXPECT_FALSE(log.Full());
+  EXPECT_LE(log.retained_bytes(), 100u);
+}
+
+TEST(OutputLogHoldTest, AHoldKeepsWhatItsReaderHasNotTakenAndFillsTheLog) {
+  OutputLog log(LogLimits{100, 1000});
+  int space = 0;
+  log.set_on_space([&] { ++space; });
+  const auto hold = log.AddHold(0);
+  for (int i = 0; i < 10; ++i) log.Append(EntryKind::kStdout, Bytes(10));  // seqs 1..10
+  EXPECT_FALSE(log.Full());  // exactly at the limit
+  log.Append(EntryKind::kStdout, Bytes(10));  // 11: over, and the reader needs seq 1
+  EXPECT_TRUE(log.Full());
+  EXPECT_EQ(log.first_retained_seq(), 1u) << "nothing the reader has not taken is evicted";
+  EXPECT_EQ(log.retained_bytes(), 110u);
+  // The reader takes five entries: they may go, and the writer is told there is room.
+  log.MoveHold(hold, 5, 5);
+  EXPECT_FALSE(log.Full());
+  EXPECT_EQ(space, 1);
+  EXPECT_EQ(log.first_retained_seq(), 2u);
+  EXPECT_EQ(log.evicted_entries(), 1u);
+  log.RemoveHold(hold);
+  EXPECT_FALSE(log.Full());
+  EXPECT_EQ(space, 1) << "room is told once per full episode";
+}
+
+TEST(OutputLogHoldTest, WhatIsKeptForAResumeNeverStopsACaughtUpReader) {
+  OutputLog log(LogLimits{100, 1000});
+  const auto hold = log.AddHold(0);
+  for (int i = 0; i < 12; ++i) log.Append(EntryKind::kStdout, Bytes(10));
+  ASSERT_TRUE(log.Full());
+  // The reader took everything but keeps it all for a resume: the log is over its limits, yet
+  // the writer must not wait for a reader that waits for it.
+  log.MoveHold(hold, 0, log.last_seq());
+  EXPECT_FALSE(log.Full());
+  // One more entry makes it behind again: full.
+  log.Append(EntryKind::kStdout, Bytes(10));
+  EXPECT_TRUE(log.Full());
+}
+
+TEST(OutputLogHoldTest, AnEntryLargerThanTheWindowDoesNotDeadlock) {
+  OutputLog log(LogLimits{64, 1000});
+  const auto hold = log.AddHold(0);
+  log.Append(EntryKind::kStdout, Bytes(300));  // 1
+  EXPECT_TRUE(log.Full());
+  log.MoveHold(hold, 0, 1);
+  EXPECT_FALSE(log.Full());
+  log.Append(EntryKind::kStdout, Bytes(300));  // 2
+  log.MoveHold(hold, 1, 2);  // keeps 2 for a resume; 1 may go
+  EXPECT_FALSE(log.Full());
+  EXPECT_EQ(log.first_retained_seq(), 2u);
+}
+
+TEST(OutputLogHoldTest, TheEntryLimitHoldsToo) {
+  OutputLog log(LogLimits{1u << 20, 4});
+  const auto hold = log.AddHold(0);
+  for (int i = 0; i < 5; ++i) log.Append(EntryKind::kStdout, "a");
+  EXPECT_TRUE(log.Full());
+  log.MoveHold(hold, 1, 1);
+  EXPECT_FALSE(log.Full());
+  EXPECT_EQ(log.first_retained_seq(), 2u);
+}
+
+TEST(OutputLogHoldTest, TheSlowestOfSeveralHoldsSetsThePace) {
+  OutputLog log(LogLimits{50, 1000});
+  const auto fast = log.AddHold(0);
+  const auto slow = log.AddHold(0);
+  for (int i = 0; i < 6; ++i) log.Append(EntryKind::kStdout, Bytes(10));
+  ASSERT_TRUE(log.Full());
+  log.MoveHold(fast, 6, 6);
+  EXPECT_TRUE(log.Full()) << "the slow reader still needs seq 1";
+  log.MoveHold(slow, 3, 3);
+  EXPECT_FALSE(log.Full());
+  EXPECT_EQ(log.first_retained_seq(), 2u);
+}
+
+TEST(OutputLogHoldTest, StalledHoldsAreDroppedAndTheirReadersSeeAGap) {
+  OutputLog log(LogLimits{50, 1000});
+  int space = 0;
+  log.set_on_space([&] { ++space; });
+  const auto stalled = log.AddHold(0);
+  const auto reading = log.AddHold(0);
+  for (int i = 0; i < 6; ++i) log.Append(EntryKind::kStdout, Bytes(10));
+  log.MoveHold(reading, 6, 6);
+  ASSERT_TRUE(log.Full());
+  EXPECT_EQ(log.DropBlockingHolds(), 1u);
+  EXPECT_FALSE(log.HasHold(stalled));
+  EXPECT_TRUE(log.HasHold(reading));
+  EXPECT_FALSE(log.Full());
+  EXPECT_EQ(space, 1);
+  // The dropped reader's place is remembered: its gap is exact.
+  auto slice = log.Read(0, 1000);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->bytes, std::optional<uint64_t>(10));
+}
+
+TEST(OutputLogHoldTest, ANewReaderTakesOverFromParkedOnes) {
+  OutputLog log(LogLimits{50, 1000});
+  const auto parked = log.AddHold(2, 4, true);
+  for (int i = 0; i < 8; ++i) log.Append(EntryKind::kStdout, Bytes(10));
+  EXPECT_TRUE(log.Full());
+  EXPECT_EQ(log.first_retained_seq(), 3u) << "the parked reader keeps what its client may miss";
+  const auto resumed = log.AddHold(4);
+  EXPECT_FALSE(log.HasHold(parked));
+  EXPECT_TRUE(log.HasHold(resumed));
+  EXPECT_EQ(log.first_retained_seq(), 4u);  // 4..8 fit the window
+}
+
+TEST(OutputLogHoldTest, AReleasedParkedReaderIsResumedWithAnExactGap) {
+  OutputLog log(LogLimits{50, 1000});
+  for (int i = 0; i < 4; ++i) log.Append(EntryKind::kStdout, Bytes(10));  // 1..4
+  const auto parked = log.AddHold(1, 3, true);
+  log.ReleaseHold(parked);  // the grace passed; the client had seq 2 or 3
+  for (int i = 0; i < 4000; ++i) log.Append(EntryKind::kStdout, Bytes(5 + i % 7));
+  auto slice = log.Read(3, 1000);
+  ASSERT_TRUE(slice.gap.has_value());
+  EXPECT_EQ(slice.gap->from_seq, 4u);
+  ASSERT_TRUE(slice.gap->bytes.has_value());
+  EXPECT_EQ(*slice.gap->bytes, slice.entries.front()->offset - 30);
+  slice = log.Read(2, 1000);
+  ASSERT_TRUE(slice.gap->bytes.has_value());
+  EXPECT_EQ(*slice.gap->bytes, slice.entries.front()->offset - 20);
+}
+
+TEST(OutputLogHoldTest, TrimDropsHolds) {
+  OutputLog log(LogLimits{50, 1000});
+  log.AddHold(0);
+  for (int i = 0; i < 10; ++i) log.Append(EntryKind::kStdout, Bytes(10));
+  log.Trim(20);
+  EXPECT_EQ(log.hold_count(), 0u);
+  EXPECT_EQ(log.retained_bytes(), 20u);
+  EXPECT_FALSE(log.Full());
+}
+
+TEST(OutputLogTest, LastSeqEndingBy) {
+  OutputLog log;
+  log.Append(EntryKind::kStart, {});      // 1, ends at 0
+  log.Append(EntryKind::kStdout, "abc");  // 2, ends at 3
+  log.Append(EntryKind::kStdout, "de");   // 3, ends at 5
+  EXPECT_EQ(log.LastSeqEndingBy(0, 99), 1u);
+  EXPECT_EQ(log.LastSeqEndingBy(2, 99), 1u);
+  EXPECT_EQ(log.LastSeqEndingBy(3, 99), 2u);
+  EXPECT_EQ(log.LastSeqEndingBy(4, 99), 2u);
+  EXPECT_EQ(log.LastSeqEndingBy(100, 99), 3u);
+  OutputLog empty;
+  EXPECT_EQ(empty.LastSeqEndingBy(10, 99), 99u);
+}
+
+// ---- storage ----
+
+TEST(OutputLogStorageTest, ReadsGoStraightIntoTheLog) {
+  OutputLog log;
+  std::span<char> room = log.Room(1000);
+  ASSERT_GE(room.size(), 1000u);
+  std::memcpy(room.data(), "hello world", 11);
+  EXPECT_EQ(log.Commit(EntryKind::kStdout, 5), 1u);
+  room = log.Room(100);
+  std::memcpy(room.data(), "!", 1);
+  EXPECT_EQ(log.Commit(EntryKind::kStderr, 1), 2u);
+  auto slice = log.Read(0, 1000);
+  ASSERT_EQ(slice.entries.size(), 2u);
+  EXPECT_EQ(slice.entries[0]->data, "hello");
+  EXPECT_EQ(slice.entries[1]->data, "!");
+  EXPECT_EQ(slice.entries[1]->offset, 5u);
+}
+
+TEST(OutputLogStorageTest, AQuietLogStaysSmallAndALoudOneGivesItsMemoryBack) {
+  OutputLog quiet;
+  quiet.Append(EntryKind::kStdout, "hi\n");
+  EXPECT_LE(quiet.allocated_bytes(), 4096u);
+
+  OutputLog loud(LogLimits{4u << 20, 1u << 20});
+  for (int i = 0; i < 400; ++i) {
+    std::span<char> room = loud.Room(64 * 1024);
+    std::memset(room.data(), 'a' + i % 26, room.size());
+    loud.Commit(EntryKind::kStdout, room.size());
+  }
+  EXPECT_EQ(loud.total_bytes(), loud.evicted_bytes() + loud.retained_bytes());
+  EXPECT_LE(loud.retained_bytes(), 4u << 20);
+  // The window plus at most two blocks of slack, whatever went through.
+  EXPECT_LE(loud.allocated_bytes(), (4u << 20) + 2 * BlockStore::kLargeBlock);
+  // Every retained entry still reads back as written.
+  for (const LogEntry& e : loud.entries()) {
+    ASSERT_FALSE(e.data.empty());
+    EXPECT_EQ(e.data.find_first_not_of(e.data[0]), std::string_view::npos);
+  }
+  loud.Trim(100);
+  EXPECT_LE(loud.allocated_bytes(), 64u * 1024);
+  EXPECT_LE(loud.retained_bytes(), 100u + 64 * 1024);
+}
+
+TEST(OutputLogStorageTest, CopiesLargerThanABlockAreWhole) {
+  OutputLog log(LogLimits{8u << 20, 100});
+  const std::string big(3u << 20, 'z');
+  log.Append(EntryKind::kStdout, "a");
+  log.Append(EntryKind::kStdout, big);
+  log.Append(EntryKind::kStdout, "b");
+  auto slice = log.Read(0, UINT64_MAX);
+  ASSERT_EQ(slice.entries.size(), 3u);
+  EXPECT_EQ(slice.entries[1]->data, big);
+  EXPECT_EQ(slice.entries[2]->data, "b");
 }
 
 }  // namespace
