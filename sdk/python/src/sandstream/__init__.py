@@ -7,7 +7,7 @@
 """
 
 from ._core import ClientConfig
-from .aio import AsyncProcess, AsyncProcesses, AsyncSandbox
+from .aio import AsyncFiles, AsyncProcess, AsyncProcesses, AsyncSandbox, AsyncSession
 from .errors import (
     CommandFailed,
     Conflict,
@@ -31,10 +31,9 @@ from .errors import (
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
 from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
-from .files import AsyncFiles, FileEvent, FileInfo, Files
+from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
-from .sandbox import Process, Processes, Sandbox
-from .sessions import AsyncSession, Session
+from .sandbox import Files, Process, Processes, Sandbox, Session
 
 __version__ = "0.1.0"
 

@@ -1,9 +1,9 @@
 """What the sync and async clients share: configuration, request bodies, response parsing,
 the resume bookkeeping of a followed stream, and the callback dispatch of `exec_stream`.
 
-No I/O here; `sandbox.py` and `aio.py` drive it with httpx's sync and async clients. A plain
-request is described once as a `Call` (method, path, body, how to parse the answer) and sent by
-either client's `call()`.
+No I/O here; `aio.py` (and `sandbox.py`, generated from it) drive it with httpx's async and sync
+clients. A plain request is described once as a `Call` (method, path, body, how to parse the
+answer) and sent by either client's `call()`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .errors import CommandFailed, StreamLost, error_from_code
+from .errors import CommandFailed, ConnectionFailed, StreamLost, error_from_code
 from .events import Error, Event, EventDecoder, Exit, SseMessage, Start, Stderr, Stdout
 from .helpers import OutputDigest
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
@@ -34,6 +34,9 @@ E = TypeVar("E")
 # How long a followed stream may stay silent before it counts as dropped. The server sends a
 # keepalive comment every 15 s by default, so a minute of silence means a dead connection.
 STREAM_READ_TIMEOUT = 60.0
+
+# Long waits are made of server-side waits of this many seconds, so a dead connection is noticed.
+WAIT_SLICE = 30.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,19 @@ class ClientConfig:
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before reconnect attempt `attempt` (1-based)."""
         return float(min(0.1 * 2 ** (attempt - 1), 2.0))
+
+
+def connection_failed(
+    method: str, url: str, exc: Exception, idempotency_key: str | None
+) -> ConnectionFailed:
+    """The error for a request whose connection failed; with a key it says how to attach."""
+    message = f"{method} {url} failed: {type(exc).__name__}: {exc}"
+    if idempotency_key is not None:
+        message += (
+            f"; what it started may still be running - a retry with Idempotency-Key "
+            f"{idempotency_key} attaches to it without running it again"
+        )
+    return ConnectionFailed(message)
 
 
 def ignore_body(_: Any) -> None:

@@ -1,5 +1,13 @@
+# unasync: async only
 """The asyncio client: `AsyncSandbox` and `AsyncProcess`, the same surface as `Sandbox` and
 `Process` with coroutines and async iterators. Callbacks may be plain functions or coroutines."""
+
+# Also the source of the sync client: sdk/python/scripts/unasync.py writes sandbox.py from this
+# file, so run it after every change here. The marked blocks hold what only one client has.
+# unasync: sync only
+# """The synchronous client: `Sandbox`, its background `Process` handles, and the resumable
+# event streams behind `exec_stream` and `Process.logs`."""
+# unasync: end
 
 from __future__ import annotations
 
@@ -7,7 +15,11 @@ import asyncio
 import builtins
 import inspect
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
+# unasync: async only
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
+# unasync: sync only
+# from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+# unasync: end
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -15,6 +27,7 @@ from typing import Any, TypeVar
 import httpx
 
 from ._core import (
+    WAIT_SLICE,
     Call,
     ChunkCallback,
     ClientConfig,
@@ -22,6 +35,7 @@ from ._core import (
     Dispatch,
     check_exec,
     command_body,
+    connection_failed,
     create_sandbox_call,
     exec_call,
     exec_timeout,
@@ -50,24 +64,26 @@ from .errors import (
     error_from_response,
 )
 from .events import Error, Event, EventDecoder, Exit, SseParser
-from .files import AsyncFiles
+from .files import FileEvent, FileInfo, _FilesBase, watch_event
 from .interpreter import CellRun, CodeContext, Execution, ExecutionError, Result
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
-from .sandbox import _WAIT_SLICE, _connection_failed
-from .sessions import AsyncSession, create_session_call
+from .sessions import _SessionBase, create_session_call
 
 T = TypeVar("T")
 E = TypeVar("E")
 
 
-async def _call(callback: Callable[..., object], *args: object) -> None:
+# unasync: async only
+async def _invoke(callback: Callable[..., object], *args: object) -> None:
+    """Calls a callback and awaits what it returns if that is awaitable (a coroutine's)."""
     result = callback(*args)
     if inspect.isawaitable(result):
         await result
+# unasync: end
 
 
 class _AsyncApi:
-    """One server over an httpx.AsyncClient: URL building, auth, error mapping, retries."""
+    """One server: URL building, auth, error mapping and retries over an httpx.AsyncClient."""
 
     def __init__(self, config: ClientConfig, client: httpx.AsyncClient | None) -> None:
         self.config = config
@@ -89,7 +105,11 @@ class _AsyncApi:
         timeout: httpx.Timeout | None = None,
         idempotency_key: str | None = None,
     ) -> Any:
-        """Sends a request and returns its JSON body (None when empty); raises typed errors."""
+        """Sends a request and returns its JSON body (None when empty); raises typed errors.
+
+        With an `idempotency_key` a broken connection is retried: the server attaches the
+        retry to what the first attempt started instead of doing it again.
+        """
         all_headers = {**self.config.headers(), **(headers or {})}
         if idempotency_key is not None:
             all_headers["Idempotency-Key"] = idempotency_key
@@ -109,7 +129,7 @@ class _AsyncApi:
             except httpx.TransportError as exc:
                 failures += 1
                 if idempotency_key is None or failures > self.config.max_reconnects:
-                    raise _connection_failed(method, self.url(path), exc, idempotency_key) from exc
+                    raise connection_failed(method, self.url(path), exc, idempotency_key) from exc
                 await asyncio.sleep(self.config.backoff(failures))
         if response.status_code >= 400:
             raise error_from_response(response.status_code, response.content)
@@ -167,8 +187,15 @@ class _AsyncApi:
         stopped: Callable[[], bool] = lambda: False,
         refused: Callable[[SandboxError], SandstreamError | None] = lambda _: None,
     ) -> AsyncIterator[E]:
-        """Yields a stream's events, reconnecting after the last one seen when the stream
-        drops; see `sandstream.sandbox._Api.follow`."""
+        """Yields a stream's events (a process's, a cell's), reconnecting after the last one
+        seen when the stream drops.
+
+        A stream that ends (or breaks) before its last event (`exit` or `error`) is resumed
+        with `Last-Event-ID`; after `max_reconnects` attempts in a row without an event it
+        raises `StreamLost`. `until_exit=False` is for non-following reads, which end early by
+        design. An error answer to (re)opening the stream is raised as `refused` maps it, or
+        as it is.
+        """
         sent = False
         while not stopped():
             try:
@@ -209,10 +236,20 @@ class _AsyncApi:
 
 
 class AsyncSandbox:
+    # unasync: async only
     """A sandbox on a sandstream server, for asyncio; see `sandstream.Sandbox`.
 
     `async with await AsyncSandbox.create() as sb:` deletes the sandbox on exit.
     """
+    # unasync: sync only
+    # """A sandbox on a sandstream server.
+    #
+    # Create one with `Sandbox.create()` or attach to an existing one with `Sandbox.connect()`.
+    # Used as a context manager, the sandbox is deleted on exit. The server is `base_url`, else
+    # `SANDSTREAM_URL`, else http://127.0.0.1:8080; the key is `api_key`, else
+    # `SANDSTREAM_API_KEY`.
+    # """
+    # unasync: end
 
     def __init__(self, info: SandboxInfo, api: _AsyncApi) -> None:
         self._info = info
@@ -358,7 +395,15 @@ class AsyncSandbox:
         check: bool = False,
         session: str | None = None,
     ) -> ExecResult:
+        # unasync: async only
         """Runs a command to its end; see `Sandbox.exec`."""
+        # unasync: sync only
+        # """Runs a command to its end and returns its whole output and exit record.
+        #
+        # `cmd` as a string runs under `sh -c`; a sequence runs as argv. With `check=True` a
+        # non-zero exit raises `CommandFailed`. With `session` it runs in that shell session.
+        # """
+        # unasync: end
         body = command_body(
             cmd,
             env=env,
@@ -386,7 +431,16 @@ class AsyncSandbox:
         idempotency_key: str | None = None,
         session: str | None = None,
     ) -> AsyncIterator[Event]:
+        # unasync: async only
         """Runs a command and yields its events as they happen; see `Sandbox.exec_events`."""
+        # unasync: sync only
+        # """Runs a command and yields its events as they happen: `Start`, `Stdout`/`Stderr`
+        # chunks, `Gap`, then one `Exit` or `Error`.
+        #
+        # A dropped connection is resumed after the last event seen; the command never runs
+        # twice (the request carries an `Idempotency-Key`).
+        # """
+        # unasync: end
         body = command_body(
             cmd,
             env=env,
@@ -422,8 +476,19 @@ class AsyncSandbox:
         on_exit: Callable[[Exit], object] | None = None,
         session: str | None = None,
     ) -> int:
+        # unasync: async only
         """Runs a command, calling the callbacks per chunk as it arrives; returns the exit
         code. See `Sandbox.exec_stream`."""
+        # unasync: sync only
+        # """Runs a command, calling `on_stdout`/`on_stderr` with each chunk as it arrives, and
+        # returns the exit code.
+        #
+        # Chunks are not lines (see `LineBuffer`). `on_exit` receives the whole exit record
+        # (reason, signal, duration). With `check=True` a non-zero exit raises `CommandFailed`
+        # carrying the tail of the output. A stream that cannot be resumed raises `StreamLost`;
+        # an infrastructure failure raises the server's error (e.g. `ShuttingDown`).
+        # """
+        # unasync: end
         dispatch = Dispatch(on_stdout, on_stderr, check)
         events = self.exec_events(
             cmd,
@@ -438,16 +503,20 @@ class AsyncSandbox:
         async for event in events:
             callback, text = dispatch.callback_for(event)
             if callback is not None and text:
-                await _call(callback, text)
+                await _invoke(callback, text)
             if isinstance(event, Exit) and on_exit is not None:
-                await _call(on_exit, event)
+                await _invoke(on_exit, event)
             if isinstance(event, (Exit, Error)):
                 return dispatch.finish(event)
         raise dispatch.lost(self.id)
 
-    async def create_session(self, *, env: Mapping[str, str] | None = None,
-                             cwd: str | None = None, id: str | None = None) -> AsyncSession:
+    async def create_session(self, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                             id: str | None = None) -> AsyncSession:
+        # unasync: async only
         """Starts a persistent shell session; see `Sandbox.create_session`."""
+        # unasync: sync only
+        # """Starts a persistent shell session (`cd` and `export` persist between its commands)."""
+        # unasync: end
         return AsyncSession(self, await self._api.call(create_session_call(self._path, env, cwd, id)))
 
     async def create_code_context(self, language: str = "python", *, cwd: str | None = None,
@@ -467,8 +536,20 @@ class AsyncSandbox:
         on_error: Callable[[ExecutionError], object] | None = None,
         timeout_seconds: float | None = None,
     ) -> Execution:
+        # unasync: async only
         """Runs a cell, streaming its output to the callbacks, and returns its `Execution`;
         see `Sandbox.run_code`."""
+        # unasync: sync only
+        # """Runs a cell, streaming its output to the callbacks, and returns its `Execution`
+        # (`.results`, `.logs`, `.error`). Without `context`, one default context per language
+        # is created on first use and reused, so state persists between calls.
+        #
+        # A dropped connection is resumed after the last event seen: every event reaches the
+        # callbacks once and the cell runs once. Before the `start` event the request is retried
+        # with its `Idempotency-Key`; after it, the run is read again by its number. A run the
+        # context has forgotten by then (it keeps its last 32) raises `StreamLost`; it is never
+        # run again."""
+        # unasync: end
         if context is None:
             context = self._default_contexts.get(language)
             if context is None:
@@ -484,7 +565,7 @@ class AsyncSandbox:
         async for event in events:
             deliver = run.route(event)
             if deliver is not None:
-                await _call(deliver)
+                await _invoke(deliver)
         return run.finish()
 
     async def list_code_contexts(self) -> builtins.list[CodeContext]:
@@ -520,7 +601,15 @@ class AsyncProcesses:
         merge_stderr: bool = False,
         log_window_bytes: int | None = None,
     ) -> AsyncProcess:
+        # unasync: async only
         """Starts a command in the background and returns its handle; see `Processes.start`."""
+        # unasync: sync only
+        # """Starts a command in the background and returns its handle.
+        #
+        # `id` is an optional caller-chosen process id (`Conflict` if in use). Without `stdin`
+        # the process's stdin stays open for `send_stdin`.
+        # """
+        # unasync: end
         body = command_body(
             cmd,
             env=env,
@@ -547,13 +636,24 @@ class AsyncProcesses:
 
 
 class AsyncProcess:
+    # unasync: async only
     """A handle to a background process, for asyncio; see `sandstream.Process`."""
+    # unasync: sync only
+    # """A handle to a background process.
+    #
+    # `logs(follow=True)` yields its events; `disconnect()` stops reading (the process keeps
+    # running) and `reattach()` continues after the last event this handle saw.
+    # """
+    # unasync: end
 
     def __init__(self, sandbox: AsyncSandbox, info: ProcessInfo) -> None:
         self._sandbox = sandbox
         self._info = info
         self._cursor = process_cursor(sandbox.id, info.id)
         self._disconnected = False
+        # unasync: sync only
+        # self._response: httpx.Response | None = None
+        # unasync: end
 
     @property
     def id(self) -> str:
@@ -582,16 +682,41 @@ class AsyncProcess:
     def logs(
         self, follow: bool = True, since: int | None = None, tail: int | None = None
     ) -> AsyncIterator[Event]:
+        # unasync: async only
         """Yields the process's events; see `Process.logs`."""
+        # unasync: sync only
+        # """Yields the process's events: with `follow`, until its exit, resuming dropped
+        # connections; without, the events retained now.
+        #
+        # `since` starts after that sequence number (default: after the last event this handle
+        # saw, so a second call continues where the first stopped); `tail` starts with the last
+        # N chunks.
+        # """
+        # unasync: end
         if since is not None and since != self._cursor.last_seq:
             self._cursor = process_cursor(self._sandbox.id, self.id, since)
         self._disconnected = False
 
+        # unasync: async only
         def open_stream() -> Any:
             query = logs_params(follow, tail, self._cursor.last_seq)
             return self._sandbox._api.stream(
                 "GET", self._path + "/logs", params=query, headers=self._cursor.resume_headers()
             )
+        # unasync: sync only
+        # @contextmanager
+        # def open_stream() -> Iterator[httpx.Response]:
+        #     query = logs_params(follow, tail, self._cursor.last_seq)
+        #     with self._sandbox._api.stream(
+        #         "GET", self._path + "/logs", params=query, headers=self._cursor.resume_headers()
+        #     ) as response:
+        #         # Kept so that disconnect(), called from another thread, can close it.
+        #         self._response = response
+        #         try:
+        #             yield response
+        #         finally:
+        #             self._response = None
+        # unasync: end
 
         return self._sandbox._api.follow(
             self._cursor, open_stream, until_exit=follow, stopped=lambda: self._disconnected
@@ -602,8 +727,16 @@ class AsyncProcess:
         return self.logs(follow=True)
 
     def disconnect(self) -> None:
+        # unasync: async only
         """Stops reading the process's output at the next event; the process keeps running."""
         self._disconnected = True
+        # unasync: sync only
+        # """Stops reading the process's output; the process itself keeps running."""
+        # self._disconnected = True
+        # response = self._response
+        # if response is not None:
+        #     response.close()
+        # unasync: end
 
     async def send_stdin(self, data: str | bytes, eof: bool = False) -> int:
         """Writes to the process's stdin (closing it after with `eof`); returns bytes written."""
@@ -622,7 +755,11 @@ class AsyncProcess:
         await self.send_stdin(b"", eof=True)
 
     async def signal(self, signal: str | int = "TERM", group: bool = True) -> ProcessInfo:
+        # unasync: async only
         """Sends a signal to the process group (or only its leader)."""
+        # unasync: sync only
+        # """Sends a signal (`"TERM"`, `"SIGINT"`, `9`) to the process group (or only its leader)."""
+        # unasync: end
         body = signal_body(signal, group)
         self._info = await self._sandbox._api.call(process_call("POST", self._path + "/signal", body))
         return self._info
@@ -633,11 +770,15 @@ class AsyncProcess:
         return self._info
 
     async def wait(self, timeout: float | None = None) -> ProcessInfo:
+        # unasync: async only
         """Waits until the process exits and returns it; raises `Timeout` after `timeout` s."""
+        # unasync: sync only
+        # """Blocks until the process exits and returns it; raises `Timeout` after `timeout` s."""
+        # unasync: end
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = _WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
-            piece = min(left, _WAIT_SLICE)
+            left = WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+            piece = min(left, WAIT_SLICE)
             try:
                 self._info = await self._sandbox._api.call(
                     wait_call(self._path, piece),
@@ -648,3 +789,133 @@ class AsyncProcess:
                     raise
                 continue
             return self._info
+
+
+class AsyncSession(_SessionBase):
+    # unasync: async only
+    """A shell session in a sandbox, for asyncio; see `Session`."""
+    # unasync: sync only
+    # """A shell session in a sandbox. `env`/`cwd` given to one command apply to it alone."""
+    # unasync: end
+
+    def __init__(self, sandbox: AsyncSandbox, info: dict[str, Any]) -> None:
+        super().__init__(sandbox._path, info)
+        self._sandbox = sandbox
+
+    async def exec(self, cmd: str | Sequence[str], *, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None, stdin: str | None = None,
+                   timeout_seconds: float | None = None, check: bool = False) -> ExecResult:
+        """Runs a command in the session to its end."""
+        return await self._sandbox.exec(cmd, env=env, cwd=cwd, stdin=stdin,
+                                        timeout_seconds=timeout_seconds, check=check, session=self.id)
+
+    async def exec_stream(self, cmd: str | Sequence[str], on_stdout: ChunkCallback | None = None,
+                          on_stderr: ChunkCallback | None = None, *,
+                          env: Mapping[str, str] | None = None, cwd: str | None = None,
+                          timeout_seconds: float | None = None, check: bool = False) -> int:
+        """Runs a command in the session, streaming its output; returns the exit code."""
+        return await self._sandbox.exec_stream(cmd, on_stdout, on_stderr, env=env, cwd=cwd,
+                                               timeout_seconds=timeout_seconds, check=check,
+                                               session=self.id)
+
+    async def refresh(self) -> dict[str, Any]:
+        """The session as the server sees it now (`commands`, `busy`)."""
+        self.info = await self._sandbox._api.call(self._get())
+        return self.info
+
+    async def delete(self) -> None:
+        """Ends the session."""
+        await self._sandbox._api.call(self._delete())
+
+
+# unasync: async only
+async def _aiter(chunks: Iterable[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+# unasync: end
+
+
+class AsyncFiles(_FilesBase):
+    # unasync: async only
+    """File operations on one sandbox, for asyncio; see `Files`."""
+    # unasync: sync only
+    # """File operations on one sandbox. Paths are absolute inside the sandbox, or relative to
+    # its working directory; they never reach outside it."""
+    # unasync: end
+
+    def __init__(self, sandbox: AsyncSandbox) -> None:
+        super().__init__(sandbox._path)
+        self._api = sandbox._api
+
+    async def read(self, path: str) -> bytes:
+        """The file's bytes."""
+        url, params = self._read(path)
+        async with self._api.stream("GET", url, params=params) as response:
+            return await response.aread()
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """The file decoded as text."""
+        return (await self.read(path)).decode(encoding)
+
+    # unasync: async only
+    async def write(self, path: str, data: str | bytes | Iterable[bytes] | AsyncIterable[bytes], *,
+                    mode: str | int | None = None, parents: bool = True) -> FileInfo:
+        """Creates or replaces a file. An iterable or async iterable of bytes is streamed as it
+        is produced. `mode` is octal ("0755" or 0o755); missing parent directories are created."""
+        content: bytes | AsyncIterable[bytes]
+        if isinstance(data, str):
+            content = data.encode()
+        elif isinstance(data, (bytes, AsyncIterable)):
+            content = data
+        else:
+            content = _aiter(data)
+        return await self._api.call(self._write(path, mode, parents), content=content,
+                                    timeout=self._api.config.stream_timeout())
+    # unasync: sync only
+    # def write(self, path: str, data: str | bytes | Iterable[bytes], *, mode: str | int | None = None,
+    #           parents: bool = True) -> FileInfo:
+    #     """Creates or replaces a file. An iterable of bytes is streamed as it is produced.
+    #     `mode` is octal ("0755" or 0o755); missing parent directories are created."""
+    #     content = data.encode() if isinstance(data, str) else data
+    #     return self._api.call(self._write(path, mode, parents), content=content,
+    #                           timeout=self._api.config.stream_timeout())
+    # unasync: end
+
+    async def list(self, path: str = ".") -> list[FileInfo]:
+        """A directory's entries (symlinks are not followed)."""
+        return await self._api.call(self._list(path))
+
+    async def stat(self, path: str) -> FileInfo:
+        """What `path` is (symlinks followed)."""
+        return await self._api.call(self._stat(path))
+
+    async def exists(self, path: str) -> bool:
+        """Whether `path` exists."""
+        try:
+            await self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    async def mkdir(self, path: str, *, parents: bool = True, mode: str | int | None = None) -> FileInfo:
+        """Creates a directory (and its parents)."""
+        return await self._api.call(self._mkdir(path, parents, mode))
+
+    async def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Deletes a file, a symlink or an (empty, unless `recursive`) directory."""
+        await self._api.call(self._remove(path, recursive))
+
+    async def move(self, source: str, destination: str, *, overwrite: bool = False) -> FileInfo:
+        """Renames `source` to `destination`."""
+        return await self._api.call(self._move(source, destination, overwrite))
+
+    async def watch(self, path: str, *, recursive: bool = True) -> AsyncIterator[FileEvent]:
+        """Yields changes under the directory `path` until the caller stops iterating."""
+        url, params = self._watch(path, recursive)
+        async with self._api.stream("GET", url, params=params) as response:
+            parser = SseParser()
+            async for chunk in response.aiter_bytes():
+                for message in parser.feed(chunk):
+                    event = watch_event(message)
+                    if event is not None:
+                        yield event

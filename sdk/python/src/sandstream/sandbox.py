@@ -1,3 +1,5 @@
+# Generated from aio.py by sdk/python/scripts/unasync.py; do not edit. Edit aio.py, then run
+# `python sdk/python/scripts/unasync.py` (`--check` tells whether this file is current).
 """The synchronous client: `Sandbox`, its background `Process` handles, and the resumable
 event streams behind `exec_stream` and `Process.logs`."""
 
@@ -13,6 +15,7 @@ from typing import Any, TypeVar
 import httpx
 
 from ._core import (
+    WAIT_SLICE,
     Call,
     ChunkCallback,
     ClientConfig,
@@ -20,6 +23,7 @@ from ._core import (
     Dispatch,
     check_exec,
     command_body,
+    connection_failed,
     create_sandbox_call,
     exec_call,
     exec_timeout,
@@ -38,6 +42,7 @@ from ._core import (
     stdin_params,
     wait_call,
 )
+from . import interpreter
 from .errors import (
     ConnectionFailed,
     NotFound,
@@ -47,17 +52,13 @@ from .errors import (
     error_from_response,
 )
 from .events import Error, Event, EventDecoder, Exit, SseParser
-from . import interpreter
-from .files import Files
+from .files import FileEvent, FileInfo, _FilesBase, watch_event
 from .interpreter import CellRun, CodeContext, Execution, ExecutionError, Result
 from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
-from .sessions import Session, create_session_call
+from .sessions import _SessionBase, create_session_call
 
 T = TypeVar("T")
 E = TypeVar("E")
-
-# Long waits are made of server-side waits of this many seconds, so a dead connection is noticed.
-_WAIT_SLICE = 30.0
 
 
 class _Api:
@@ -107,7 +108,7 @@ class _Api:
             except httpx.TransportError as exc:
                 failures += 1
                 if idempotency_key is None or failures > self.config.max_reconnects:
-                    raise _connection_failed(method, self.url(path), exc, idempotency_key) from exc
+                    raise connection_failed(method, self.url(path), exc, idempotency_key) from exc
                 time.sleep(self.config.backoff(failures))
         if response.status_code >= 400:
             raise error_from_response(response.status_code, response.content)
@@ -211,18 +212,6 @@ class _Api:
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
-
-
-def _connection_failed(
-    method: str, url: str, exc: Exception, idempotency_key: str | None
-) -> ConnectionFailed:
-    message = f"{method} {url} failed: {type(exc).__name__}: {exc}"
-    if idempotency_key is not None:
-        message += (
-            f"; what it started may still be running - a retry with Idempotency-Key "
-            f"{idempotency_key} attaches to it without running it again"
-        )
-    return ConnectionFailed(message)
 
 
 class Sandbox:
@@ -650,6 +639,7 @@ class Process:
             with self._sandbox._api.stream(
                 "GET", self._path + "/logs", params=query, headers=self._cursor.resume_headers()
             ) as response:
+                # Kept so that disconnect(), called from another thread, can close it.
                 self._response = response
                 try:
                     yield response
@@ -702,8 +692,8 @@ class Process:
         """Blocks until the process exits and returns it; raises `Timeout` after `timeout` s."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = _WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
-            piece = min(left, _WAIT_SLICE)
+            left = WAIT_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+            piece = min(left, WAIT_SLICE)
             try:
                 self._info = self._sandbox._api.call(
                     wait_call(self._path, piece),
@@ -714,3 +704,102 @@ class Process:
                     raise
                 continue
             return self._info
+
+
+class Session(_SessionBase):
+    """A shell session in a sandbox. `env`/`cwd` given to one command apply to it alone."""
+
+    def __init__(self, sandbox: Sandbox, info: dict[str, Any]) -> None:
+        super().__init__(sandbox._path, info)
+        self._sandbox = sandbox
+
+    def exec(self, cmd: str | Sequence[str], *, env: Mapping[str, str] | None = None,
+             cwd: str | None = None, stdin: str | None = None,
+             timeout_seconds: float | None = None, check: bool = False) -> ExecResult:
+        """Runs a command in the session to its end."""
+        return self._sandbox.exec(cmd, env=env, cwd=cwd, stdin=stdin,
+                                  timeout_seconds=timeout_seconds, check=check, session=self.id)
+
+    def exec_stream(self, cmd: str | Sequence[str], on_stdout: ChunkCallback | None = None,
+                    on_stderr: ChunkCallback | None = None, *,
+                    env: Mapping[str, str] | None = None, cwd: str | None = None,
+                    timeout_seconds: float | None = None, check: bool = False) -> int:
+        """Runs a command in the session, streaming its output; returns the exit code."""
+        return self._sandbox.exec_stream(cmd, on_stdout, on_stderr, env=env, cwd=cwd,
+                                         timeout_seconds=timeout_seconds, check=check,
+                                         session=self.id)
+
+    def refresh(self) -> dict[str, Any]:
+        """The session as the server sees it now (`commands`, `busy`)."""
+        self.info = self._sandbox._api.call(self._get())
+        return self.info
+
+    def delete(self) -> None:
+        """Ends the session."""
+        self._sandbox._api.call(self._delete())
+
+
+class Files(_FilesBase):
+    """File operations on one sandbox. Paths are absolute inside the sandbox, or relative to
+    its working directory; they never reach outside it."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        super().__init__(sandbox._path)
+        self._api = sandbox._api
+
+    def read(self, path: str) -> bytes:
+        """The file's bytes."""
+        url, params = self._read(path)
+        with self._api.stream("GET", url, params=params) as response:
+            return response.read()
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """The file decoded as text."""
+        return self.read(path).decode(encoding)
+
+    def write(self, path: str, data: str | bytes | Iterable[bytes], *, mode: str | int | None = None,
+              parents: bool = True) -> FileInfo:
+        """Creates or replaces a file. An iterable of bytes is streamed as it is produced.
+        `mode` is octal ("0755" or 0o755); missing parent directories are created."""
+        content = data.encode() if isinstance(data, str) else data
+        return self._api.call(self._write(path, mode, parents), content=content,
+                              timeout=self._api.config.stream_timeout())
+
+    def list(self, path: str = ".") -> list[FileInfo]:
+        """A directory's entries (symlinks are not followed)."""
+        return self._api.call(self._list(path))
+
+    def stat(self, path: str) -> FileInfo:
+        """What `path` is (symlinks followed)."""
+        return self._api.call(self._stat(path))
+
+    def exists(self, path: str) -> bool:
+        """Whether `path` exists."""
+        try:
+            self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    def mkdir(self, path: str, *, parents: bool = True, mode: str | int | None = None) -> FileInfo:
+        """Creates a directory (and its parents)."""
+        return self._api.call(self._mkdir(path, parents, mode))
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Deletes a file, a symlink or an (empty, unless `recursive`) directory."""
+        self._api.call(self._remove(path, recursive))
+
+    def move(self, source: str, destination: str, *, overwrite: bool = False) -> FileInfo:
+        """Renames `source` to `destination`."""
+        return self._api.call(self._move(source, destination, overwrite))
+
+    def watch(self, path: str, *, recursive: bool = True) -> Iterator[FileEvent]:
+        """Yields changes under the directory `path` until the caller stops iterating."""
+        url, params = self._watch(path, recursive)
+        with self._api.stream("GET", url, params=params) as response:
+            parser = SseParser()
+            for chunk in response.iter_bytes():
+                for message in parser.feed(chunk):
+                    event = watch_event(message)
+                    if event is not None:
+                        yield event
