@@ -17,6 +17,12 @@ enum class Encoding { kUtf8, kBase64 };
 // Appends `text` as a JSON string literal (quotes included); invalid UTF-8 becomes U+FFFD.
 void AppendJsonString(std::string& out, std::string_view text);
 
+// The code paths of AppendJsonString, widest last; it takes the widest this CPU has.
+enum class JsonPath { kScalar, kSse2, kAvx2 };
+// AppendJsonString on `path`, for tests and the encoders bench to pin each path in turn; false
+// (and nothing appended) when this build or CPU lacks it.
+bool AppendJsonStringForTesting(JsonPath path, std::string& out, std::string_view text);
+
 // `id: N\nevent: NAME\ndata: DATA\n\n`; `id` 0 omits the id line. `data` must be one line.
 void AppendEvent(std::string& out, uint64_t id, std::string_view event, std::string_view data);
 void AppendComment(std::string& out, std::string_view text);

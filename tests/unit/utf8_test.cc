@@ -14,30 +14,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "utf8_encode.h"
+
 namespace sandstream {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
-std::string Encode(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
+std::string Encode(uint32_t cp) { return testing::EncodeUtf8(cp); }
 
 uint64_t Key(std::string_view bytes) {
   uint64_t key = bytes.size();
