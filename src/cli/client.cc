@@ -109,6 +109,7 @@ ClientResult<HttpResponse> Client::StreamExec(std::string_view sandbox_id,
   json::object body = request;
   body["encoding"] = "base64";
   body["format"] = "pandastack";
+  body["flow"] = "wait";
   HttpRequest http_request;
   http_request.method = verb::post;
   http_request.target = SandboxPath(sandbox_id) + "/exec/stream";
@@ -121,11 +122,13 @@ ClientResult<HttpResponse> Client::StreamExec(std::string_view sandbox_id,
 
 ClientResult<HttpResponse> Client::StreamLogs(std::string_view sandbox_id,
                                               std::string_view process_id, bool follow, int tail,
+                                              std::string_view flow,
                                               const std::string& last_event_id,
                                               const BodySink& sink) {
   std::string target =
       ProcessPath(sandbox_id, process_id) + "/logs?encoding=base64&format=pandastack";
   if (follow) target += "&follow=1";
+  if (follow && !flow.empty()) target += "&flow=" + std::string(flow);
   // `tail` picks where a first read starts; a resumed one continues after its last event.
   if (tail >= 0 && last_event_id.empty()) target += "&tail=" + std::to_string(tail);
   HttpRequest http_request;

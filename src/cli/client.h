@@ -28,16 +28,18 @@ class Client {
   ClientResult<boost::json::object> KillProcess(std::string_view sandbox_id,
                                                 std::string_view process_id);
 
-  // POST .../exec/stream with base64 output; with the same idempotency key and a last event id
-  // it resumes the process the first call started.
+  // POST .../exec/stream with base64 output, holding the command back rather than losing its
+  // output (flow "wait"); with the same idempotency key and a last event id it resumes the
+  // process the first call started.
   ClientResult<HttpResponse> StreamExec(std::string_view sandbox_id,
                                         const boost::json::object& request,
                                         const std::string& idempotency_key,
                                         const std::string& last_event_id, const BodySink& sink);
-  // GET .../processes/{pid}/logs as SSE with base64 output.
+  // GET .../processes/{pid}/logs as SSE with base64 output; `flow` ("wait", "skip", or empty
+  // for the server's default) paces a follow, resumes included.
   ClientResult<HttpResponse> StreamLogs(std::string_view sandbox_id, std::string_view process_id,
-                                        bool follow, int tail, const std::string& last_event_id,
-                                        const BodySink& sink);
+                                        bool follow, int tail, std::string_view flow,
+                                        const std::string& last_event_id, const BodySink& sink);
 
   HttpClient& http() { return http_; }
 

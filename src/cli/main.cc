@@ -48,8 +48,12 @@ Commands:
   start SANDBOX [--id ID] [EXEC OPTIONS] [--] CMD [ARG]...
                           start CMD in the background and print its process id
   ps SANDBOX [--json]     list a sandbox's processes
-  logs [-f] [--tail N] SANDBOX PROCESS
-                          print a process's retained output; -f follows it until it exits
+  logs [-f [--flow wait|skip]] [--tail N] SANDBOX PROCESS
+                          print a process's retained output; -f follows it until it exits.
+                          --flow skip (the default) never holds the process back: if this
+                          reader falls behind the server's window it is told what it missed
+                          ("output lost"). --flow wait holds the process back while this
+                          reader is behind, so every byte arrives, as through a pipe
   kill SANDBOX PROCESS [--signal SIG]
                           kill a process's group (TERM, a grace period, KILL), or send SIG
   shell SANDBOX [--terminal ID] [--] [CMD [ARG]...]
@@ -70,8 +74,10 @@ Global options:
   -h, --help              this text
 
 CMD runs directly, its name looked up in the sandbox's PATH; for a shell line use
-`-- sh -c 'LINE'`. If the connection drops, exec reconnects and resumes the same run after the
-last output received: the command never runs twice. Interrupting exec or run (Ctrl-C, SIGTERM,
+`-- sh -c 'LINE'`. exec and run wait for this reader: when it falls a window behind (a slow
+terminal or pipe), the command is held back in write(2) rather than losing output. If the
+connection drops, exec reconnects and resumes the same run after the last output received:
+nothing is lost or repeated, and the command never runs twice. Interrupting exec or run (Ctrl-C, SIGTERM,
 SIGHUP) sends the signal to the command; a third interrupt stops waiting for it.
 
 Exit status:
@@ -533,12 +539,15 @@ int CmdLogs(const Context& context, const Args& args) {
     tail = static_cast<int>(*value);
   }
   bool follow = args.Has("follow");
+  std::string flow = args.Get("flow").value_or("");
+  if (!flow.empty() && flow != "wait" && flow != "skip") return Usage("--flow is wait or skip");
+  if (!flow.empty() && !follow) return Usage("--flow applies to logs -f only");
   Client client = context.MakeClient();
   ProcessStream stream(TerminalOutput());
   auto followed = FollowProcess(
       stream,
       [&](const std::string& last_event_id, const BodySink& sink) {
-        return client.StreamLogs(args.positional[0], args.positional[1], follow, tail,
+        return client.StreamLogs(args.positional[0], args.positional[1], follow, tail, flow,
                                  last_event_id, sink);
       },
       /*until_exit=*/follow);
@@ -548,7 +557,7 @@ int CmdLogs(const Context& context, const Args& args) {
     PrintError(*stream.error());
     return kExitUnknown;
   }
-  if (follow && !stream.exit()) {
+  if (follow && !stream.exit() && !stream.ended()) {
     std::fprintf(stderr, "sandstream: the stream ended without the process's exit\n");
     return kExitUnknown;
   }
@@ -601,7 +610,7 @@ constexpr Flag kCreateFlags[] = {{"template"}, {"ttl"},       {"cwd"},  {"env", 
 constexpr Flag kJsonFlags[] = {{"json", 0, false}};
 constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}};
 constexpr Flag kStartFlags[] = {{"id"}};
-constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}};
+constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
 constexpr Flag kKillFlags[] = {{"signal", 's'}};
 constexpr Flag kShellFlags[] = {{"terminal"}};
 

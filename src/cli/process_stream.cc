@@ -107,6 +107,10 @@ ClientResult<void> FollowProcess(ProcessStream& stream, const StreamOpener& open
     BodySink sink = [&](std::string_view piece) { return stream.Feed(piece); };
     ClientResult<HttpResponse> response = open(resumed_from, sink);
     if (response && response->status / 100 != 2) return ApiError(*response);
+    if (response && response->status == 204) {
+      stream.End();
+      return {};
+    }
     // After the exit a broken connection loses nothing.
     if (stream.done() || (response && !until_exit)) return {};
     if (!response) {

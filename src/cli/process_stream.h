@@ -40,8 +40,12 @@ class ProcessStream {
   void HandleEvent(const SseEvent& event);
   // A new connection begins: drops anything half-received, keeps the position.
   void Reconnect() { parser_.Reset(); }
+  // The server has nothing more (a 204: the stream was resumed at or past its exit).
+  void End() { ended_ = true; }
 
-  bool done() const { return exit_.has_value() || error_.has_value() || output_closed_; }
+  bool done() const { return exit_.has_value() || error_.has_value() || output_closed_ || ended_; }
+  // End() was called: every event up to the exit was received before, perhaps by another reader.
+  bool ended() const { return ended_; }
   const std::string& last_event_id() const { return parser_.last_event_id(); }
   const std::string& process_id() const { return process_id_; }
   const std::optional<ProcessExit>& exit() const { return exit_; }
@@ -59,6 +63,7 @@ class ProcessStream {
   std::optional<ProcessExit> exit_;
   std::optional<ClientError> error_;
   bool output_closed_ = false;
+  bool ended_ = false;
 };
 
 // Opens the stream, resuming after `last_event_id` when it is not empty, and feeds the body
@@ -75,7 +80,8 @@ struct RetryPolicy {
 // Reads the stream until it ends. With `until_exit`, a stream that ends before the process's
 // exit or error is reopened like a dropped connection: a server may end its response with the
 // connection, so an end and a drop can look the same. Reopening resumes after the last event
-// received; it is not tried when the very first attempt could not reach the server. Succeeds
+// received; it is not tried when the very first attempt could not reach the server. A 204
+// answer ends the stream (stream.ended()). Succeeds
 // when the stream ended or retries ran out on streams that ended: the caller then checks
 // stream.exit() and stream.error(). Fails with the server's error, an interrupt, or the last
 // transport error once retries without progress ran out.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -20,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import API_KEY, Daemon
+from helpers import API_KEY, Daemon, create_sandbox
 
 CLI = os.environ.get("SANDSTREAM_CLI", "/work/main/build/dev/bin/sandstream")
 
@@ -203,6 +204,62 @@ def test_start_ps_logs_and_kill(env: dict[str, str], client: httpx.Client,
     assert waited.json()["exit_code"] == 128 + signal.SIGHUP
 
 
+LINE = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
+
+
+def producer(size: int, pause: float = 0) -> list[str]:
+    """A command that prints `size` bytes of LINE repeated as fast as it can, after `pause` s."""
+    head = f"sleep {pause}; " if pause else ""
+    return ["sh", "-c", f"{head}yes {LINE[:-1].decode()} | head -c {size}"]
+
+
+def read_late(proc: subprocess.Popen[bytes], delay: float) -> tuple[bytes, bytes]:
+    """Lets the CLI's stdout pipe fill, reads nothing for `delay` s, then reads to the end."""
+    time.sleep(delay)
+    try:
+        return proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+
+
+def lost_bytes(stderr: bytes) -> int:
+    """The bytes the CLI reported as lost (`output lost: ... (N bytes) ...`)."""
+    return sum(int(m) for m in re.findall(rb"output lost: events \d+\.\.\d+ \((\d+) bytes\)",
+                                          stderr))
+
+
+def test_exec_holds_a_fast_command_back_for_a_slow_reader(daemon_factory: Any) -> None:
+    """The CLI's own stdout is a pipe nobody reads for a while: the command waits for it and
+    every byte arrives, though it printed 32 windows' worth."""
+    own = daemon_factory(args=["--log-window-bytes", str(1 << 20)])
+    env = cli_env(own.url)
+    with httpx.Client(base_url=own.url, headers={"Authorization": f"Bearer {API_KEY}"}) as c:
+        sb = create_sandbox(c)["id"]
+    size = 32 << 20
+    out, err = read_late(spawn_cli(env, "exec", sb, "--", *producer(size)), 2)
+    assert err == b"", err
+    assert len(out) == size and out == LINE * (size // len(LINE)) + LINE[:size % len(LINE)]
+
+
+def test_logs_follow_waits_when_asked_and_skips_by_default(daemon_factory: Any) -> None:
+    """`logs -f --flow wait` gets every byte however slowly it is read; a default follower of
+    the same command is told exactly what it missed."""
+    own = daemon_factory(args=["--log-window-bytes", str(1 << 20)])
+    env = cli_env(own.url)
+    with httpx.Client(base_url=own.url, headers={"Authorization": f"Bearer {API_KEY}"}) as c:
+        sb = create_sandbox(c)["id"]
+    size = 32 << 20
+    for flow in (["--flow", "wait"], []):
+        # The pause lets the follower attach before the first byte.
+        pid = run_cli(env, "start", sb, "--", *producer(size, 0.5)).stdout.decode().strip()
+        out, err = read_late(spawn_cli(env, "logs", "-f", *flow, sb, pid), 2)
+        if flow:
+            assert err == b"", err
+            assert out == LINE * (size // len(LINE)) + LINE[:size % len(LINE)]
+        else:
+            assert len(out) + lost_bytes(err) == size, err
+
+
 def test_kill_with_an_unknown_signal_is_the_servers_error(daemon_factory: Any) -> None:
     # A daemon of its own: this is bad input the daemon must survive.
     own = daemon_factory()
@@ -305,6 +362,8 @@ class FakeServer:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.count = 0
+        self.request_lines: list[str] = []
+        self.bodies: list[bytes] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -323,6 +382,8 @@ class FakeServer:
                            for k, v in (line.split(":", 1) for line in lines[1:])}
                 while len(body) < int(headers.get("content-length", "0")):
                     body += conn.recv(65536)
+                self.request_lines.append(lines[0])
+                self.bodies.append(body)
                 self.handler(self.count, headers, conn)
                 self.count += 1
 
@@ -388,6 +449,23 @@ def test_fake_resume_sends_key_and_last_event_id(fake_server: Any) -> None:
     assert seen[1]["last-event-id"] == "2"
     assert seen[1]["idempotency-key"] == seen[0]["idempotency-key"]
     assert seen[0]["authorization"] == f"Bearer {API_KEY}"
+    assert [json.loads(b)["flow"] for b in server.bodies] == ["wait", "wait"]
+
+
+def test_fake_follow_keeps_its_flow_and_ends_on_a_204(fake_server: Any) -> None:
+    """A follow resumed at or past the exit is answered 204: the output so far, exit 0."""
+    def handler(n: int, headers: dict[str, str], conn: socket.socket) -> None:
+        if n == 0:
+            conn.sendall(STREAM_HEAD + chunk(START + out(2, b"one\n")))
+            return
+        conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    server = fake_server(handler)
+    result = run_cli(cli_env(server.url), "logs", "-f", "--flow", "wait", "sb_f", "proc_f")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"one\n" and result.stderr == b""
+    assert len(server.request_lines) == 2
+    assert all("&flow=wait" in line for line in server.request_lines), server.request_lines
 
 
 def test_fake_stream_without_exit_is_an_error(fake_server: Any) -> None:
@@ -422,7 +500,9 @@ def test_unreachable_server_and_bad_usage_exit_2() -> None:
     assert refused.stderr.startswith(b"sandstream: connect ")
     env = cli_env("http://127.0.0.1:1")
     for args in (["exec", "sb_x"], ["frobnicate"], ["sandbox", "create", "--ttl", "-1"],
-                 ["exec", "sb_x", "--timeout", "0", "--", "true"], ["logs", "sb_x"]):
+                 ["exec", "sb_x", "--timeout", "0", "--", "true"], ["logs", "sb_x"],
+                 ["logs", "-f", "--flow", "fast", "sb_x", "p"],
+                 ["logs", "--flow", "wait", "sb_x", "p"]):
         result = run_cli(env, *args)
         assert result.returncode == 2, args
         assert result.stderr.startswith(b"sandstream: "), args
@@ -430,3 +510,4 @@ def test_unreachable_server_and_bad_usage_exit_2() -> None:
     helped = run_cli(env, "--help")
     assert helped.returncode == 0
     assert b"Exit status" in helped.stdout
+    assert b"--flow wait|skip" in helped.stdout

@@ -331,6 +331,25 @@ TEST(FollowProcessTest, WithoutUntilExitAnEndedStreamIsDone) {
   EXPECT_EQ(attempts, 1);
 }
 
+// A follow resumed at or past the exit is answered 204: the stream is over, not lost.
+TEST(FollowProcessTest, A204EndsTheStreamWithoutRetrying) {
+  std::vector<std::string> resumed_from;
+  StreamOpener open = [&](const std::string& last_event_id,
+                          const BodySink& sink) -> ClientResult<HttpResponse> {
+    resumed_from.push_back(last_event_id);
+    if (!last_event_id.empty()) return HttpResponse{204, ""};
+    sink("id: 1\nevent: start\ndata: {\"process_id\":\"p\",\"sandbox_id\":\"s\",\"pid\":1}\n\n");
+    return Dropped();
+  };
+  ProcessStream stream({});
+  ASSERT_TRUE(FollowProcess(stream, open, /*until_exit=*/true, FastRetries()).has_value());
+  EXPECT_EQ(resumed_from, (std::vector<std::string>{"", "1"}));
+  EXPECT_TRUE(stream.ended());
+  EXPECT_TRUE(stream.done());
+  EXPECT_FALSE(stream.exit().has_value());
+  EXPECT_FALSE(stream.error().has_value());
+}
+
 TEST(ApiErrorTest, FallsBackToTheStatusForANonJsonBody) {
   ClientError error = ApiError(HttpResponse{502, "Bad Gateway\n"});
   EXPECT_EQ(error.code, "http_502");

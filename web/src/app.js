@@ -265,6 +265,10 @@ function appendOutput(pre, text, stream) {
   pre.scrollTop = pre.scrollHeight;
 }
 
+function gapText(gap) {
+  return `\n[... ${gap.bytes ?? "some"} bytes not retained ...]\n`;
+}
+
 function describeExit(e) {
   return `exit code ${e.exit_code}${e.signal ? ` (${e.signal})` : ""}, ${e.reason}, ${e.duration_ms} ms`;
 }
@@ -287,7 +291,8 @@ $("run-form").addEventListener("submit", async (e) => {
       method: "POST", signal: controller.signal,
       headers: { Authorization: `Bearer ${state.key}`, "Content-Type": "application/json",
                  Accept: "text/event-stream" },
-      body: JSON.stringify({ cmd, timeout_seconds: 3600 }),
+      // The page reads what it started: a page behind holds the command back, losing nothing.
+      body: JSON.stringify({ cmd, timeout_seconds: 3600, flow: "wait" }),
     });
     if (!res.ok) {
       const data = await res.json().catch(() => null);
@@ -299,7 +304,7 @@ $("run-form").addEventListener("submit", async (e) => {
       else if (event === "exit") {
         status.textContent = describeExit(data);
         status.className = data.exit_code === 0 ? "status-ok" : "status-bad";
-      } else if (event === "gap") appendOutput(out, `\n[... ${data.bytes ?? "some"} bytes not retained ...]\n`, "stderr");
+      } else if (event === "gap") appendOutput(out, gapText(data), "stderr");
       else if (event === "error") {
         status.textContent = `${data.code}: ${data.message}`;
         status.className = "status-bad";
@@ -363,11 +368,19 @@ async function followLogs(p) {
   out.replaceChildren();
   $("logs-title").textContent = `${p.id}: ${p.cmd || p.argv.join(" ")}`;
   try {
+    // A follower skips (the daemon's default): watching a process never holds it back, and
+    // what this page falls behind on is shown as a gap.
     const res = await fetch(`/v1/sandboxes/${state.sandbox.id}/processes/${p.id}/logs?follow=1`, {
       headers: { Authorization: `Bearer ${state.key}` }, signal: controller.signal });
+    if (!res.ok) {
+      const data = await res.json().catch(() => null);
+      throw new Error(data?.error?.message || `HTTP ${res.status}`);
+    }
     await readEvents(res, (event, data) => {
       if (event === "stdout" || event === "stderr") appendOutput(out, data.chunk, event);
       else if (event === "exit") appendOutput(out, `\n[${describeExit(data)}]\n`, data.exit_code === 0 ? "stdout" : "stderr");
+      else if (event === "gap") appendOutput(out, gapText(data), "stderr");
+      else if (event === "error") appendOutput(out, `\n[${data.code}: ${data.message}]\n`, "stderr");
     });
   } catch (err) {
     if (err.name !== "AbortError") appendOutput(out, `\n[${err.message}]\n`, "stderr");

@@ -16,6 +16,7 @@ import { chromium } from "playwright-core";
 
 const CHROMIUM = "/usr/bin/chromium";
 const API_KEY = "testkey";
+const WINDOW = 1 << 20;
 const WEB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const REPO_DIR = path.resolve(WEB_DIR, "..");
 const ARTIFACTS = path.join(REPO_DIR, "test-artifacts");
@@ -45,8 +46,10 @@ async function startDaemon() {
   const binary = process.env.SANDSTREAM_BIN ?? path.join(REPO_DIR, "build/dev/bin/sandstreamd");
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "sandstream-web-"));
   scratch.push(dataDir);
+  // A small log window, so a page that fell behind it would lose output (see the flow test).
   const child = spawn(binary, ["--listen", "127.0.0.1:0", "--data-dir", dataDir,
-                               "--web-dir", path.join(WEB_DIR, "dist")], {
+                               "--web-dir", path.join(WEB_DIR, "dist"),
+                               "--log-window-bytes", String(WINDOW)], {
     env: { ...process.env, SANDSTREAM_API_KEY: API_KEY },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -157,4 +160,27 @@ test("sign in, create a sandbox, type into its terminal, watch a command run liv
   await page.waitForSelector("#process-rows tr:has-text('echo first')");
   await page.click(".tab[data-tab=terminal]");
   await page.waitForFunction(() => document.querySelector(".xterm-rows")?.textContent.includes("console-42"));
+});
+
+test("the run view gets every byte of a command that outpaces it", async () => {
+  // Four windows' worth, printed as fast as the command can: the page's stream waits.
+  const line = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n";
+  const size = 4 * WINDOW;
+  await page.click(".tab[data-tab=run]");
+  await page.fill("#run-cmd", `yes ${line.slice(0, -1)} | head -c ${size}`);
+  const [request] = await Promise.all([
+    page.waitForRequest((r) => r.url().endsWith("/exec/stream")),
+    page.click("#run-button"),
+  ]);
+  assert.equal(JSON.parse(request.postData()).flow, "wait");
+  await page.waitForSelector("#run-status:has-text('exit code 0')", { timeout: 60_000 });
+  const { length, whole, gaps } = await page.evaluate((line) => {
+    const text = document.querySelector("#run-output").textContent;
+    return { length: text.length,
+             whole: text === line.repeat(Math.ceil(text.length / line.length)).slice(0, text.length),
+             gaps: document.querySelectorAll("#run-output span.stderr").length };
+  }, line);
+  assert.equal(gaps, 0, "no gap was shown");
+  assert.equal(length, size);
+  assert.ok(whole, "the output is the command's, in order");
 });

@@ -86,7 +86,8 @@ def test_bounded_attempts_then_a_clear_error_and_a_working_reattach(
     assert err.process_id is not None and err.process_id.startswith("proc_")
     message = str(err)
     assert "may still be running" in message
-    assert f"processes.get({err.process_id!r}).logs(follow=True, since={err.last_event_id})" in message
+    assert (f"processes.get({err.process_id!r}).logs(follow=True, since={err.last_event_id}, "
+            "flow='wait')") in message
 
     direct = Sandbox.connect(sb.id)
     try:
@@ -188,11 +189,13 @@ def test_run_code_never_runs_again_a_cell_the_context_forgot(daemon: Daemon, pro
             timeout=60,
         )
         cut = False
+        chunks: list[str] = []
 
         def on_out(chunk: str) -> None:
             # While the client is cut off, 33 more cells end: the context forgets run 1.
             nonlocal cut
-            if not cut and "line 5\n" in chunk:
+            chunks.append(chunk)
+            if not cut and "line 5\n" in "".join(chunks):
                 cut = True
                 proxy.cut()
                 for i in range(33):

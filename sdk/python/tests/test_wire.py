@@ -9,12 +9,14 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 import sandstream
 from sandstream import errors
 from sandstream.events import EventDecoder, Exit, Gap, SseParser, Start, Stderr, Stdout
+from sandstream.models import ProcessInfo
 
 
 def sse(event: str, data: dict[str, Any], seq: int | None = None) -> bytes:
@@ -24,6 +26,10 @@ def sse(event: str, data: dict[str, Any], seq: int | None = None) -> bytes:
 
 def b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
+
+
+# The start of process proc_x, as the scripted server sends it.
+START = sse("start", {"process_id": "proc_x", "sandbox_id": "sb_1", "pid": 1}, 1)
 
 
 def test_sse_parser_handles_any_chunking_and_line_endings() -> None:
@@ -120,9 +126,9 @@ def test_unknown_code_and_foreign_bodies_still_raise_sandbox_error() -> None:
 
 class Script:
     """What the scripted server answers to each streamed request (exec/stream, a cell's run,
-    re-reading a run), and what it received."""
+    re-reading a run, process logs): an SSE body, or a bare status; and what it received."""
 
-    def __init__(self, responses: list[bytes]) -> None:
+    def __init__(self, responses: list[bytes | int]) -> None:
         self.responses = responses
         self.requests: list[dict[str, Any]] = []
 
@@ -150,7 +156,11 @@ def scripted() -> Iterator[tuple[str, Script]]:
             script.requests.append({"method": self.command, "path": self.path,
                                     "headers": dict(self.headers), "body": body})
             index = min(len(script.requests), len(script.responses)) - 1
-            self._send(200, "text/event-stream", script.responses[index])
+            response = script.responses[index]
+            if isinstance(response, int):
+                self._send(response, "text/plain", b"")
+            else:
+                self._send(200, "text/event-stream", response)
 
         def _send(self, status: int, ctype: str, payload: bytes) -> None:
             self.send_response(status)
@@ -172,7 +182,7 @@ def test_a_stream_that_ends_without_exit_raises_and_never_reruns(
 ) -> None:
     url, script = scripted
     script.responses = [
-        sse("start", {"process_id": "proc_x", "sandbox_id": "sb_1", "pid": 1}, 1)
+        START
         + sse("stdout", {"chunk": b64(b"partial")}, 2),
         b": nothing more\n\n",
     ]
@@ -184,18 +194,20 @@ def test_a_stream_that_ends_without_exit_raises_and_never_reruns(
     assert chunks == ["partial"]
     err = info.value
     assert err.process_id == "proc_x" and err.last_event_id == 2 and err.attempts == 4
-    assert "may still be running" in str(err) and "logs(follow=True, since=2)" in str(err)
+    assert "may still be running" in str(err)
+    assert "logs(follow=True, since=2, flow='wait')" in str(err)
     keys = {r["headers"]["Idempotency-Key"] for r in script.requests}
     assert len(keys) == 1 and len(script.requests) == 4
     assert "Last-Event-ID" not in script.requests[0]["headers"]
     assert all(r["headers"]["Last-Event-ID"] == "2" for r in script.requests[1:])
     assert all(r["body"]["encoding"] == "base64" for r in script.requests)
+    assert all(r["body"]["flow"] == "wait" for r in script.requests)
 
 
 def test_an_error_event_raises_the_servers_error(scripted: tuple[str, Script]) -> None:
     url, script = scripted
     script.responses = [
-        sse("start", {"process_id": "proc_x", "sandbox_id": "sb_1", "pid": 1}, 1)
+        START
         + sse("error", {"code": "shutting_down", "message": "sandstreamd is shutting down"})
     ]
     sb = sandstream.Sandbox.create(config=sandstream.ClientConfig(url, "k"))
@@ -281,3 +293,73 @@ async def test_async_run_code_raises_an_infrastructure_error(scripted: tuple[str
     with pytest.raises(sandstream.ShuttingDown, match="shutting down"):
         await sb.run_code("1", context="ctx_1")
     assert len(script.requests) == 1
+
+
+def scripted_process(url: str) -> sandstream.Process:
+    sb = sandstream.Sandbox.create(config=sandstream.ClientConfig(url, "k", max_reconnects=2))
+    return sandstream.Process(sb, ProcessInfo.from_json({"id": "proc_x", "status": "running"}))
+
+
+def query(request: dict[str, Any]) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(request["path"]).query)
+
+
+def test_a_follows_flow_is_sent_on_every_request_and_kept_by_reattach(
+    scripted: tuple[str, Script],
+) -> None:
+    url, script = scripted
+    script.responses = [
+        START,
+        sse("stdout", {"chunk": b64(b"a")}, 2),
+        sse("exit", {"exit_code": 0, "signal": None, "reason": "exited"}, 3),
+    ]
+    process = scripted_process(url)
+    events = list(process.logs(follow=True, flow="wait"))
+    assert [type(e) for e in events] == [Start, Stdout, Exit]
+    assert [query(r).get("flow") for r in script.requests] == [["wait"]] * 3
+    assert [r["headers"].get("Last-Event-ID") for r in script.requests] == [None, "1", "2"]
+
+    script.requests.clear()
+    script.responses = [204]
+    assert list(process.reattach()) == []
+    assert query(script.requests[0])["flow"] == ["wait"]
+    assert script.requests[0]["headers"]["Last-Event-ID"] == "3"
+
+    script.requests.clear()
+    list(process.logs(follow=True, since=0))
+    assert "flow" not in query(script.requests[0])  # the server's default: skip
+    script.requests.clear()
+    list(process.logs(follow=False, flow="skip"))
+    assert "flow" not in query(script.requests[0]) and "follow" not in query(script.requests[0])
+
+
+def test_a_204_on_resume_ends_iteration_cleanly(scripted: tuple[str, Script]) -> None:
+    url, script = scripted
+    script.responses = [
+        START
+        + sse("stdout", {"chunk": b64(b"a")}, 2),
+        204,
+        sse("stdout", {"chunk": b64(b"never read")}, 3),
+    ]
+    process = scripted_process(url)
+    events = list(process.logs(follow=True, flow="wait"))
+    assert [type(e) for e in events] == [Start, Stdout]
+    assert len(script.requests) == 2
+    assert script.requests[1]["headers"]["Last-Event-ID"] == "2"
+    assert query(script.requests[1])["flow"] == ["wait"]
+
+
+async def test_async_a_204_on_resume_ends_iteration_cleanly(scripted: tuple[str, Script]) -> None:
+    url, script = scripted
+    script.responses = [sse("stdout", {"chunk": b64(b"a")}, 2), 204]
+    sb = await sandstream.AsyncSandbox.create(config=sandstream.ClientConfig(url, "k"))
+    process = sandstream.AsyncProcess(sb, ProcessInfo.from_json({"id": "proc_x"}))
+    events = [e async for e in process.logs(follow=True, flow="wait")]
+    assert [type(e) for e in events] == [Stdout]
+    assert [query(r).get("flow") for r in script.requests] == [["wait"], ["wait"]]
+
+
+def test_a_gap_of_unknown_size_decodes_as_none() -> None:
+    wire = sse("gap", {"from_seq": 2, "to_seq": 9, "bytes": None}, 9)
+    out = [e for m in SseParser().feed(wire) for e in EventDecoder().decode(m)]
+    assert out == [Gap(2, 9, None)]

@@ -162,9 +162,9 @@ export class Client {
 
   /**
    * Yields a stream's messages (comments included) until its terminal event (`exit`,
-   * `complete`, `error`), reconnecting with the last event id whenever a connection ends
-   * early. The first connection's API error is thrown as is; giving up later throws
-   * StreamLostError, never a made-up end.
+   * `complete`, `error`) or a 204 answer, reconnecting with the last event id whenever a
+   * connection ends early. The first connection's API error is thrown as is; giving up later
+   * throws StreamLostError, never a made-up end.
    */
   async *resumable(
     opener: StreamOpener,
@@ -220,6 +220,8 @@ export class Client {
           lastFailure = error;
           continue;
         }
+        // 204: the follow was resumed at or past the exit, which was delivered before.
+        if (response.status === 204) return;
         if (response.body === null) throw new ConnectionFailedError("the stream has no body");
         let progressed = false;
         try {

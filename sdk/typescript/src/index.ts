@@ -9,6 +9,7 @@ export type {
   ExecOptions,
   ExecStreamCallbacks,
   ExecStreamStreamOptions,
+  Flow,
   LogMatch,
   StartProcessOptions,
   StreamLogsOptions,

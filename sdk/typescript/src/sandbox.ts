@@ -116,9 +116,23 @@ export interface StartProcessOptions extends CommandOptions {
   processId?: string;
 }
 
+/**
+ * How a reader of a process's output paces it. `"wait"`: when the daemon's window is full of
+ * output this reader has not taken, the process is held back (it blocks in write(2), as on a
+ * pipe), so nothing is lost. `"skip"`: the process is never held; a reader that falls behind
+ * the window gets a `gap` event naming what it missed.
+ */
+export type Flow = "wait" | "skip";
+
 export interface StreamLogsOptions {
   /** Events after this sequence number; default all retained. */
   since?: number;
+  /**
+   * `"skip"` (the daemon's default for a follower) or `"wait"`, which holds the process while
+   * this reader is a window behind, so every byte arrives, and keeps its place for the
+   * daemon's resume grace (30 s by default) across a cut connection.
+   */
+  flow?: Flow;
   signal?: AbortSignal;
 }
 
@@ -399,7 +413,7 @@ export class Sandbox implements AsyncDisposable {
       return this.#execStreaming(command, options);
     }
     const headers = { "Idempotency-Key": options.idempotencyKey ?? crypto.randomUUID() };
-    const json = commandBody(command, options);
+    const json = { ...commandBody(command, options), flow: "wait" };
     const wire = await this.client.retrying(options.signal, () =>
       this.client.json<Wire>("POST", `${this.#path}/exec`, { json, headers, signal: options.signal }),
     );
@@ -413,8 +427,10 @@ export class Sandbox implements AsyncDisposable {
    * - without callbacks (Cloudflare): resolves, once the command has started, to a
    *   ReadableStream of SSE bytes in the Cloudflare encoding, for `parseSSEStream` or to return
    *   as a `text/event-stream` Response body.
-   * Both resume a cut connection; a stream that cannot be resumed fails with
-   * StreamLostError instead of ending.
+   * Both wait (`flow: "wait"`): while this reader is a window behind, the daemon holds the
+   * command back instead of dropping output, so a slow callback or consumer loses nothing. Both
+   * resume a cut connection; a stream that cannot be resumed fails with StreamLostError
+   * instead of ending.
    */
   execStream(command: Command, options: CommandOptions & ExecStreamCallbacks): Promise<number>;
   execStream(command: Command, options?: ExecStreamStreamOptions): Promise<ReadableStream<Uint8Array>>;
@@ -511,7 +527,7 @@ export class Sandbox implements AsyncDisposable {
     options: CommandOptions,
     state: { processId: string | undefined },
   ): Promise<AsyncGenerator<SseMessage>> {
-    const json = { ...commandBody(command, options), format: "cloudflare" };
+    const json = { ...commandBody(command, options), format: "cloudflare", flow: "wait" };
     const key = options.idempotencyKey ?? crypto.randomUUID();
     const opener: StreamOpener = (lastEventId, signal) =>
       this.client.send("POST", `${this.#path}/exec/stream`, {
@@ -618,7 +634,8 @@ export class Sandbox implements AsyncDisposable {
   /**
    * Follows a process's output as an SSE byte stream in the Cloudflare encoding, from the
    * first retained event (or after `since`) to its `complete` (or `error`); every event
-   * carries `data` and `processId` (see LogEvent). Resumes a cut connection.
+   * carries `data` and `processId` (see LogEvent). Resumes a cut connection, with the same
+   * `flow`; a follow resumed at or past the exit (the daemon answers 204) is simply over.
    */
   async streamProcessLogs(
     processId: string,
@@ -626,7 +643,7 @@ export class Sandbox implements AsyncDisposable {
   ): Promise<ReadableStream<Uint8Array>> {
     const stop = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
-    const messages = await this.#openLogStream(processId, options.since, signal);
+    const messages = await this.#openLogStream(processId, options.since, signal, options.flow);
     return toByteStream(messages, stop, (message) => {
       if (message.comment !== undefined) return message;
       if (message.event === "start") return undefined;
@@ -640,10 +657,11 @@ export class Sandbox implements AsyncDisposable {
     processId: string,
     since: number | undefined,
     signal: AbortSignal | undefined,
+    flow?: Flow,
   ): Promise<AsyncGenerator<SseMessage>> {
     const opener: StreamOpener = (lastEventId, attemptSignal) =>
       this.client.send("GET", `${this.#processPath(processId)}/logs`, {
-        query: { follow: 1, format: "cloudflare", since: lastEventId === undefined ? since : undefined },
+        query: { follow: 1, format: "cloudflare", flow, since: lastEventId === undefined ? since : undefined },
         signal: attemptSignal,
         headers: {
           Accept: "text/event-stream",

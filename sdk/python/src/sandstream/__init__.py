@@ -30,7 +30,7 @@ from .errors import (
 )
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
 from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
-from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
+from .models import ExecResult, Flow, Limits, ProcessInfo, SandboxInfo
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .sandbox import Files, Process, Processes, Sandbox, Session
@@ -58,6 +58,7 @@ __all__ = [
     "FileInfo",
     "Files",
     "Exit",
+    "Flow",
     "Gap",
     "InternalError",
     "InvalidJson",

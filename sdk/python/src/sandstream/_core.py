@@ -21,7 +21,7 @@ import httpx
 from .errors import CommandFailed, ConnectionFailed, StreamLost, error_from_code
 from .events import Error, Event, EventDecoder, Exit, SseMessage, Start, Stderr, Stdout
 from .helpers import OutputDigest
-from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
+from .models import ExecResult, Flow, Limits, ProcessInfo, SandboxInfo
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -188,11 +188,14 @@ def stdin_params(eof: bool) -> dict[str, str] | None:
     return {"eof": "1"} if eof else None
 
 
-def logs_params(follow: bool, tail: int | None, last_seq: int) -> dict[str, str]:
-    """The query of `GET .../processes/{pid}/logs`; `tail` applies only to a first read."""
+def logs_params(follow: bool, tail: int | None, last_seq: int, flow: Flow | None) -> dict[str, str]:
+    """The query of `GET .../processes/{pid}/logs`; `tail` applies only to a first read, `flow`
+    only to a follow (None: the server's default, skip)."""
     params = {"encoding": "base64", "format": "pandastack"}
     if follow:
         params["follow"] = "1"
+        if flow is not None:
+            params["flow"] = flow
     if tail is not None and last_seq == 0:
         params["tail"] = str(tail)
     return params
@@ -239,9 +242,10 @@ def command_body(
     merge_stderr: bool = False,
     log_window_bytes: int | None = None,
     session: str | None = None,
+    flow: Flow | None = None,
 ) -> dict[str, Any]:
     """The command request shared by exec, exec/stream and processes (`session`: the shell
-    session an exec runs in).
+    session an exec runs in; `flow`: how the request's own reading paces the command).
 
     Output is requested as base64: chunks are then the exact bytes the process wrote, and the
     SDK decodes them with one incremental UTF-8 decoder per stream. That keeps a code point
@@ -270,6 +274,8 @@ def command_body(
         body["log_window_bytes"] = log_window_bytes
     if session is not None:
         body["session"] = session
+    if flow is not None:
+        body["flow"] = flow
     return body
 
 

@@ -182,7 +182,8 @@ class StreamLost(SandstreamError):
     """A process's output stream broke and could not be resumed, or ended without an exit.
 
     The process itself may still be running on the server: reattach with
-    `sandbox.processes.get(process_id).logs(follow=True, since=last_event_id)`. `hint`, when
+    `sandbox.processes.get(process_id).logs(follow=True, since=last_event_id, flow="wait")`
+    (a waiting reader's place is kept for a while, so that gets every byte). `hint`, when
     given, replaces that advice in the message.
     """
 
@@ -207,7 +208,8 @@ class StreamLost(SandstreamError):
         elif process_id is not None:
             how = (
                 f"process {process_id} in sandbox {sandbox_id} may still be running; reattach with "
-                f"sandbox.processes.get({process_id!r}).logs(follow=True, since={last_event_id})"
+                f"sandbox.processes.get({process_id!r}).logs(follow=True, since={last_event_id}, "
+                f"flow='wait')"
             )
         elif idempotency_key is not None:
             how = (

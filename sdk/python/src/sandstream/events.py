@@ -61,11 +61,12 @@ class Error:
 
 @dataclass(frozen=True)
 class Gap:
-    """The reader fell behind the server's retained window: entries were lost, the stream goes on."""
+    """The reader fell behind the server's retained window: entries were lost, the stream goes on.
+    `bytes` is how much output they held, `None` when the server no longer knows."""
 
     from_seq: int
     to_seq: int
-    bytes: int
+    bytes: int | None
 
 
 Event = Union[Start, Stdout, Stderr, Exit, Error, Gap]
@@ -207,10 +208,11 @@ class EventDecoder:
             self.ended = True
             return [*self.flush(seq), exit_event]
         if kind == "gap":
+            lost = payload.get("bytes")
             gap = Gap(
                 int(payload.get("from_seq", 0)),
                 int(payload.get("to_seq", 0)),
-                int(payload.get("bytes", 0)),
+                int(lost) if isinstance(lost, (int, float)) else None,
             )
             # Bytes are missing, so a code point begun before the gap can never be completed.
             return [*self.flush(gap.from_seq - 1), gap]

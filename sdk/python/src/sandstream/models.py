@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+# How a reader of a process's output paces it. "wait": when the server's window is full of
+# output this reader has not taken, the process is held back (it blocks in write(2), as on a
+# pipe), so nothing is lost. "skip": the process is never held; a reader that falls behind the
+# window gets a `Gap` naming what it missed.
+Flow = Literal["wait", "skip"]
 
 
 def _opt_int(value: Any) -> int | None:

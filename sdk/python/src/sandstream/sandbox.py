@@ -54,7 +54,7 @@ from .errors import (
 from .events import Error, Event, EventDecoder, Exit, SseParser
 from .files import FileEvent, FileInfo, _FilesBase, watch_event
 from .interpreter import CellRun, CodeContext, Execution, ExecutionError, Result
-from .models import ExecResult, Limits, ProcessInfo, SandboxInfo
+from .models import ExecResult, Flow, Limits, ProcessInfo, SandboxInfo
 from .sessions import _SessionBase, create_session_call
 
 T = TypeVar("T")
@@ -171,15 +171,18 @@ class _Api:
 
         A stream that ends (or breaks) before its last event (`exit` or `error`) is resumed
         with `Last-Event-ID`; after `max_reconnects` attempts in a row without an event it
-        raises `StreamLost`. `until_exit=False` is for non-following reads, which end early by
-        design. An error answer to (re)opening the stream is raised as `refused` maps it, or
-        as it is.
+        raises `StreamLost`; a `204` answer (a follow resumed at or past its exit) ends it
+        cleanly. `until_exit=False` is for non-following reads, which end early by design. An
+        error answer to (re)opening the stream is raised as `refused` maps it, or as it is.
         """
         sent = False
         while not stopped():
             try:
                 with open_stream() as response:
                     sent = True
+                    # Its last event was delivered before: nothing more will come.
+                    if response.status_code == 204:
+                        return
                     parser = SseParser()
                     for chunk in response.iter_bytes():
                         for message in parser.feed(chunk):
@@ -381,6 +384,7 @@ class Sandbox:
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
             session=session,
+            flow="wait",
         )
         timeout = exec_timeout(self._api.config, timeout_seconds)
         result = self._api.call(exec_call(self._path, body), timeout=timeout)
@@ -400,10 +404,13 @@ class Sandbox:
         session: str | None = None,
     ) -> Iterator[Event]:
         """Runs a command and yields its events as they happen: `Start`, `Stdout`/`Stderr`
-        chunks, `Gap`, then one `Exit` or `Error`.
+        chunks, then one `Exit` or `Error`.
 
-        A dropped connection is resumed after the last event seen; the command never runs
-        twice (the request carries an `Idempotency-Key`).
+        The stream waits (`flow="wait"`): while this reader is a window behind, the server holds
+        the command back instead of dropping output, so a `Gap` comes only to a reader that
+        takes nothing for the server's stall limit (300 s by default). A dropped connection is
+        resumed after the last event seen; the command never runs twice (the request carries
+        an `Idempotency-Key`).
         """
         body = command_body(
             cmd,
@@ -414,6 +421,7 @@ class Sandbox:
             idle_timeout_seconds=idle_timeout_seconds,
             merge_stderr=merge_stderr,
             session=session,
+            flow="wait",
         )
         cursor = Cursor[Event](
             self.id, EventDecoder(), idempotency_key=idempotency_key or new_idempotency_key()
@@ -443,10 +451,11 @@ class Sandbox:
         """Runs a command, calling `on_stdout`/`on_stderr` with each chunk as it arrives, and
         returns the exit code.
 
-        Chunks are not lines (see `LineBuffer`). `on_exit` receives the whole exit record
-        (reason, signal, duration). With `check=True` a non-zero exit raises `CommandFailed`
-        carrying the tail of the output. A stream that cannot be resumed raises `StreamLost`;
-        an infrastructure failure raises the server's error (e.g. `ShuttingDown`).
+        Chunks are not lines (see `LineBuffer`). A slow callback holds the command back, as a
+        pipe would, instead of losing output (see `exec_events`). `on_exit` receives the whole
+        exit record (reason, signal, duration). With `check=True` a non-zero exit raises
+        `CommandFailed` carrying the tail of the output. A stream that cannot be resumed raises
+        `StreamLost`; an infrastructure failure raises the server's error (e.g. `ShuttingDown`).
         """
         dispatch = Dispatch(on_stdout, on_stderr, check)
         events = self.exec_events(
@@ -593,6 +602,7 @@ class Process:
         self._info = info
         self._cursor = process_cursor(sandbox.id, info.id)
         self._disconnected = False
+        self._flow: Flow | None = None
         self._response: httpx.Response | None = None
 
     @property
@@ -620,22 +630,30 @@ class Process:
         return self._info
 
     def logs(
-        self, follow: bool = True, since: int | None = None, tail: int | None = None
+        self,
+        follow: bool = True,
+        since: int | None = None,
+        tail: int | None = None,
+        flow: Flow | None = None,
     ) -> Iterator[Event]:
         """Yields the process's events: with `follow`, until its exit, resuming dropped
         connections; without, the events retained now.
 
         `since` starts after that sequence number (default: after the last event this handle
         saw, so a second call continues where the first stopped); `tail` starts with the last
-        N chunks.
+        N chunks. `flow` paces a follow: `"skip"` (the server's default) never holds the
+        process back, and a reader that falls a window behind gets a `Gap`; `"wait"` holds the
+        process while this reader is a window behind, so every byte arrives, and keeps its
+        place for the server's resume grace when the connection drops.
         """
         if since is not None and since != self._cursor.last_seq:
             self._cursor = process_cursor(self._sandbox.id, self.id, since)
         self._disconnected = False
+        self._flow = flow
 
         @contextmanager
         def open_stream() -> Iterator[httpx.Response]:
-            query = logs_params(follow, tail, self._cursor.last_seq)
+            query = logs_params(follow, tail, self._cursor.last_seq, flow)
             with self._sandbox._api.stream(
                 "GET", self._path + "/logs", params=query, headers=self._cursor.resume_headers()
             ) as response:
@@ -650,9 +668,10 @@ class Process:
             self._cursor, open_stream, until_exit=follow, stopped=lambda: self._disconnected
         )
 
-    def reattach(self) -> Iterator[Event]:
-        """Follows the process again from the last event this handle delivered."""
-        return self.logs(follow=True)
+    def reattach(self, flow: Flow | None = None) -> Iterator[Event]:
+        """Follows the process again from the last event this handle delivered, with `flow` (by
+        default the one the last `logs()` call used)."""
+        return self.logs(follow=True, flow=flow or self._flow)
 
     def disconnect(self) -> None:
         """Stops reading the process's output; the process itself keeps running."""
