@@ -248,7 +248,7 @@ std::unique_ptr<sandbox::Sandbox> RawRuntime::Create() {
                 static_cast<unsigned long long>(next_++));
   spec.id = id;
   spec.template_name = "base";
-  auto created = runtime_->Create(spec);
+  auto created = sandbox::RunBlocking(runtime_->Create(spec));
   if (!created) throw BenchError("runtime create: " + created.error().message);
   return std::move(*created);
 }
@@ -262,12 +262,12 @@ void RawRuntime::CreateEchoDestroy(double* run_ms, double* destroy_ms) {
                  "LANG=C.UTF-8", "HOME=/workspace", "TERM=xterm-256color"};
   process.cwd = "/workspace";
   process.open_stdin = false;
-  auto spawned = sb->Spawn(process);
+  auto spawned = sandbox::RunBlocking(sb->Spawn(process));
   if (!spawned) throw BenchError("runtime spawn: " + spawned.error().message);
   const std::string out = Drain(spawned->stdout_fd.get(), spawned->stderr_fd.get());
   Wait(spawned->pid);
   const int64_t t1 = MonotonicNs();
-  if (auto destroyed = sb->Destroy(); !destroyed) {
+  if (auto destroyed = sandbox::RunBlocking(sb->Destroy()); !destroyed) {
     throw BenchError("runtime destroy: " + destroyed.error().message);
   }
   const int64_t t2 = MonotonicNs();
@@ -281,7 +281,7 @@ void RawRuntime::CreateIdle(int n) {
 }
 
 void RawRuntime::DestroyIdle() {
-  for (auto& sb : idle_) (void)sb->Destroy();
+  for (auto& sb : idle_) (void)sandbox::RunBlocking(sb->Destroy());
   idle_.clear();
 }
 

@@ -81,7 +81,8 @@ asio::awaitable<void> CreateContext(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto req = ParseContextRequest(*body);
   if (!req) co_return co_await ReplyError(ctx, req.error());
-  auto context = sandstream::CreateContext(ctx.service, **sb, std::move(*req));
+  Result<std::shared_ptr<CodeContext>> context =
+      co_await sandstream::CreateContext(ctx.service, (*sb)->id, std::move(*req));
   if (!context) co_return co_await ReplyError(ctx, context.error());
   co_await ReplyJson(ctx, http::status::created, (*context)->Json());
 }

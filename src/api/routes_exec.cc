@@ -81,10 +81,9 @@ asio::awaitable<Result<Started>> StartCommand(Context& ctx) {
     Started started{std::move(*p), std::move(*req)};
     co_return started;
   }
-  bool attached = false;
-  auto p = ctx.service.StartProcess(**sb, req->spec, &attached);
+  Result<Service::Started> p = co_await ctx.service.StartProcess((*sb)->id, req->spec);
   if (!p) co_return std::move(p).error();
-  Started started{std::move(*p), std::move(*req)};
+  Started started{std::move(p->process), std::move(*req)};
   co_return started;
 }
 

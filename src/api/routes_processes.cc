@@ -36,10 +36,10 @@ asio::awaitable<void> StartProcess(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto req = ParseCommand(ctx, *body, **sb, CommandKind::kBackground);
   if (!req) co_return co_await ReplyError(ctx, req.error());
-  bool attached = false;
-  auto p = ctx.service.StartProcess(**sb, std::move(req->spec), &attached);
+  Result<Service::Started> p = co_await ctx.service.StartProcess((*sb)->id, std::move(req->spec));
   if (!p) co_return co_await ReplyError(ctx, p.error());
-  co_await ReplyJson(ctx, attached ? http::status::ok : http::status::created, ProcessJson(**p));
+  const auto status = p->attached ? http::status::ok : http::status::created;
+  co_await ReplyJson(ctx, status, ProcessJson(*p->process));
 }
 
 asio::awaitable<void> ListProcesses(Context& ctx) {

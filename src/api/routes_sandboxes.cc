@@ -44,7 +44,7 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto req = ParseSandboxRequest(*body);
   if (!req) co_return co_await ReplyError(ctx, req.error());
-  auto sb = ctx.service.CreateSandbox(std::move(*req));
+  Result<SandboxEntry*> sb = co_await ctx.service.CreateSandbox(std::move(*req));
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   co_await ReplyJson(ctx, http::status::created, SandboxJson(**sb));
 }

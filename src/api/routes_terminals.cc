@@ -63,22 +63,22 @@ struct OpenedTerminal {
   std::shared_ptr<Terminal> terminal;  // null once the process has exited
 };
 
-Result<OpenedTerminal> OpenTerminal(Context& ctx) {
-  if (auto r = RequireUpgrade(ctx); !r) return std::move(r).error();
+asio::awaitable<Result<OpenedTerminal>> OpenTerminal(Context& ctx) {
+  if (auto r = RequireUpgrade(ctx); !r) co_return std::move(r).error();
   auto sb = FindSandbox(ctx);
-  if (!sb) return std::move(sb).error();
+  if (!sb) co_return std::move(sb).error();
   auto rows = CellsQuery(ctx, "rows");
-  if (!rows) return std::move(rows).error();
+  if (!rows) co_return std::move(rows).error();
   auto cols = CellsQuery(ctx, "cols");
-  if (!cols) return std::move(cols).error();
+  if (!cols) co_return std::move(cols).error();
   const auto& options = ctx.server.options();
   const auto ex = ctx.stream.get_executor();
 
   if (auto id = ctx.Query("terminal_id"); id && !id->empty()) {
     auto p = (*sb)->FindProcess(*id);
     if (!p || !p->spec().pty) {
-      return Error{ErrorCode::kNotFound,
-                   "no terminal '" + std::string(*id) + "' in sandbox '" + (*sb)->id + "'"};
+      co_return Error{ErrorCode::kNotFound,
+                      "no terminal '" + std::string(*id) + "' in sandbox '" + (*sb)->id + "'"};
     }
     OpenedTerminal opened{p, nullptr};
     if (p->status() == ProcessStatus::kRunning) {
@@ -90,28 +90,28 @@ Result<OpenedTerminal> OpenTerminal(Context& ctx) {
                                        static_cast<uint16_t>(cols->value_or(current.cols))});
       }
     }
-    return opened;
+    co_return opened;
   }
 
   CommandSpec spec;
   spec.id = NewId("term_");
   std::string cmd(ctx.Query("cmd").value_or(""));
-  if (cmd.find('\0') != std::string::npos) return Invalid("cmd must not contain NUL bytes");
+  if (cmd.find('\0') != std::string::npos) co_return Invalid("cmd must not contain NUL bytes");
   spec.cmd = cmd;
   spec.argv = {"/bin/sh", "-c", cmd.empty() ? std::string(kLoginShell) : cmd};
   spec.env = ctx.service.ComposeEnv(**sb, {});
   spec.cwd = (*sb)->cwd;
   auto user = ctx.Query("user").value_or("user");
-  if (user != "user" && user != "root") return Invalid("user must be \"user\" or \"root\"");
+  if (user != "user" && user != "root") co_return Invalid("user must be \"user\" or \"root\"");
   spec.as_root = user == "root";
   spec.pty = sandbox::PtySize{static_cast<uint16_t>(rows->value_or(24)),
                               static_cast<uint16_t>(cols->value_or(80))};
   spec.log_limits = ctx.service.options().default_log_limits;
   spec.log_limits.max_bytes = options.terminal_replay_bytes;
-  bool attached = false;
-  auto p = ctx.service.StartProcess(**sb, std::move(spec), &attached);
-  if (!p) return std::move(p).error();
-  return OpenedTerminal{*p, Terminal::Adopt(ex, *p, options.terminal_idle)};
+  Result<Service::Started> p = co_await ctx.service.StartProcess((*sb)->id, std::move(spec));
+  if (!p) co_return std::move(p).error();
+  auto terminal = Terminal::Adopt(ex, p->process, options.terminal_idle);
+  co_return OpenedTerminal{p->process, std::move(terminal)};
 }
 
 std::string StartMessage(const Process& p) {
@@ -236,7 +236,9 @@ struct ExecConnection {
   WebSocket& ws;
   std::string sandbox_id;
   TaskGroup pumps;
-  std::map<std::string, std::shared_ptr<Process>> running;  // by the client's id, serialized
+  // By the client's id, serialized; null while it starts.
+  std::map<std::string, std::shared_ptr<Process>> running;
+  std::set<std::string> cancel_on_start;
   std::set<OutputCursor*> cursors;
   bool ended = false;  // the client closed the connection
 };
@@ -304,6 +306,25 @@ void SendError(ExecConnection& conn, const json::value& id, const Error& e) {
   conn.ws.Send(Tagged(id, "error", ErrorJson(e)), false);
 }
 
+// Starts one command of the connection (awaiting its spawn), then pumps its output.
+asio::awaitable<void> RunCommand(ExecConnection& conn, json::value id, std::string key,
+                                 CommandRequest req) {
+  Result<Service::Started> started =
+      co_await conn.ctx.service.StartProcess(conn.sandbox_id, std::move(req.spec));
+  if (!started) {
+    conn.running.erase(key);
+    conn.cancel_on_start.erase(key);
+    SendError(conn, id, started.error());
+    co_return;
+  }
+  auto p = started->process;
+  conn.running[key] = p;
+  if (conn.cancel_on_start.erase(key) > 0) p->Kill(ExitReason::kKilled);
+  json::object start{{"process_id", p->id()}, {"pid", p->pid()}};
+  conn.ws.Send(Tagged(id, "start", std::move(start)), false);
+  co_await PumpCommand(conn, id, key, p, req.encoding, req.flow);
+}
+
 void OnExecMessage(ExecConnection& conn, const WebSocket::Message& message) {
   if (message.binary) {
     SendError(conn, nullptr, Invalid("exec/ws takes JSON text messages"));
@@ -329,7 +350,11 @@ void OnExecMessage(ExecConnection& conn, const WebSocket::Message& message) {
       return;
     }
     // TERM to the whole group, KILL after the grace period; its exit follows as usual.
-    it->second->Kill(ExitReason::kKilled);
+    if (it->second) {
+      it->second->Kill(ExitReason::kKilled);
+    } else {
+      conn.cancel_on_start.insert(key);
+    }
     return;
   }
   if (conn.running.contains(key)) {
@@ -348,16 +373,8 @@ void OnExecMessage(ExecConnection& conn, const WebSocket::Message& message) {
     return;
   }
   req->spec.idempotency_key.clear();  // the upgrade request's header is not this command's
-  bool attached = false;
-  auto p = conn.ctx.service.StartProcess(*sb, std::move(req->spec), &attached);
-  if (!p) {
-    SendError(conn, id, p.error());
-    return;
-  }
-  conn.running[key] = *p;
-  conn.ws.Send(Tagged(id, "start", json::object{{"process_id", (*p)->id()}, {"pid", (*p)->pid()}}),
-               false);
-  conn.pumps.Spawn(PumpCommand(conn, id, key, *p, req->encoding, req->flow));
+  conn.running[key] = nullptr;
+  conn.pumps.Spawn(RunCommand(conn, id, key, std::move(*req)));
 }
 
 }  // namespace
@@ -366,7 +383,7 @@ asio::awaitable<void> ExecPty(Context& ctx) {
   // A client attached to a terminal holds its output back (as ssh does) unless ?flow=skip.
   auto flow = FlowFromQuery(ctx, Flow::kWait);
   if (!flow) co_return co_await ReplyError(ctx, flow.error());
-  auto opened = OpenTerminal(ctx);
+  Result<OpenedTerminal> opened = co_await OpenTerminal(ctx);
   if (!opened) co_return co_await ReplyError(ctx, opened.error());
   WebSocket ws(ctx);
   if (!co_await ws.Accept()) co_return;

@@ -1,6 +1,5 @@
-// Wakes the coroutines waiting on it. Single-threaded (the daemon's io_context thread): a
-// Notify() with no waiter is not remembered, so callers re-check their condition before waiting.
-// Wait() may have many waiters; Wait(timeout) re-arms the timer, so it is for one owner only.
+// The daemon's small async toolkit (one io_context thread, so no locks): AsyncSignal wakes the
+// coroutines waiting on it; TurnQueue hands out turns in arrival order.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -9,9 +8,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <cstdint>
 
 namespace sandstream {
 
+// A Notify() with no waiter is not remembered, so callers re-check their condition before
+// waiting. Wait() may have many waiters; Wait(timeout) re-arms the timer, so it is for one
+// owner only.
 class AsyncSignal {
  public:
   explicit AsyncSignal(const boost::asio::any_io_executor& ex) : timer_(ex) {
@@ -31,6 +34,26 @@ class AsyncSignal {
 
  private:
   boost::asio::steady_timer timer_;
+};
+
+// Turns in arrival order: Acquire waits until every earlier holder has released.
+class TurnQueue {
+ public:
+  explicit TurnQueue(const boost::asio::any_io_executor& ex) : wake_(ex) {}
+  boost::asio::awaitable<void> Acquire() {
+    const uint64_t ticket = next_++;
+    while (serving_ != ticket) co_await wake_.Wait();
+  }
+  void Release() {
+    ++serving_;
+    wake_.Notify();
+  }
+  bool busy() const { return next_ != serving_; }
+
+ private:
+  AsyncSignal wake_;
+  uint64_t next_ = 0;
+  uint64_t serving_ = 0;
 };
 
 }  // namespace sandstream

@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "platform/pty.h"
+#include "process/await_op.h"
 #include "process/utf8.h"
 
 #ifndef P_PIDFD
@@ -78,13 +79,15 @@ void Process::Spawn(asio::awaitable<void> task) {
   });
 }
 
-Result<std::shared_ptr<Process>> Process::Start(const asio::any_io_executor& ex,
-                                                sandbox::Sandbox& sandbox, CommandSpec spec,
-                                                ProcessOptions options, ExitCallback on_exit) {
+asio::awaitable<Result<std::shared_ptr<Process>>> Process::Start(sandbox::Sandbox& sandbox,
+                                                                 CommandSpec spec,
+                                                                 ProcessOptions options,
+                                                                 ExitCallback on_exit) {
+  const auto ex = co_await asio::this_coro::executor;
   auto p = std::make_shared<Process>(ex, std::move(spec), options);
-  auto oom = [&sandbox]() { return sandbox.OomKills(); };
-  if (auto r = p->Launch(sandbox, std::move(on_exit), oom); !r) return std::move(r).error();
-  return p;
+  Result<void> launched = co_await p->Launch(sandbox, std::move(on_exit));
+  if (!launched) co_return std::move(launched).error();
+  co_return p;
 }
 
 std::shared_ptr<Process> Process::Restore(const asio::any_io_executor& ex, CommandSpec spec,
@@ -101,8 +104,7 @@ std::shared_ptr<Process> Process::Restore(const asio::any_io_executor& ex, Comma
   return p;
 }
 
-Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
-                             std::function<uint64_t()> oom_counter) {
+asio::awaitable<Result<void>> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit) {
   sandbox::ProcessSpec ps;
   ps.argv = spec_.argv;
   ps.env = spec_.env;
@@ -111,13 +113,13 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
   ps.as_root = spec_.as_root;
   ps.open_stdin = spec_.stdin_data.has_value() || spec_.keep_stdin_open;
   ps.pty = spec_.pty;
-  oom_counter_ = std::move(oom_counter);
+  oom_counter_ = [&sandbox] { return sandbox.OomKills(); };
   oom_at_start_ = oom_counter_();
   // The clock starts before the spawn: by the time Spawn returns, the command is running.
   started_at_ = SystemNow();
   started_steady_ = SteadyNow();
-  auto spawned = sandbox.Spawn(ps);
-  if (!spawned) return std::move(spawned).error();
+  Result<sandbox::SpawnedProcess> spawned = co_await Await(sandbox.Spawn(std::move(ps)));
+  if (!spawned) co_return std::move(spawned).error();
 
   pid_ = spawned->pid;
   last_output_ = SteadyNow();
@@ -150,7 +152,7 @@ Result<void> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
   if (spec_.timeout_seconds) Spawn(TimeoutLoop());
   if (spec_.idle_timeout_seconds) Spawn(IdleLoop());
   if (spec_.stdin_data) Spawn(FeedStdin(*spec_.stdin_data));
-  return Ok{};
+  co_return Ok{};
 }
 
 ssize_t Process::ReadInto(int fd, EntryKind kind, size_t want) {

@@ -56,10 +56,10 @@ class Process : public std::enable_shared_from_this<Process> {
  public:
   using ExitCallback = std::function<void(Process&)>;
 
-  // Spawns the command in `sandbox` and starts supervising it.
-  static Result<std::shared_ptr<Process>> Start(const boost::asio::any_io_executor& ex,
-                                                sandbox::Sandbox& sandbox, CommandSpec spec,
-                                                ProcessOptions options, ExitCallback on_exit);
+  // Spawns the command in `sandbox` and starts supervising it. The spawn is awaited on the
+  // event loop; `sandbox` must outlive it (and the process, for its OOM count).
+  static boost::asio::awaitable<Result<std::shared_ptr<Process>>> Start(
+      sandbox::Sandbox& sandbox, CommandSpec spec, ProcessOptions options, ExitCallback on_exit);
   // A finished process brought back from the store: its exit record and retained tail.
   static std::shared_ptr<Process> Restore(const boost::asio::any_io_executor& ex,
                                           CommandSpec spec, SystemTime started_at, int pid,
@@ -104,8 +104,7 @@ class Process : public std::enable_shared_from_this<Process> {
   uint64_t stalled_readers() const { return stalled_readers_; }
 
  private:
-  Result<void> Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit,
-                      std::function<uint64_t()> oom_counter);
+  boost::asio::awaitable<Result<void>> Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit);
   boost::asio::awaitable<void> ReadLoop(boost::asio::posix::stream_descriptor& pipe,
                                         EntryKind kind);
   // One read(2) straight into the log. Returns what read() returned (-1 with errno set).

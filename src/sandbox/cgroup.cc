@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <map>
@@ -117,16 +119,44 @@ std::vector<pid_t> ReadPids(const std::string& dir) {
   return pids;
 }
 
+// SIGKILL to every process listed in the cgroup. A listed pid may have exited and been reused
+// by the time it is signalled: each is pinned with a pidfd and signalled only if that process
+// is still in the cgroup, so nothing outside it is ever hit.
+void KillMembers(const std::string& dir) {
+  for (pid_t p : ReadPids(dir)) {
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
+    if (!pidfd) continue;
+    const auto procs = ReadPids(dir);
+    if (std::find(procs.begin(), procs.end(), p) == procs.end()) continue;
+    ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+  }
+}
+
+constexpr auto kRemoveDeadline = std::chrono::seconds(5);
+
 // rmdir fails with EBUSY while the last processes are still exiting; they die within
-// milliseconds of a SIGKILL, so retry briefly and kill again whatever is still listed.
+// milliseconds of a SIGKILL, so retry briefly and kill again whatever is still listed. For
+// start-up and for cgroups that never held a process: it may sleep.
 int RemoveCgroupDir(const std::string& dir) {
   using namespace std::chrono;
-  const auto deadline = steady_clock::now() + seconds(5);
+  const auto deadline = steady_clock::now() + kRemoveDeadline;
   for (int attempt = 0;; ++attempt) {
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return 0;
     if (errno != EBUSY || steady_clock::now() > deadline) return errno;
-    for (pid_t p : ReadPids(dir)) ::kill(p, SIGKILL);
+    KillMembers(dir);
     std::this_thread::sleep_for(microseconds(attempt < 20 ? 100 : 2000));
+  }
+}
+
+// The same as an Op: the pauses are waits its runner does, not sleeps.
+Op<int> RemoveCgroupDirLater(std::string dir) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + kRemoveDeadline;
+  for (int attempt = 0;; ++attempt) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) co_return 0;
+    if (errno != EBUSY || steady_clock::now() > deadline) co_return errno;
+    KillMembers(dir);
+    (void)co_await Sleep(microseconds(attempt < 20 ? 100 : 2000));
   }
 }
 
@@ -137,7 +167,7 @@ SandboxCgroup::SandboxCgroup(CgroupVersion version, std::vector<std::string> dir
     : version_(version), dirs_(std::move(dirs)), procs_(std::move(procs)),
       oom_file_(std::move(oom_file)) {}
 
-SandboxCgroup::~SandboxCgroup() { (void)Remove(); }
+SandboxCgroup::~SandboxCgroup() { KillAndForget(); }
 
 Result<void> SandboxCgroup::Attach(pid_t pid) const {
   const std::string text = std::to_string(pid);
@@ -173,23 +203,33 @@ std::vector<pid_t> SandboxCgroup::Pids() const {
   return ReadPids(dirs_[version_ == CgroupVersion::kV1 ? 1 : 0]);
 }
 
-Result<void> SandboxCgroup::Remove() {
-  if (removed_) return Ok{};
+Op<Result<void>> SandboxCgroup::Remove() {
+  if (removed_) co_return Ok{};
   removed_ = true;
   procs_.clear();
   if (version_ == CgroupVersion::kV2 && !dirs_.empty()) {
     (void)WriteString(dirs_[0] + "/cgroup.kill", "1");
   }
-  for (const auto& dir : dirs_) {
-    for (pid_t p : ReadPids(dir)) ::kill(p, SIGKILL);
-  }
+  for (const auto& dir : dirs_) KillMembers(dir);
   Result<void> result = Ok{};
   for (const auto& dir : dirs_) {
-    if (int err = RemoveCgroupDir(dir); err != 0 && result.ok()) {
+    const int err = co_await RemoveCgroupDirLater(dir);
+    if (err != 0 && result.ok()) {
       result = SysError(ErrorCode::kInternal, "cgroup: rmdir: " + dir, err);
     }
   }
-  return result;
+  co_return result;
+}
+
+void SandboxCgroup::KillAndForget() {
+  if (removed_) return;
+  removed_ = true;
+  procs_.clear();
+  if (version_ == CgroupVersion::kV2 && !dirs_.empty()) {
+    (void)WriteString(dirs_[0] + "/cgroup.kill", "1");
+  }
+  for (const auto& dir : dirs_) KillMembers(dir);
+  for (const auto& dir : dirs_) ::rmdir(dir.c_str());
 }
 
 Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
@@ -311,7 +351,7 @@ void Cgroups::CleanupLeftovers() const {
     for (const auto& dir : children) {
       log::Info("removing leftover sandbox cgroup", {{"path", dir}});
       if (version_ == CgroupVersion::kV2) (void)WriteString(dir + "/cgroup.kill", "1");
-      for (pid_t p : ReadPids(dir)) ::kill(p, SIGKILL);
+      KillMembers(dir);
       if (int err = RemoveCgroupDir(dir); err != 0) {
         log::Warn("cannot remove leftover cgroup", {{"path", dir}, {"errno", ErrnoName(err)}});
       }

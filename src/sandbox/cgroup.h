@@ -12,6 +12,7 @@
 
 #include "base/result.h"
 #include "platform/unique_fd.h"
+#include "sandbox/op.h"
 #include "sandbox/runtime.h"
 
 namespace sandstream::sandbox {
@@ -34,8 +35,12 @@ class SandboxCgroup {
   uint64_t OomKills() const;
   // Host pids of every process still in the cgroup.
   std::vector<pid_t> Pids() const;
-  // SIGKILLs what is left and removes the directories. Idempotent.
-  Result<void> Remove();
+  // SIGKILLs what is left and removes the directories, waiting (as an Op) for the last
+  // processes to go. Idempotent.
+  Op<Result<void>> Remove();
+  // SIGKILLs what is left and removes the directories that are empty already, without
+  // waiting; what remains goes at the next start's CleanupLeftovers.
+  void KillAndForget();
 
  private:
   CgroupVersion version_;

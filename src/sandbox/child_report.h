@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "sandbox/op.h"
 
 namespace sandstream::sandbox {
 
@@ -20,14 +21,15 @@ struct ChildFailure {
 
 // In the child: write {step, err} to `fd` and _exit(127). Async-signal-safe.
 [[noreturn]] void ReportAndExit(int fd, const char* step, int err);
-// How long the daemon's thread waits for a child to exec or report. A child is slow only when
-// its sandbox starves it of CPU; past this it is a setup failure, not a stall of the daemon.
+// How long a child may take to exec or report. A child is slow only when its sandbox starves
+// it of CPU; past this it is a setup failure (the daemon awaits it without blocking).
 constexpr int kChildReportDeadlineMs = 5000;
 
 // In the parent: read the report pipe until EOF. Ok if the child exec'd; else the failure,
-// as "<context>: <step>: ENAME (text)" (no prefix when `context` is empty).
-Result<void> AwaitExec(int fd, ErrorCode code, std::string_view context = "spawn");
+// as "<context>: <step>: ENAME (text)" (no prefix when `context` is empty). `fd` is made
+// non-blocking.
+Op<Result<void>> AwaitExec(int fd, ErrorCode code, std::string context = "spawn");
 // The raw record: nullopt at a clean EOF (the child exec'd); an error after the deadline.
-Result<std::optional<ChildFailure>> ReadChildReport(int fd);
+Op<Result<std::optional<ChildFailure>>> ReadChildReport(int fd);
 
 }  // namespace sandstream::sandbox

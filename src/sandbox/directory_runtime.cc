@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,29 +37,22 @@ class DirectorySandbox final : public Sandbox {
  public:
   DirectorySandbox(std::string id, std::string root, Limits limits)
       : id_(std::move(id)), root_(std::move(root)), limits_(limits) {}
-  ~DirectorySandbox() override { (void)Destroy(); }
+  ~DirectorySandbox() override { (void)DestroyNow(); }
 
   const std::string& id() const override { return id_; }
   uint64_t OomKills() const override { return 0; }
   std::string RootPath() const override { return root_; }
 
-  void KillAll() override {
-    for (pid_t pgid : groups_) ::kill(-pgid, SIGKILL);
+  Op<Result<void>> KillAll() override {
+    KillGroups();
+    co_return Ok{};
   }
 
-  Result<void> Destroy() override {
-    if (destroyed_) return Ok{};
-    KillAll();
-    destroyed_ = true;
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-    if (ec) return Error{ErrorCode::kInternal, "remove " + root_ + ": " + ec.message()};
-    return Ok{};
-  }
+  Op<Result<void>> Destroy() override { co_return DestroyNow(); }
 
-  Result<SpawnedProcess> Spawn(const ProcessSpec& spec) override {
-    if (destroyed_) return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
-    if (spec.argv.empty()) return Error{ErrorCode::kInvalidRequest, "argv is empty"};
+  Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) override {
+    if (destroyed_) co_return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
+    if (spec.argv.empty()) co_return Error{ErrorCode::kInvalidRequest, "argv is empty"};
 
     // Everything the child needs is prepared before fork: it must not allocate.
     std::vector<char*> argv;
@@ -71,11 +65,11 @@ class DirectorySandbox final : public Sandbox {
     const std::string cwd = HostPath(root_, spec.cwd);
     const rlim_t nofile = static_cast<rlim_t>(limits_.open_files);
 
-    if (spec.pty) return SpawnOnTerminal(spec, argv, envp, cwd, nofile);
+    if (spec.pty) co_return co_await SpawnOnTerminal(spec, argv, envp, cwd, nofile);
     auto stdio = StdioPipes::Make(spec);
-    if (!stdio) return std::move(stdio).error();
+    if (!stdio) co_return std::move(stdio).error();
     auto report = MakePipe(false);
-    if (!report) return std::move(report).error();
+    if (!report) co_return std::move(report).error();
 
     const int in_fd = stdio->child_stdin();
     const int out_fd = stdio->child_stdout();
@@ -83,7 +77,7 @@ class DirectorySandbox final : public Sandbox {
     const int report_fd = report->write.get();
 
     pid_t pid = ::fork();
-    if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "spawn: fork", errno);
+    if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: fork", errno);
     if (pid == 0) {
       if (::setpgid(0, 0) != 0) ReportAndExit(report_fd, "setpgid", errno);
       // Unisolated processes must not outlive a daemon that died without cleaning up.
@@ -112,25 +106,25 @@ class DirectorySandbox final : public Sandbox {
 
     report->write.reset();
     stdio->CloseChildEnds();
-    auto p = Adopt(pid, report->read.get());
-    if (!p) return p;
+    Result<SpawnedProcess> p = co_await Adopt(pid, report->read.get());
+    if (!p) co_return p;
     stdio->HandOver(*p);
-    return p;
+    co_return p;
   }
 
  private:
   // A host terminal: there is no devpts of the sandbox's own without namespaces.
-  Result<SpawnedProcess> SpawnOnTerminal(const ProcessSpec& spec, std::vector<char*>& argv,
-                                         std::vector<char*>& envp, const std::string& cwd,
-                                         rlim_t nofile) {
+  Op<Result<SpawnedProcess>> SpawnOnTerminal(const ProcessSpec& spec, std::vector<char*>& argv,
+                                             std::vector<char*>& envp, const std::string& cwd,
+                                             rlim_t nofile) {
     auto pty = OpenPty("/dev/ptmx", spec.pty->rows, spec.pty->cols);
-    if (!pty) return std::move(pty).error();
+    if (!pty) co_return std::move(pty).error();
     auto report = MakePipe(false);
-    if (!report) return std::move(report).error();
+    if (!report) co_return std::move(report).error();
     const int tty = pty->slave.get();
     const int report_fd = report->write.get();
     pid_t pid = ::fork();
-    if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "spawn: fork", errno);
+    if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: fork", errno);
     if (pid == 0) {
       if (::setsid() < 0) ReportAndExit(report_fd, "setsid", errno);
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
@@ -152,30 +146,45 @@ class DirectorySandbox final : public Sandbox {
     }
     report->write.reset();
     pty->slave.reset();
-    auto p = Adopt(pid, report->read.get());
-    if (!p) return p;
+    Result<SpawnedProcess> p = co_await Adopt(pid, report->read.get());
+    if (!p) co_return p;
     p->stdout_fd = std::move(pty->master);
-    return p;
+    co_return p;
   }
 
   // After the fork: the child's verdict from its report pipe, then its pidfd; the process
   // group is the sandbox's to kill from then on.
-  Result<SpawnedProcess> Adopt(pid_t pid, int report_read) {
+  Op<Result<SpawnedProcess>> Adopt(pid_t pid, int report_read) {
     auto pidfd = OpenPidFd(pid);
-    if (auto exec = AwaitExec(report_read, ErrorCode::kInvalidRequest); !exec) {
-      ::waitpid(pid, nullptr, 0);
-      return std::move(exec).error();
-    }
-    if (!pidfd) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      return std::move(pidfd).error();
+    Result<void> exec = co_await AwaitExec(report_read, ErrorCode::kInvalidRequest);
+    if (!exec || !pidfd) {
+      // A child that failed exits at once; one that did not answer is killed first.
+      if (pidfd) ::syscall(SYS_pidfd_send_signal, pidfd->get(), SIGKILL, nullptr, 0);
+      if (pidfd) (void)co_await Readable{pidfd->get(), In(std::chrono::seconds(5))};
+      siginfo_t info{};
+      ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG);
+      if (!exec) co_return std::move(exec).error();
+      co_return std::move(pidfd).error();
     }
     groups_.insert(pid);
     SpawnedProcess p;
     p.pid = pid;
     p.pidfd = std::move(*pidfd);
-    return p;
+    co_return std::move(p);
+  }
+
+  void KillGroups() {
+    for (pid_t pgid : groups_) ::kill(-pgid, SIGKILL);
+  }
+
+  Result<void> DestroyNow() {
+    if (destroyed_) return Ok{};
+    KillGroups();
+    destroyed_ = true;
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+    if (ec) return Error{ErrorCode::kInternal, "remove " + root_ + ": " + ec.message()};
+    return Ok{};
   }
 
   std::string id_;
@@ -188,16 +197,16 @@ class DirectorySandbox final : public Sandbox {
 
 }  // namespace
 
-Result<std::unique_ptr<Sandbox>> DirectoryRuntime::Create(const SandboxSpec& spec) {
+Op<Result<std::unique_ptr<Sandbox>>> DirectoryRuntime::Create(SandboxSpec spec) {
   const std::string root = base_dir_ + "/" + spec.id;
   std::error_code ec;
   fs::create_directories(root + "/workspace", ec);
   if (ec) {
-    return Error{ErrorCode::kSandboxSetupFailed,
-                 "directory: mkdir " + root + "/workspace: " + ec.message()};
+    co_return Error{ErrorCode::kSandboxSetupFailed,
+                    "directory: mkdir " + root + "/workspace: " + ec.message()};
   }
   fs::create_directories(root + "/tmp", ec);
-  return std::unique_ptr<Sandbox>(new DirectorySandbox(spec.id, root, spec.limits));
+  co_return std::unique_ptr<Sandbox>(new DirectorySandbox(spec.id, root, spec.limits));
 }
 
 void DirectoryRuntime::CleanupLeftovers() {

@@ -14,7 +14,7 @@ class DirectoryRuntime final : public Runtime {
   // Sandboxes live under `base_dir`/<id>/; "/workspace" inside maps to <id>/workspace.
   explicit DirectoryRuntime(std::string base_dir) : base_dir_(std::move(base_dir)) {}
   std::string_view name() const override { return "directory"; }
-  Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec) override;
+  Op<Result<std::unique_ptr<Sandbox>>> Create(SandboxSpec spec) override;
   void CleanupLeftovers() override;
 
  private:

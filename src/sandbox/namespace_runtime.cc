@@ -57,6 +57,11 @@ struct NamespaceRuntime::State {
   // reaped its own children in that namespace.
   std::vector<UniqueFd> dying;
 
+  void Dying(UniqueFd pidfd) {
+    std::lock_guard lock(mu);
+    dying.push_back(std::move(pidfd));
+  }
+
   void ReapDying() {
     std::lock_guard lock(mu);
     std::erase_if(dying, [](const UniqueFd& fd) {
@@ -75,16 +80,16 @@ constexpr int kReadyTimeoutMs = 10000;
 constexpr int kKillTimeoutMs = 5000;
 
 // One byte with a deadline; false on timeout, EOF or error.
-bool ReadByte(int fd, char expected, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
+Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
+  const Deadline deadline = In(std::chrono::milliseconds(timeout_ms));
   for (;;) {
-    int r = ::poll(&p, 1, timeout_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
     char c = 0;
-    ssize_t n = ::read(fd, &c, 1);
+    const ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+    if (n == 1) co_return c == expected;
     if (n < 0 && errno == EINTR) continue;
-    return n == 1 && c == expected;
+    if (n == 0 || errno != EAGAIN) co_return false;
+    const bool ready = co_await Readable{fd, deadline};
+    if (!ready && std::chrono::steady_clock::now() >= deadline) co_return false;
   }
 }
 
@@ -141,8 +146,10 @@ class NamespaceSandbox final : public Sandbox {
   NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> state, std::string id,
                    std::string dir, Limits limits, bool allow_nested_userns)
       : state_(std::move(state)), id_(std::move(id)), dir_(std::move(dir)), limits_(limits),
-        allow_nested_userns_(allow_nested_userns) {}
-  ~NamespaceSandbox() override { (void)Destroy(); }
+        allow_nested_userns_(allow_nested_userns),
+        spawner_([state = state_](UniqueFd pidfd) { state->Dying(std::move(pidfd)); }) {}
+  // Destroy() is the way to end a sandbox; this only makes sure nothing is left running.
+  ~NamespaceSandbox() override { DestroyNow(); }
 
   const std::string& id() const override { return id_; }
   std::string RootPath() const override { return "/proc/" + std::to_string(init_pid_) + "/root"; }
@@ -152,8 +159,8 @@ class NamespaceSandbox final : public Sandbox {
     return *ids_first_ + inside;
   }
 
-  Result<SpawnedProcess> Spawn(const ProcessSpec& spec) override {
-    if (destroyed_) return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
+  Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) override {
+    if (destroyed_) co_return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
     SpawnContext ctx;
     ctx.spawner = &spawner_;
     ctx.site.init_pidfd = init_pidfd_.get();
@@ -167,46 +174,44 @@ class NamespaceSandbox final : public Sandbox {
       ctx.ptmx = "/proc/" + std::to_string(init_pid_) + "/root/dev/pts/ptmx";
       ctx.host_id_base = ids_first_.value_or(0);
     }
-    return SpawnInSandbox(ctx, spec);
+    co_return co_await SpawnInSandbox(std::move(ctx), std::move(spec));
   }
 
-  void KillAll() override {
-    if (destroyed_ || !control_) return;
+  Op<Result<void>> KillAll() override {
+    if (destroyed_ || !control_) co_return Ok{};
     const char command = 'K';
-    if (::write(control_.get(), &command, 1) == 1 &&
-        ReadByte(control_.get(), 'k', kKillTimeoutMs)) {
-      return;
+    if (::write(control_.get(), &command, 1) == 1) {
+      const bool acked = co_await ReadByte(control_.get(), 'k', kKillTimeoutMs);
+      if (acked) co_return Ok{};
     }
     // init did not answer: end the whole sandbox rather than leave anything running.
     log::Warn("sandbox init did not answer a kill request; killing it", {{"sandbox", id_}});
     KillInit();
+    co_return Ok{};
   }
 
-  Result<void> Destroy() override {
-    if (destroyed_) return Ok{};
+  Op<Result<void>> Destroy() override {
+    if (destroyed_) co_return Ok{};
     destroyed_ = true;
     // PID 1's death SIGKILLs the whole pid namespace; mounts go with the mount namespace.
     KillInit();
     control_.reset();
     // The spawner lives outside that pid namespace but inside the cgroups, which cannot be
     // removed while it is there.
-    spawner_.Stop();
+    (void)co_await spawner_.Stop();
     Result<void> result = Ok{};
     if (cgroup_) {
-      if (auto r = cgroup_->Remove(); !r) result = std::move(r).error();
+      Result<void> removed = co_await cgroup_->Remove();
+      if (!removed) result = std::move(removed).error();
     }
-    ReapInit();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-    if (ec && result.ok()) {
-      result = Error{ErrorCode::kInternal, "remove " + dir_ + ": " + ec.message()};
+    if (init_pidfd_) {
+      // The namespace's last processes are usually gone within a millisecond; if the daemon
+      // still holds unreaped children there, PID 1 waits for them and is reaped later.
+      (void)co_await Readable{init_pidfd_.get(), In(std::chrono::milliseconds(50))};
+      ReapInit();
     }
-    if (ids_first_) {
-      std::lock_guard lock(state_->mu);
-      state_->ids.Release(*ids_first_);
-      ids_first_.reset();
-    }
-    return result;
+    FreeStateAndIds(result);
+    co_return result;
   }
 
   // Set by Create as each resource is acquired, so Destroy frees exactly those.
@@ -221,20 +226,43 @@ class NamespaceSandbox final : public Sandbox {
     if (init_pidfd_) ::syscall(SYS_pidfd_send_signal, init_pidfd_.get(), SIGKILL, nullptr, 0);
   }
 
+  // Reaps PID 1 if it has exited, else leaves it to be reaped later.
   void ReapInit() {
     if (!init_pidfd_) return;
-    // The namespace's last processes are usually gone within a millisecond; if the daemon
-    // still holds unreaped children there, PID 1 waits for them and is reaped later.
-    pollfd p{init_pidfd_.get(), POLLIN, 0};
     siginfo_t info{};
-    if (::poll(&p, 1, 50) == 1 &&
-        ::waitid(P_PIDFD, static_cast<id_t>(init_pidfd_.get()), &info, WEXITED | WNOHANG) == 0 &&
+    if (::waitid(P_PIDFD, static_cast<id_t>(init_pidfd_.get()), &info, WEXITED | WNOHANG) == 0 &&
         info.si_pid != 0) {
       init_pidfd_.reset();
       return;
     }
-    std::lock_guard lock(state_->mu);
-    state_->dying.push_back(std::move(init_pidfd_));
+    state_->Dying(std::move(init_pidfd_));
+  }
+
+  void FreeStateAndIds(Result<void>& result) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (ec && result.ok()) {
+      result = Error{ErrorCode::kInternal, "remove " + dir_ + ": " + ec.message()};
+    }
+    if (ids_first_) {
+      std::lock_guard lock(state_->mu);
+      state_->ids.Release(*ids_first_);
+      ids_first_.reset();
+    }
+  }
+
+  // Without waiting: what a sandbox that was never Destroy()ed must not leave running. Its
+  // cgroups go if already empty, else at the next start's CleanupLeftovers.
+  void DestroyNow() {
+    if (destroyed_) return;
+    destroyed_ = true;
+    KillInit();
+    control_.reset();
+    spawner_.Kill();
+    if (cgroup_) cgroup_->KillAndForget();
+    ReapInit();
+    Result<void> ignored = Ok{};
+    FreeStateAndIds(ignored);
   }
 
   std::shared_ptr<NamespaceRuntime::State> state_;
@@ -245,6 +273,95 @@ class NamespaceSandbox final : public Sandbox {
   bool destroyed_ = false;
   Spawner spawner_;  // started by the first Spawn
 };
+
+// The steps of Create after the id range: directories, cgroups, the clone of PID 1 and its
+// setup, each naming itself in its error.
+Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
+                       const SandboxSpec& spec, const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    const int err = errno;
+    co_return SysError(err == EEXIST ? ErrorCode::kConflict : ErrorCode::kSandboxSetupFailed,
+                       "state: mkdir: " + dir, err);
+  }
+  const std::string root = dir + "/root";
+  if (::mkdir(root.c_str(), 0755) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + root, errno);
+  }
+  if (!spec.template_root.empty()) {
+    const std::string layer = dir + "/layer";
+    if (::mkdir(layer.c_str(), 0755) != 0) {
+      co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + layer, errno);
+    }
+  }
+  // Owned by the sandbox's root: the child works below it after leaving the host's uid 0.
+  if (::chown(dir.c_str(), *sandbox.ids_first_, *sandbox.ids_first_) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "state: chown: " + dir, errno);
+  }
+  UniqueFd template_fd;
+  if (!spec.template_root.empty()) {
+    template_fd.reset(::open(spec.template_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!template_fd) {
+      co_return SysError(ErrorCode::kSandboxSetupFailed, "template: open: " + spec.template_root,
+                         errno);
+    }
+  }
+  auto cgroup = s.cgroups->Create(spec.id, spec.limits);
+  if (!cgroup) co_return std::move(cgroup).error();
+  sandbox.cgroup_ = std::move(*cgroup);
+
+  const RootPlan plan = BuildRootPlan(s.host, spec, dir, template_fd.get());
+  int sync[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
+  }
+  UniqueFd sync_parent(sync[0]), sync_child(sync[1]);
+  int control[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
+  }
+  UniqueFd control_parent(control[0]), control_child(control[1]);
+  auto report = MakePipe(false);
+  if (!report) co_return std::move(report).error();
+
+  const InitLaunch launch{&plan,
+                          dir.c_str(),
+                          template_fd ? spec.template_root.c_str() : nullptr,
+                          template_fd.get(),
+                          spec.id.c_str(),
+                          spec.id.size(),
+                          sync_child.get(),
+                          control_child.get(),
+                          report->write.get(),
+                          s.init_exe.get()};
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = kCloneFlags | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "clone3", errno);
+  if (pid == 0) RunInitSetup(launch);
+
+  sandbox.init_pidfd_.reset(pidfd);
+  sandbox.init_pid_ = pid;
+  sync_child.reset();
+  control_child.reset();
+  report->write.reset();
+
+  if (auto r = WriteIdMapsFromParent(pid, *sandbox.ids_first_, s.options.host_id_range); !r) {
+    co_return std::move(r).error();
+  }
+  if (auto r = sandbox.cgroup_->Attach(pid); !r) co_return std::move(r).error();
+  if (::write(sync_parent.get(), "g", 1) != 1) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
+  }
+  Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "");
+  if (!exec) co_return std::move(exec).error();
+  const bool ready = co_await ReadByte(control_parent.get(), 'R', kReadyTimeoutMs);
+  if (!ready) co_return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
+  sandbox.control_ = std::move(control_parent);
+  co_return Ok{};
+}
 
 }  // namespace
 
@@ -296,15 +413,15 @@ NamespaceRuntime::~NamespaceRuntime() {
   for (const auto& parent : CgroupParents()) ::rmdir(parent.c_str());
 }
 
-Result<std::unique_ptr<Sandbox>> NamespaceRuntime::Create(const SandboxSpec& spec) {
-  if (!ready_) return ready_.error();
+Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) {
+  if (!ready_) co_return ready_.error();
   auto& s = *state_;
   s.ReapDying();
   if (spec.id.empty() || spec.id.find('/') != std::string::npos || spec.id[0] == '.') {
-    return Error{ErrorCode::kInvalidRequest, "sandbox id must be a plain name: " + spec.id};
+    co_return Error{ErrorCode::kInvalidRequest, "sandbox id must be a plain name: " + spec.id};
   }
   if (spec.network != "loopback") {
-    return Error{ErrorCode::kInvalidRequest, "network: unsupported mode: " + spec.network};
+    co_return Error{ErrorCode::kInvalidRequest, "network: unsupported mode: " + spec.network};
   }
   SandboxSpec resolved = spec;
   if (resolved.template_root.empty() && !resolved.template_name.empty() &&
@@ -312,7 +429,7 @@ Result<std::unique_ptr<Sandbox>> NamespaceRuntime::Create(const SandboxSpec& spe
     const std::string dir = s.options.template_dir + "/" + resolved.template_name;
     std::error_code ec;
     if (s.options.template_dir.empty() || !fs::is_directory(dir, ec)) {
-      return Error{ErrorCode::kInvalidRequest, "template: unknown: " + resolved.template_name};
+      co_return Error{ErrorCode::kInvalidRequest, "template: unknown: " + resolved.template_name};
     }
     resolved.template_root = dir;
   }
@@ -325,94 +442,15 @@ Result<std::unique_ptr<Sandbox>> NamespaceRuntime::Create(const SandboxSpec& spe
     sandbox->ids_first_ = s.ids.Acquire();
   }
   if (!sandbox->ids_first_) {
-    return Error{ErrorCode::kQuotaExceeded, "userns: every host id range is in use"};
+    co_return Error{ErrorCode::kQuotaExceeded, "userns: every host id range is in use"};
   }
-  // From here on, an early return destroys `sandbox`, which frees what it holds.
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    const int err = errno;
-    return SysError(err == EEXIST ? ErrorCode::kConflict : ErrorCode::kSandboxSetupFailed,
-                    "state: mkdir: " + dir, err);
+  // A step that fails leaves what it made in `sandbox`; Destroy frees exactly that.
+  Result<void> set_up = co_await SetUp(s, *sandbox, resolved, dir);
+  if (!set_up) {
+    (void)co_await sandbox->Destroy();
+    co_return std::move(set_up).error();
   }
-  const std::string root = dir + "/root";
-  if (::mkdir(root.c_str(), 0755) != 0) {
-    return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + root, errno);
-  }
-  if (!resolved.template_root.empty()) {
-    const std::string layer = dir + "/layer";
-    if (::mkdir(layer.c_str(), 0755) != 0) {
-      return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + layer, errno);
-    }
-  }
-  // Owned by the sandbox's root: the child works below it after leaving the host's uid 0.
-  if (::chown(dir.c_str(), *sandbox->ids_first_, *sandbox->ids_first_) != 0) {
-    return SysError(ErrorCode::kSandboxSetupFailed, "state: chown: " + dir, errno);
-  }
-  UniqueFd template_fd;
-  if (!resolved.template_root.empty()) {
-    template_fd.reset(::open(resolved.template_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!template_fd) {
-      return SysError(ErrorCode::kSandboxSetupFailed, "template: open: " + resolved.template_root,
-                      errno);
-    }
-  }
-  auto cgroup = s.cgroups->Create(spec.id, spec.limits);
-  if (!cgroup) return std::move(cgroup).error();
-  sandbox->cgroup_ = std::move(*cgroup);
-
-  const RootPlan plan = BuildRootPlan(s.host, resolved, dir, template_fd.get());
-  int sync[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
-    return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
-  }
-  UniqueFd sync_parent(sync[0]), sync_child(sync[1]);
-  int control[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
-    return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
-  }
-  UniqueFd control_parent(control[0]), control_child(control[1]);
-  auto report = MakePipe(false);
-  if (!report) return std::move(report).error();
-
-  const InitLaunch launch{&plan,
-                          dir.c_str(),
-                          template_fd ? resolved.template_root.c_str() : nullptr,
-                          template_fd.get(),
-                          spec.id.c_str(),
-                          spec.id.size(),
-                          sync_child.get(),
-                          control_child.get(),
-                          report->write.get(),
-                          s.init_exe.get()};
-  int pidfd = -1;
-  clone_args args{};
-  args.flags = kCloneFlags | CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-  if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "clone3", errno);
-  if (pid == 0) RunInitSetup(launch);
-
-  sandbox->init_pidfd_.reset(pidfd);
-  sandbox->init_pid_ = pid;
-  sync_child.reset();
-  control_child.reset();
-  report->write.reset();
-
-  if (auto r = WriteIdMapsFromParent(pid, *sandbox->ids_first_, s.options.host_id_range); !r) {
-    return std::move(r).error();
-  }
-  if (auto r = sandbox->cgroup_->Attach(pid); !r) return std::move(r).error();
-  if (::write(sync_parent.get(), "g", 1) != 1) {
-    return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
-  }
-  if (auto r = AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, ""); !r) {
-    return std::move(r).error();
-  }
-  if (!ReadByte(control_parent.get(), 'R', kReadyTimeoutMs)) {
-    return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
-  }
-  sandbox->control_ = std::move(control_parent);
-  return std::unique_ptr<Sandbox>(std::move(sandbox));
+  co_return std::unique_ptr<Sandbox>(std::move(sandbox));
 }
 
 std::vector<std::string> NamespaceRuntime::CgroupParents() const {

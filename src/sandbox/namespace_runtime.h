@@ -41,7 +41,7 @@ class NamespaceRuntime final : public Runtime {
   // The root of a sandbox is the host's system directories (read-only) when both
   // spec.template_root and spec.template_name ("base") say so, else the template's directory
   // under an overlay whose writable layer is a tmpfs of limits.disk_mb.
-  Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec) override;
+  Op<Result<std::unique_ptr<Sandbox>>> Create(SandboxSpec spec) override;
   void CleanupLeftovers() override;
   // Where sandbox cgroups are created: one directory per hierarchy (v1) or one (v2).
   std::vector<std::string> CgroupParents() const;

@@ -1,6 +1,7 @@
 // The seam between supervision and isolation: a Runtime makes Sandboxes, a Sandbox spawns
-// processes inside itself. Synchronous, no Asio, no HTTP. The process layer only ever sees
-// these types, so a runtime can be swapped without touching anything above.
+// processes inside itself. No Asio, no HTTP; what has to wait for the kernel is an Op
+// (op.h) that its caller runs, so nothing here ever blocks the daemon. The process layer only
+// ever sees these types, so a runtime can be swapped without touching anything above.
 #pragma once
 
 #include <sys/types.h>
@@ -8,13 +9,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
 #include "platform/unique_fd.h"
+#include "sandbox/op.h"
 
 namespace sandstream::sandbox {
 
@@ -69,13 +70,14 @@ class Sandbox {
   virtual ~Sandbox() = default;
   virtual const std::string& id() const = 0;
   // Starts a process inside. Errors name the step and errno ("spawn: execve sh: ENOENT").
-  virtual Result<SpawnedProcess> Spawn(const ProcessSpec& spec) = 0;
+  // The sandbox must outlive the Op; spawns of one sandbox are run one at a time.
+  virtual Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) = 0;
   // OOM kills seen in this sandbox so far; the process layer compares before and after.
   virtual uint64_t OomKills() const = 0;
   // SIGKILL to every process in the sandbox; idempotent, safe after Destroy.
-  virtual void KillAll() = 0;
+  virtual Op<Result<void>> KillAll() = 0;
   // Frees processes, mounts, cgroups and directories. Idempotent.
-  virtual Result<void> Destroy() = 0;
+  virtual Op<Result<void>> Destroy() = 0;
   // Where the sandbox's root filesystem is visible to the daemon (for the files API).
   virtual std::string RootPath() const = 0;
   // The host uid (and gid) that id `inside` of the sandbox maps to, so the daemon can act as
@@ -90,7 +92,7 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
   virtual std::string_view name() const = 0;
-  virtual Result<std::unique_ptr<Sandbox>> Create(const SandboxSpec& spec) = 0;
+  virtual Op<Result<std::unique_ptr<Sandbox>>> Create(SandboxSpec spec) = 0;
   // At start-up: removes what sandboxes of an earlier, killed daemon left behind.
   virtual void CleanupLeftovers() = 0;
 };

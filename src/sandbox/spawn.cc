@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,65 +25,76 @@ namespace {
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr gid_t kTtyGroupId = 5;  // "tty" in Debian's /etc/group, devpts' gid= option
 
+// Kills a child that failed to start and reaps it: it is the daemon's own child.
+Op<int> Discard(pid_t pid, int pidfd) {
+  ::kill(pid, SIGKILL);
+  if (pidfd >= 0) (void)co_await Readable{pidfd, In(std::chrono::seconds(5))};
+  siginfo_t info{};
+  ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG);
+  co_return 0;
+}
+
 // Sends the request with `fds` (stdin if any, stdout, stderr); `close_child_ends` runs once
 // the spawner holds its copies.
-Result<SpawnedProcess> Launch(const SpawnContext& ctx, const SpawnRequest& request,
-                              std::vector<int> fds, const std::function<void()>& close_child_ends) {
+Op<Result<SpawnedProcess>> Launch(const SpawnContext& ctx, const SpawnRequest& request,
+                                  std::vector<int> fds, std::function<void()> close_child_ends) {
   auto message = EncodeSpawnRequest(request);
-  if (!message) return std::move(message).error();
+  if (!message) co_return std::move(message).error();
   auto report = MakePipe(false);
-  if (!report) return std::move(report).error();
+  if (!report) co_return std::move(report).error();
   fds.push_back(report->write.get());
-  auto launched = ctx.spawner->Launch(ctx.site, *message, fds);
+  Result<pid_t> launched = co_await ctx.spawner->Launch(ctx.site, *message, fds);
   report->write.reset();
   close_child_ends();
-  if (!launched) return std::move(launched).error();
+  if (!launched) co_return std::move(launched).error();
   const pid_t pid = *launched;
 
   // Only the daemon can reap its child, so the pid names it until then.
   Result<UniqueFd> pidfd = OpenPidFd(pid);
-  auto failure = ReadChildReport(report->read.get());
+  Result<std::optional<ChildFailure>> failure = co_await ReadChildReport(report->read.get());
   if (!failure || failure->has_value() || !pidfd) {
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    (void)co_await Discard(pid, pidfd ? pidfd->get() : -1);
+    if (!pidfd) co_return std::move(pidfd).error();
+    if (!failure) {
+      co_return Error{ErrorCode::kSandboxSetupFailed, "spawn: " + failure.error().message};
     }
-    if (!pidfd) return std::move(pidfd).error();
-    if (!failure) return Error{ErrorCode::kSandboxSetupFailed, "spawn: " + failure.error().message};
     const ChildFailure& f = **failure;
     const bool exec_failed = std::string_view(f.step).rfind("execve ", 0) == 0;
-    return SysError(exec_failed ? ErrorCode::kInvalidRequest : ErrorCode::kSandboxSetupFailed,
-                    std::string("spawn: ") + f.step, f.err);
+    co_return SysError(exec_failed ? ErrorCode::kInvalidRequest : ErrorCode::kSandboxSetupFailed,
+                       std::string("spawn: ") + f.step, f.err);
   }
   SpawnedProcess p;
   p.pid = pid;
   p.pidfd = std::move(*pidfd);
-  return p;
+  co_return std::move(p);
 }
 
-Result<SpawnedProcess> SpawnOnTerminal(const SpawnContext& ctx, const ProcessSpec& spec,
-                                       SpawnRequest& request) {
+Op<Result<SpawnedProcess>> SpawnOnTerminal(const SpawnContext& ctx, const ProcessSpec& spec,
+                                           SpawnRequest& request) {
   auto pty = OpenPty(ctx.ptmx, spec.pty->rows, spec.pty->cols);
-  if (!pty) return std::move(pty).error();
+  if (!pty) co_return std::move(pty).error();
   // Owned by the process's user and the tty group as the sandbox sees them, like a login's.
   if (::fchown(pty->slave.get(), ctx.host_id_base + request.uid, ctx.host_id_base + kTtyGroupId) !=
           0 ||
       ::fchmod(pty->slave.get(), 0620) != 0) {
-    return SysError(ErrorCode::kSandboxSetupFailed, "pty: chown", errno);
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "pty: chown", errno);
   }
   request.tty = true;
   request.has_stdin = true;
   const int slave = pty->slave.get();
-  auto started = Launch(ctx, request, {slave, slave, slave}, [&] { pty->slave.reset(); });
-  if (!started) return std::move(started).error();
+  std::vector<int> fds{slave, slave, slave};
+  Result<SpawnedProcess> started =
+      co_await Launch(ctx, request, std::move(fds), [&pty] { pty->slave.reset(); });
+  if (!started) co_return std::move(started).error();
   SpawnedProcess p = std::move(*started);
   p.stdout_fd = std::move(pty->master);
-  return p;
+  co_return std::move(p);
 }
 
 }  // namespace
 
-Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec& spec) {
-  if (spec.argv.empty()) return Error{ErrorCode::kInvalidRequest, "argv is empty"};
+Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec) {
+  if (spec.argv.empty()) co_return Error{ErrorCode::kInvalidRequest, "argv is empty"};
   SpawnRequest request;
   request.argv = spec.argv;
   request.env = spec.env;
@@ -98,19 +110,20 @@ Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec
   request.open_files = ctx.open_files;
   request.seccomp = ctx.seccomp;
 
-  if (spec.pty) return SpawnOnTerminal(ctx, spec, request);
+  if (spec.pty) co_return co_await SpawnOnTerminal(ctx, spec, request);
   auto stdio = StdioPipes::Make(spec);
-  if (!stdio) return std::move(stdio).error();
+  if (!stdio) co_return std::move(stdio).error();
   std::vector<int> fds;
   request.has_stdin = spec.open_stdin;
   if (spec.open_stdin) fds.push_back(stdio->child_stdin());
   fds.push_back(stdio->child_stdout());
   fds.push_back(stdio->child_stderr());
-  auto started = Launch(ctx, request, std::move(fds), [&] { stdio->CloseChildEnds(); });
-  if (!started) return std::move(started).error();
+  Result<SpawnedProcess> started =
+      co_await Launch(ctx, request, std::move(fds), [&stdio] { stdio->CloseChildEnds(); });
+  if (!started) co_return std::move(started).error();
   SpawnedProcess p = std::move(*started);
   stdio->HandOver(p);
-  return p;
+  co_return std::move(p);
 }
 
 }  // namespace sandstream::sandbox

@@ -25,7 +25,7 @@ struct SpawnContext {
 };
 
 // Errors: kInvalidRequest when argv[0] cannot be exec'd ("spawn: execve sh: ENOENT"),
-// kSandboxSetupFailed for any other step.
-Result<SpawnedProcess> SpawnInSandbox(const SpawnContext& ctx, const ProcessSpec& spec);
+// kSandboxSetupFailed for any other step. `ctx.spawner` must outlive the Op.
+Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec);
 
 }  // namespace sandstream::sandbox

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "platform/fd.h"
@@ -40,21 +41,6 @@ constexpr int kReplyTimeoutMs = 5000;
   if (::setns(site.init_pidfd, kAllNamespaces) != 0) ReportAndExit(report_fd, "setns", errno);
   BecomeNamespaceRootInChild(report_fd);
   ExecEmbeddedInChild(site.exe_fd, argv, control_fd, report_fd);
-}
-
-// One reply with a deadline; nullopt on timeout, EOF or error.
-std::optional<SpawnReply> Receive(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  for (;;) {
-    const int r = ::poll(&p, 1, kReplyTimeoutMs);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return std::nullopt;
-    SpawnReply reply{};
-    const ssize_t n = ::recv(fd, &reply, sizeof reply, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof reply)) return std::nullopt;
-    return reply;
-  }
 }
 
 void Append(std::string& out, const void* data, size_t size) {
@@ -108,32 +94,46 @@ Result<std::string> EncodeSpawnRequest(const SpawnRequest& request) {
   return out;
 }
 
-Result<pid_t> Spawner::Launch(const SpawnerSite& site, std::string_view request,
-                              std::span<const int> fds) {
+Op<std::optional<SpawnReply>> Spawner::Receive(int fd) {
+  const Deadline deadline = In(std::chrono::milliseconds(kReplyTimeoutMs));
+  for (;;) {
+    SpawnReply reply{};
+    const ssize_t n = ::recv(fd, &reply, sizeof reply, MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(sizeof reply)) co_return reply;
+    if (n < 0 && errno == EINTR) continue;
+    if (n >= 0 || errno != EAGAIN) co_return std::nullopt;
+    const bool ready = co_await Readable{fd, deadline};
+    if (!ready && std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;
+  }
+}
+
+Op<Result<pid_t>> Spawner::Launch(SpawnerSite site, std::string_view request,
+                                  std::span<const int> fds) {
   for (int attempt = 0;; ++attempt) {
     if (!control_) {
-      if (auto r = Start(site); !r) return std::move(r).error();
+      Result<void> started = co_await Start(site);
+      if (!started) co_return std::move(started).error();
     }
     const int err = Send(request, fds);
     if (err == 0) break;
     // Killed, crashed or OOM-killed since the last request: a new one gets the request. Any
     // other failure (a message the kernel could not buffer) leaves a healthy spawner alone.
     const bool gone = err == EPIPE || err == ECONNRESET || err == ENOTCONN;
-    if (gone) Stop();
+    if (gone) (void)co_await Stop();
     if (!gone || attempt > 0) {
-      return SysError(ErrorCode::kSandboxSetupFailed, "spawn: send to spawner", err);
+      co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: send to spawner", err);
     }
   }
-  auto reply = Receive(control_.get());
+  const std::optional<SpawnReply> reply = co_await Receive(control_.get());
   if (!reply) {
-    Stop();
-    return Error{ErrorCode::kSandboxSetupFailed, "spawn: spawner: no reply"};
+    (void)co_await Stop();
+    co_return Error{ErrorCode::kSandboxSetupFailed, "spawn: spawner: no reply"};
   }
-  if (reply->pid > 0) return static_cast<pid_t>(reply->pid);
+  if (reply->pid > 0) co_return static_cast<pid_t>(reply->pid);
   if (reply->err == EBADMSG) {
-    return Error{ErrorCode::kInternal, "spawn: spawner: request refused"};
+    co_return Error{ErrorCode::kInternal, "spawn: spawner: request refused"};
   }
-  return SysError(ErrorCode::kSandboxSetupFailed, "spawn: clone", reply->err);
+  co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: clone", reply->err);
 }
 
 int Spawner::Send(std::string_view request, std::span<const int> fds) {
@@ -158,11 +158,11 @@ int Spawner::Send(std::string_view request, std::span<const int> fds) {
   return n == static_cast<ssize_t>(request.size()) ? 0 : EMSGSIZE;
 }
 
-Result<void> Spawner::Start(const SpawnerSite& site) {
-  Stop();
+Op<Result<void>> Spawner::Start(SpawnerSite site) {
+  (void)co_await Stop();
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    return SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: socketpair", errno);
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: socketpair", errno);
   }
   UniqueFd ours(sv[0]), theirs(sv[1]);
   // A request travels as one message, which must fit the send buffer; beyond wmem_max only
@@ -172,7 +172,7 @@ Result<void> Spawner::Start(const SpawnerSite& site) {
     ::setsockopt(ours.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   }
   auto report = MakePipe(false);
-  if (!report) return std::move(report).error();
+  if (!report) co_return std::move(report).error();
   std::string daemon = std::to_string(::getpid());
   char name[] = "sandstream-spawner";
   char* const argv[] = {name, daemon.data(), nullptr};
@@ -184,44 +184,62 @@ Result<void> Spawner::Start(const SpawnerSite& site) {
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-  if (pid < 0)
-    return SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: clone3", errno);
+  if (pid < 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: clone3", errno);
+  }
   if (pid == 0) RunSpawnerSetup(site, argv, theirs.get(), report->write.get());
   pidfd_.reset(pidfd);
   pid_ = pid;
   theirs.reset();
   report->write.reset();
 
-  if (auto r =
-          AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "spawn: start spawner");
-      !r) {
-    Stop();
-    return std::move(r).error();
+  Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed,
+                                         "spawn: start spawner");
+  if (!exec) {
+    (void)co_await Stop();
+    co_return std::move(exec).error();
   }
-  auto ready = Receive(ours.get());
+  const std::optional<SpawnReply> ready = co_await Receive(ours.get());
   if (!ready || ready->pid != 0 || ready->err != 0) {
     Error e =
         ready && ready->err != 0
             ? SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: spawner", ready->err)
             : Error{ErrorCode::kSandboxSetupFailed, "spawn: start spawner: no ready message"};
-    Stop();
-    return e;
+    (void)co_await Stop();
+    co_return e;
   }
   control_ = std::move(ours);
-  return Ok{};
+  co_return Ok{};
 }
 
-void Spawner::Stop() {
+Op<Result<void>> Spawner::Stop() {
   control_.reset();
-  if (pidfd_) {
-    ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-    siginfo_t info{};
-    while (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WEXITED) != 0 &&
-           errno == EINTR) {
-    }
-    pidfd_.reset();
-  }
   pid_ = -1;
+  if (!pidfd_) co_return Ok{};
+  UniqueFd pidfd = std::move(pidfd_);
+  ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+  // A SIGKILLed process is gone within moments unless it is stuck in the kernel.
+  (void)co_await Readable{pidfd.get(), In(std::chrono::milliseconds(kReplyTimeoutMs))};
+  siginfo_t info{};
+  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED | WNOHANG) == 0 &&
+      info.si_pid != 0) {
+    co_return Ok{};
+  }
+  if (unreaped_) unreaped_(std::move(pidfd));
+  co_return Error{ErrorCode::kInternal, "spawn: spawner did not exit after SIGKILL"};
+}
+
+void Spawner::Kill() {
+  control_.reset();
+  pid_ = -1;
+  if (!pidfd_) return;
+  ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+  siginfo_t info{};
+  const bool reaped =
+      ::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WEXITED | WNOHANG) == 0 &&
+      info.si_pid != 0;
+  if (!reaped && unreaped_) unreaped_(std::move(pidfd_));
+  pidfd_.reset();
 }
 
 }  // namespace sandstream::sandbox

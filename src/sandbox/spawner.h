@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include "base/result.h"
+#include "sandbox/spawn_request.h"
 #include "platform/unique_fd.h"
+#include "sandbox/op.h"
 
 struct sock_fprog;
 
@@ -44,25 +47,32 @@ Result<std::string> EncodeSpawnRequest(const SpawnRequest& request);
 
 class Spawner {
  public:
-  Spawner() = default;
+  // `unreaped` takes the pidfd of a killed spawner that had not exited yet, to be reaped later.
+  explicit Spawner(std::function<void(UniqueFd)> unreaped = {}) : unreaped_(std::move(unreaped)) {}
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
-  ~Spawner() { Stop(); }
+  ~Spawner() { Kill(); }
 
   // Sends an encoded request with its fds (stdin if any, stdout, stderr, report pipe) and
   // returns the new process's host pid. Starts the spawner if none runs, and starts a new one,
   // once, if the request finds it dead. Errors: "spawn: start spawner: ...", "spawn: clone: ...".
-  Result<pid_t> Launch(const SpawnerSite& site, std::string_view request, std::span<const int> fds);
-  // Kills and reaps the spawner, if one runs.
-  void Stop();
+  // The strings and fds must stay valid until the Op ends; one request at a time.
+  Op<Result<pid_t>> Launch(SpawnerSite site, std::string_view request, std::span<const int> fds);
+  // Kills the spawner, if one runs, and reaps it (within a bound; else `unreaped` gets it).
+  Op<Result<void>> Stop();
+  // Kills it without waiting; `unreaped` gets it.
+  void Kill();
   // The spawner's host pid, or -1.
   pid_t pid() const { return pid_; }
 
  private:
-  Result<void> Start(const SpawnerSite& site);
+  Op<Result<void>> Start(SpawnerSite site);
   // 0 once sent; else the errno of sendmsg.
   int Send(std::string_view request, std::span<const int> fds);
+  // One reply within the reply deadline; nullopt on timeout, EOF or error.
+  Op<std::optional<SpawnReply>> Receive(int fd);
 
+  std::function<void(UniqueFd)> unreaped_;
   UniqueFd control_;
   UniqueFd pidfd_;
   pid_t pid_ = -1;

@@ -96,13 +96,13 @@ int main(int argc, char** argv) {
       SandboxSpec s = spec;
       s.id += "_" + std::to_string(n);
       const auto c0 = Clock::now();
-      auto sb = runtime.Create(s);
+      auto sb = RunBlocking(runtime.Create(s));
       const auto c1 = Clock::now();
       if (!sb) {
         std::fprintf(stderr, "create: %s\n", sb.error().message.c_str());
         return 1;
       }
-      (void)(*sb)->Destroy();
+      (void)RunBlocking((*sb)->Destroy());
       create_ms.push_back(Ms(c1 - c0));
       destroy_ms.push_back(Ms(Clock::now() - c1));
     }
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
                  destroy_ms[destroy_ms.size() / 2], creates);
   }
   const auto t0 = Clock::now();
-  auto sandbox = runtime.Create(spec);
+  auto sandbox = RunBlocking(runtime.Create(spec));
   const auto t1 = Clock::now();
   if (!sandbox) {
     std::fprintf(stderr, "create: %s\n", sandbox.error().message.c_str());
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   double spawn_ms = 0;
   for (int r = 0; r < repeat; ++r) {
     const auto s0 = Clock::now();
-    auto p = (*sandbox)->Spawn(process);
+    auto p = RunBlocking((*sandbox)->Spawn(process));
     spawn_ms += Ms(Clock::now() - s0);
     if (!p) {
       std::fprintf(stderr, "spawn: %s\n", p.error().message.c_str());
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   }
   const auto t2 = Clock::now();
   const uint64_t oom_kills = (*sandbox)->OomKills();
-  (void)(*sandbox)->Destroy();
+  (void)RunBlocking((*sandbox)->Destroy());
   const auto t3 = Clock::now();
   for (const auto& parent : runtime.CgroupParents()) ::rmdir(parent.c_str());
   std::fprintf(stderr, "exit %d; create %.2f ms, spawn %.3f ms (mean of %d), destroy %.2f ms, oom kills %llu\n",

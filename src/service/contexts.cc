@@ -119,16 +119,19 @@ json::object CodeContext::Json() const {
   return o;
 }
 
-Result<void> CodeContext::Start(Service& service, SandboxEntry& sb) {
+asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
+  auto self = shared_from_this();
+  SandboxEntry* sb = service.Find(sandbox_id_);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
   if (language_ == Language::kBash) {
     if (!shell_) {
-      auto session = CreateSession(service, sb, SessionRequest{"ctx-" + id_, env_, cwd_});
-      if (!session) return std::move(session).error();
+      auto session = CreateSession(service, *sb, SessionRequest{"ctx-" + id_, env_, cwd_});
+      if (!session) co_return std::move(session).error();
       shell_ = *session;
       // Owned by the context, not listed among the sandbox's sessions.
-      sb.sessions.erase(shell_->id());
+      sb->sessions.erase(shell_->id());
     }
-    return Ok{};
+    co_return Ok{};
   }
   Detach();
   token_ = NewId("");
@@ -143,14 +146,13 @@ Result<void> CodeContext::Start(Service& service, SandboxEntry& sb) {
     // --expose-internals: the REPL's top-level-await rewrite (see the driver).
     spec.argv = {"node", "--expose-internals", "-e", std::string(kNodeDriver)};
   }
-  spec.env = service.ComposeEnv(sb, env);
+  spec.env = service.ComposeEnv(*sb, env);
   spec.cwd = cwd_;
   spec.keep_stdin_open = true;
   spec.log_limits = LogLimits{kDriverLogBytes, 4096};
-  bool attached = false;
-  auto p = service.StartProcess(sb, std::move(spec), &attached);
-  if (!p) return std::move(p).error();
-  driver_ = *p;
+  Result<Service::Started> started = co_await service.StartProcess(sandbox_id_, std::move(spec));
+  if (!started) co_return std::move(started).error();
+  driver_ = started->process;
   after_seq_ = 0;
   pending_out_.clear();
   pending_err_.clear();
@@ -159,7 +161,7 @@ Result<void> CodeContext::Start(Service& service, SandboxEntry& sb) {
   OnAppend();
   log::Info("code context started",
             {{"sandbox", sandbox_id_}, {"context", id_}, {"process", driver_->id()}});
-  return Ok{};
+  co_return Ok{};
 }
 
 void CodeContext::OnAppend() {
@@ -374,8 +376,9 @@ asio::awaitable<void> CodeContext::ExecuteInterpreter(Service& service,
     if (!finished() && alive()) {
       driver->KillNow(ExitReason::kTimeout);
       co_await driver->WaitExit();
-      if (SandboxEntry* sb = service.Find(sandbox_id_); sb && !closed_) {
-        restarted = Start(service, *sb).ok();
+      if (service.Find(sandbox_id_) && !closed_) {
+        Result<void> again = co_await Start(service);
+        restarted = again.ok();
         if (restarted) ++restarts_;
       }
     }
@@ -515,7 +518,7 @@ asio::awaitable<Result<void>> CodeContext::Restart(Service& service) {
     if (shell_) shell_->Close();
     shell_.reset();
   }
-  auto started = Start(service, *sb);
+  Result<void> started = co_await Start(service);
   if (!started) co_return std::move(started).error();
   ++restarts_;
   co_return Ok{};
@@ -532,18 +535,23 @@ void CodeContext::Close() {
   if (driver_ && driver_->status() == ProcessStatus::kRunning) driver_->Kill(ExitReason::kKilled);
 }
 
-Result<std::shared_ptr<CodeContext>> CreateContext(Service& service, SandboxEntry& sb,
-                                                   ContextRequest req) {
-  if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
-  if (sb.contexts.size() >= 64) {
-    return Error{ErrorCode::kQuotaExceeded, "too many code contexts in " + sb.id + " (64)"};
+asio::awaitable<Result<std::shared_ptr<CodeContext>>> CreateContext(Service& service,
+                                                                    std::string sandbox_id,
+                                                                    ContextRequest req) {
+  SandboxEntry* sb = service.Find(sandbox_id);
+  if (!sb || sb->deleting) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  if (sb->contexts.size() >= 64) {
+    co_return Error{ErrorCode::kQuotaExceeded, "too many code contexts in " + sandbox_id + " (64)"};
   }
   auto context =
-      std::make_shared<CodeContext>(service.executor(), NewId("ctx_"), sb.id, req.language,
-                                    req.cwd.empty() ? sb.cwd : req.cwd, std::move(req.env));
-  if (auto r = context->Start(service, sb); !r) return std::move(r).error();
-  sb.contexts.emplace(context->id(), context);
-  return context;
+      std::make_shared<CodeContext>(service.executor(), NewId("ctx_"), sandbox_id, req.language,
+                                    req.cwd.empty() ? sb->cwd : req.cwd, std::move(req.env));
+  Result<void> started = co_await context->Start(service);
+  if (!started) co_return std::move(started).error();
+  sb = service.Find(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  sb->contexts.emplace(context->id(), context);
+  co_return context;
 }
 
 Result<void> DeleteContext(SandboxEntry& sb, std::string_view id) {

@@ -74,7 +74,7 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
   boost::json::object Json() const;
 
   // Starts the interpreter (again); the namespace starts empty.
-  Result<void> Start(Service& service, SandboxEntry& sb);
+  boost::asio::awaitable<Result<void>> Start(Service& service);
   // Kills the interpreter, waits for it, starts a new one.
   boost::asio::awaitable<Result<void>> Restart(Service& service);
   // Queues a cell and returns its run at once; it executes when the cells before it are done.
@@ -130,8 +130,8 @@ struct ContextRequest {
   std::map<std::string, std::string> env;
 };
 
-Result<std::shared_ptr<CodeContext>> CreateContext(Service& service, SandboxEntry& sb,
-                                                   ContextRequest req);
+boost::asio::awaitable<Result<std::shared_ptr<CodeContext>>> CreateContext(
+    Service& service, std::string sandbox_id, ContextRequest req);
 Result<void> DeleteContext(SandboxEntry& sb, std::string_view id);
 
 // The code-interpreter template promises a `python` command; when the root has none, a link

@@ -9,6 +9,7 @@
 #include "base/ids.h"
 #include "base/log.h"
 #include "platform/signals.h"
+#include "process/await_op.h"
 #include "service/codec.h"
 #include "service/contexts.h"
 
@@ -33,11 +34,7 @@ Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& sto
                  ServiceOptions options)
     : ex_(std::move(ex)), runtime_(runtime), store_(store), options_(std::move(options)) {}
 
-Service::~Service() {
-  for (auto& [id, sb] : sandboxes_) {
-    if (sb->runtime) sb->runtime->KillAll();
-  }
-}
+Service::~Service() = default;
 
 size_t Service::running_processes() const {
   size_t n = 0;
@@ -73,19 +70,19 @@ void Service::PersistProcess(const SandboxEntry& sb, const Process& p) {
   }
 }
 
-Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
-  if (shutting_down_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
-  if (sandboxes_.size() >= options_.max_sandboxes) {
-    return Error{ErrorCode::kQuotaExceeded,
-                 "sandbox limit reached (" + std::to_string(options_.max_sandboxes) + ")"};
+asio::awaitable<Result<SandboxEntry*>> Service::CreateSandbox(SandboxRequest req) {
+  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  if (sandboxes_.size() + creating_ >= options_.max_sandboxes) {
+    co_return Error{ErrorCode::kQuotaExceeded,
+                    "sandbox limit reached (" + std::to_string(options_.max_sandboxes) + ")"};
   }
   std::string template_name = req.template_name;
   auto tmpl = options_.templates.find(template_name);
   if (tmpl == options_.templates.end()) {
     std::string known;
     for (const auto& [name, root] : options_.templates) known += (known.empty() ? "" : ", ") + name;
-    return Error{ErrorCode::kInvalidRequest,
-                 "unknown template '" + template_name + "' (known: " + known + ")"};
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "unknown template '" + template_name + "' (known: " + known + ")"};
   }
   sandbox::Limits limits = options_.default_limits;
   struct LimitField {
@@ -101,19 +98,19 @@ Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
     for (const auto& lf : kLimitFields) {
       if (name == lf.name) f = &lf;
     }
-    if (!f) return Error{ErrorCode::kInvalidRequest, "unknown limit '" + name + "'"};
+    if (!f) co_return Error{ErrorCode::kInvalidRequest, "unknown limit '" + name + "'"};
     const int64_t max = options_.max_limits.*(f->field);
     if (value <= 0 || value > max) {
-      return Error{ErrorCode::kInvalidRequest, "limits." + name + " must be between 1 and " +
-                                                   std::to_string(max)};
+      co_return Error{ErrorCode::kInvalidRequest,
+                      "limits." + name + " must be between 1 and " + std::to_string(max)};
     }
     limits.*(f->field) = value;
   }
   if (req.network != "loopback") {
-    return Error{ErrorCode::kInvalidRequest, "network must be \"loopback\""};
+    co_return Error{ErrorCode::kInvalidRequest, "network must be \"loopback\""};
   }
 
-  auto sb = std::make_unique<SandboxEntry>();
+  auto sb = std::make_unique<SandboxEntry>(ex_);
   sb->id = NewId("sb_");
   sb->template_name = template_name;
   sb->env = std::move(req.env);
@@ -135,10 +132,16 @@ Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
   spec.limits = limits;
   spec.network = sb->network;
   spec.allow_nested_userns = sb->allow_nested_userns;
-  auto runtime = runtime_.Create(spec);
+  ++creating_;
+  Result<std::unique_ptr<sandbox::Sandbox>> runtime = co_await Await(runtime_.Create(spec));
+  --creating_;
   if (!runtime) {
     log::Warn("sandbox setup failed", {{"sandbox", sb->id}, {"error", runtime.error().message}});
-    return std::move(runtime).error();
+    co_return std::move(runtime).error();
+  }
+  if (shutting_down_) {
+    (void)co_await Await((*runtime)->Destroy());
+    co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   }
   sb->runtime = std::move(*runtime);
   PrepareTemplate(options_, *sb);
@@ -151,7 +154,7 @@ Result<SandboxEntry*> Service::CreateSandbox(SandboxRequest req) {
   ArmTtl(*raw);
   Persist(*raw);
   log::Info("sandbox created", {{"sandbox", raw->id}, {"template", template_name}});
-  return raw;
+  co_return raw;
 }
 
 void Service::ArmTtl(SandboxEntry& sb) {
@@ -195,49 +198,94 @@ std::vector<std::string> Service::ComposeEnv(const SandboxEntry& sb,
   return env;
 }
 
-Result<std::shared_ptr<Process>> Service::StartProcess(SandboxEntry& sb, CommandSpec spec,
-                                                       bool* attached) {
+namespace {
+
+Error NotFound(const std::string& sandbox_id) {
+  return Error{ErrorCode::kNotFound, "sandbox " + sandbox_id + " is being deleted"};
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Process>> Service::Attach(SandboxEntry& sb, const CommandSpec& spec,
+                                                 bool* attached) {
   *attached = false;
+  if (spec.idempotency_key.empty()) return std::shared_ptr<Process>();
+  auto it = sb.idempotency.find(spec.idempotency_key);
+  if (it == sb.idempotency.end()) return std::shared_ptr<Process>();
+  auto existing = sb.FindProcess(it->second);
+  if (!existing) return std::shared_ptr<Process>();
+  if (existing->spec().argv != spec.argv) {
+    return Error{ErrorCode::kConflict,
+                 "Idempotency-Key '" + spec.idempotency_key + "' was used for another command"};
+  }
+  *attached = true;
+  return existing;
+}
+
+Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const {
   if (shutting_down_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
-  if (!spec.idempotency_key.empty()) {
-    if (auto it = sb.idempotency.find(spec.idempotency_key); it != sb.idempotency.end()) {
-      auto existing = sb.FindProcess(it->second);
-      if (existing) {
-        if (existing->spec().argv != spec.argv) {
-          return Error{ErrorCode::kConflict, "Idempotency-Key '" + spec.idempotency_key +
-                                                 "' was used for another command"};
-        }
-        *attached = true;
-        return existing;
-      }
-    }
-  }
-  if (spec.id.empty()) {
-    spec.id = NewId("proc_");
-  } else if (sb.FindProcess(spec.id)) {
+  if (!spec.id.empty() && (sb.FindProcess(spec.id) || sb.starting_ids.contains(spec.id))) {
     return Error{ErrorCode::kConflict, "process id '" + spec.id + "' is in use"};
   }
-  if (sb.RunningProcesses() >= options_.max_processes_per_sandbox) {
+  if (sb.RunningProcesses() + sb.spawning >= options_.max_processes_per_sandbox) {
     return Error{ErrorCode::kQuotaExceeded, "too many running processes in " + sb.id};
   }
-  spec.sandbox_id = sb.id;
-  const std::string sandbox_id = sb.id;
-  auto started = Process::Start(ex_, *sb.runtime, std::move(spec),
-                                ProcessOptions{options_.kill_grace, options_.reader_stall},
-                                [this, sandbox_id](Process& p) {
-                                  if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
-                                });
-  if (!started) return std::move(started).error();
-  auto p = std::move(*started);
+  return Ok{};
+}
+
+asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sandbox_id,
+                                                                CommandSpec spec) {
+  SandboxEntry* sb = Find(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  const std::string key = spec.idempotency_key;
+  // A retry that arrives while the first request's spawn is in flight waits for it.
+  while (!key.empty() && sb->starting_keys.contains(key)) {
+    co_await sb->spawns_done.Wait();
+    sb = Find(sandbox_id);
+    if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  }
+  bool attached = false;
+  auto existing = Attach(*sb, spec, &attached);
+  if (!existing) co_return std::move(existing).error();
+  if (attached) co_return Started{*existing, true};
+  if (auto ok = CheckStart(*sb, spec); !ok) co_return std::move(ok).error();
+  if (spec.id.empty()) spec.id = NewId("proc_");
+  spec.sandbox_id = sandbox_id;
+
+  const std::string id = spec.id;
+  sb->starting_ids.insert(id);
+  if (!key.empty()) sb->starting_keys.insert(key);
+  ++sb->spawning;
+  co_await sb->spawn_turns.Acquire();
+  // The entry stays while a spawn is in flight: deletion waits for `spawning` to reach 0.
+  Result<std::shared_ptr<Process>> started = NotFound(sandbox_id);
+  if (!sb->deleting && !shutting_down_) {
+    const ProcessOptions options{options_.kill_grace, options_.reader_stall};
+    auto on_exit = [this, sandbox_id](Process& p) {
+      if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
+    };
+    started = co_await Process::Start(*sb->runtime, std::move(spec), options, std::move(on_exit));
+  }
+  sb->spawn_turns.Release();
+  sb->starting_ids.erase(id);
+  if (!key.empty()) sb->starting_keys.erase(key);
+  --sb->spawning;
+  sb->spawns_done.Notify();
+  if (!started) co_return std::move(started).error();
+  Record(*sb, *started);
+  co_return Started{*started, false};
+}
+
+void Service::Record(SandboxEntry& sb, const std::shared_ptr<Process>& p) {
   sb.processes.push_back(p);
   if (!p->spec().idempotency_key.empty()) sb.idempotency[p->spec().idempotency_key] = p->id();
   ++metrics_.processes_started_total;
-  Journal(sb, "process.started", "info", "process " + p->id() + " started: " +
-                                             (p->spec().cmd.empty() ? p->spec().argv[0] : p->spec().cmd),
+  Journal(sb, "process.started", "info",
+          "process " + p->id() + " started: " +
+              (p->spec().cmd.empty() ? p->spec().argv[0] : p->spec().cmd),
           {{"process_id", p->id()}, {"pid", p->pid()}});
   PersistProcess(sb, *p);
-  return p;
 }
 
 void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
@@ -295,6 +343,12 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   sb->deleting = true;
   if (sb->ttl_timer) sb->ttl_timer->cancel();
   Journal(*sb, "sandbox.deleting", "info", "sandbox is being deleted");
+  // A spawn in flight ends within its deadlines; its process is then killed with the rest.
+  while (sb->spawning > 0) {
+    co_await sb->spawns_done.Wait();
+    sb = Find(id);
+    if (!sb) co_return Ok{};
+  }
   // Holding the processes keeps them alive while we wait, whatever the table does meanwhile.
   auto processes = sb->processes;
   for (auto& p : processes) p->Kill(ExitReason::kKilled);
@@ -304,8 +358,12 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   }
   sb = Find(id);
   if (!sb) co_return Ok{};
-  sb->runtime->KillAll();
-  auto destroyed = sb->runtime->Destroy();
+  (void)co_await Await(sb->runtime->KillAll());
+  sb = Find(id);
+  if (!sb) co_return Ok{};
+  Result<void> destroyed = co_await Await(sb->runtime->Destroy());
+  sb = Find(id);
+  if (!sb) co_return Ok{};
   Journal(*sb, "sandbox.deleted", "info", "sandbox deleted");
   sb->journal->End();
   if (auto r = store_.DeleteSandbox(id); !r) {
@@ -340,7 +398,7 @@ void Service::Restore() {
       (void)store_.DeleteSandbox(row.id);
       continue;
     }
-    auto sb = std::make_unique<SandboxEntry>();
+    auto sb = std::make_unique<SandboxEntry>(ex_);
     sb->id = row.id;
     sb->template_name = json::value_to<std::string>(o["template"]);
     for (const auto& [k, v] : o["env"].as_object()) {
@@ -365,7 +423,8 @@ void Service::Restore() {
     const std::string root = tmpl == options_.templates.end() ? "" : tmpl->second;
     sandbox::SandboxSpec spec{sb->id, root.empty() ? "base" : sb->template_name, root,
                               sb->limits, sb->network, sb->allow_nested_userns};
-    auto runtime = runtime_.Create(spec);
+    // Before the daemon serves anything: waiting here holds up no request.
+    auto runtime = sandbox::RunBlocking(runtime_.Create(spec));
     if (!runtime) {
       log::Error("restoring sandbox failed; dropping it",
                  {{"sandbox", sb->id}, {"error", runtime.error().message}});
@@ -435,10 +494,19 @@ asio::awaitable<void> Service::Shutdown() {
   }
   // Bounded by the kill grace: Kill() escalates to SIGKILL of each group.
   for (auto& p : running) co_await p->WaitExit();
-  for (auto& [id, sb] : sandboxes_) {
-    sb->runtime->KillAll();
+  std::vector<std::string> ids;
+  for (auto& [id, sb] : sandboxes_) ids.push_back(id);
+  for (const auto& id : ids) {
+    SandboxEntry* sb = Find(id);
+    if (!sb) continue;
+    while (sb && sb->spawning > 0) {
+      co_await sb->spawns_done.Wait();
+      sb = Find(id);
+    }
+    if (!sb) continue;
+    (void)co_await Await(sb->runtime->KillAll());
     // Sandboxes stay in the store: they come back, with fresh filesystems, at the next start.
-    (void)sb->runtime->Destroy();
+    if ((sb = Find(id))) (void)co_await Await(sb->runtime->Destroy());
   }
 }
 

@@ -5,14 +5,17 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/json/object.hpp>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "process/async_signal.h"
 #include "process/event_log.h"
 #include "process/process.h"
 #include "sandbox/runtime.h"
@@ -63,6 +66,9 @@ class Session;
 class CodeContext;
 
 struct SandboxEntry {
+  explicit SandboxEntry(const boost::asio::any_io_executor& ex)
+      : spawn_turns(ex), spawns_done(ex) {}
+
   std::string id;
   std::string template_name;
   std::map<std::string, std::string> env;
@@ -85,6 +91,15 @@ struct SandboxEntry {
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
   std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
 
+  // Spawns run one at a time per sandbox (its spawner answers in order) and are awaited on the
+  // event loop; what they will take (an id, an idempotency key, a slot) is reserved meanwhile,
+  // and deletion waits for them.
+  TurnQueue spawn_turns;
+  size_t spawning = 0;
+  AsyncSignal spawns_done;  // a spawn ended (started or not)
+  std::set<std::string, std::less<>> starting_ids;
+  std::set<std::string, std::less<>> starting_keys;
+
   std::shared_ptr<Process> FindProcess(std::string_view pid) const;
   size_t RunningProcesses() const;
 };
@@ -98,16 +113,20 @@ class Service {
   // Brings back the sandboxes and finished processes of an earlier run (fresh filesystems).
   void Restore();
 
-  Result<SandboxEntry*> CreateSandbox(SandboxRequest req);
+  boost::asio::awaitable<Result<SandboxEntry*>> CreateSandbox(SandboxRequest req);
   SandboxEntry* Find(std::string_view id);
   std::vector<SandboxEntry*> List();
   // Kills every process, waits for their exits, frees the sandbox.
   boost::asio::awaitable<Result<void>> DeleteSandbox(std::string id);
 
   // Starts a command in a sandbox. With an idempotency key already used there, returns the
-  // process it started instead (`*attached` = true), or kConflict for another command.
-  Result<std::shared_ptr<Process>> StartProcess(SandboxEntry& sb, CommandSpec spec,
-                                                bool* attached);
+  // process it started instead (`*attached` = true), or kConflict for another command. The
+  // sandbox is looked up again after the spawn: it may have gone meanwhile (kNotFound).
+  struct Started {
+    std::shared_ptr<Process> process;
+    bool attached = false;
+  };
+  boost::asio::awaitable<Result<Started>> StartProcess(std::string sandbox_id, CommandSpec spec);
 
   // Environment and argv for a request: the sandbox's env plus the command's.
   std::vector<std::string> ComposeEnv(const SandboxEntry& sb,
@@ -120,6 +139,9 @@ class Service {
   const ServiceOptions& options() const { return options_; }
   const boost::asio::any_io_executor& executor() const { return ex_; }
   Metrics& metrics() { return metrics_; }
+  // Threads for the file syscalls done on a sandbox's behalf, which a sandbox can slow down (a
+  // lease, a huge directory, a slow disk): the io_context thread never waits on them.
+  boost::asio::thread_pool& blocking_pool() { return blocking_pool_; }
   size_t sandbox_count() const { return sandboxes_.size(); }
   size_t running_processes() const;
   std::string_view runtime_name() const { return runtime_.name(); }
@@ -134,6 +156,12 @@ class Service {
   void PersistProcess(const SandboxEntry& sb, const Process& p);
   void Free(const std::string& id);
 
+  Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
+                                          bool* attached);
+  Result<void> CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const;
+  // A process that started: listed, its key remembered, journalled, stored.
+  void Record(SandboxEntry& sb, const std::shared_ptr<Process>& p);
+
   boost::asio::any_io_executor ex_;
   sandbox::Runtime& runtime_;
   Store& store_;
@@ -141,7 +169,10 @@ class Service {
   Metrics metrics_;
   std::map<std::string, std::unique_ptr<SandboxEntry>, std::less<>> sandboxes_;
   std::vector<std::string> order_;  // creation order, for listing
+  size_t creating_ = 0;             // sandboxes being created (counted against max_sandboxes)
   bool shutting_down_ = false;
+  // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
+  boost::asio::thread_pool blocking_pool_{4};
 };
 
 }  // namespace sandstream

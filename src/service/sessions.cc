@@ -78,16 +78,6 @@ fi
 
 }  // namespace
 
-asio::awaitable<void> TurnQueue::Acquire() {
-  const uint64_t ticket = next_++;
-  while (serving_ != ticket) co_await wake_.Wait();
-}
-
-void TurnQueue::Release() {
-  ++serving_;
-  wake_.Notify();
-}
-
 std::string ShellQuote(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
@@ -138,11 +128,12 @@ asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
   auto self = shared_from_this();
   SandboxEntry* sb = service.Find(sandbox_id_);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
-  bool attached = false;
   // A retry of a command already started attaches to it at once, without queueing.
   if (!spec.idempotency_key.empty() && sb->idempotency.contains(spec.idempotency_key)) {
-    co_return service.StartProcess(*sb, Wrap(service, *sb, std::move(spec), call_env, call_cwd),
-                                   &attached);
+    CommandSpec wrapped = Wrap(service, *sb, std::move(spec), call_env, call_cwd);
+    Result<Service::Started> again = co_await service.StartProcess(sandbox_id_, std::move(wrapped));
+    if (!again) co_return std::move(again).error();
+    co_return again->process;
   }
   co_await turns_.Acquire();
   sb = service.Find(sandbox_id_);
@@ -150,20 +141,22 @@ asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
     turns_.Release();
     co_return Error{ErrorCode::kNotFound, "session '" + id_ + "' was deleted"};
   }
-  auto p = service.StartProcess(*sb, Wrap(service, *sb, std::move(spec), call_env, call_cwd),
-                                &attached);
-  if (!p || attached) {
+  CommandSpec wrapped = Wrap(service, *sb, std::move(spec), call_env, call_cwd);
+  Result<Service::Started> started = co_await service.StartProcess(sandbox_id_, std::move(wrapped));
+  if (!started || started->attached) {
     turns_.Release();
-    co_return p;
+    if (!started) co_return std::move(started).error();
+    co_return started->process;
   }
+  auto p = started->process;
   ++commands_;
-  last_ = *p;
+  last_ = p;
   asio::co_spawn(
       ex_,
       [](std::shared_ptr<Session> s, std::shared_ptr<Process> process) -> asio::awaitable<void> {
         co_await process->WaitExit();
         s->turns_.Release();
-      }(self, *p),
+      }(self, p),
       [](std::exception_ptr) {});
   co_return p;
 }

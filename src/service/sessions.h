@@ -22,20 +22,6 @@ namespace sandstream {
 class Service;
 struct SandboxEntry;
 
-// Turns in arrival order: Acquire waits until every earlier holder has released.
-class TurnQueue {
- public:
-  explicit TurnQueue(const boost::asio::any_io_executor& ex) : wake_(ex) {}
-  boost::asio::awaitable<void> Acquire();
-  void Release();
-  bool busy() const { return next_ != serving_; }
-
- private:
-  AsyncSignal wake_;
-  uint64_t next_ = 0;
-  uint64_t serving_ = 0;
-};
-
 struct SessionRequest {
   std::string id;  // caller-chosen, or empty for a new one
   std::map<std::string, std::string> env;

@@ -52,7 +52,7 @@ int Wait(pid_t pid) {
 }
 
 RunResult RunIn(Sandbox& sandbox, const ProcessSpec& spec) {
-  auto p = sandbox.Spawn(spec);
+  auto p = RunBlocking(sandbox.Spawn(spec));
   if (!p) return RunResult{-1, "spawn failed: " + p.error().message};
   RunResult r;
   char buf[4096];
@@ -119,7 +119,7 @@ class SandboxPolicyTest : public ::testing::Test {
   std::unique_ptr<Sandbox> Make(SandboxSpec spec = {}) {
     if (spec.id.empty()) spec.id = UniqueId("t");
     spec.template_name = "base";
-    auto sb = RuntimeEnvironment::runtime->Create(spec);
+    auto sb = RunBlocking(RuntimeEnvironment::runtime->Create(spec));
     EXPECT_TRUE(sb.ok()) << (sb.ok() ? "" : sb.error().message);
     return sb.ok() ? std::move(*sb) : nullptr;
   }
@@ -247,7 +247,7 @@ TEST_F(SandboxPolicyTest, PolicyTable) {
     } else {
       EXPECT_EQ(r.output, c.output);
     }
-    EXPECT_TRUE(sb->Destroy().ok());
+    EXPECT_TRUE(RunBlocking(sb->Destroy()).ok());
   }
 }
 
@@ -273,10 +273,10 @@ TEST_F(SandboxPolicyTest, WorkspacePersistsAcrossSpawns) {
 TEST_F(SandboxPolicyTest, ProcessesOfOneSandboxSeeEachOther) {
   auto sb = Make();
   ASSERT_NE(sb, nullptr);
-  auto bg = sb->Spawn(Command({"sleep", "30"}));
+  auto bg = RunBlocking(sb->Spawn(Command({"sleep", "30"})));
   ASSERT_TRUE(bg.ok()) << bg.error().message;
   EXPECT_EQ(RunIn(*sb, Command({"pgrep", "-x", "sleep"})).exit, 0);
-  sb->KillAll();
+  (void)RunBlocking(sb->KillAll());
   EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
   EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
 }
@@ -291,28 +291,28 @@ TEST_F(SandboxPolicyTest, ForkBombHitsPidsLimitAndSandboxStaysUsable) {
   const RunResult bounded = RunIn(*sb, Shell("i=0; while [ $i -lt 100 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done"));
   EXPECT_NE(bounded.exit, 0);
   EXPECT_NE(bounded.output.find("Cannot fork"), std::string::npos) << bounded.output;
-  auto last = sb->Spawn(Command({"sleep", "60"}));
+  auto last = RunBlocking(sb->Spawn(Command({"sleep", "60"})));
   ASSERT_TRUE(last.ok()) << last.error().message;
-  auto refused = sb->Spawn(Command({"true"}));
+  auto refused = RunBlocking(sb->Spawn(Command({"true"})));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("EAGAIN"), std::string::npos) << refused.error().message;
   pid_t host_child = ::fork();
   ASSERT_GE(host_child, 0) << "the host could not fork";
   if (host_child == 0) ::_exit(0);
   Wait(host_child);
-  sb->KillAll();
+  (void)RunBlocking(sb->KillAll());
   EXPECT_EQ(Wait(last->pid), 128 + SIGKILL);
   EXPECT_EQ(RunIn(*sb, Command({"echo", "usable"})).output, "usable\n");
 
   // A real fork bomb churns at the limit; one kill request ends it.
-  auto bomb = sb->Spawn(Shell("b() { b | b & }; b >/dev/null 2>&1"));
+  auto bomb = RunBlocking(sb->Spawn(Shell("b() { b | b & }; b >/dev/null 2>&1")));
   ASSERT_TRUE(bomb.ok()) << bomb.error().message;
   Wait(bomb->pid);
   for (int i = 0; i < 50; ++i) {
-    auto p = sb->Spawn(Command({"true"}));
+    auto p = RunBlocking(sb->Spawn(Command({"true"})));
     if (p.ok()) Wait(p->pid);
   }
-  sb->KillAll();
+  (void)RunBlocking(sb->KillAll());
   const RunResult after = RunIn(*sb, Command({"echo", "usable"}));
   EXPECT_EQ(after.exit, 0);
   EXPECT_EQ(after.output, "usable\n");
@@ -336,12 +336,12 @@ TEST_F(SandboxPolicyTest, TwoSandboxesCannotSeeEachOther) {
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   ASSERT_EQ(RunIn(*a, Shell("echo secret-a > /workspace/secret; echo secret-a > /tmp/secret")).exit, 0);
-  auto sleeper = a->Spawn(Command({"sleep", "30"}));
+  auto sleeper = RunBlocking(a->Spawn(Command({"sleep", "30"})));
   ASSERT_TRUE(sleeper.ok());
   const RunResult r = RunIn(*b, Shell("cat /workspace/secret /tmp/secret 2>&1; ps -e -o comm= | grep -c sleep"));
   EXPECT_EQ(r.output.find("secret-a"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("0\n"), std::string::npos) << r.output;
-  a->KillAll();
+  (void)RunBlocking(a->KillAll());
   Wait(sleeper->pid);
 }
 
@@ -394,19 +394,19 @@ TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {
   for (const auto& dir : CgroupDirs(spec.id)) EXPECT_TRUE(fs::exists(dir)) << dir;
   const std::string root = sb->RootPath();  // /proc/<init>/root
   const pid_t init = std::stoi(root.substr(6));
-  auto bg = sb->Spawn(Shell("sleep 30 & sleep 30"));
+  auto bg = RunBlocking(sb->Spawn(Shell("sleep 30 & sleep 30")));
   ASSERT_TRUE(bg.ok());
   ASSERT_EQ(RunIn(*sb, Command({"true"})).exit, 0);
 
-  sb->KillAll();
+  (void)RunBlocking(sb->KillAll());
   EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
-  ASSERT_TRUE(sb->Destroy().ok());
-  EXPECT_TRUE(sb->Destroy().ok());  // idempotent
-  sb->KillAll();                    // safe after Destroy
+  ASSERT_TRUE(RunBlocking(sb->Destroy()).ok());
+  EXPECT_TRUE(RunBlocking(sb->Destroy()).ok());  // idempotent
+  (void)RunBlocking(sb->KillAll());                    // safe after Destroy
   EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id));
   for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << dir;
   EXPECT_NE(::kill(init, 0), 0) << "init still exists";
-  EXPECT_FALSE(sb->Spawn(Command({"true"})).ok());
+  EXPECT_FALSE(RunBlocking(sb->Spawn(Command({"true"}))).ok());
 }
 
 TEST_F(SandboxPolicyTest, DestroyWithRunningProcessesEndsThem) {
@@ -414,11 +414,11 @@ TEST_F(SandboxPolicyTest, DestroyWithRunningProcessesEndsThem) {
   spec.id = UniqueId("busy");
   auto sb = Make(spec);
   ASSERT_NE(sb, nullptr);
-  auto bg = sb->Spawn(Command({"sleep", "60"}));
+  auto bg = RunBlocking(sb->Spawn(Command({"sleep", "60"})));
   ASSERT_TRUE(bg.ok());
   // The daemon reaps its processes only after Destroy returns: Destroy must not wait for it.
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(sb->Destroy().ok());
+  ASSERT_TRUE(RunBlocking(sb->Destroy()).ok());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
   for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << dir;
@@ -433,9 +433,9 @@ TEST_F(SandboxPolicyTest, CleanupLeftoversAfterAKilledDaemon) {
     NamespaceRuntime runtime(RuntimeEnvironment::options);
     SandboxSpec spec;
     spec.id = id;
-    auto sb = runtime.Create(spec);
+    auto sb = RunBlocking(runtime.Create(spec));
     if (!sb.ok()) ::_exit(1);
-    auto p = (*sb)->Spawn(Command({"sleep", "60"}));
+    auto p = RunBlocking((*sb)->Spawn(Command({"sleep", "60"})));
     ::kill(::getpid(), SIGKILL);
   }
   ASSERT_EQ(Wait(daemon), 128 + SIGKILL);
@@ -448,7 +448,7 @@ TEST_F(SandboxPolicyTest, CleanupLeftoversAfterAKilledDaemon) {
 TEST_F(SandboxPolicyTest, SetupFailureNamesTheStepAndLeaksNothing) {
   SandboxSpec spec;
   spec.id = "sb_" + std::string(70, 'x');  // longer than a hostname may be
-  auto sb = RuntimeEnvironment::runtime->Create(spec);
+  auto sb = RunBlocking(RuntimeEnvironment::runtime->Create(spec));
   ASSERT_FALSE(sb.ok());
   EXPECT_EQ(sb.error().code, ErrorCode::kSandboxSetupFailed);
   EXPECT_EQ(sb.error().message.rfind("uts: sethostname: EINVAL", 0), 0u) << sb.error().message;
@@ -458,7 +458,7 @@ TEST_F(SandboxPolicyTest, SetupFailureNamesTheStepAndLeaksNothing) {
   SandboxSpec missing;
   missing.id = UniqueId("tmpl");
   missing.template_root = "/nonexistent-template";
-  auto sb2 = RuntimeEnvironment::runtime->Create(missing);
+  auto sb2 = RunBlocking(RuntimeEnvironment::runtime->Create(missing));
   ASSERT_FALSE(sb2.ok());
   EXPECT_EQ(sb2.error().message.rfind("template: open: /nonexistent-template: ENOENT", 0), 0u)
       << sb2.error().message;
@@ -468,7 +468,7 @@ TEST_F(SandboxPolicyTest, SetupFailureNamesTheStepAndLeaksNothing) {
 TEST_F(SandboxPolicyTest, ExecFailureIsReported) {
   auto sb = Make();
   ASSERT_NE(sb, nullptr);
-  auto p = sb->Spawn(Command({"no-such-command"}));
+  auto p = RunBlocking(sb->Spawn(Command({"no-such-command"})));
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, ErrorCode::kInvalidRequest);
   EXPECT_EQ(p.error().message.rfind("spawn: execve no-such-command: ENOENT", 0), 0u)

@@ -1,0 +1,23 @@
+#include "process/await_op.h"
+
+namespace sandstream {
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+
+asio::awaitable<bool> AwaitReadable(sandbox::WaitFor wait) {
+  const auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer timer(ex, wait.deadline);
+  if (wait.fd < 0) {
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return false;
+  }
+  // A descriptor object only for this wait: registering the fd anew reports its readiness now.
+  asio::posix::stream_descriptor fd(ex, wait.fd);
+  auto result = co_await (fd.async_wait(asio::posix::stream_descriptor::wait_read,
+                                        asio::as_tuple(asio::use_awaitable)) ||
+                          timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+  fd.release();
+  co_return result.index() == 0;
+}
+
+}  // namespace sandstream
