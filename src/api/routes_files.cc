@@ -1,13 +1,18 @@
 // Files of a sandbox: read (streamed), write (streamed upload), list, stat, mkdir, delete,
 // move, and an SSE watch of changes. Paths resolve inside the sandbox's root only
-// (sandbox/files.h); a relative path is relative to the sandbox's cwd.
-#include <unistd.h>
+// (sandbox/files.h); a relative path is relative to the sandbox's cwd. Every file syscall runs
+// on the service's blocking pool, never on the I/O thread.
+#include "api/routes_files.h"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json.hpp>
+#include <type_traits>
 
 #include "api/lookup.h"
 #include "api/request.h"
@@ -16,6 +21,7 @@
 #include "api/sse.h"
 #include "api/stream.h"
 #include "api/websocket.h"
+#include "process/utf8.h"
 #include "sandbox/files.h"
 
 namespace sandstream::api {
@@ -27,9 +33,39 @@ namespace {
 constexpr size_t kChunk = 256 * 1024;
 constexpr size_t kListLimit = 10000;
 constexpr size_t kMaxWatches = 1024;
+// Open watches; in all: half the kernel's default fs.inotify.max_user_instances (128), so the
+// host's other users of the daemon's uid keep the rest.
+constexpr size_t kWatchesPerSandbox = 8;
+constexpr size_t kWatchesInAll = 64;
 
 auto Tuple() {
   return asio::as_tuple(asio::use_awaitable);
+}
+
+// Runs `fn` on the service's blocking pool and resumes the caller on its own executor with
+// what `fn` returned. `fn` may refer to the caller's locals: the caller waits for it.
+template <class Fn>
+asio::awaitable<std::invoke_result_t<Fn&>> OffThread(Context& ctx, Fn fn) {
+  using R = std::invoke_result_t<Fn&>;
+  auto initiate = [&pool = ctx.service.blocking_pool()](auto handler, Fn job) {
+    auto work = asio::make_work_guard(asio::get_associated_executor(handler));
+    asio::post(pool, [handler = std::move(handler), work = std::move(work),
+                      job = std::move(job)]() mutable {
+      R result = job();
+      const auto ex = work.get_executor();
+      asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
+        std::move(handler)(std::move(result));
+      });
+    });
+  };
+  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>, void(R)>(
+      initiate, asio::use_awaitable, std::move(fn));
+}
+
+WatchQuota& Watches() {
+  // The pool it guards is per uid, so the count is the process's. Only the I/O thread uses it.
+  static WatchQuota* const quota = new WatchQuota(kWatchesPerSandbox, kWatchesInAll);
+  return *quota;
 }
 
 // Acting as `user` (uid 1000 inside) unless ?user=root.
@@ -116,82 +152,169 @@ json::object InfoJson(const sandbox::FileInfo& f) {
   return o;
 }
 
-std::string_view MimeType(std::string_view path) {
-  static constexpr std::pair<std::string_view, std::string_view> kTypes[] = {
-      {".txt", "text/plain; charset=utf-8"},
-      {".log", "text/plain; charset=utf-8"},
-      {".md", "text/markdown; charset=utf-8"},
-      {".csv", "text/csv; charset=utf-8"},
-      {".html", "text/html; charset=utf-8"},
-      {".htm", "text/html; charset=utf-8"},
-      {".css", "text/css; charset=utf-8"},
-      {".js", "text/javascript; charset=utf-8"},
-      {".mjs", "text/javascript; charset=utf-8"},
-      {".ts", "text/plain; charset=utf-8"},
-      {".py", "text/x-python; charset=utf-8"},
-      {".sh", "text/x-shellscript; charset=utf-8"},
-      {".json", "application/json"},
-      {".xml", "application/xml"},
-      {".yaml", "application/yaml"},
-      {".yml", "application/yaml"},
-      {".png", "image/png"},
-      {".jpg", "image/jpeg"},
-      {".jpeg", "image/jpeg"},
-      {".gif", "image/gif"},
-      {".webp", "image/webp"},
-      {".svg", "image/svg+xml"},
-      {".ico", "image/x-icon"},
-      {".pdf", "application/pdf"},
-      {".zip", "application/zip"},
-      {".gz", "application/gzip"},
-      {".tar", "application/x-tar"},
-      {".wasm", "application/wasm"},
-      {".mp3", "audio/mpeg"},
-      {".mp4", "video/mp4"},
-      {".wav", "audio/wav"},
-  };
+struct TypeEntry {
+  std::string_view extension;
+  std::string_view type;
+  bool shown_inline;  // nothing a browser runs: text, JSON, YAML, raster images, media
+};
+
+constexpr TypeEntry kTypes[] = {
+    {".txt", "text/plain; charset=utf-8", true},
+    {".log", "text/plain; charset=utf-8", true},
+    {".md", "text/markdown; charset=utf-8", true},
+    {".csv", "text/csv; charset=utf-8", true},
+    {".html", "text/html; charset=utf-8", false},
+    {".htm", "text/html; charset=utf-8", false},
+    {".css", "text/css; charset=utf-8", false},
+    {".js", "text/javascript; charset=utf-8", false},
+    {".mjs", "text/javascript; charset=utf-8", false},
+    {".ts", "text/plain; charset=utf-8", true},
+    {".py", "text/x-python; charset=utf-8", true},
+    {".sh", "text/x-shellscript; charset=utf-8", true},
+    {".json", "application/json", true},
+    {".xml", "application/xml", false},
+    {".yaml", "application/yaml", true},
+    {".yml", "application/yaml", true},
+    {".png", "image/png", true},
+    {".jpg", "image/jpeg", true},
+    {".jpeg", "image/jpeg", true},
+    {".gif", "image/gif", true},
+    {".webp", "image/webp", true},
+    {".svg", "image/svg+xml", false},
+    {".ico", "image/x-icon", true},
+    {".pdf", "application/pdf", false},
+    {".zip", "application/zip", false},
+    {".gz", "application/gzip", false},
+    {".tar", "application/x-tar", false},
+    {".wasm", "application/wasm", false},
+    {".mp3", "audio/mpeg", true},
+    {".mp4", "video/mp4", true},
+    {".wav", "audio/wav", true},
+};
+constexpr TypeEntry kUnknownType = {"", "application/octet-stream", false};
+
+const TypeEntry& TypeOf(std::string_view path) {
   const size_t slash = path.rfind('/');
   const size_t dot = path.rfind('.');
   if (dot == std::string_view::npos || (slash != std::string_view::npos && dot < slash)) {
-    return "application/octet-stream";
+    return kUnknownType;
   }
   std::string ext(path.substr(dot));
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const auto& [e, type] : kTypes) {
-    if (e == ext) return type;
+  for (const auto& entry : kTypes) {
+    if (entry.extension == ext) return entry;
   }
-  return "application/octet-stream";
+  return kUnknownType;
 }
 
-// Writes all of `data`; ENOSPC and friends come back as the files layer names them.
-Result<void> WriteFully(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      const bool full = err == ENOSPC || err == EDQUOT || err == EFBIG;
-      return SysError(full ? ErrorCode::kPayloadTooLarge : ErrorCode::kInternal,
-                      "files: write " + path + (full ? " (the sandbox's disk is full)" : ""), err);
+bool IsAsciiAlnum(unsigned char c) {
+  return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+// RFC 3986 percent-encoding: letters, digits and `keep` stay, every other byte is %XX.
+void AppendPercentEncoded(std::string& out, std::string_view bytes, std::string_view keep) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (IsAsciiAlnum(c) || keep.find(ch) != std::string_view::npos) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
     }
-    data.remove_prefix(static_cast<size_t>(n));
   }
-  return Ok{};
 }
 
 }  // namespace
 
+std::string_view MimeType(std::string_view path) {
+  return TypeOf(path).type;
+}
+
+std::string ContentDisposition(std::string_view disposition, std::string_view name) {
+  std::string utf8;
+  AppendSanitizedUtf8(utf8, name);
+  for (char& c : utf8) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
+  }
+  std::string out(disposition);
+  out += "; filename=\"";
+  for (size_t i = 0; i < utf8.size();) {
+    const auto c = static_cast<unsigned char>(utf8[i]);
+    if (c >= 0x80) {
+      out += '_';
+      i += std::max<size_t>(1, Utf8SequenceAt(utf8, i));
+      continue;
+    }
+    out += (c == '"' || c == '\\' || c == '%') ? '_' : static_cast<char>(c);
+    ++i;
+  }
+  out += "\"; filename*=UTF-8''";
+  AppendPercentEncoded(out, utf8, "!#$&+-.^_`|~");  // RFC 5987 attr-char
+  return out;
+}
+
+std::string DownloadHeaders(std::string_view path) {
+  const TypeEntry& type = TypeOf(path);
+  const size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  std::string out = "Content-Type: ";
+  out += type.type;
+  out += "\r\nContent-Disposition: ";
+  out += ContentDisposition(type.shown_inline ? "inline" : "attachment", name);
+  // Even shown inline, a file is the sandbox's content, not the API's: never sniffed into
+  // something that runs, and any document it turns out to be runs in an opaque origin.
+  out += "\r\nX-Content-Type-Options: nosniff";
+  out += "\r\nContent-Security-Policy: default-src 'none'; sandbox";
+  out += "\r\nX-File-Path: ";
+  AppendPercentEncoded(out, path, "-._~/");
+  out += "\r\n";
+  return out;
+}
+
+WatchQuota::Ticket::Ticket(Ticket&& other) noexcept
+    : quota_(std::exchange(other.quota_, nullptr)), sandbox_id_(std::move(other.sandbox_id_)) {}
+
+WatchQuota::Ticket::~Ticket() {
+  if (quota_) quota_->Give(sandbox_id_);
+}
+
+Result<WatchQuota::Ticket> WatchQuota::Take(const std::string& sandbox_id) {
+  const auto it = by_sandbox_.find(sandbox_id);
+  if (it != by_sandbox_.end() && it->second >= per_sandbox_) {
+    return Error{ErrorCode::kQuotaExceeded,
+                 "sandbox " + sandbox_id + " has " + std::to_string(per_sandbox_) +
+                     " file watches open, the most a sandbox may (each holds one of the "
+                     "host's inotify instances); close one first"};
+  }
+  if (open_ >= total_) {
+    return Error{ErrorCode::kQuotaExceeded,
+                 "the daemon has " + std::to_string(total_) +
+                     " file watches open, the most it keeps at once (each holds one of the "
+                     "host's inotify instances, fs.inotify.max_user_instances); try again later"};
+  }
+  ++by_sandbox_[sandbox_id];
+  ++open_;
+  return Ticket(this, sandbox_id);
+}
+
+void WatchQuota::Give(const std::string& sandbox_id) {
+  --open_;
+  const auto it = by_sandbox_.find(sandbox_id);
+  if (it != by_sandbox_.end() && --it->second == 0) by_sandbox_.erase(it);
+}
+
 asio::awaitable<void> FilesRead(Context& ctx) {
   auto target = FindTarget(ctx);
   if (!target) co_return co_await ReplyError(ctx, target.error());
-  auto file = target->fs.OpenRead(target->path);
+  auto file = co_await OffThread(ctx, [&] { return target->fs.OpenRead(target->path); });
   if (!file) co_return co_await ReplyError(ctx, file.error());
 
   const uint64_t size = file->info.size;
-  std::string head = "HTTP/1.1 200 OK\r\nServer: sandstreamd\r\nContent-Type: ";
-  head += MimeType(file->info.path);
-  head += "\r\nContent-Length: " + std::to_string(size);
-  head += "\r\nX-File-Path: " + file->info.path;
+  std::string head = "HTTP/1.1 200 OK\r\nServer: sandstreamd\r\n";
+  head += DownloadHeaders(file->info.path);
+  head += "Content-Length: " + std::to_string(size);
   head += "\r\nX-File-Mode: " + ModeText(file->info.mode);
   head += "\r\nLast-Modified-Ms: " + std::to_string(file->info.mtime_ms);
   head += "\r\nX-Request-Id: " + ctx.request_id;
@@ -207,14 +330,14 @@ asio::awaitable<void> FilesRead(Context& ctx) {
   std::string buf(kChunk, '\0');
   uint64_t sent = 0;
   while (sent < size) {
-    const ssize_t n = ::read(file->fd.get(), buf.data(), std::min<uint64_t>(kChunk, size - sent));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the file shrank meanwhile
-    auto [ec, w] = co_await asio::async_write(
-        ctx.stream.socket(), asio::buffer(buf.data(), static_cast<size_t>(n)), Tuple());
+    const size_t want = std::min<uint64_t>(kChunk, size - sent);
+    const Result<size_t> n = co_await OffThread(ctx, [&] { return file->Read(buf.data(), want); });
+    if (!n || *n == 0) break;  // the file shrank meanwhile
+    auto [ec, w] = co_await asio::async_write(ctx.stream.socket(), asio::buffer(buf.data(), *n),
+                                              Tuple());
     (void)w;
     if (ec) break;
-    sent += static_cast<uint64_t>(n);
+    sent += *n;
   }
   // Fewer bytes than announced: only closing the connection tells the client.
   if (sent < size) ctx.streamed = true;
@@ -232,7 +355,8 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   auto mode = ParseMode(mode_text ? &*mode_text : nullptr);
   if (!mode) co_return co_await ReplyError(ctx, mode.error());
   const sandbox::SandboxFs& fs = target->fs;
-  auto file = fs.OpenWrite(target->path, *mode, FlagOr(ctx, "parents", true));
+  const bool parents = FlagOr(ctx, "parents", true);
+  auto file = co_await OffThread(ctx, [&] { return fs.OpenWrite(target->path, *mode, parents); });
   if (!file) co_return co_await ReplyError(ctx, file.error());
   const std::string shown = file->info.path;
 
@@ -245,7 +369,8 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
       (void)n;
       std::string& chunk = parser.get().body();
       if (!chunk.empty() && !failure) {
-        if (auto w = WriteFully(file->fd.get(), chunk, shown); !w) failure = std::move(w).error();
+        Result<void> written = co_await OffThread(ctx, [&] { return file->Write(chunk); });
+        if (!written) failure = std::move(written).error();
       }
       chunk.clear();
       if (ec == http::error::body_limit) {
@@ -263,28 +388,28 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
     }
     ctx.stream.expires_never();
     if (parser.is_done()) ctx.req.keep_alive(keep_alive);
-  } else if (auto w = WriteFully(file->fd.get(), ctx.req.body(), shown); !w) {
-    failure = std::move(w).error();
+  } else {
+    Result<void> written = co_await OffThread(ctx, [&] { return file->Write(ctx.req.body()); });
+    if (!written) failure = std::move(written).error();
   }
-  file->fd.reset();
-  if (failure) {
-    // A half-written new file is removed; an existing one stays truncated (the error says so).
-    if (file->created)
-      (void)fs.Remove(shown, false);
-    else
-      failure->message += "; " + shown + " was truncated";
-    co_return co_await ReplyError(ctx, *failure);
-  }
-  auto info = fs.Stat(shown);
+  // Closing, removing a half-written new file and the final stat all touch the sandbox's files.
+  const bool created = file->created;
+  Result<sandbox::FileInfo> info = co_await OffThread(ctx, [&]() -> Result<sandbox::FileInfo> {
+    file->fd.reset();
+    if (!failure) return fs.Stat(shown);
+    if (created) (void)fs.Remove(shown, false);
+    return *failure;
+  });
+  if (failure && !created) failure->message += "; " + shown + " was truncated";
+  if (failure) co_return co_await ReplyError(ctx, *failure);
   if (!info) co_return co_await ReplyError(ctx, info.error());
-  co_await ReplyJson(ctx, file->created ? http::status::created : http::status::ok,
-                     InfoJson(*info));
+  co_await ReplyJson(ctx, created ? http::status::created : http::status::ok, InfoJson(*info));
 }
 
 asio::awaitable<void> FilesStat(Context& ctx) {
   auto target = FindTarget(ctx);
   if (!target) co_return co_await ReplyError(ctx, target.error());
-  auto info = target->fs.Stat(target->path);
+  auto info = co_await OffThread(ctx, [&] { return target->fs.Stat(target->path); });
   if (!info) co_return co_await ReplyError(ctx, info.error());
   co_await ReplyJson(ctx, http::status::ok, InfoJson(*info));
 }
@@ -293,7 +418,8 @@ asio::awaitable<void> FilesList(Context& ctx) {
   auto target = FindTarget(ctx);
   if (!target) co_return co_await ReplyError(ctx, target.error());
   bool truncated = false;
-  auto entries = target->fs.List(target->path, kListLimit, &truncated);
+  auto entries = co_await OffThread(
+      ctx, [&] { return target->fs.List(target->path, kListLimit, &truncated); });
   if (!entries) co_return co_await ReplyError(ctx, entries.error());
   json::array items;
   for (const auto& e : *entries) items.push_back(InfoJson(e));
@@ -323,7 +449,8 @@ asio::awaitable<void> FilesMkdir(Context& ctx) {
   }
   auto fs = OpenFs(ctx, **sb);
   if (!fs) co_return co_await ReplyError(ctx, fs.error());
-  auto info = fs->Mkdir(*path, mode->value_or(0755), parents);
+  const uint32_t bits = mode->value_or(0755);
+  auto info = co_await OffThread(ctx, [&] { return fs->Mkdir(*path, bits, parents); });
   if (!info) co_return co_await ReplyError(ctx, info.error());
   co_await ReplyJson(ctx, http::status::created, InfoJson(*info));
 }
@@ -331,9 +458,10 @@ asio::awaitable<void> FilesMkdir(Context& ctx) {
 asio::awaitable<void> FilesDelete(Context& ctx) {
   auto target = FindTarget(ctx);
   if (!target) co_return co_await ReplyError(ctx, target.error());
-  if (auto r = target->fs.Remove(target->path, FlagOr(ctx, "recursive", false)); !r) {
-    co_return co_await ReplyError(ctx, r.error());
-  }
+  const bool recursive = FlagOr(ctx, "recursive", false);
+  Result<void> removed =
+      co_await OffThread(ctx, [&] { return target->fs.Remove(target->path, recursive); });
+  if (!removed) co_return co_await ReplyError(ctx, removed.error());
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
@@ -355,7 +483,7 @@ asio::awaitable<void> FilesMove(Context& ctx) {
   }
   auto fs = OpenFs(ctx, **sb);
   if (!fs) co_return co_await ReplyError(ctx, fs.error());
-  auto info = fs->Move(*from, *to, overwrite);
+  auto info = co_await OffThread(ctx, [&] { return fs->Move(*from, *to, overwrite); });
   if (!info) co_return co_await ReplyError(ctx, info.error());
   co_await ReplyJson(ctx, http::status::ok, InfoJson(*info));
 }
@@ -372,21 +500,36 @@ std::string FileEventJson(const sandbox::FileEvent& e) {
   return json::serialize(data);
 }
 
-// Moves inotify's events into `log` until the watched directory goes or `stop` is set.
-asio::awaitable<void> ProduceFileEvents(sandbox::FileWatch& watch, const sandbox::SandboxFs& fs,
+// Moves inotify's events into `log` until the watched directory goes or `stop` is set, one
+// bounded batch per turn of the event loop.
+asio::awaitable<void> ProduceFileEvents(Context& ctx, sandbox::FileWatch& watch,
+                                        const sandbox::SandboxFs& fs,
                                         asio::posix::stream_descriptor& inotify, EventLog& log,
                                         const bool& stop) {
   while (!stop) {
-    auto [ec] = co_await inotify.async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
-    if (ec || stop) break;
-    bool gone = false;
-    for (const auto& e : watch.Drain(fs, &gone)) log.Append(e.type, FileEventJson(e));
-    if (gone) {
+    sandbox::FileWatch::Batch batch = watch.Drain();
+    for (const auto& e : batch.events) log.Append(e.type, FileEventJson(e));
+    if (batch.gone) {
       json::object error{{"code", ErrorCodeName(ErrorCode::kNotFound)},
                          {"message", "the watched directory " + watch.path() + " is gone"}};
       log.Append("error", json::serialize(error), {}, true);
       break;
     }
+    if (watch.scanning()) {
+      co_await OffThread(ctx, [&] {
+        watch.Scan(fs);
+        return true;
+      });
+      continue;
+    }
+    if (batch.more) {
+      co_await asio::post(inotify.get_executor(), asio::use_awaitable);
+      continue;
+    }
+    // Only right after a read found the queue empty: the reactor reports readiness by edges,
+    // and one that came while nothing waited for it would be lost.
+    auto [ec] = co_await inotify.async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+    if (ec) break;
   }
 }
 
@@ -395,9 +538,15 @@ asio::awaitable<void> ProduceFileEvents(sandbox::FileWatch& watch, const sandbox
 asio::awaitable<void> FilesWatch(Context& ctx) {
   auto target = FindTarget(ctx);
   if (!target) co_return co_await ReplyError(ctx, target.error());
-  auto watch = sandbox::FileWatch::Start(target->fs, target->path, FlagOr(ctx, "recursive", true),
-                                         kMaxWatches);
+  auto ticket = Watches().Take(ctx.params.at(0));
+  if (!ticket) co_return co_await ReplyError(ctx, ticket.error());
+  const bool recursive = FlagOr(ctx, "recursive", true);
+  auto watch = co_await OffThread(ctx, [&] {
+    return sandbox::FileWatch::Start(target->fs, target->path, recursive, kMaxWatches);
+  });
   if (!watch) co_return co_await ReplyError(ctx, watch.error());
+  auto fd = watch->DupFd();
+  if (!fd) co_return co_await ReplyError(ctx, fd.error());
   // Watches are not resumable: a follower that falls behind the window gets a gap.
   auto log = std::make_shared<EventLog>(LogLimits{1u << 20, 4096});
   json::object ready;
@@ -405,16 +554,15 @@ asio::awaitable<void> FilesWatch(Context& ctx) {
   log->Append("ready", json::serialize(ready));
 
   const auto ex = ctx.stream.get_executor();
-  asio::posix::stream_descriptor inotify(ex);
-  boost::system::error_code ec;
-  inotify.assign(::dup(watch->fd()), ec);
+  asio::posix::stream_descriptor inotify(ex, fd->release());
   bool stop = false;
   TaskGroup producer(ex);
-  producer.Spawn(ProduceFileEvents(*watch, target->fs, inotify, *log, stop));
+  producer.Spawn(ProduceFileEvents(ctx, *watch, target->fs, inotify, *log, stop));
   co_await ServeEvents(ctx, log, 0, true, [](std::string& out, const Event& e) {
     sse::AppendEvent(out, 0, e.name, e.data);
   });
   stop = true;
+  boost::system::error_code ec;
   inotify.cancel(ec);
   co_await producer.Join();
   inotify.close(ec);

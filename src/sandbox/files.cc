@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 
 namespace sandstream::sandbox {
 namespace {
@@ -119,8 +120,14 @@ std::string ChildPath(const std::string& dir, std::string_view name) {
 Result<UniqueFd> Reopen(int path_fd, int flags, const std::string& path) {
   const std::string proc = "/proc/self/fd/" + std::to_string(path_fd);
   UniqueFd fd(::open(proc.c_str(), flags | O_CLOEXEC | O_NOCTTY));
-  if (!fd) return FsError("open", path, errno);
-  return fd;
+  if (fd) return fd;
+  Error e = FsError("open", path, errno);
+  // O_NONBLOCK and a lease: the kernel has asked its holder to let go, and did not wait.
+  if (errno == EWOULDBLOCK && (flags & O_NONBLOCK)) {
+    e.code = ErrorCode::kConflict;
+    e.message += " (a process in the sandbox holds a lease on it; try again later)";
+  }
+  return e;
 }
 
 }  // namespace
@@ -227,9 +234,31 @@ Result<OpenedFile> SandboxFs::OpenRead(std::string_view path) const {
   if (!S_ISREG(st.st_mode)) {
     return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is not a regular file"};
   }
-  auto fd = Reopen(handle->get(), O_RDONLY, *norm);
+  auto fd = Reopen(handle->get(), O_RDONLY | O_NONBLOCK, *norm);
   if (!fd) return std::move(fd).error();
   return OpenedFile{std::move(*fd), InfoFrom(*norm, st), false};
+}
+
+Result<size_t> OpenedFile::Read(char* buf, size_t size) const {
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, size);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return FsError("read", info.path, errno);
+  }
+}
+
+Result<void> OpenedFile::Write(std::string_view data) const {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd.get(), data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Error e = FsError("write", info.path, errno);
+      if (e.code == ErrorCode::kPayloadTooLarge) e.message += " (the sandbox's disk is full)";
+      return e;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Ok{};
 }
 
 Result<OpenedFile> SandboxFs::OpenWrite(std::string_view path, std::optional<uint32_t> mode,
@@ -455,8 +484,23 @@ Result<int> SandboxFs::AddWatch(int inotify_fd, std::string_view path, uint32_t 
   // inotify takes a path: our own fd's /proc link names exactly the resolved directory.
   const std::string proc = "/proc/self/fd/" + std::to_string(handle->get());
   const int wd = ::inotify_add_watch(inotify_fd, proc.c_str(), mask);
-  if (wd < 0) return FsError("watch", *norm, errno);
-  return wd;
+  if (wd >= 0) return wd;
+  if (errno == ENOSPC) {
+    return SysError(ErrorCode::kQuotaExceeded,
+                    "files: watch " + *norm + ": the host's inotify watches "
+                    "(fs.inotify.max_user_watches) are used up",
+                    errno);
+  }
+  return FsError("watch", *norm, errno);
+}
+
+Result<UniqueFd> SandboxFs::OpenDirectory(std::string_view path) const {
+  auto norm = NormalizeSandboxPath(path);
+  if (!norm) return std::move(norm).error();
+  ActAs as(host_id_);
+  auto handle = Resolve(*norm, O_PATH | O_DIRECTORY);
+  if (!handle) return std::move(handle).error();
+  return Reopen(handle->get(), O_RDONLY | O_DIRECTORY, *norm);
 }
 
 namespace {
@@ -470,6 +514,12 @@ Result<FileWatch> FileWatch::Start(const SandboxFs& fs, std::string_view path, b
   if (!norm) return std::move(norm).error();
   FileWatch w;
   w.fd_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!w.fd_ && errno == EMFILE) {
+    return SysError(ErrorCode::kQuotaExceeded,
+                    "files: watch " + *norm + ": the host's inotify instances "
+                    "(fs.inotify.max_user_instances) are used up",
+                    errno);
+  }
   if (!w.fd_) return SysError(ErrorCode::kInternal, "files: inotify_init1", errno);
   w.root_path_ = *norm;
   w.recursive_ = recursive;
@@ -477,99 +527,125 @@ Result<FileWatch> FileWatch::Start(const SandboxFs& fs, std::string_view path, b
   auto wd = fs.AddWatch(w.fd_.get(), *norm, kWatchMask);
   if (!wd) return std::move(wd).error();
   w.root_wd_ = *wd;
-  w.watches_.emplace_back(*wd, *norm);
-  if (recursive) {
-    if (auto ok = w.AddTree(fs, *norm); !ok) return std::move(ok).error();
+  w.watches_.emplace(*wd, *norm);
+  if (recursive) w.Queue(*norm, true);
+  while (w.scanning()) w.Scan(fs);
+  if (w.limit_reached_) {
+    return Error{ErrorCode::kInvalidRequest,
+                 "files: more than " + std::to_string(max_watches) + " directories under " +
+                     *norm + " to watch; watch a smaller tree"};
   }
   return w;
 }
 
-Result<void> FileWatch::AddTree(const SandboxFs& fs, const std::string& path) {
-  bool truncated = false;
-  auto entries = fs.List(path, 100000, &truncated);
-  if (!entries) return Ok{};  // gone or unreadable meanwhile: nothing to watch below it
-  for (const auto& e : *entries) {
-    if (e.type != FileType::kDirectory) continue;
-    if (watches_.size() >= max_watches_) {
-      return Error{ErrorCode::kInvalidRequest,
-                   "files: more than " + std::to_string(max_watches_) + " directories under " +
-                       root_path_ + " to watch; watch a smaller tree"};
-    }
-    auto wd = fs.AddWatch(fd_.get(), e.path, kWatchMask);
-    if (!wd) continue;
-    watches_.emplace_back(*wd, e.path);
-    if (auto ok = AddTree(fs, e.path); !ok) return ok;
-  }
-  return Ok{};
+Result<UniqueFd> FileWatch::DupFd() const {
+  UniqueFd fd(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+  if (!fd) return SysError(ErrorCode::kInternal, "files: watch " + root_path_ + ": dup", errno);
+  return fd;
 }
 
-std::vector<FileEvent> FileWatch::Drain(const SandboxFs& fs, bool* gone) {
-  *gone = false;
-  std::vector<FileEvent> out;
+void FileWatch::Queue(std::string path, bool watched) {
+  // Counting what waits as watched already keeps the queue as bounded as the watches.
+  if (watches_.size() + pending_.size() >= max_watches_ && !watched) {
+    limit_reached_ = true;
+    return;
+  }
+  pending_.push_back(PendingDir{std::move(path), watched});
+}
+
+void FileWatch::Scan(const SandboxFs& fs) {
+  for (size_t steps = 0; steps < kScanEntries; ++steps) {
+    if (!listing_) {
+      if (pending_.empty()) return;
+      PendingDir next = std::move(pending_.front());
+      pending_.pop_front();
+      if (!next.watched) {
+        // Gone meanwhile, or not a directory (DT_UNKNOWN): nothing to watch.
+        auto wd = fs.AddWatch(fd_.get(), next.path, kWatchMask);
+        if (!wd) continue;
+        watches_[*wd] = next.path;
+      }
+      auto fd = fs.OpenDirectory(next.path);
+      if (!fd) continue;
+      DIR* dir = ::fdopendir(fd->get());
+      if (!dir) continue;
+      (void)fd->release();
+      listing_.emplace(Listing{std::move(next.path), std::unique_ptr<DIR, DirCloser>(dir)});
+      continue;
+    }
+    const dirent* e = ::readdir(listing_->dir.get());
+    if (!e) {
+      listing_.reset();
+      continue;
+    }
+    const std::string_view name = e->d_name;
+    if (name == "." || name == ".." || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)) continue;
+    Queue(ChildPath(listing_->path, name), false);
+  }
+}
+
+FileWatch::Batch FileWatch::Drain() {
+  Batch batch;
+  std::vector<FileEvent>& out = batch.events;
   // Moves come as MOVED_FROM then MOVED_TO with one cookie; pair them within a read.
   std::vector<std::pair<uint32_t, size_t>> pending_from;
-  alignas(inotify_event) char buf[64 * 1024];
-  for (;;) {
-    const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
-    if (n <= 0) break;
-    for (ssize_t off = 0; off < n;) {
-      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
-      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-      if (ev->mask & IN_Q_OVERFLOW) {
-        out.push_back(FileEvent{"overflow", root_path_, {}, false});
-        continue;
-      }
-      if (ev->mask & IN_IGNORED) {
-        std::erase_if(watches_, [&](const auto& w) { return w.first == ev->wd; });
-        if (ev->wd == root_wd_) *gone = true;
-        continue;
-      }
-      const auto dir = std::find_if(watches_.begin(), watches_.end(),
-                                    [&](const auto& w) { return w.first == ev->wd; });
-      if (dir == watches_.end()) continue;
-      const bool is_dir = (ev->mask & IN_ISDIR) != 0;
-      if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
-        if (ev->wd == root_wd_) *gone = true;
-        continue;
-      }
-      const std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
-      const std::string path = ChildPath(dir->second, name);
-      if (ev->mask & IN_MOVED_FROM) {
-        pending_from.emplace_back(ev->cookie, out.size());
-        out.push_back(FileEvent{"delete", path, {}, is_dir});
-        continue;
-      }
-      if (ev->mask & IN_MOVED_TO) {
-        auto from = std::find_if(pending_from.begin(), pending_from.end(),
-                                 [&](const auto& p) { return p.first == ev->cookie; });
-        if (from != pending_from.end()) {
-          FileEvent& moved = out[from->second];
-          moved.type = "move";
-          moved.from = moved.path;
-          moved.path = path;
-          pending_from.erase(from);
-        } else {
-          out.push_back(FileEvent{"create", path, {}, is_dir});
-        }
-      } else if (ev->mask & IN_CREATE) {
-        out.push_back(FileEvent{"create", path, {}, is_dir});
-      } else if (ev->mask & IN_DELETE) {
-        out.push_back(FileEvent{"delete", path, {}, is_dir});
-      } else if (ev->mask & IN_MODIFY) {
-        // One write is one event; a burst of writes to one file is reported once per read.
-        if (!out.empty() && out.back().type == "modify" && out.back().path == path) continue;
-        out.push_back(FileEvent{"modify", path, {}, is_dir});
-      }
-      if (recursive_ && is_dir && (ev->mask & (IN_CREATE | IN_MOVED_TO)) &&
-          watches_.size() < max_watches_) {
-        if (auto wd = fs.AddWatch(fd_.get(), path, kWatchMask)) {
-          watches_.emplace_back(*wd, path);
-          (void)AddTree(fs, path);
-        }
-      }
+  alignas(inotify_event) char buf[kDrainBytes];
+  const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
+  if (n < 0 && errno == EINTR) batch.more = true;
+  if (n <= 0) return batch;
+  // The kernel stops filling at the first event that does not fit: room left for the largest
+  // possible one means the queue was empty.
+  batch.more = static_cast<size_t>(n) > sizeof buf - (sizeof(inotify_event) + NAME_MAX + 1);
+  for (ssize_t off = 0; off < n;) {
+    const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+    off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+    if (ev->mask & IN_Q_OVERFLOW) {
+      out.push_back(FileEvent{"overflow", root_path_, {}, false});
+      continue;
     }
+    if (ev->mask & IN_IGNORED) {
+      watches_.erase(ev->wd);
+      if (ev->wd == root_wd_) batch.gone = true;
+      continue;
+    }
+    const auto dir = watches_.find(ev->wd);
+    if (dir == watches_.end()) continue;
+    const bool is_dir = (ev->mask & IN_ISDIR) != 0;
+    if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+      if (ev->wd == root_wd_) batch.gone = true;
+      continue;
+    }
+    const std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
+    const std::string path = ChildPath(dir->second, name);
+    if (ev->mask & IN_MOVED_FROM) {
+      pending_from.emplace_back(ev->cookie, out.size());
+      out.push_back(FileEvent{"delete", path, {}, is_dir});
+      continue;
+    }
+    if (ev->mask & IN_MOVED_TO) {
+      auto from = std::find_if(pending_from.begin(), pending_from.end(),
+                               [&](const auto& p) { return p.first == ev->cookie; });
+      if (from != pending_from.end()) {
+        FileEvent& moved = out[from->second];
+        moved.type = "move";
+        moved.from = moved.path;
+        moved.path = path;
+        pending_from.erase(from);
+      } else {
+        out.push_back(FileEvent{"create", path, {}, is_dir});
+      }
+    } else if (ev->mask & IN_CREATE) {
+      out.push_back(FileEvent{"create", path, {}, is_dir});
+    } else if (ev->mask & IN_DELETE) {
+      out.push_back(FileEvent{"delete", path, {}, is_dir});
+    } else if (ev->mask & IN_MODIFY) {
+      // One write is one event; a burst of writes to one file is reported once per read.
+      if (!out.empty() && out.back().type == "modify" && out.back().path == path) continue;
+      out.push_back(FileEvent{"modify", path, {}, is_dir});
+    }
+    if (recursive_ && is_dir && (ev->mask & (IN_CREATE | IN_MOVED_TO))) Queue(path, false);
   }
-  return out;
+  return batch;
 }
 
 }  // namespace sandstream::sandbox

@@ -2,15 +2,19 @@
 // (openat2 RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS from an O_PATH fd of the root), so `..`,
 // absolute symlinks and links planted inside cannot reach the host; every call runs with the
 // filesystem ids of a user inside, so that user's permissions apply and new files are its own.
-// Synchronous, no Asio.
+// Synchronous, no Asio, no shared mutable state: the daemon runs these calls on worker threads.
 #pragma once
 
+#include <dirent.h>
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -40,6 +44,11 @@ struct OpenedFile {
   UniqueFd fd;
   FileInfo info;
   bool created = false;  // OpenWrite made a new file
+
+  // Up to `size` bytes from the file's offset; 0 at its end.
+  Result<size_t> Read(char* buf, size_t size) const;
+  // All of `data` at the file's offset; a full disk is kPayloadTooLarge.
+  Result<void> Write(std::string_view data) const;
 };
 
 class SandboxFs {
@@ -49,6 +58,8 @@ class SandboxFs {
   static Result<SandboxFs> Open(const std::string& root, std::optional<uint32_t> host_id);
 
   // Paths are absolute sandbox paths (normalized here again).
+  // A regular file only; opened O_NONBLOCK, so a lease held inside is kConflict at once instead
+  // of the kernel's lease-break wait.
   Result<OpenedFile> OpenRead(std::string_view path) const;
   // Creates or truncates a regular file; `mode` applies to new files (and to existing ones when
   // given); `parents` creates missing directories first.
@@ -63,6 +74,8 @@ class SandboxFs {
   Result<void> Symlink(std::string_view target, std::string_view path) const;
   // Adds an inotify watch on the directory `path` resolves to; returns the watch descriptor.
   Result<int> AddWatch(int inotify_fd, std::string_view path, uint32_t mask) const;
+  // A directory opened for reading its entries.
+  Result<UniqueFd> OpenDirectory(std::string_view path) const;
 
  private:
   SandboxFs(UniqueFd root, std::optional<uint32_t> host_id)
@@ -83,26 +96,63 @@ struct FileEvent {
   bool is_dir = false;
 };
 
-// inotify on a directory of a sandbox (and, recursively, the directories below it).
+// inotify on a directory of a sandbox (and, recursively, the directories below it). Work is
+// taken in bounded steps, so neither a storm of events nor a huge new subtree holds the caller:
+// Drain reads one batch of events; Scan watches and lists a bounded part of the new directories.
 class FileWatch {
  public:
+  // At most this much of the kernel's queue per Drain.
+  static constexpr size_t kDrainBytes = 32 * 1024;
+  // At most this many directory entries read (or directories watched) per Scan.
+  static constexpr size_t kScanEntries = 4096;
+
+  // Watches `path`; `recursive`: and every directory below it, at most `max_watches` in all
+  // (more is kInvalidRequest). Scans the whole tree before it returns.
   static Result<FileWatch> Start(const SandboxFs& fs, std::string_view path, bool recursive,
                                  size_t max_watches);
-  int fd() const { return fd_.get(); }
   const std::string& path() const { return root_path_; }
-  // Reads what is pending (non-blocking). `gone`: the watched directory itself went away.
-  std::vector<FileEvent> Drain(const SandboxFs& fs, bool* gone);
+  // A duplicate of the inotify descriptor, for a reactor to wait on (and close).
+  Result<UniqueFd> DupFd() const;
+
+  struct Batch {
+    std::vector<FileEvent> events;
+    bool gone = false;  // the watched directory itself went away
+    bool more = false;  // the queue may hold more: Drain again before waiting for readiness
+  };
+  // Reads one batch of pending events (non-blocking). Touches only the inotify descriptor;
+  // directories created under a recursive watch are queued for Scan.
+  Batch Drain();
+  // Whether new directories wait to be watched and listed.
+  bool scanning() const { return listing_.has_value() || !pending_.empty(); }
+  // Watches and lists queued directories, at most kScanEntries steps. Touches the sandbox's
+  // files (and may take as long as they do).
+  void Scan(const SandboxFs& fs);
 
  private:
+  struct DirCloser {
+    void operator()(DIR* dir) const { ::closedir(dir); }
+  };
+  struct PendingDir {
+    std::string path;
+    bool watched = false;
+  };
+  struct Listing {
+    std::string path;
+    std::unique_ptr<DIR, DirCloser> dir;
+  };
+
   FileWatch() = default;
-  Result<void> AddTree(const SandboxFs& fs, const std::string& path);
+  void Queue(std::string path, bool watched);
 
   UniqueFd fd_;
   std::string root_path_;
   bool recursive_ = false;
   size_t max_watches_ = 0;
+  bool limit_reached_ = false;  // a directory went unwatched: more than max_watches_
   int root_wd_ = -1;
-  std::vector<std::pair<int, std::string>> watches_;  // wd -> directory path
+  std::unordered_map<int, std::string> watches_;  // wd -> directory path
+  std::deque<PendingDir> pending_;                // to watch (unless watched) and list
+  std::optional<Listing> listing_;                // the directory being listed
 };
 
 // Unlinks everything below the directory `dir` without following symlinks or leaving it.

@@ -1,10 +1,16 @@
 // Unit tests of SandboxFs on a temporary directory standing in for a sandbox's root: path
 // normalization, every way out of the root (`..`, absolute symlinks, links to host paths, link
-// chains), and the file operations' results and errors. Acts as the test's own user.
+// chains), the file operations' results and errors, what a hostile sandbox can plant (a lease,
+// a FIFO), and a watch's bounded steps. Acts as the test's own user.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <filesystem>
 #include <fstream>
@@ -182,14 +188,142 @@ TEST_F(SandboxFsTest, WatchReportsChangesUnderADirectory) {
   ASSERT_TRUE(watch) << watch.error().message;
   WriteFile(root_ / "workspace/w/sub/f", "x");
   fs::remove(root_ / "workspace/w/sub/f");
-  bool gone = false;
-  std::vector<FileEvent> events = watch->Drain(sfs(), &gone);
-  EXPECT_FALSE(gone);
+  FileWatch::Batch batch = watch->Drain();
+  EXPECT_FALSE(batch.gone);
+  EXPECT_FALSE(batch.more);
   std::vector<std::string> seen;
-  for (const auto& e : events) seen.push_back(e.type + " " + e.path);
+  for (const auto& e : batch.events) seen.push_back(e.type + " " + e.path);
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front(), "create /workspace/w/sub/f");
   EXPECT_EQ(seen.back(), "delete /workspace/w/sub/f");
+}
+
+TEST_F(SandboxFsTest, DrainTakesABoundedBatchAndSaysMoreIsLeft) {
+  fs::create_directories(root_ / "workspace/w");
+  auto watch = FileWatch::Start(sfs(), "/workspace/w", false, 64);
+  ASSERT_TRUE(watch) << watch.error().message;
+  constexpr int kFiles = 5000;  // ~160 KiB of events, under the kernel's 16384-event queue
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string path = (root_ / "workspace/w" / ("f" + std::to_string(i))).string();
+    ::close(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+  }
+  int creates = 0;
+  int calls = 0;
+  for (bool more = true; more; ++calls) {
+    FileWatch::Batch batch = watch->Drain();
+    ASSERT_LE(batch.events.size(), FileWatch::kDrainBytes / sizeof(inotify_event));
+    for (const auto& e : batch.events) creates += e.type == "create";
+    more = batch.more;
+    ASSERT_LT(calls, kFiles);
+  }
+  EXPECT_EQ(creates, kFiles);
+  EXPECT_GT(calls, 2);
+  EXPECT_TRUE(watch->Drain().events.empty());
+}
+
+TEST_F(SandboxFsTest, NewSubtreesAreWatchedInBoundedSteps) {
+  fs::create_directories(root_ / "workspace/w");
+  constexpr int kEntries = 5000;  // more than one Scan's worth
+  fs::create_directories(root_ / "away/big/sub");
+  for (int i = 0; i < kEntries; ++i) {
+    const std::string path = (root_ / "away/big" / ("f" + std::to_string(i))).string();
+    ::close(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+  }
+  auto watch = FileWatch::Start(sfs(), "/workspace/w", true, 64);
+  ASSERT_TRUE(watch) << watch.error().message;
+  EXPECT_FALSE(watch->scanning());
+
+  fs::rename(root_ / "away/big", root_ / "workspace/w/big");
+  FileWatch::Batch batch = watch->Drain();
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, "create");
+  EXPECT_TRUE(batch.events[0].is_dir);
+  ASSERT_TRUE(watch->scanning());  // Drain itself touched nothing of the sandbox's
+  watch->Scan(sfs());
+  EXPECT_TRUE(watch->scanning()) << "one Scan listed a directory of " << kEntries << " entries";
+  int scans = 1;
+  while (watch->scanning() && scans < 100) {
+    watch->Scan(sfs());
+    ++scans;
+  }
+  EXPECT_FALSE(watch->scanning());
+  EXPECT_EQ(scans, 2);
+
+  WriteFile(root_ / "workspace/w/big/sub/new", "x");
+  std::vector<std::string> seen;
+  for (const auto& e : watch->Drain().events) seen.push_back(e.type + " " + e.path);
+  EXPECT_EQ(seen, (std::vector<std::string>{"create /workspace/w/big/sub/new",
+                                            "modify /workspace/w/big/sub/new"}));
+
+  for (int i = 0; i < 3; ++i) fs::create_directories(root_ / "workspace/w/more" / std::to_string(i));
+  auto too_big = FileWatch::Start(sfs(), "/workspace/w", true, 4);
+  ASSERT_FALSE(too_big);
+  EXPECT_EQ(too_big.error().code, ErrorCode::kInvalidRequest);
+  EXPECT_NE(too_big.error().message.find("more than 4 directories"), std::string::npos);
+}
+
+TEST_F(SandboxFsTest, ALeaseHeldInsideIsAConflictNotAWait) {
+  WriteFile(root_ / "workspace/leased", "mine");
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    // Deaf to the lease-break signal, as a hostile holder would be.
+    ::signal(SIGIO, SIG_IGN);
+    const int fd = ::open((root_ / "workspace/leased").c_str(), O_RDONLY);
+    const bool leased = fd >= 0 && ::fcntl(fd, F_SETLEASE, F_WRLCK) == 0;
+    (void)!::write(ready[1], leased ? "y" : "n", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  ::close(ready[0]);
+  if (answer != 'y') {
+    ::kill(holder, SIGKILL);
+    ::waitpid(holder, nullptr, 0);
+    GTEST_SKIP() << "F_SETLEASE is not available here";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto read = sfs().OpenRead("/workspace/leased");
+  auto write = sfs().OpenWrite("/workspace/leased", std::nullopt, false);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, ErrorCode::kConflict);
+  EXPECT_NE(read.error().message.find("lease"), std::string::npos) << read.error().message;
+  ASSERT_FALSE(write);
+  EXPECT_EQ(write.error().code, ErrorCode::kConflict);
+  EXPECT_LT(took, std::chrono::seconds(1));
+}
+
+TEST_F(SandboxFsTest, AFifoIsNotAFileToOpen) {
+  ASSERT_EQ(::mkfifo((root_ / "workspace/pipe").c_str(), 0644), 0);
+  auto read = sfs().OpenRead("/workspace/pipe");
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().code, ErrorCode::kInvalidRequest);
+  EXPECT_NE(read.error().message.find("not a regular file"), std::string::npos);
+  auto write = sfs().OpenWrite("/workspace/pipe", std::nullopt, false);
+  ASSERT_FALSE(write);
+  EXPECT_EQ(write.error().code, ErrorCode::kInvalidRequest);
+}
+
+TEST_F(SandboxFsTest, OpenedFilesReadAndWriteThroughTheirOwnCalls) {
+  auto w = sfs().OpenWrite("/workspace/rw", std::nullopt, false);
+  ASSERT_TRUE(w) << w.error().message;
+  ASSERT_TRUE(w->Write("hello world"));
+  w->fd.reset();
+  auto r = sfs().OpenRead("/workspace/rw");
+  ASSERT_TRUE(r) << r.error().message;
+  char buf[5];
+  auto n = r->Read(buf, sizeof buf);
+  ASSERT_TRUE(n);
+  EXPECT_EQ(std::string(buf, *n), "hello");
+  EXPECT_EQ(ReadAll(r->fd.get()), " world");
+  EXPECT_EQ(*r->Read(buf, sizeof buf), 0u);
 }
 
 }  // namespace
