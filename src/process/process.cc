@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -79,13 +80,12 @@ void Process::Spawn(asio::awaitable<void> task) {
   });
 }
 
-asio::awaitable<Result<std::shared_ptr<Process>>> Process::Start(sandbox::Sandbox& sandbox,
-                                                                 CommandSpec spec,
-                                                                 ProcessOptions options,
-                                                                 ExitCallback on_exit) {
+asio::awaitable<Result<std::shared_ptr<Process>>> Process::Start(
+    std::shared_ptr<sandbox::Sandbox> sandbox, CommandSpec spec, ProcessOptions options,
+    ExitCallback on_exit) {
   const auto ex = co_await asio::this_coro::executor;
   auto p = std::make_shared<Process>(ex, std::move(spec), options);
-  Result<void> launched = co_await p->Launch(sandbox, std::move(on_exit));
+  Result<void> launched = co_await p->Launch(std::move(sandbox), std::move(on_exit));
   if (!launched) co_return std::move(launched).error();
   co_return p;
 }
@@ -104,7 +104,8 @@ std::shared_ptr<Process> Process::Restore(const asio::any_io_executor& ex, Comma
   return p;
 }
 
-asio::awaitable<Result<void>> Process::Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit) {
+asio::awaitable<Result<void>> Process::Launch(std::shared_ptr<sandbox::Sandbox> sandbox,
+                                              ExitCallback on_exit) {
   sandbox::ProcessSpec ps;
   ps.argv = spec_.argv;
   ps.env = spec_.env;
@@ -113,12 +114,12 @@ asio::awaitable<Result<void>> Process::Launch(sandbox::Sandbox& sandbox, ExitCal
   ps.as_root = spec_.as_root;
   ps.open_stdin = spec_.stdin_data.has_value() || spec_.keep_stdin_open;
   ps.pty = spec_.pty;
-  oom_counter_ = [&sandbox] { return sandbox.OomKills(); };
-  oom_at_start_ = oom_counter_();
+  sandbox_ = sandbox;
+  oom_at_start_ = sandbox->OomKills();
   // The clock starts before the spawn: by the time Spawn returns, the command is running.
   started_at_ = SystemNow();
   started_steady_ = SteadyNow();
-  Result<sandbox::SpawnedProcess> spawned = co_await Await(sandbox.Spawn(std::move(ps)));
+  Result<sandbox::SpawnedProcess> spawned = co_await Await(sandbox->Spawn(std::move(ps)));
   if (!spawned) co_return std::move(spawned).error();
 
   pid_ = spawned->pid;
@@ -310,7 +311,9 @@ void Process::Finish(int code, int status) {
   const bool sigkilled = (by_signal && status == SIGKILL) || (!by_signal && status == 137);
   if (kill_reason_) {
     rec.reason = *kill_reason_;
-  } else if (sigkilled && oom_counter_ && oom_counter_() > oom_at_start_) {
+  } else if (auto sb = sandbox_.lock(); sigkilled && sb && sb->Ended()) {
+    rec.reason = ExitReason::kKilled;  // its sandbox ended under it, the kernel killed it
+  } else if (sigkilled && sb && sb->OomKills() > oom_at_start_) {
     rec.reason = ExitReason::kOom;
   } else {
     rec.reason = by_signal ? ExitReason::kSignaled : ExitReason::kExited;
@@ -391,28 +394,48 @@ Result<void> Process::Resize(sandbox::PtySize size) {
 
 Result<void> Process::Signal(int sig, bool group) {
   if (exit_) return Error{ErrorCode::kConflict, "process " + spec_.id + " has exited"};
-  if (::kill(group ? -pid_ : pid_, sig) != 0 && errno != ESRCH) {
-    return SysError(ErrorCode::kInternal, "kill", errno);
+  if (group) {
+    SignalGroup(sig);
+    return Ok{};
+  }
+  // The leader alone: its pidfd names it and nothing else, reaped or not.
+  if (::syscall(SYS_pidfd_send_signal, pidfd_->native_handle(), sig, nullptr, 0) != 0 &&
+      errno != ESRCH) {
+    return SysError(ErrorCode::kInternal, "pidfd_send_signal", errno);
   }
   return Ok{};
+}
+
+void Process::SignalGroup(int sig) {
+  if (pid_ <= 0) return;
+  if (!leader_exited_) {
+    ::kill(-pid_, sig);
+    return;
+  }
+  if (auto sb = sandbox_.lock()) sb->SignalGroup(pid_, sig);
 }
 
 void Process::Kill(ExitReason reason) {
   if (exit_ || pid_ <= 0) return;
   if (!kill_reason_) kill_reason_ = reason;
-  ::kill(-pid_, SIGTERM);
-  ::kill(-pid_, SIGCONT);  // a stopped group cannot act on TERM
+  SignalGroup(SIGTERM);
+  SignalGroup(SIGCONT);  // a stopped group cannot act on TERM
   grace_timer_.expires_after(options_.kill_grace);
-  // KILL after the grace period even if the leader is gone: its group may linger.
-  grace_timer_.async_wait([pid = pid_](const boost::system::error_code& ec) {
-    if (!ec) ::kill(-pid, SIGKILL);
+  // KILL after the grace period even if the leader is gone: its group may linger. Through
+  // SignalGroup: by then the leader may have been reaped and its number reused.
+  grace_timer_.async_wait([self = weak_from_this()](const boost::system::error_code& ec) {
+    if (auto p = self.lock(); p && !ec) p->SignalGroup(SIGKILL);
   });
 }
 
 void Process::KillNow(ExitReason reason) {
   if (exit_ || pid_ <= 0) return;
   if (!kill_reason_) kill_reason_ = reason;
-  ::kill(-pid_, SIGKILL);
+  SignalGroup(SIGKILL);
+}
+
+void Process::SandboxLost() {
+  if (!exit_ && !kill_reason_) kill_reason_ = ExitReason::kKilled;
 }
 
 void Process::Park(uint64_t keep_after, uint64_t taken_after,

@@ -59,7 +59,8 @@ class Process : public std::enable_shared_from_this<Process> {
   // Spawns the command in `sandbox` and starts supervising it. The spawn is awaited on the
   // event loop; `sandbox` must outlive it (and the process, for its OOM count).
   static boost::asio::awaitable<Result<std::shared_ptr<Process>>> Start(
-      sandbox::Sandbox& sandbox, CommandSpec spec, ProcessOptions options, ExitCallback on_exit);
+      std::shared_ptr<sandbox::Sandbox> sandbox, CommandSpec spec, ProcessOptions options,
+      ExitCallback on_exit);
   // A finished process brought back from the store: its exit record and retained tail.
   static std::shared_ptr<Process> Restore(const boost::asio::any_io_executor& ex,
                                           CommandSpec spec, SystemTime started_at, int pid,
@@ -88,6 +89,8 @@ class Process : public std::enable_shared_from_this<Process> {
   Result<void> Resize(sandbox::PtySize size);
   // Sends `sig` to the process group (or only the leader).
   Result<void> Signal(int sig, bool group);
+  // The process's sandbox ended under it: its exit reports `killed`.
+  void SandboxLost();
   // TERM to the group, KILL after the grace period; `reason` is what the exit will report.
   void Kill(ExitReason reason);
   // SIGKILL now, for a sandbox being torn down.
@@ -104,7 +107,11 @@ class Process : public std::enable_shared_from_this<Process> {
   uint64_t stalled_readers() const { return stalled_readers_; }
 
  private:
-  boost::asio::awaitable<Result<void>> Launch(sandbox::Sandbox& sandbox, ExitCallback on_exit);
+  boost::asio::awaitable<Result<void>> Launch(std::shared_ptr<sandbox::Sandbox> sandbox,
+                                              ExitCallback on_exit);
+  // `sig` to the process group: by its number while the leader is unreaped (the number is
+  // then still the group's), through the sandbox after (never a number that may be reused).
+  void SignalGroup(int sig);
   boost::asio::awaitable<void> ReadLoop(boost::asio::posix::stream_descriptor& pipe,
                                         EntryKind kind);
   // One read(2) straight into the log. Returns what read() returned (-1 with errno set).
@@ -133,7 +140,7 @@ class Process : public std::enable_shared_from_this<Process> {
   uint64_t stdout_bytes_ = 0;
   uint64_t stderr_bytes_ = 0;
   uint64_t oom_at_start_ = 0;
-  std::function<uint64_t()> oom_counter_;
+  std::weak_ptr<sandbox::Sandbox> sandbox_;
   ExitCallback on_exit_;
   // Bytes of an unfinished UTF-8 sequence held until the next read of the same stream.
   std::string carry_out_;

@@ -122,15 +122,19 @@ std::vector<pid_t> ReadPids(const std::string& dir) {
 // SIGKILL to every process listed in the cgroup. A listed pid may have exited and been reused
 // by the time it is signalled: each is pinned with a pidfd and signalled only if that process
 // is still in the cgroup, so nothing outside it is ever hit.
-void KillMembers(const std::string& dir) {
+void SignalMembers(const std::string& dir, int sig, pid_t pgid) {
   for (pid_t p : ReadPids(dir)) {
     UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
     if (!pidfd) continue;
+    // With the pidfd held, `p` names that process while it lives: check it now.
+    if (pgid > 0 && ::getpgid(p) != pgid) continue;
     const auto procs = ReadPids(dir);
     if (std::find(procs.begin(), procs.end(), p) == procs.end()) continue;
-    ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0);
   }
 }
+
+void KillMembers(const std::string& dir) { SignalMembers(dir, SIGKILL, 0); }
 
 constexpr auto kRemoveDeadline = std::chrono::seconds(5);
 
@@ -168,6 +172,11 @@ SandboxCgroup::SandboxCgroup(CgroupVersion version, std::vector<std::string> dir
       oom_file_(std::move(oom_file)) {}
 
 SandboxCgroup::~SandboxCgroup() { KillAndForget(); }
+
+void SandboxCgroup::SignalGroup(pid_t pgid, int sig) const {
+  // Every process is in every hierarchy: one is enough to find them.
+  if (!removed_ && !dirs_.empty()) SignalMembers(dirs_[0], sig, pgid);
+}
 
 Result<void> SandboxCgroup::Attach(pid_t pid) const {
   const std::string text = std::to_string(pid);

@@ -35,6 +35,9 @@ class SandboxCgroup {
   uint64_t OomKills() const;
   // Host pids of every process still in the cgroup.
   std::vector<pid_t> Pids() const;
+  // `sig` to the members of process group `pgid`, each pinned by a pidfd and checked to be a
+  // member still, so a reused number outside the cgroup is never hit.
+  void SignalGroup(pid_t pgid, int sig) const;
   // SIGKILLs what is left and removes the directories, waiting (as an Op) for the last
   // processes to go. Idempotent.
   Op<Result<void>> Remove();

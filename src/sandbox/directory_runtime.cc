@@ -50,6 +50,11 @@ class DirectorySandbox final : public Sandbox {
 
   Op<Result<void>> Destroy() override { co_return DestroyNow(); }
 
+  // Unisolated: a group number is all there is; only groups this sandbox started are signalled.
+  void SignalGroup(pid_t pgid, int sig) override {
+    if (groups_.contains(pgid)) ::kill(-pgid, sig);
+  }
+
   Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) override {
     if (destroyed_) co_return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
     if (spec.argv.empty()) co_return Error{ErrorCode::kInvalidRequest, "argv is empty"};

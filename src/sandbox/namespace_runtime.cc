@@ -18,11 +18,13 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <system_error>
 #include <vector>
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/signals.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
@@ -175,6 +177,49 @@ class NamespaceSandbox final : public Sandbox {
       ctx.host_id_base = ids_first_.value_or(0);
     }
     co_return co_await SpawnInSandbox(std::move(ctx), std::move(spec));
+  }
+
+  void SignalGroup(pid_t pgid, int sig) override {
+    if (cgroup_) cgroup_->SignalGroup(pgid, sig);
+  }
+
+  int LifeFd() const override { return init_pidfd_.get(); }
+
+  bool Ended() const override {
+    if (!init_pidfd_) return destroyed_;
+    pollfd p{init_pidfd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) return true;
+    // A killed PID 1 exits only once the namespace's other processes are reaped, which the
+    // daemon is doing when it asks: it is already exiting (PF_EXITING in /proc/<pid>/stat). It
+    // is unreaped, so its pid names it still.
+    auto stat = ReadFile("/proc/" + std::to_string(init_pid_) + "/stat");
+    if (!stat) return false;
+    const size_t paren = stat->rfind(')');
+    if (paren == std::string::npos) return false;
+    std::istringstream fields(stat->substr(paren + 2));
+    std::string state;
+    unsigned long skip = 0;
+    unsigned long flags = 0;
+    fields >> state >> skip >> skip >> skip >> skip >> skip >> flags;
+    constexpr unsigned long kPfExiting = 0x4;
+    return (flags & kPfExiting) != 0;
+  }
+
+  std::string LostCause() const override {
+    siginfo_t info{};
+    if (!init_pidfd_ ||
+        ::waitid(P_PIDFD, static_cast<id_t>(init_pidfd_.get()), &info,
+                 WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid == 0) {
+      return "PID 1 is gone";
+    }
+    std::string cause = info.si_code == CLD_EXITED
+                            ? "PID 1 exited with code " + std::to_string(info.si_status)
+                            : "PID 1 was killed by " + SignalName(info.si_status);
+    if (info.si_code != CLD_EXITED && info.si_status == SIGKILL && OomKills() > 0) {
+      cause += " (the sandbox ran out of memory)";
+    }
+    return cause;
   }
 
   Op<Result<void>> KillAll() override {

@@ -76,6 +76,16 @@ class Sandbox {
   virtual uint64_t OomKills() const = 0;
   // SIGKILL to every process in the sandbox; idempotent, safe after Destroy.
   virtual Op<Result<void>> KillAll() = 0;
+  // `sig` to the processes of group `pgid` that are in this sandbox, and to no other process
+  // whatever the number names by now (a group whose leader was reaped may have been reused).
+  virtual void SignalGroup(pid_t pgid, int sig) = 0;
+  // An fd that turns readable when the sandbox itself has ended (its PID 1 exited), or -1 for
+  // a runtime without one; then LostCause() says why ("PID 1 was killed by SIGKILL (out of
+  // memory)").
+  virtual int LifeFd() const { return -1; }
+  // Whether the sandbox has ended that way (its processes were killed with it).
+  virtual bool Ended() const { return false; }
+  virtual std::string LostCause() const { return {}; }
   // Frees processes, mounts, cgroups and directories. Idempotent.
   virtual Op<Result<void>> Destroy() = 0;
   // Where the sandbox's root filesystem is visible to the daemon (for the files API).

@@ -52,7 +52,8 @@ json::object SandboxJson(const SandboxEntry& sb) {
   for (const auto& [k, v] : sb.env) env[k] = v;
   return {{"id", sb.id},
           {"template", sb.template_name},
-          {"status", sb.deleting ? "deleting" : "running"},
+          {"status", sb.deleting ? "deleting" : sb.lost ? "lost" : "running"},
+          {"lost_reason", sb.lost ? json::value(*sb.lost) : json::value(nullptr)},
           {"created_at", FormatRfc3339(sb.created_at)},
           {"expires_at", TimeOrNull(sb.expires_at)},
           {"ttl_seconds", sb.ttl_seconds},

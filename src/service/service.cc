@@ -1,5 +1,7 @@
 #include "service/service.h"
 
+#include <fcntl.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -148,6 +150,7 @@ asio::awaitable<Result<SandboxEntry*>> Service::CreateSandbox(SandboxRequest req
   SandboxEntry* raw = sb.get();
   sandboxes_.emplace(sb->id, std::move(sb));
   order_.push_back(raw->id);
+  WatchLife(*raw);
   ++metrics_.sandboxes_created_total;
   Journal(*raw, "sandbox.created", "info", "sandbox created from template " + template_name,
           {{"sandbox_id", raw->id}, {"template", template_name}});
@@ -155,6 +158,40 @@ asio::awaitable<Result<SandboxEntry*>> Service::CreateSandbox(SandboxRequest req
   Persist(*raw);
   log::Info("sandbox created", {{"sandbox", raw->id}, {"template", template_name}});
   co_return raw;
+}
+
+void Service::WatchLife(const SandboxEntry& sb) {
+  const int fd = sb.runtime->LifeFd();
+  if (fd < 0) return;
+  // A copy of its own: the sandbox closes its fd when it is destroyed.
+  UniqueFd life(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+  if (!life) return;
+  asio::co_spawn(ex_, AwaitDeath(sb.id, std::move(life)), [id = sb.id](std::exception_ptr e) {
+    if (e) log::Error("sandbox watch failed", {{"sandbox", id}});
+  });
+}
+
+asio::awaitable<void> Service::AwaitDeath(std::string id, UniqueFd life) {
+  const sandbox::WaitFor forever{life.get(), sandbox::Deadline::max()};
+  for (;;) {
+    const bool dead = co_await AwaitReadable(forever);
+    SandboxEntry* sb = Find(id);
+    if (!sb || sb->deleting || shutting_down_) co_return;
+    if (dead) break;
+  }
+  if (SandboxEntry* sb = Find(id)) OnLost(*sb);
+}
+
+void Service::OnLost(SandboxEntry& sb) {
+  sb.lost = sb.runtime->LostCause();
+  log::Warn("sandbox lost", {{"sandbox", sb.id}, {"cause", *sb.lost}});
+  // The kernel ends every process of its pid namespace: their exits come as usual, and say
+  // they were killed.
+  for (auto& p : sb.processes) p->SandboxLost();
+  Journal(sb, "sandbox.lost", "error",
+          "the sandbox ended under the daemon: " + *sb.lost + "; delete it and create another",
+          {{"cause", *sb.lost}});
+  Persist(sb);
 }
 
 void Service::ArmTtl(SandboxEntry& sb) {
@@ -225,6 +262,10 @@ Result<std::shared_ptr<Process>> Service::Attach(SandboxEntry& sb, const Command
 Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const {
   if (shutting_down_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
+  if (sb.lost) {
+    return Error{ErrorCode::kConflict,
+                 "sandbox " + sb.id + " is lost (" + *sb.lost + "): delete it and create another"};
+  }
   if (!spec.id.empty() && (sb.FindProcess(spec.id) || sb.starting_ids.contains(spec.id))) {
     return Error{ErrorCode::kConflict, "process id '" + spec.id + "' is in use"};
   }
@@ -265,7 +306,7 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
     auto on_exit = [this, sandbox_id](Process& p) {
       if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
     };
-    started = co_await Process::Start(*sb->runtime, std::move(spec), options, std::move(on_exit));
+    started = co_await Process::Start(sb->runtime, std::move(spec), options, std::move(on_exit));
   }
   sb->spawn_turns.Release();
   sb->starting_ids.erase(id);
@@ -436,6 +477,7 @@ void Service::Restore() {
     SandboxEntry* raw = sb.get();
     sandboxes_.emplace(raw->id, std::move(sb));
     order_.push_back(raw->id);
+    WatchLife(*raw);
     Journal(*raw, "sandbox.restored", "info",
             "sandstreamd restarted: sandbox restored with a fresh filesystem");
     ArmTtl(*raw);

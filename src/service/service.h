@@ -82,7 +82,10 @@ struct SandboxEntry {
   int64_t ttl_seconds = 0;
   bool deleting = false;
 
-  std::unique_ptr<sandbox::Sandbox> runtime;
+  std::shared_ptr<sandbox::Sandbox> runtime;
+  // Set when the sandbox ended under the daemon (its PID 1 died): why. It then only accepts
+  // reads and DELETE.
+  std::optional<std::string> lost;
   std::vector<std::shared_ptr<Process>> processes;  // in start order
   std::map<std::string, std::string> idempotency;   // key -> process id
   // The lifecycle journal: one event per record; it ends when the sandbox is deleted.
@@ -150,6 +153,10 @@ class Service {
   void Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
                std::string message, boost::json::object fields = {});
   void ArmTtl(SandboxEntry& sb);
+  // Notices a sandbox whose PID 1 dies while it is not being deleted.
+  void WatchLife(const SandboxEntry& sb);
+  boost::asio::awaitable<void> AwaitDeath(std::string id, UniqueFd life);
+  void OnLost(SandboxEntry& sb);
   void OnProcessExit(SandboxEntry& sb, Process& p);
   boost::asio::awaitable<void> TrimWhenIdle(std::weak_ptr<Process> process);
   void Persist(const SandboxEntry& sb);
