@@ -4,8 +4,8 @@
 // Protocol: requests are JSON lines on stdin ({"id", "code"}). Everything the cell prints goes
 // to the real stdout/stderr untouched; driver messages are "\x1e<token>:<json>\n" on stdout
 // (ready, result, done) and "\x1e<token>:sync <id>\n" on stderr after each cell, so the daemon
-// knows both pipes are drained up to the cell's end. The token comes from the environment and
-// is removed from it before any cell runs.
+// knows both pipes are drained up to the cell's end. The token is the first line on stdin,
+// never in the environment (a process of the sandbox could read that from /proc/<pid>/environ).
 #include "service/context_drivers.h"
 
 namespace sandstream {
@@ -13,9 +13,9 @@ namespace sandstream {
 const std::string_view kPythonDriver = R"DRIVER(
 import ast, asyncio, base64, io, json, linecache, os, signal, sys, traceback, types, warnings
 
-_marker = ("\x1e" + os.environ.pop("SANDSTREAM_CONTEXT_TOKEN", "") + ":").encode()
-_proto = os.dup(1)
 _requests = os.fdopen(os.dup(0), "rb")
+_marker = b"\x1e" + _requests.readline().strip() + b":"
+_proto = os.dup(1)
 _null = os.open(os.devnull, os.O_RDONLY)
 os.dup2(_null, 0)
 os.close(_null)
@@ -158,8 +158,7 @@ const fs = require("fs");
 const util = require("util");
 const vm = require("vm");
 const readline = require("readline");
-const marker = "\x1e" + (process.env.SANDSTREAM_CONTEXT_TOKEN || "") + ":";
-delete process.env.SANDSTREAM_CONTEXT_TOKEN;
+let marker = null;  // "\x1e<token>:", from the first line on stdin
 globalThis.require = require;
 function writeAll(fd, text) {
   const data = Buffer.from(text);
@@ -214,7 +213,14 @@ async function run(req) {
 }
 let queue = Promise.resolve();
 const lines = readline.createInterface({ input: process.stdin });
-lines.on("line", (line) => { const req = JSON.parse(line); queue = queue.then(() => run(req)); });
+lines.on("line", (line) => {
+  if (marker === null) {
+    marker = "\x1e" + line.trim() + ":";
+    return;
+  }
+  const req = JSON.parse(line);
+  queue = queue.then(() => run(req));
+});
 lines.on("close", () => { queue.then(() => process.exit(0)); });
 send({ type: "ready", version: process.version });
 )DRIVER";

@@ -24,6 +24,8 @@ namespace json = boost::json;
 namespace {
 
 constexpr size_t kStderrTail = 4096;
+// A driver message (a result bundle: an image, a table) is at most this long.
+constexpr size_t kMaxMessageBytes = 64u << 20;
 constexpr uint64_t kDriverLogBytes = 1u << 20;
 
 std::string Sanitized(std::string_view bytes) {
@@ -136,7 +138,6 @@ asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
   Detach();
   token_ = NewId("");
   auto env = env_;
-  env["SANDSTREAM_CONTEXT_TOKEN"] = token_;
   CommandSpec spec;
   if (language_ == Language::kPython) {
     env["PYTHONUNBUFFERED"] = "1";
@@ -159,6 +160,10 @@ asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
   stderr_tail_.clear();
   driver_->log().AddListener(this);
   OnAppend();
+  // The driver's first line: the token its messages carry, where no other process can read
+  // it (an environment variable would show in /proc/<pid>/environ).
+  Result<size_t> told = co_await driver_->WriteStdin(token_ + "\n");
+  if (!told) co_return std::move(told).error();
   log::Info("code context started",
             {{"sandbox", sandbox_id_}, {"context", id_}, {"process", driver_->id()}});
   co_return Ok{};
@@ -216,6 +221,11 @@ void CodeContext::OnOutput(EntryKind kind, std::string_view data) {
     const size_t nl = pending.find('\n', at);
     if (nl == std::string::npos) {
       pending.erase(0, at);
+      // A message that never ends is not one the driver wrote: what is kept is bounded.
+      if (pending.size() > kMaxMessageBytes) {
+        log::Warn("oversized code context driver message dropped", {{"context", id_}});
+        std::string().swap(pending);
+      }
       return;
     }
     const size_t body = at + marker.size();

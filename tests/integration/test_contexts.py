@@ -306,3 +306,40 @@ def test_a_refused_run_request_runs_nothing(client: httpx.Client,
                 r = streams.enter_context(many.stream("POST", url, json={"code": code}))
                 assert r.status_code == 200
             assert_error(many.post(url, json={"code": "2"}), 429, "quota_exceeded")
+
+
+def test_the_driver_token_is_not_in_any_environment(client: httpx.Client,
+                                                    interpreter: dict[str, Any]) -> None:
+    """The token that marks driver messages is never in an environment another process of the
+    sandbox could read from /proc/<pid>/environ."""
+    for language, code in (
+            ("python", "import os\nopen(f'/proc/{os.getpid()}/environ','rb').read()"),
+            ("javascript", "require('fs').readFileSync('/proc/self/environ').toString()")):
+        ctx = new_context(client, interpreter, language)
+        environ = results(run_cell(client, interpreter, ctx, code))[0]["text/plain"]
+        assert "SANDSTREAM_CONTEXT_TOKEN" not in environ and "PATH=" in environ, environ[:300]
+
+
+@pytest.mark.timeout(180)
+def test_a_message_that_never_ends_does_not_grow_the_daemon(
+        daemon_factory: Any) -> None:
+    """A cell that finds the driver's marker and prints it followed by 512 MiB without a newline
+    costs the daemon a bounded amount of memory, and the context keeps working."""
+    d = daemon_factory(env={"ASAN_OPTIONS": "quarantine_size_mb=8"})
+    with d.client(timeout=120) as c:
+        sb = create_sandbox(c, template="code-interpreter", limits={"memory_mb": 2048})
+        ctx = new_context(c, sb)
+        run_cell(c, sb, ctx, "1")
+        before = d.rss_kib()
+        code = ("import gc, os\n"
+                "m = next(o['_marker'] for o in gc.get_objects()"
+                " if isinstance(o, dict) and '_marker' in o)\n"
+                "os.write(1, m)\n"
+                "chunk = b'x' * (1 << 20)\n"
+                "for _ in range(512): os.write(1, chunk)\n"
+                "os.write(1, b'\\n')\n"
+                "'done'")
+        run_cell(c, sb, ctx, code, timeout=120)
+        growth = (d.rss_kib() - before) / 1024
+        assert growth < 160, f"daemon RSS grew {growth:.0f} MiB"
+        assert results(run_cell(c, sb, ctx, "6 * 7"))[0]["text/plain"] == "42"
