@@ -1,121 +1,147 @@
 #include "process/output_log.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
-#include <new>
+#include <stdexcept>
 
 namespace sandstream {
 
 namespace {
 
-constexpr size_t kFirstBlock = 4u << 10;
-// A read gets a new block rather than a sliver of the old one's end.
-constexpr size_t kMinRoom = 16u << 10;
+// Beyond the window: two reads that overshoot it, a terminal's or pipe's last words after the
+// exit, and the filler of a wrap.
+constexpr size_t kRingHeadroom = 2u << 20;
+constexpr size_t kRecordCost = sizeof(RingRecord) + 8;
 
-// Freed large blocks, ready for the next loud process without new page faults.
-struct Pool {
-  std::vector<char*> free;
-  ~Pool() {
-    for (char* b : free) ::munmap(b, BlockStore::kLargeBlock);
-  }
-};
-thread_local Pool pool;
+size_t Capacity(const LogLimits& limits) {
+  return limits.max_bytes + limits.max_entries * kRecordCost + kRingHeadroom;
+}
+
+int64_t Nanos(SystemTime t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+SystemTime FromNanos(int64_t ns) {
+  return SystemTime(std::chrono::duration_cast<SystemTime::duration>(std::chrono::nanoseconds(ns)));
+}
+
+LogRing NewRing(size_t capacity, bool persistent) {
+  auto ring = LogRing::Create(capacity, persistent);
+  if (!ring) throw std::runtime_error(ring.error().message);
+  return std::move(*ring);
+}
 
 }  // namespace
 
-char* BlockStore::Allocate(size_t size) {
-  if (size < kLargeBlock) return static_cast<char*>(::operator new(size));
-  if (size == kLargeBlock && !pool.free.empty()) {
-    char* b = pool.free.back();
-    pool.free.pop_back();
-    return b;
-  }
-  // Mapped, not from the heap: given back to the kernel when freed, whatever else the heap holds.
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  return static_cast<char*>(p);
+OutputLog::OutputLog(LogLimits limits, bool persistent) : limits_(limits) {
+  if (persistent) EnsureRing(true);
 }
 
-void BlockStore::Release(char* base, size_t size) {
-  if (size < kLargeBlock) {
-    ::operator delete(base);
-    return;
-  }
-  if (size == kLargeBlock && pool.free.size() * kLargeBlock < kPoolBytes) {
-    pool.free.push_back(base);
-    return;
-  }
-  ::munmap(base, size);
+Result<std::unique_ptr<OutputLog>> OutputLog::Adopt(LogLimits limits, UniqueFd ring_fd) {
+  auto ring = LogRing::Open(std::move(ring_fd));
+  if (!ring) return std::move(ring).error();
+  auto log = std::make_unique<OutputLog>(limits);
+  log->ring_ = std::move(*ring);
+  const RingState& s = log->ring_.state();
+  log->next_seq_ = s.next_seq;
+  log->total_bytes_ = s.total_bytes;
+  log->first_entry_end_ = s.first_entry_end;
+  log->evicted_entries_ = s.evicted_entries;
+  log->evicted_bytes_ = s.evicted_bytes;
+  log->ended_ = s.ended != 0;
+  log->ring_.ForEach([&](const RingRecord& r, std::string_view data, uint64_t) {
+    log->entries_.push_back(LogEntry{r.seq, static_cast<EntryKind>(r.kind),
+                                     FromNanos(r.time_ns), data, r.offset});
+    log->retained_bytes_ += data.size();
+    // A record written just before a crash, ahead of the counters that follow it.
+    log->next_seq_ = std::max(log->next_seq_, r.seq + 1);
+    log->total_bytes_ = std::max(log->total_bytes_, r.offset + data.size());
+    if (r.kind == static_cast<uint8_t>(EntryKind::kExit)) log->ended_ = true;
+  });
+  return log;
 }
 
-BlockStore::~BlockStore() { Clear(); }
-
-void BlockStore::Clear() {
-  for (const Block& b : blocks_) Release(b.base, b.size);
-  blocks_.clear();
-  allocated_ = 0;
+void OutputLog::EnsureRing(bool persistent) {
+  if (!ring_.valid()) ring_ = NewRing(Capacity(limits_), persistent);
 }
 
-std::span<char> BlockStore::Room(size_t want, bool whole) {
-  const size_t need = whole ? want : std::min(want, kMinRoom);
-  if (blocks_.empty() || blocks_.back().size - blocks_.back().used < need) {
-    // Blocks grow as a log gets louder; a quiet one never costs more than a small block.
-    size_t size = blocks_.empty() ? kFirstBlock : std::min(kLargeBlock, blocks_.back().size * 4);
-    size = std::max(size, need);
-    blocks_.push_back(Block{Allocate(size), size, 0, next_id_++});
-    allocated_ += size;
+std::span<char> OutputLog::Room(size_t want) {
+  EnsureRing(false);
+  if (!ring_.Fits(std::min<size_t>(want, 16u << 10))) MakeRoom(std::min<size_t>(want, 16u << 10));
+  return ring_.Room(want, false);
+}
+
+void OutputLog::MakeRoom(size_t n) {
+  // The window and its headroom fit the ring; only output past them (a pipe's last words
+  // after the exit, held back by a reader) can fill it. Then the oldest entries go anyway.
+  bool forced = false;
+  while (!ring_.Fits(n) && entries_.size() > 1) {
+    const LogEntry& old = entries_.front();
+    retained_bytes_ -= old.data.size();
+    evicted_bytes_ += old.data.size();
+    ++evicted_entries_;
+    entries_.pop_front();
+    ring_.PopFront();
+    forced = true;
   }
-  Block& b = blocks_.back();
-  return {b.base + b.used, std::min(want, b.size - b.used)};
+  if (forced) SaveState();
 }
 
-std::pair<std::string_view, uint64_t> BlockStore::Commit(size_t n) {
-  if (n == 0) return {std::string_view(), blocks_.empty() ? 0 : blocks_.back().id};
-  Block& b = blocks_.back();
-  std::string_view view(b.base + b.used, n);
-  b.used += n;
-  return {view, b.id};
+std::string_view OutputLog::carry(int stream) const {
+  if (!ring_.valid()) return {};
+  const RingState& s = ring_.state();
+  return {reinterpret_cast<const char*>(s.carry[stream]), s.carry_len[stream]};
 }
 
-void BlockStore::FreeBefore(uint64_t block) {
-  while (blocks_.size() > 1 && blocks_.front().id < block) {
-    Release(blocks_.front().base, blocks_.front().size);
-    allocated_ -= blocks_.front().size;
-    blocks_.pop_front();
-  }
+void OutputLog::set_carry(int stream, std::string_view bytes) {
+  if (!ring_.valid() || bytes.size() > 4) return;
+  RingState& s = ring_.state();
+  std::memcpy(s.carry[stream], bytes.data(), bytes.size());
+  s.carry_len[stream] = static_cast<uint8_t>(bytes.size());
+}
+
+void OutputLog::SaveState() {
+  if (!ring_.valid()) return;
+  RingState& s = ring_.state();
+  s.next_seq = next_seq_;
+  s.total_bytes = total_bytes_;
+  s.first_entry_end = first_entry_end_;
+  s.evicted_entries = evicted_entries_;
+  s.evicted_bytes = evicted_bytes_;
+  s.ended = ended_ ? 1 : 0;
 }
 
 uint64_t OutputLog::Append(EntryKind kind, std::string_view data, SystemTime time) {
   if (ended_) return 0;
-  if (data.empty()) return Push(kind, {}, store_.Commit(0).second, time);
-  std::span<char> room = store_.Room(data.size(), true);
-  std::memcpy(room.data(), data.data(), data.size());
-  return Commit(kind, data.size(), time);
+  EnsureRing(false);
+  if (!data.empty()) {
+    if (!ring_.Fits(data.size())) MakeRoom(data.size());
+    if (!ring_.Fits(data.size())) return 0;  // larger than the whole ring: cannot be kept
+    std::memcpy(ring_.Room(data.size(), true).data(), data.data(), data.size());
+  }
+  return Push(kind, data.size(), time);
 }
 
 uint64_t OutputLog::Commit(EntryKind kind, size_t n, SystemTime time) {
   if (ended_) return 0;
-  auto [view, block] = store_.Commit(n);
-  return Push(kind, view, block, time);
+  return Push(kind, n, time);
 }
 
-uint64_t OutputLog::Push(EntryKind kind, std::string_view data, uint64_t block, SystemTime time) {
+uint64_t OutputLog::Push(EntryKind kind, size_t n, SystemTime time) {
+  if (n == 0) MakeRoom(0);
   LogEntry e;
   e.seq = next_seq_++;
   e.kind = kind;
   e.time = time;
-  e.data = data;
-  e.block = block;
   e.offset = total_bytes_;
-  total_bytes_ += data.size();
+  e.data = ring_.Commit(e.seq, e.offset, Nanos(time), static_cast<uint8_t>(kind), n).first;
+  total_bytes_ += n;
   if (e.seq == 1) first_entry_end_ = total_bytes_;
-  retained_bytes_ += data.size();
+  retained_bytes_ += n;
   entries_.push_back(e);
   if (kind == EntryKind::kExit) ended_ = true;
   Evict();
+  SaveState();
   // A listener may remove itself while being told; iterate over a copy.
   if (!listeners_.empty()) {
     auto copy = listeners_;
@@ -130,7 +156,8 @@ void OutputLog::Trim(uint64_t max_bytes) {
   limits_.max_bytes = std::min(limits_.max_bytes, max_bytes);
   Evict();
   limits_ = saved;
-  // Copy what is left into storage of its own size, so the blocks it shared are freed.
+  // Copy what is left into a ring of its own size (the window's memory, and the memfd a
+  // keeper may hold, go).
   std::vector<StoredEntry> kept;
   kept.reserve(entries_.size());
   for (const LogEntry& e : entries_) {
@@ -138,18 +165,26 @@ void OutputLog::Trim(uint64_t max_bytes) {
   }
   entries_.clear();
   entries_.shrink_to_fit();
-  store_.Clear();
+  ring_ = LogRing();
   retained_bytes_ = 0;
-  for (StoredEntry& s : kept) {
-    std::string_view data;
-    uint64_t block = 0;
-    if (!s.data.empty()) {
-      std::span<char> room = store_.Room(s.data.size(), true);
-      std::memcpy(room.data(), s.data.data(), s.data.size());
-      std::tie(data, block) = store_.Commit(s.data.size());
+  Refill(std::move(kept));
+  SaveState();
+}
+
+void OutputLog::Refill(std::vector<StoredEntry> entries) {
+  size_t bytes = 0;
+  for (const auto& e : entries) bytes += e.data.size() + kRecordCost;
+  ring_ = NewRing(bytes + 4096, false);
+  for (auto& e : entries) {
+    if (!e.data.empty()) {
+      std::span<char> room = ring_.Room(e.data.size(), true);
+      std::memcpy(room.data(), e.data.data(), e.data.size());
     }
-    entries_.push_back(LogEntry{s.seq, s.kind, s.time, data, s.offset, block});
-    retained_bytes_ += data.size();
+    auto [view, pos] = ring_.Commit(e.seq, e.offset, Nanos(e.time), static_cast<uint8_t>(e.kind),
+                                    e.data.size());
+    (void)pos;
+    entries_.push_back(LogEntry{e.seq, e.kind, e.time, view, e.offset});
+    retained_bytes_ += view.size();
   }
 }
 
@@ -161,7 +196,6 @@ uint64_t OutputLog::KeptAfter() const {
 
 void OutputLog::Evict() {
   const uint64_t kept = KeptAfter();
-  bool evicted = false;
   // Never evict the newest entry: a reader must always be able to get the latest state.
   while (entries_.size() > 1 &&
          (retained_bytes_ > limits_.max_bytes || entries_.size() > limits_.max_entries) &&
@@ -173,9 +207,8 @@ void OutputLog::Evict() {
     if (evicted_ends_.size() == kEvictedIndex) evicted_ends_.pop_front();
     evicted_ends_.emplace_back(old.seq, old.offset + old.data.size());
     entries_.pop_front();
-    evicted = true;
+    ring_.PopFront();
   }
-  if (evicted) store_.FreeBefore(entries_.front().block);
 }
 
 bool OutputLog::Full() const {
@@ -317,22 +350,18 @@ uint64_t OutputLog::LastSeqEndingBy(uint64_t offset, uint64_t fallback) const {
 }
 
 void OutputLog::Restore(std::vector<StoredEntry> entries) {
+  std::vector<StoredEntry> kept;
   for (auto& e : entries) {
+    if (!kept.empty() && e.seq <= kept.back().seq) continue;
     if (!entries_.empty() && e.seq <= entries_.back().seq) continue;
     next_seq_ = e.seq + 1;
     if (e.seq == 1) first_entry_end_ = e.offset + e.data.size();
-    std::string_view data;
-    uint64_t block = store_.Commit(0).second;
-    if (!e.data.empty()) {
-      std::span<char> room = store_.Room(e.data.size(), true);
-      std::memcpy(room.data(), e.data.data(), e.data.size());
-      std::tie(data, block) = store_.Commit(e.data.size());
-    }
-    retained_bytes_ += data.size();
-    total_bytes_ = e.offset + data.size();
+    total_bytes_ = e.offset + e.data.size();
     if (e.kind == EntryKind::kExit) ended_ = true;
-    entries_.push_back(LogEntry{e.seq, e.kind, e.time, data, e.offset, block});
+    kept.push_back(std::move(e));
   }
+  Refill(std::move(kept));
+  SaveState();
 }
 
 void OutputLog::AddListener(Listener* l) { listeners_.push_back(l); }

@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/result.h"
+#include "platform/unique_fd.h"
+#include "process/log_ring.h"
 
 namespace sandstream {
 
@@ -28,7 +31,6 @@ struct LogEntry {
   SystemTime time;
   std::string_view data;  // output bytes (stdout/stderr), in the log's storage; empty otherwise
   uint64_t offset = 0;    // output bytes of the whole log that came before this entry
-  uint64_t block = 0;     // the storage block holding `data`
 };
 
 // An entry with its own bytes: what the store keeps of a finished process.
@@ -52,45 +54,6 @@ struct LogLimits {
   uint64_t max_entries = 1u << 16; // entries retained (bounds per-entry overhead of tiny writes)
 };
 
-// Where output bytes live: blocks that grow from 4 KiB to 1 MiB, so a quiet process costs a
-// page and a loud one few allocations; the large ones are mapped and, past a small pool, given
-// back to the kernel when freed, so memory follows what logs retain now, not what they once did.
-class BlockStore {
- public:
-  BlockStore() = default;
-  BlockStore(const BlockStore&) = delete;
-  BlockStore& operator=(const BlockStore&) = delete;
-  ~BlockStore();
-
-  // Contiguous room at the end of the newest block: at most `want` bytes, and all of them when
-  // `whole` (a copy), else at least a useful part of them (a read may take less).
-  std::span<char> Room(size_t want, bool whole);
-  // Takes the first `n` bytes of the last Room() as used; returns them and their block's id.
-  std::pair<std::string_view, uint64_t> Commit(size_t n);
-  // Frees the blocks before the one with id `block`.
-  void FreeBefore(uint64_t block);
-  void Clear();
-  size_t allocated_bytes() const { return allocated_; }
-
-  // Bytes of freed large blocks kept for reuse, daemon-wide (one io thread).
-  static constexpr size_t kPoolBytes = 16u << 20;
-  static constexpr size_t kLargeBlock = 1u << 20;
-
- private:
-  struct Block {
-    char* base = nullptr;
-    size_t size = 0;
-    size_t used = 0;
-    uint64_t id = 0;
-  };
-  static char* Allocate(size_t size);
-  static void Release(char* base, size_t size);
-
-  std::deque<Block> blocks_;
-  uint64_t next_id_ = 1;
-  size_t allocated_ = 0;
-};
-
 class OutputLog {
  public:
   class Listener {
@@ -101,7 +64,11 @@ class OutputLog {
     virtual ~Listener() = default;
   };
 
-  explicit OutputLog(LogLimits limits = {}) : limits_(limits) {}
+  // `persistent`: the entries live in a memfd (ring_fd()) that another process can keep, so
+  // that a daemon started again can Adopt() them.
+  explicit OutputLog(LogLimits limits = {}, bool persistent = false);
+  // A log whose entries an earlier daemon wrote into `ring`; its limits are `limits`.
+  static Result<std::unique_ptr<OutputLog>> Adopt(LogLimits limits, UniqueFd ring);
   OutputLog(const OutputLog&) = delete;
   OutputLog& operator=(const OutputLog&) = delete;
 
@@ -110,8 +77,13 @@ class OutputLog {
   uint64_t Append(EntryKind kind, std::string_view data, SystemTime time = SystemNow());
   // Output read straight into the log: Room() gives space, Commit() appends its first `n`
   // bytes as an entry. Nothing may be appended between the two.
-  std::span<char> Room(size_t want) { return store_.Room(want, false); }
+  std::span<char> Room(size_t want);
   uint64_t Commit(EntryKind kind, size_t n, SystemTime time = SystemNow());
+  // The memfd of a persistent log (-1 otherwise), and the place its writer keeps the bytes of
+  // an incomplete UTF-8 sequence (stream 0: stdout, 1: stderr), so they survive with it.
+  int ring_fd() const { return ring_.valid() ? ring_.fd() : -1; }
+  std::string_view carry(int stream) const;
+  void set_carry(int stream, std::string_view bytes);
 
   // The entries after `after_seq`, at most about `max_bytes` of output (at least one entry).
   // If some entries after `after_seq` were evicted, `gap` says which; `known_offset` is the
@@ -138,12 +110,14 @@ class OutputLog {
   uint64_t retained_bytes() const { return retained_bytes_; }
   uint64_t evicted_entries() const { return evicted_entries_; }
   uint64_t evicted_bytes() const { return evicted_bytes_; }
-  size_t allocated_bytes() const { return store_.allocated_bytes(); }
+  // The ring's size (its pages are touched only as it fills).
+  size_t allocated_bytes() const { return ring_.valid() ? ring_.capacity() : 0; }
   const LogLimits& limits() const { return limits_; }
   const std::deque<LogEntry>& entries() const { return entries_; }
 
-  // Keeps at most `max_bytes` of output, the newest, in storage of just that size: a finished
-  // process nobody reads keeps only its tail. Holds are dropped (nothing is written any more).
+  // Keeps at most `max_bytes` of output, the newest, in storage of just that size (not
+  // persistent any more): a finished process nobody reads keeps only its tail. Holds are
+  // dropped (nothing is written any more).
   void Trim(uint64_t max_bytes);
   size_t listener_count() const { return listeners_.size(); }
 
@@ -177,7 +151,14 @@ class OutputLog {
   void set_on_space(std::function<void()> on_space) { on_space_ = std::move(on_space); }
 
  private:
-  uint64_t Push(EntryKind kind, std::string_view data, uint64_t block, SystemTime time);
+  uint64_t Push(EntryKind kind, size_t n, SystemTime time);
+  // A ring for these limits, the first time one is needed.
+  void EnsureRing(bool persistent);
+  // Makes room for a record of `n` bytes, evicting what holds keep if nothing else is left.
+  void MakeRoom(size_t n);
+  void SaveState();
+  // Puts `entries` (in order, counters already set) into a ring of their own size.
+  void Refill(std::vector<StoredEntry> entries);
   void Evict();
   // Evicts what it can; tells the writer when a full log got room.
   void Relieve(bool was_full);
@@ -191,7 +172,7 @@ class OutputLog {
   };
 
   LogLimits limits_;
-  BlockStore store_;
+  LogRing ring_;
   std::deque<LogEntry> entries_;
   uint64_t next_seq_ = 1;
   uint64_t total_bytes_ = 0;

@@ -58,7 +58,7 @@ Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptio
     : ex_(ex),
       spec_(std::move(spec)),
       options_(options),
-      log_(spec_.log_limits),
+      log_(spec_.log_limits, options.persistent_log),
       timeout_timer_(ex),
       idle_timer_(ex),
       grace_timer_(ex),
@@ -94,7 +94,9 @@ std::shared_ptr<Process> Process::Restore(const asio::any_io_executor& ex, Comma
                                           SystemTime started_at, int pid, ExitRecord exit,
                                           std::vector<StoredEntry> tail, uint64_t stdout_bytes,
                                           uint64_t stderr_bytes) {
-  auto p = std::make_shared<Process>(ex, std::move(spec), ProcessOptions{});
+  ProcessOptions options;
+  options.persistent_log = false;  // finished: nothing is written any more
+  auto p = std::make_shared<Process>(ex, std::move(spec), options);
   p->started_at_ = started_at;
   p->pid_ = pid;
   p->stdout_bytes_ = stdout_bytes;
@@ -168,6 +170,7 @@ ssize_t Process::ReadInto(int fd, EntryKind kind, size_t want) {
   const std::string_view got(room.data(), carry.size() + static_cast<size_t>(n));
   const size_t k = Utf8CompletePrefix(got);
   carry.assign(got.substr(k));  // before Commit: the next Room() reuses these bytes
+  log_.set_carry(kind == EntryKind::kStdout ? 0 : 1, carry);
   if (k > 0) log_.Commit(kind, k);
   return n;
 }
@@ -177,6 +180,7 @@ void Process::FlushCarry(EntryKind kind) {
   if (carry.empty()) return;
   log_.Append(kind, carry);
   carry.clear();
+  log_.set_carry(kind == EntryKind::kStdout ? 0 : 1, {});
 }
 
 asio::awaitable<void> Process::WaitForRoom(AsyncSignal& room) {

@@ -48,6 +48,8 @@ struct ProcessOptions {
   // A waiting reader that takes nothing for this long while it holds the process back is
   // dropped to skipping (it sees a gap): a client that stops reading cannot hold it forever.
   std::chrono::milliseconds reader_stall{300000};
+  // The output log lives in a memfd its sandbox's keeper holds, so it outlives the daemon.
+  bool persistent_log = true;
 };
 
 enum class ProcessStatus { kRunning, kExited };
