@@ -1,14 +1,18 @@
 #include "api/http.h"
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/json.hpp>
 
+#include "api/server.h"
 #include "base/log.h"
 
 namespace sandstream::api {
 namespace json = boost::json;
 namespace asio = boost::asio;
+namespace beast = boost::beast;
 
 std::optional<std::string_view> Context::Query(std::string_view name) const {
   auto it = query.find(name);
@@ -41,11 +45,14 @@ http::status StatusFor(ErrorCode code) {
     case ErrorCode::kTimeout: return http::status::request_timeout;
     case ErrorCode::kConflict: return http::status::conflict;
     case ErrorCode::kPayloadTooLarge: return http::status::payload_too_large;
+    case ErrorCode::kRequestHeaderTooLarge:
+      return http::status::request_header_fields_too_large;
     case ErrorCode::kUnsupportedMediaType: return http::status::unsupported_media_type;
     case ErrorCode::kQuotaExceeded: return http::status::too_many_requests;
     case ErrorCode::kSandboxSetupFailed: return http::status::internal_server_error;
     case ErrorCode::kInternal: return http::status::internal_server_error;
     case ErrorCode::kShuttingDown: return http::status::service_unavailable;
+    case ErrorCode::kTooManyConnections: return http::status::service_unavailable;
   }
   return http::status::internal_server_error;
 }
@@ -61,9 +68,35 @@ asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
   res.body() = std::move(body);
   res.prepare_payload();
   ctx.status = static_cast<int>(status);
-  auto [ec, n] = co_await http::async_write(ctx.stream, res, asio::as_tuple(asio::use_awaitable));
-  (void)n;
+  // A client that stops reading a large answer must not hold its connection forever: each write
+  // has the write timeout to make progress.
+  http::response_serializer<http::string_body> serializer(res);
+  boost::system::error_code ec;
+  while (!ec && !serializer.is_done()) {
+    ctx.stream.expires_after(ctx.server.options().write_timeout);
+    auto [write_ec, n] = co_await http::async_write_some(ctx.stream, serializer,
+                                                         asio::as_tuple(asio::use_awaitable));
+    (void)n;
+    ec = write_ec;
+  }
+  ctx.stream.expires_never();
   if (ec) ctx.streamed = true;  // the connection is unusable: close it
+}
+
+asio::awaitable<Written> WriteAll(Context& ctx, asio::const_buffer first,
+                                  asio::const_buffer second) {
+  const std::array<asio::const_buffer, 2> buffers{first, second};
+  beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(buffers);
+  Written written;
+  while (!written.ec && beast::buffer_bytes(rest) > 0) {
+    ctx.stream.expires_after(ctx.server.options().write_timeout);
+    auto [ec, n] = co_await ctx.stream.async_write_some(rest, asio::as_tuple(asio::use_awaitable));
+    rest.consume(n);
+    written.bytes += n;
+    written.ec = ec;
+  }
+  ctx.stream.expires_never();
+  co_return written;
 }
 
 // ReplyJson, ReplyError and ReplyEmpty are plain functions returning Reply's awaitable: only
@@ -79,7 +112,8 @@ asio::awaitable<void> ReplyError(Context& ctx, const Error& error) {
   inner["message"] = error.message;
   json::object body;
   body["error"] = std::move(inner);
-  if (static_cast<int>(status) >= 500) {
+  // A bug or a failed setup is worth a line; a 503 (busy, stopping) is not.
+  if (status == http::status::internal_server_error) {
     log::Error("request failed", {{"request", ctx.request_id},
                                   {"code", std::string(ErrorCodeName(error.code))},
                                   {"error", error.message}});

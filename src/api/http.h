@@ -44,6 +44,15 @@ struct Context {
   bool QueryFlag(std::string_view name) const;
 };
 
+// Writes `first` then `second` to the client, ending (as `timeout`, the socket closed) once a
+// write has made no progress for the server's write timeout.
+struct Written {
+  boost::system::error_code ec;
+  size_t bytes = 0;
+};
+boost::asio::awaitable<Written> WriteAll(Context& ctx, boost::asio::const_buffer first,
+                                         boost::asio::const_buffer second = {});
+
 boost::asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
                                    std::string_view content_type);
 boost::asio::awaitable<void> ReplyJson(Context& ctx, http::status status,

@@ -1,6 +1,8 @@
 #include "api/request.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <boost/json.hpp>
 
@@ -32,16 +34,29 @@ Result<std::optional<double>> OptNumber(const json::object& o, std::string_view 
   return std::optional<double>(v->to_number<double>());
 }
 
-Result<std::optional<int64_t>> OptInt(const json::object& o, std::string_view key) {
+// An integral JSON number, saturated at the ends of int64 so that a range check still names
+// the field's range; nullopt for anything else.
+std::optional<int64_t> IntegerOf(const json::value& v) {
+  if (v.is_int64()) return v.as_int64();
+  if (v.is_uint64()) return static_cast<int64_t>(std::min<uint64_t>(v.as_uint64(), INT64_MAX));
+  if (!v.is_double() || std::floor(v.as_double()) != v.as_double()) return std::nullopt;
+  const double d = v.as_double();
+  if (d >= 0x1p63) return INT64_MAX;
+  if (d < -0x1p63) return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
+
+// An optional integer field in [min, max]; anything else is one message naming both.
+Result<std::optional<int64_t>> OptInt(const json::object& o, std::string_view key, int64_t min,
+                                      int64_t max) {
   const json::value* v = o.if_contains(key);
   if (!v || v->is_null()) return std::optional<int64_t>();
-  if (v->is_int64()) return std::optional<int64_t>(v->as_int64());
-  if (v->is_uint64() && v->as_uint64() <= INT64_MAX)
-    return std::optional<int64_t>(static_cast<int64_t>(v->as_uint64()));
-  if (v->is_double() && std::floor(v->as_double()) == v->as_double() &&
-      std::fabs(v->as_double()) < 9e15)
-    return std::optional<int64_t>(static_cast<int64_t>(v->as_double()));
-  return Invalid(std::string(key) + " must be an integer");
+  const std::optional<int64_t> n = IntegerOf(*v);
+  if (!n || *n < min || *n > max) {
+    return Invalid(std::string(key) + " must be an integer between " + std::to_string(min) +
+                   " and " + std::to_string(max));
+  }
+  return n;
 }
 
 Result<std::map<std::string, std::string>> StringMap(const json::object& o, std::string_view key) {
@@ -207,16 +222,11 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
   if (!merge) return std::move(merge).error();
   s.merge_stderr = merge->value_or(false);
 
-  auto window = OptInt(body, "log_window_bytes");
+  auto window =
+      OptInt(body, "log_window_bytes", 1, static_cast<int64_t>(opts.log_window_max_bytes));
   if (!window) return std::move(window).error();
   s.log_limits = opts.default_log_limits;
-  if (*window) {
-    if (**window <= 0 || static_cast<uint64_t>(**window) > opts.log_window_max_bytes) {
-      return Invalid("log_window_bytes must be between 1 and " +
-                     std::to_string(opts.log_window_max_bytes));
-    }
-    s.log_limits.max_bytes = static_cast<uint64_t>(**window);
-  }
+  if (*window) s.log_limits.max_bytes = static_cast<uint64_t>(**window);
 
   auto format = OptString(body, "format");
   if (!format) return std::move(format).error();
@@ -260,16 +270,17 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   if (!environment) return std::move(environment).error();
   r.env = std::move(environment->env);
   if (environment->cwd) r.cwd = std::move(*environment->cwd);
-  auto ttl = OptInt(body, "ttl_seconds");
+  auto ttl = OptInt(body, "ttl_seconds", 0, kMaxTtlSeconds);
   if (!ttl) return std::move(ttl).error();
-  if (*ttl && **ttl < 0) return Invalid("ttl_seconds must not be negative");
   if (*ttl && **ttl > 0) r.ttl_seconds = **ttl;
   if (const json::value* limits = body.if_contains("limits"); limits && !limits->is_null()) {
     if (!limits->is_object()) return Invalid("limits must be an object");
     for (const auto& [k, v] : limits->as_object()) {
-      auto n = OptInt(limits->as_object(), k);
+      if (v.is_null()) continue;
+      // The service checks the range against the configured maximum and names it.
+      const std::optional<int64_t> n = IntegerOf(v);
       if (!n) return Invalid("limits." + std::string(k) + " must be an integer");
-      if (*n) r.limits[std::string(k)] = **n;
+      r.limits[std::string(k)] = *n;
     }
   }
   auto nested = OptBool(body, "allow_nested_userns");

@@ -1,7 +1,9 @@
 #include "api/server.h"
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/url/parse.hpp>
@@ -72,33 +74,52 @@ Resolved Resolve(http::verb method, std::string_view path) {
   return r;
 }
 
+constexpr size_t kHeaderLimit = 64 * 1024;
+// A body the daemon will not read is drained (read and dropped) for at most this long and this
+// much before the connection closes: closing with unread bytes resets it, and the reset can
+// destroy the answer before the client reads it.
+constexpr auto kDrainTime = std::chrono::seconds(5);
+constexpr size_t kDrainBytes = 256u << 20;
+// A connection past max_connections is answered and drained this briefly; past this many at
+// once, it is closed without an answer.
+constexpr auto kRefuseDrainTime = std::chrono::seconds(1);
+constexpr size_t kMaxRefusing = 256;
+// EMFILE and the like leave the connection in the backlog, ready again at once: retrying
+// without a pause would spin.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+
+using Query = std::map<std::string, std::string, std::less<>>;
+
 Error TooLarge(uint64_t limit) {
   return Error{ErrorCode::kPayloadTooLarge,
                "request body is larger than " + std::to_string(limit) + " bytes"};
 }
 
-// What to answer instead of running a handler, if anything. A plain function: g++ 12
+// What to answer instead of running a handler, from the header alone. A plain function: g++ 12
 // mishandles temporaries with destructors built inside a coroutine's branches.
-std::optional<Error> RequestError(const std::optional<Error>& early, const Resolved& resolved,
-                                  const http::request<http::string_body>& req,
-                                  const std::string& path) {
-  if (early) return early;
+std::optional<Error> RouteError(const Resolved& resolved,
+                                const http::request_parser<http::string_body>& parser,
+                                const std::string& path) {
   if (resolved.route) return std::nullopt;
   if (resolved.path_known) {
     return Error{ErrorCode::kMethodNotAllowed,
-                 std::string(req.method_string()) + " is not allowed on " + path};
+                 std::string(parser.get().method_string()) + " is not allowed on " + path};
   }
   return Error{ErrorCode::kNotFound, "no route " + path};
 }
 
-std::optional<Error> AuthError(const Context& ctx, const Route& route, const std::string& api_key) {
+std::optional<Error> AuthError(const http::request_parser<http::string_body>& parser,
+                               const Query& query, const Route& route, const std::string& api_key) {
   if (route.open) return std::nullopt;
-  std::string_view auth = ctx.Header(http::field::authorization);
+  const auto& header = parser.get();
+  const auto field = header.find(http::field::authorization);
+  std::string_view auth =
+      field == header.end() ? std::string_view() : std::string_view(field->value());
   std::string_view key;
   if (auth.starts_with("Bearer ")) {
     key = auth.substr(7);
-  } else if (auto q = ctx.Query("access_token")) {
-    key = *q;
+  } else if (auto q = query.find("access_token"); q != query.end()) {
+    key = q->second;
   }
   if (key.empty()) {
     return Error{ErrorCode::kUnauthorized,
@@ -108,13 +129,38 @@ std::optional<Error> AuthError(const Context& ctx, const Route& route, const std
   return std::nullopt;
 }
 
+// What to answer a request whose header could not be read, if anything: nothing when the
+// client closed or went quiet.
+std::optional<Error> HeaderError(const boost::system::error_code& ec) {
+  if (ec == http::error::header_limit) {
+    return Error{ErrorCode::kRequestHeaderTooLarge,
+                 "request header is larger than " + std::to_string(kHeaderLimit) + " bytes"};
+  }
+  if (ec.category() != make_error_code(http::error::header_limit).category() ||
+      ec == http::error::end_of_stream || ec == http::error::partial_message) {
+    return std::nullopt;
+  }
+  return Error{ErrorCode::kInvalidRequest, "malformed HTTP request: " + ec.message()};
+}
+
+// Finishes sending, then reads and drops what the client still sends, for a bounded time.
+asio::awaitable<void> Drain(beast::tcp_stream& stream, std::chrono::steady_clock::duration time) {
+  // Its contents are never looked at, so every connection may read into it.
+  static std::array<char, 64 * 1024> sink;
+  boost::system::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.expires_after(time);
+  for (size_t total = 0; total < kDrainBytes;) {
+    auto [read_ec, got] = co_await stream.async_read_some(asio::buffer(sink), Tuple());
+    if (read_ec) break;
+    total += got;
+  }
+}
+
 }  // namespace
 
 asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, std::optional<Error> error) {
-  if (!error && route) error = AuthError(ctx, *route, options_.api_key);
   if (error) {
-    // A body left unread makes the connection unusable after an early error: close it.
-    if (error->code == ErrorCode::kPayloadTooLarge) ctx.streamed = true;
     co_await ReplyError(ctx, *error);
     co_return;
   }
@@ -143,13 +189,35 @@ Result<tcp::endpoint> Server::Listen(const std::string& listen) {
 }
 
 asio::awaitable<void> Server::Run() {
+  asio::steady_timer backoff(ex_);
+  bool starved = false;  // accept is failing (out of descriptors): logged once per episode
+  bool full = false;     // at max_connections: logged once per episode
   for (;;) {
     auto [ec, socket] = co_await acceptor_.async_accept(Tuple());
     if (ec) {
       if (stopping_ || ec == asio::error::operation_aborted) co_return;
-      log::Warn("accept failed", {{"error", ec.message()}});
+      if (!starved) log::Warn("accept failed, retrying every 100 ms", {{"error", ec.message()}});
+      starved = true;
+      backoff.expires_after(kAcceptBackoff);
+      auto [timer_ec] = co_await backoff.async_wait(Tuple());
+      (void)timer_ec;
       continue;
     }
+    if (starved) log::Info("accept works again");
+    starved = false;
+    if (sessions_ >= options_.max_connections) {
+      if (!full) {
+        log::Warn("max_connections reached, refusing new connections",
+                  {{"max_connections", std::to_string(options_.max_connections)}});
+      }
+      full = true;
+      // Answering costs a descriptor for a moment; past a few at once, close at once.
+      if (refusing_ >= kMaxRefusing) continue;
+      ++refusing_;
+      asio::co_spawn(ex_, Refuse(std::move(socket)), [this](std::exception_ptr) { --refusing_; });
+      continue;
+    }
+    full = false;
     socket.set_option(tcp::no_delay(true), ec);
     ++sessions_;
     asio::co_spawn(ex_, Session(std::move(socket)), [this](std::exception_ptr e) {
@@ -162,6 +230,30 @@ asio::awaitable<void> Server::Run() {
       }
     });
   }
+}
+
+asio::awaitable<void> Server::Refuse(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  const Error busy{ErrorCode::kTooManyConnections,
+                   "sandstreamd has max_connections (" + std::to_string(options_.max_connections) +
+                       ") connections open; retry later"};
+  co_await TurnAway(stream, busy, kRefuseDrainTime);
+  boost::system::error_code ec;
+  stream.socket().close(ec);
+}
+
+asio::awaitable<void> Server::TurnAway(beast::tcp_stream& stream, const Error& error,
+                                       std::chrono::steady_clock::duration drain) {
+  http::request<http::string_body> req;
+  req.version(11);
+  Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}};
+  ctx.streamed = true;
+  co_await ReplyError(ctx, error);
+  ++service_.metrics().http_requests_total[ctx.status];
+  log::Info("request", {{"request", ctx.request_id},
+                        {"status", std::to_string(ctx.status)},
+                        {"error", error.message}});
+  co_await Drain(stream, drain);
 }
 
 void Server::StopAccepting() {
@@ -202,21 +294,31 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
-    // The body limit depends on the route; it is checked below, once the target is known.
+    // The body limit depends on the route; it is set below, once the target is known.
     parser.body_limit(boost::none);
-    parser.header_limit(64 * 1024);
+    parser.header_limit(kHeaderLimit);
     if (stopping_) break;
     stream.expires_after(options_.idle_connection);
     const auto idle = idle_.insert(idle_.end(), &stream);
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, Tuple());
     idle_.erase(idle);
-    if (ec) break;  // closed, timed out, cancelled by shutdown or garbage: nothing to answer
     (void)n;
+    if (ec) {
+      // A header too large or not HTTP is answered; a closed, timed-out or cancelled
+      // connection is not.
+      const std::optional<Error> header_error = HeaderError(ec);
+      if (header_error) co_await TurnAway(stream, *header_error, kDrainTime);
+      break;
+    }
 
     const std::string target(parser.get().target());
     auto url = boost::urls::parse_origin_form(target);
     std::string path = url ? std::string(url->encoded_path()) : target;
     Resolved resolved = Resolve(parser.get().method(), path);
+    Query query;
+    if (url) {
+      for (auto param : url->params()) query[param.key] = param.value;
+    }
     const uint64_t body_limit = resolved.route && resolved.route->stream_body
                                     ? options_.max_file_bytes
                                 : resolved.route && resolved.route->raw_body
@@ -225,51 +327,50 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     const bool stream_body = resolved.route && resolved.route->stream_body;
     parser.body_limit(body_limit);
 
-    std::optional<Error> early;
-    if (auto length = parser.content_length(); length && *length > body_limit) {
-      early = TooLarge(body_limit);
-    } else if (stream_body && !parser.is_done()) {
+    // The route, the key and the announced size are answered from the header: a request
+    // refused for them never has its body read.
+    std::optional<Error> refusal = RouteError(resolved, parser, path);
+    if (!refusal) refusal = AuthError(parser, query, *resolved.route, options_.api_key);
+    if (auto length = parser.content_length(); !refusal && length && *length > body_limit) {
+      refusal = TooLarge(body_limit);
+    }
+    if (!refusal && !parser.is_done()) {
       if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
         http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
         auto [cont_ec, sent] = co_await http::async_write(stream, go_on, Tuple());
         (void)sent;
-        if (cont_ec) co_return;
+        if (cont_ec) break;
       }
-    } else if (!parser.is_done()) {
-      parser.body_limit(body_limit);
-      if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
-        http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
-        auto [cont_ec, sent] = co_await http::async_write(stream, go_on, Tuple());
-        (void)sent;
-        if (cont_ec) co_return;
-      }
-      stream.expires_after(std::chrono::seconds(60));
-      auto [body_ec, m] = co_await http::async_read(stream, buffer, parser, Tuple());
-      (void)m;
-      if (body_ec == http::error::body_limit) {
-        early = TooLarge(body_limit);
-      } else if (body_ec) {
-        co_return;
+      if (!stream_body) {
+        stream.expires_after(std::chrono::seconds(60));
+        auto [body_ec, m] = co_await http::async_read(stream, buffer, parser, Tuple());
+        (void)m;
+        if (body_ec == http::error::body_limit) {
+          refusal = TooLarge(body_limit);
+        } else if (body_ec) {
+          break;
+        }
       }
     }
     stream.expires_never();
+    const bool refused = refusal.has_value();
+    const bool body_unread = !parser.is_done();
 
     // A streamed body stays in the parser for the handler: it gets a copy of the header.
-    auto req = stream_body ? http::request<http::string_body>(parser.get().base())
-                           : parser.release();
+    auto req = stream_body || body_unread ? http::request<http::string_body>(parser.get().base())
+                                          : parser.release();
     Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}};
     if (stream_body) {
       ctx.body_parser = &parser;
       ctx.body_buffer = &buffer;
     }
-    if (url) {
-      for (auto param : url->params()) ctx.query[param.key] = param.value;
-    }
+    ctx.query = std::move(query);
     ctx.params = std::move(resolved.params);
+    // An answer given before the body is read ends the connection, and says so.
+    if (refused && body_unread) ctx.streamed = true;
 
     const auto started = SteadyNow();
-    std::optional<Error> error = RequestError(early, resolved, req, path);
-    co_await Handle(ctx, resolved.route, std::move(error));
+    co_await Handle(ctx, resolved.route, std::move(refusal));
     ++service_.metrics().http_requests_total[ctx.status];
     const auto ms = std::chrono::duration<double, std::milli>(SteadyNow() - started).count();
     log::Info("request", {{"request", ctx.request_id},
@@ -277,23 +378,12 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
                           {"path", path},
                           {"status", std::to_string(ctx.status)},
                           {"ms", std::to_string(ms)}});
-    if (early) {
-      // The client is still sending the body we refused. Closing now would reset the
-      // connection and could destroy the 413 before it is read: finish sending, then read
-      // and discard what comes, for a bounded time.
-      boost::system::error_code shut_ec;
-      stream.socket().shutdown(tcp::socket::shutdown_send, shut_ec);
-      stream.expires_after(std::chrono::seconds(5));
-      std::vector<char> sink(64 * 1024);
-      for (size_t total = 0; total < (256u << 20);) {
-        auto [read_ec, got] = co_await stream.async_read_some(asio::buffer(sink), Tuple());
-        if (read_ec) break;
-        total += got;
-      }
+    if ((refused && body_unread) || (stream_body && !parser.is_done())) {
+      // The client may still be sending the body nobody will read.
+      co_await Drain(stream, kDrainTime);
       break;
     }
     if (ctx.streamed || !req.keep_alive() || stopping_) break;
-    if (stream_body && !parser.is_done()) break;  // the handler left part of the body unread
   }
   boost::system::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);

@@ -25,6 +25,10 @@ struct ServerOptions {
   uint64_t max_file_bytes = 1u << 30;  // file uploads (routes with stream_body)
   std::chrono::seconds keepalive{15};
   std::chrono::seconds idle_connection{120};
+  // A write that makes no progress for this long ends its connection (a client that stopped
+  // reading); a merely slow client always makes some.
+  std::chrono::steady_clock::duration write_timeout = std::chrono::seconds(60);
+  size_t max_connections = 12000;  // past it a new connection gets a 503 and is closed
   std::chrono::seconds terminal_idle{300};
   uint64_t terminal_replay_bytes = 1u << 20;
   std::string web_dir;  // the console's static files; empty: no console
@@ -59,6 +63,12 @@ class Server {
 
  private:
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
+  // Answers a connection past max_connections with a 503 and closes it.
+  boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket socket);
+  // Answers `error` on a connection whose request was not read, then reads and drops what the
+  // client still sends for at most `drain`; the caller closes it.
+  boost::asio::awaitable<void> TurnAway(boost::beast::tcp_stream& stream, const Error& error,
+                                        std::chrono::steady_clock::duration drain);
   boost::asio::awaitable<void> Handle(Context& ctx, const struct Route* route,
                                      std::optional<Error> error);
 
@@ -70,6 +80,7 @@ class Server {
   std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
   std::list<boost::beast::tcp_stream*> connections_;
   size_t sessions_ = 0;
+  size_t refusing_ = 0;  // connections being answered 503
   uint64_t next_request_ = 0;
   bool stopping_ = false;
 };

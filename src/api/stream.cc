@@ -91,10 +91,8 @@ asio::awaitable<bool> SseResponse::Flush() {
     out_[kChunkRoom - 1] = '\n';
     out_ += "\r\n";
   }
-  const std::array<asio::const_buffer, 2> buffers{
-      asio::buffer(head_), asio::buffer(out_.data() + from, out_.size() - from)};
-  auto [ec, n] =
-      co_await asio::async_write(ctx_.stream.socket(), buffers, asio::as_tuple(asio::use_awaitable));
+  auto [ec, n] = co_await WriteAll(ctx_, asio::buffer(head_),
+                                   asio::buffer(out_.data() + from, out_.size() - from));
   ctx_.service.metrics().stream_bytes_total += n;
   head_.clear();
   out_.resize(kChunkRoom);
@@ -111,8 +109,7 @@ asio::awaitable<void> SseResponse::Finish(StreamEnd end, sse::Format format) {
     sse::AppendError(out_, format, ErrorCode::kShuttingDown, "sandstreamd is shutting down");
   }
   if (!co_await Flush() || !chunked_) co_return;
-  auto [ec, n] = co_await asio::async_write(ctx_.stream.socket(), asio::buffer("0\r\n\r\n", 5),
-                                            asio::as_tuple(asio::use_awaitable));
+  auto [ec, n] = co_await WriteAll(ctx_, asio::buffer("0\r\n\r\n", 5));
   (void)n;
   // A response that ended whole leaves a connection the client may send its next request on.
   ctx_.streamed = ec || end != StreamEnd::kEnded || !ctx_.req.keep_alive();
@@ -128,13 +125,14 @@ Result<Flow> FlowFromQuery(const Context& ctx, Flow fallback) {
 
 asio::awaitable<void> ServeStream(Context& ctx, const OutputStream& stream) {
   Process& process = *stream.process;
+  const uint64_t after = std::min(stream.after_seq, process.log().last_seq());
   // EventSource stops reconnecting on 204: a follower that has seen the exit is done.
-  if (stream.follow && process.log().ended() && stream.after_seq >= process.log().last_seq()) {
+  if (stream.follow && process.log().ended() && after >= process.log().last_seq()) {
     co_return co_await ReplyEmpty(ctx, http::status::no_content);
   }
   auto& metrics = ctx.service.metrics();
   SseResponse sse(ctx);
-  OutputCursor cursor(stream.process, ctx.stream.get_executor(), stream.after_seq, stream.flow);
+  OutputCursor cursor(stream.process, ctx.stream.get_executor(), after, stream.flow);
   sse.Watch(cursor);
   const auto render = [&](const OutputLog::Slice& slice) {
     if (slice.gap) {
@@ -155,7 +153,8 @@ void RenderEvent(std::string& out, const Event& e) { sse::AppendEvent(out, e.seq
 asio::awaitable<void> ServeEvents(Context& ctx, std::shared_ptr<EventLog> log, uint64_t after_seq,
                                   bool follow, EventRender render) {
   SseResponse sse(ctx);
-  EventCursor cursor(std::move(log), ctx.stream.get_executor(), after_seq);
+  const uint64_t after = std::min(after_seq, log->last_seq());
+  EventCursor cursor(std::move(log), ctx.stream.get_executor(), after);
   sse.Watch(cursor);
   auto& metrics = ctx.service.metrics();
   const auto render_slice = [&](const EventLog::Slice& slice) {
@@ -175,13 +174,13 @@ Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback) {
     if (auto since = ctx.Query("since")) text = *since;
   }
   if (text.empty()) return fallback;
-  return ParseCount(text, "Last-Event-ID / since must be a sequence number");
+  return ParseCount(text, "Last-Event-ID / since must be a sequence number (0 to 2^64-1)");
 }
 
 Result<std::optional<uint64_t>> TailQuery(const Context& ctx) {
   auto tail = ctx.Query("tail");
   if (!tail) return std::optional<uint64_t>();
-  auto n = ParseCount(*tail, "tail must be a non-negative number");
+  auto n = ParseCount(*tail, "tail must be a whole number (0 to 2^64-1)");
   if (!n) return std::move(n).error();
   return std::optional<uint64_t>(*n);
 }

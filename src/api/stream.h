@@ -112,15 +112,17 @@ boost::asio::awaitable<void> ServeEvents(Context& ctx, std::shared_ptr<EventLog>
 // The default rendering: `id`, `event` and `data` as the log holds them.
 void RenderEvent(std::string& out, const Event& e);
 
-// Where a reader starts: after Last-Event-ID (else ?since=, else `fallback`), moved forward to
-// the last ?tail=N output chunks of `log` when tail is given. Bad numbers: kInvalidRequest.
+// Where a reader starts: after Last-Event-ID (else ?since=, else `fallback`; past the end of
+// `log`: its end), moved forward to the last ?tail=N output chunks of `log` when tail is given.
+// Bad numbers: kInvalidRequest.
 template <class Log>
 Result<uint64_t> StartPoint(const Context& ctx, const Log& log, uint64_t fallback);
 
 // Whether a log route answers as SSE: `follow` is set or the client accepts text/event-stream.
 bool WantsStream(const Context& ctx);
 
-// Where a reader resumes: Last-Event-ID, else ?since=, else `fallback`.
+// Where a reader resumes: Last-Event-ID, else ?since=, else `fallback`. A reader clamps it to
+// the end of its log, so a number past the end never wraps round to a replay from the start.
 // Returns kInvalidRequest for a value that is not a non-negative integer.
 Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback);
 
@@ -129,12 +131,13 @@ Result<std::optional<uint64_t>> TailQuery(const Context& ctx);
 
 template <class Log>
 Result<uint64_t> StartPoint(const Context& ctx, const Log& log, uint64_t fallback) {
-  auto after = ResumePoint(ctx, fallback);
-  if (!after) return after;
+  auto resume = ResumePoint(ctx, fallback);
+  if (!resume) return resume;
+  const uint64_t after = std::min(*resume, log.last_seq());
   auto tail = TailQuery(ctx);
   if (!tail) return std::move(tail).error();
   if (!*tail) return after;
-  return std::max(*after, log.SeqBeforeTail(**tail));
+  return std::max(after, log.SeqBeforeTail(**tail));
 }
 
 }  // namespace sandstream::api

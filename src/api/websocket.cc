@@ -16,6 +16,12 @@ namespace beast = boost::beast;
 namespace {
 
 constexpr size_t kHighWater = 256 * 1024;
+// What queues up for a client that does not read: each stream adds at most one batch (rendered,
+// escaped and framed) past kHighWater before it waits; replies to the client's own messages
+// (errors of bad control messages, say) add up to kMaxReplies.
+constexpr size_t kPerSink = 1u << 20;
+constexpr size_t kMaxReplies = 1u << 20;
+constexpr size_t kFrameCost = 64;
 constexpr size_t kMaxMessage = 1u << 20;
 constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 constexpr auto kFlushTimeout = std::chrono::seconds(5);
@@ -47,6 +53,7 @@ asio::awaitable<void> TaskGroup::Join() {
 WebSocket::WebSocket(Context& ctx)
     : ctx_(ctx),
       ws_(ctx.stream),
+      write_deadline_(ctx.stream.get_executor()),
       drained_(ctx.stream.get_executor()),
       stop_(ctx.stream.get_executor()),
       handle_{[this] { stop_.Notify(); }, false},
@@ -100,7 +107,16 @@ asio::awaitable<std::optional<WebSocket::Message>> WebSocket::Read() {
 
 void WebSocket::Send(std::string data, bool binary) {
   if (gone()) return;
-  queued_bytes_ += data.size();
+  const size_t cost = data.size() + kFrameCost;
+  if (queued_bytes_ + cost > kHighWater + sinks_ * kPerSink + kMaxReplies) {
+    log::Warn("websocket client reads too little, closing",
+              {{"request", ctx_.request_id}, {"queued_bytes", std::to_string(queued_bytes_)}});
+    queue_.clear();
+    queued_bytes_ = 0;
+    Close(websocket::close_code::policy_error, "too many unread messages");
+    return;
+  }
+  queued_bytes_ += cost;
   queue_.push_back(Frame{std::move(data), binary, false, {}});
   Kick();
 }
@@ -122,23 +138,38 @@ void WebSocket::Kick() {
   tasks_.Spawn(WriteLoop());
 }
 
+asio::awaitable<boost::system::error_code> WebSocket::Write(Frame& frame) {
+  const uint64_t write = ++writes_;
+  write_deadline_.expires_after(ctx_.server.options().write_timeout);
+  write_deadline_.async_wait([this, write](const boost::system::error_code& ec) {
+    if (ec || write != writes_ || gone_) return;
+    // Closing the socket ends the stuck write and the connection's reader with it.
+    gone_ = true;
+    boost::system::error_code ignored;
+    ctx_.stream.socket().close(ignored);
+  });
+  boost::system::error_code ec;
+  if (frame.close) {
+    auto [close_ec] = co_await ws_.async_close(frame.reason, Tuple());
+    ec = close_ec;
+    gone_ = true;
+  } else {
+    ws_.binary(frame.binary);
+    auto [write_ec, n] = co_await ws_.async_write(asio::buffer(frame.data), Tuple());
+    ec = write_ec;
+    ctx_.service.metrics().stream_bytes_total += n;
+  }
+  ++writes_;
+  write_deadline_.cancel();
+  co_return ec;
+}
+
 asio::awaitable<void> WebSocket::WriteLoop() {
-  auto& metrics = ctx_.service.metrics();
   while (!queue_.empty() && !gone_) {
     Frame f = std::move(queue_.front());
     queue_.pop_front();
-    queued_bytes_ -= f.data.size();
-    boost::system::error_code ec;
-    if (f.close) {
-      auto [close_ec] = co_await ws_.async_close(f.reason, Tuple());
-      ec = close_ec;
-      gone_ = true;
-    } else {
-      ws_.binary(f.binary);
-      auto [write_ec, n] = co_await ws_.async_write(asio::buffer(f.data), Tuple());
-      ec = write_ec;
-      metrics.stream_bytes_total += n;
-    }
+    queued_bytes_ -= f.data.size() + (f.close ? 0 : kFrameCost);
+    const boost::system::error_code ec = co_await Write(f);
     if (ec) gone_ = true;
     drained_.Notify();
   }

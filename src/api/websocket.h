@@ -11,6 +11,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket/stream.hpp>
@@ -51,7 +52,9 @@ class WebSocket {
   // The next message; nullopt once the connection is closed or broken.
   boost::asio::awaitable<std::optional<Message>> Read();
 
-  // Queued in order; dropped once a close is queued or the connection is gone.
+  // Queued in order; dropped once a close is queued or the connection is gone. A client that
+  // lets more pile up than its streams' batches and kMaxReplies (messages it provoked and does
+  // not read) loses the queue and is closed with 1008, policy violation.
   void Send(std::string data, bool binary);
   void Close(websocket::close_code code, std::string_view reason = {});
   bool gone() const { return gone_ || close_queued_; }
@@ -71,7 +74,10 @@ class WebSocket {
   // reader is done (the client closed it).
   class Sink {
    public:
-    Sink(WebSocket& ws, const bool& ended) : ws_(ws), ended_(ended) {}
+    Sink(WebSocket& ws, const bool& ended) : ws_(ws), ended_(ended) { ++ws_.sinks_; }
+    ~Sink() { --ws_.sinks_; }
+    Sink(const Sink&) = delete;
+    Sink& operator=(const Sink&) = delete;
     boost::asio::awaitable<bool> Flush();
     bool stopping() const { return ws_.stopping(); }
     bool gone() const { return ended_ || ws_.gone(); }
@@ -93,6 +99,9 @@ class WebSocket {
     websocket::close_reason reason;
   };
   void Kick();
+  // Writes the next frame; the connection is closed if the client takes none of it for the
+  // write timeout.
+  boost::asio::awaitable<boost::system::error_code> Write(Frame& frame);
   boost::asio::awaitable<void> WriteLoop();
   boost::asio::awaitable<void> ShutdownWatch();
 
@@ -100,7 +109,10 @@ class WebSocket {
   websocket::stream<boost::beast::tcp_stream&> ws_;
   boost::beast::flat_buffer buffer_;
   std::deque<Frame> queue_;
-  size_t queued_bytes_ = 0;
+  size_t queued_bytes_ = 0;  // data, plus a little per frame for the frame itself
+  size_t sinks_ = 0;
+  boost::asio::steady_timer write_deadline_;
+  uint64_t writes_ = 0;  // frames written, so a deadline that fired late is recognized
   bool writing_ = false;
   bool close_queued_ = false;
   bool gone_ = false;

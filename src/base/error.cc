@@ -15,11 +15,13 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kTimeout: return "timeout";
     case ErrorCode::kConflict: return "conflict";
     case ErrorCode::kPayloadTooLarge: return "payload_too_large";
+    case ErrorCode::kRequestHeaderTooLarge: return "request_header_too_large";
     case ErrorCode::kUnsupportedMediaType: return "unsupported_media_type";
     case ErrorCode::kQuotaExceeded: return "quota_exceeded";
     case ErrorCode::kSandboxSetupFailed: return "sandbox_setup_failed";
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kShuttingDown: return "shutting_down";
+    case ErrorCode::kTooManyConnections: return "too_many_connections";
   }
   return "internal";
 }

@@ -16,11 +16,13 @@ enum class ErrorCode {
   kTimeout,
   kConflict,
   kPayloadTooLarge,
+  kRequestHeaderTooLarge,
   kUnsupportedMediaType,
   kQuotaExceeded,
   kSandboxSetupFailed,
   kInternal,
   kShuttingDown,
+  kTooManyConnections,
 };
 
 // The wire name of a code (`invalid_request`), as in spec/errors.md.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import API_KEY, Daemon, assert_error, create_sandbox
+from helpers import API_KEY, Daemon, assert_error, create_sandbox, wait_until
 
 UNKNOWN_SB = "sb_0000000000000000"
 UNKNOWN_PROC = "proc_0000000000000000"
@@ -214,3 +215,93 @@ def test_many_bad_requests_then_work(client: httpx.Client) -> None:
     r = client.post(f"/v1/sandboxes/{sb['id']}/exec", json={"cmd": "echo alive"})
     assert r.json()["stdout"] == "alive\n"
     client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def raw_request(port: int, head: bytes, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    """Sends `head` on a fresh connection and reads one response with a Content-Length body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head)
+        f = s.makefile("rb")
+        status = int(f.readline().split()[1])
+        headers: dict[str, str] = {}
+        while (line := f.readline()) not in (b"\r\n", b""):
+            k, _, v = line.decode("latin-1").partition(":")
+            headers[k.strip().lower()] = v.strip().lower()
+        return status, headers, f.read(int(headers.get("content-length", "0")))
+
+
+def test_route_errors_come_before_body_errors(daemon: Daemon) -> None:
+    """An unknown route or a wrong method is answered from the header, before anything about
+    the body: 404/405, not 413, for an oversized body that is never sent."""
+    auth = f"Authorization: Bearer {API_KEY}\r\n"
+    for method, path, status in (("POST", "/v1/nope", 404), ("PUT", "/v1/sandboxes", 405)):
+        got, headers, body = raw_request(daemon.port, (
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}"
+            f"Content-Type: application/json\r\nContent-Length: {64 << 20}\r\n\r\n").encode())
+        assert got == status, (method, path, got, body)
+        assert headers.get("connection") == "close"
+
+
+def test_header_too_large_is_431(daemon: Daemon) -> None:
+    """A 200 KB header is 431 request_header_too_large in the error shape, not a silent close."""
+    status, headers, body = raw_request(daemon.port, (
+        b"GET /v1/sandboxes HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"p" * 200_000 +
+        b"\r\n\r\n"))
+    assert status == 431, body
+    assert headers["content-type"].startswith("application/json")
+    assert json.loads(body)["error"]["code"] == "request_header_too_large", body
+
+
+def test_malformed_content_length_is_400(daemon: Daemon) -> None:
+    """A Content-Length past 2^64 is 400 invalid_request, not a silent close."""
+    status, _, body = raw_request(daemon.port, (
+        f"POST /v1/sandboxes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {API_KEY}\r\n"
+        f"Content-Length: 99999999999999999999999\r\n\r\n").encode())
+    assert status == 400 and json.loads(body)["error"]["code"] == "invalid_request", body
+
+
+def test_huge_numbers_are_400_naming_field_and_range(client: httpx.Client,
+                                                     sandbox: dict[str, Any]) -> None:
+    """Numbers past any sensible range (or past 64 bits) are a 400 naming the field and the
+    range it allows, never an overflow."""
+    sb = sandbox["id"]
+    cases: list[tuple[str, bytes, str, str]] = [
+        ("/v1/sandboxes", b'{"ttl_seconds": 1e10}', "ttl_seconds", "315360000"),
+        ("/v1/sandboxes", b'{"ttl_seconds": 9223372036854775808}', "ttl_seconds", "315360000"),
+        ("/v1/sandboxes", b'{"ttl_seconds": 1e400}', "ttl_seconds", "315360000"),
+        ("/v1/sandboxes", b'{"limits": {"memory_mb": 1e30}}', "limits.memory_mb", "8192"),
+        ("/v1/sandboxes", b'{"limits": {"pids": 18446744073709551616}}', "limits.pids", "4096"),
+        (f"/v1/sandboxes/{sb}/exec", b'{"cmd": "true", "log_window_bytes": 1e20}',
+         "log_window_bytes", "268435456"),
+        (f"/v1/sandboxes/{sb}/exec", b'{"cmd": "true", "timeout_seconds": 1e400}',
+         "timeout_seconds", "604800"),
+    ]
+    for url, body, field, bound in cases:
+        r = client.post(url, content=body, headers={"Content-Type": "application/json"})
+        err = assert_error(r, 400, "invalid_request")
+        assert field in err["message"] and bound in err["message"], (body, err)
+    r = client.get(f"/v1/sandboxes/{sb}/events", params={"since": str(1 << 64)})
+    assert "Last-Event-ID" in assert_error(r, 400, "invalid_request")["message"]
+    r = client.get(f"/v1/sandboxes/{sb}/events", params={"tail": "-1"})
+    assert "tail" in assert_error(r, 400, "invalid_request")["message"]
+
+
+def test_resume_past_the_end_is_not_a_replay(client: httpx.Client,
+                                             sandbox: dict[str, Any]) -> None:
+    """Last-Event-ID or since past the end of a log (2^64-1 included) starts at its end: never a
+    wrap-around to a gap from 0 and the whole log again."""
+    sb = sandbox["id"]
+    top = str((1 << 64) - 1)
+    proc = client.post(f"/v1/sandboxes/{sb}/processes",
+                       json={"cmd": "echo first; sleep 1; echo second"}).json()
+    logs = f"/v1/sandboxes/{sb}/processes/{proc['id']}/logs"
+    assert wait_until(lambda: "first" in client.get(logs).json()["stdout"], within=5)
+    r = client.get(logs, headers={"Last-Event-ID": top})
+    assert r.status_code == 200 and r.json()["chunks"] == [] and r.json()["gap"] is None, r.text
+    with client.stream("GET", logs, params={"follow": "1"},
+                       headers={"Last-Event-ID": top}) as stream:
+        text = "".join(stream.iter_text())
+    assert "first" not in text and "second" in text and "event: exit" in text, text
+    assert "event: gap" not in text, text
+    r = client.get(f"/v1/sandboxes/{sb}/events", params={"since": top})
+    assert r.status_code == 200 and r.json()["events"] == [], r.text
