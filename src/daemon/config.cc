@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
 #include <cstdio>
@@ -9,14 +10,17 @@
 #include <cstdlib>
 #include <variant>
 
+#include "api/request.h"
 #include "platform/fd.h"
+#include "sandbox/mounts.h"
 
 namespace sandstream {
 namespace json = boost::json;
 
 namespace {
 
-using Member = std::variant<std::string Config::*, int64_t Config::*, double Config::*>;
+using Member =
+    std::variant<std::string Config::*, int64_t Config::*, double Config::*, bool Config::*>;
 struct Field {
   const char* name;
   Member member;
@@ -40,12 +44,17 @@ const Field kFields[] = {
     {"log_window_entries", &Config::log_window_entries},
     {"retained_tail_bytes", &Config::retained_tail_bytes},
     {"keepalive_seconds", &Config::keepalive_seconds},
+    {"write_timeout_seconds", &Config::write_timeout_seconds},
+    {"max_connections", &Config::max_connections},
     {"resume_grace_seconds", &Config::resume_grace_seconds},
     {"reader_stall_seconds", &Config::reader_stall_seconds},
     {"kill_grace_ms", &Config::kill_grace_ms},
     {"shutdown_grace_ms", &Config::shutdown_grace_ms},
     {"sandbox_default_ttl_seconds", &Config::sandbox_default_ttl_seconds},
     {"max_sandboxes", &Config::max_sandboxes},
+    {"host_id_base", &Config::host_id_base},
+    {"allow_nested_userns", &Config::allow_nested_userns},
+    {"teardown_on_exit", &Config::teardown_on_exit},
     {"max_processes_per_sandbox", &Config::max_processes_per_sandbox},
     {"default_memory_mb", &Config::default_memory_mb},
     {"max_memory_mb", &Config::max_memory_mb},
@@ -77,6 +86,12 @@ void SetFromText(Config& c, const Field& f, const std::string& text, const std::
         using T = std::remove_reference_t<decltype(c.*member)>;
         if constexpr (std::is_same_v<T, std::string>) {
           c.*member = text;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (text != "true" && text != "false") {
+            problems.push_back(source + ": " + f.name + " must be true or false, got '" + text + "'");
+            return;
+          }
+          c.*member = text == "true";
         } else {
           char* end = nullptr;
           errno = 0;
@@ -139,6 +154,25 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
   }
   if (c.reader_stall_seconds <= 0 || c.reader_stall_seconds > 604800) {
     problems.push_back("reader_stall_seconds must be greater than 0 and at most 604800");
+  }
+  if (c.write_timeout_seconds <= 0 || c.write_timeout_seconds > 86400) {
+    problems.push_back("write_timeout_seconds must be greater than 0 and at most 86400");
+  }
+  // Past these, a deadline in nanoseconds overflows.
+  if (c.max_timeout_seconds > api::kMaxTtlSeconds) {
+    problems.push_back("max_timeout_seconds must be at most " +
+                       std::to_string(api::kMaxTtlSeconds));
+  }
+  if (c.sandbox_default_ttl_seconds > api::kMaxTtlSeconds) {
+    problems.push_back("sandbox_default_ttl_seconds must be at most " +
+                       std::to_string(api::kMaxTtlSeconds));
+  }
+  // Each sandbox maps 65536 host ids below 2^32; the runtime checks the exact range at start.
+  if (c.max_sandboxes > 65535) problems.push_back("max_sandboxes must be at most 65535");
+  if (c.host_id_base > 4294901759) problems.push_back("host_id_base must be at most 4294901759");
+  if (c.default_disk_mb > sandbox::WritableMb({c.default_memory_mb, 1, 1, c.default_disk_mb, 1})) {
+    problems.push_back("default_disk_mb must leave a quarter of default_memory_mb (32 MiB at "
+                       "least) free: tmpfs pages count against the memory limit");
   }
   if (c.log_window_bytes > c.log_window_max_bytes) {
     problems.push_back("log_window_bytes must not exceed log_window_max_bytes");
@@ -257,6 +291,21 @@ Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_conf
   return c;
 }
 
+int64_t ConnectionLimit(const Config& c, uint64_t open_files_limit) {
+  // What a sandbox keeps open in the daemon (its cgroup files, pidfds, the spawner's socket, a
+  // running process's pipes), and the daemon's own (store, logs, epoll, refused connections).
+  constexpr uint64_t kPerSandbox = 8;
+  constexpr uint64_t kOwn = 512;
+  const uint64_t limit = std::min<uint64_t>(open_files_limit, uint64_t{1} << 32);  // RLIM_INFINITY
+  const uint64_t sandboxes = static_cast<uint64_t>(c.max_sandboxes);
+  const uint64_t reserved =
+      sandboxes > limit / kPerSandbox ? limit : kPerSandbox * sandboxes + kOwn;
+  uint64_t room = limit > reserved ? limit - reserved : 0;
+  // A limit too low for max_sandboxes still serves some connections.
+  room = std::max(room, limit / 4);
+  return static_cast<int64_t>(std::min(static_cast<uint64_t>(c.max_connections), room));
+}
+
 std::string ConfigJson(const Config& c) {
   json::object o;
   for (const auto& f : kFields) {
@@ -291,6 +340,8 @@ std::string ConfigHelp() {
           if constexpr (std::is_same_v<T, std::string>) {
             out += (defaults.*member).empty() ? std::string(" (computed)")
                                               : " (default " + defaults.*member + ")";
+          } else if constexpr (std::is_same_v<T, bool>) {
+            out += defaults.*member ? " (default true)" : " (default false)";
           } else {
             // %g for seconds (600, not 6E2 as JSON would print it); integers as they are.
             char value[32];

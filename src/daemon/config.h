@@ -29,12 +29,17 @@ struct Config {
   int64_t log_window_entries = 65536;        // chunks retained per process (bounds the cost of tiny writes)
   int64_t retained_tail_bytes = 65536;       // output kept in the database after a process ends
   int64_t keepalive_seconds = 15;            // idle SSE streams get a `: keepalive` comment this often
+  double write_timeout_seconds = 60;         // a write to a client (a response, SSE, WebSocket) that makes no progress for this long ends the connection as gone
+  int64_t max_connections = 12000;           // open client connections at most (503 above); lowered at start to what RLIMIT_NOFILE leaves after max_sandboxes' descriptors
   double resume_grace_seconds = 30;          // a reader that holds its process back (flow "wait") and loses its connection keeps its place this long, so a resume gets every byte (0: not at all)
   double reader_stall_seconds = 300;         // a reader that holds its process back and takes nothing for this long becomes a skipping reader (it gets a `gap`)
   int64_t kill_grace_ms = 2000;              // between TERM and KILL when a process is stopped
   int64_t shutdown_grace_ms = 5000;          // how long shutdown waits for streams to drain
   int64_t sandbox_default_ttl_seconds = 0;   // TTL of sandboxes created without one (0: none)
   int64_t max_sandboxes = 1000;              // live sandboxes at most
+  int64_t host_id_base = 1000000;            // host uid/gid of root in the first sandbox; sandbox i maps 65536 ids from host_id_base + i * 65536, which must hold no host user and lie in /etc/subuid's ranges for root if it has any
+  bool teardown_on_exit = false;             // a stopping daemon ends every sandbox and process (else they run on and the next start takes them back)
+  bool allow_nested_userns = false;          // lets sandbox requests ask for allow_nested_userns (their processes may create user namespaces); refused with 400 otherwise
   int64_t max_processes_per_sandbox = 1024;  // running processes per sandbox at most
   int64_t default_memory_mb = 512;           // sandbox memory limit unless the request sets one
   int64_t max_memory_mb = 8192;              // largest memory limit a request may ask for
@@ -42,7 +47,7 @@ struct Config {
   int64_t max_pids = 4096;                   // largest process limit a request may ask for
   int64_t default_cpu_percent = 100;         // CPU share, 100 = one core
   int64_t max_cpu_percent = 800;             // largest CPU share a request may ask for
-  int64_t default_disk_mb = 1024;            // writable layer and /tmp size
+  int64_t default_disk_mb = 256;             // writable space (/, /tmp, /dev/shm share it); counts against memory_mb, so at most memory_mb less a quarter (32 MiB at least) of it is given
   int64_t max_disk_mb = 65536;               // largest disk size a request may ask for
   int64_t default_open_files = 1024;         // RLIMIT_NOFILE inside
   int64_t max_open_files = 16384;            // largest open-files limit a request may ask for
@@ -54,6 +59,9 @@ struct Config {
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.
 // `argv` excludes the program name. Unknown flags and bad values are all reported together.
 Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_config, bool* help);
+// max_connections, lowered to what `open_files_limit` (RLIMIT_NOFILE) leaves after the
+// descriptors that max_sandboxes may hold.
+int64_t ConnectionLimit(const Config& config, uint64_t open_files_limit);
 std::string ConfigJson(const Config& config);
 std::string ConfigHelp();
 

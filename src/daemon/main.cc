@@ -1,5 +1,6 @@
 // sandstreamd: the composition root. Reads the config, opens the store, picks the runtime,
 // serves HTTP on one io_context thread, and shuts down in order on SIGTERM/SIGINT.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +73,19 @@ std::string ResolveWebDir(const Config& config) {
   return "";
 }
 
+// Every connection and every sandbox's pipes and pidfds are descriptors: the soft limit goes up
+// to the hard one. Returns the limit in force.
+uint64_t RaiseOpenFilesLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur;
+}
+
 ServiceOptions MakeServiceOptions(const Config& c) {
   ServiceOptions o;
   o.default_limits = {c.default_memory_mb, c.default_pids, c.default_cpu_percent, c.default_disk_mb,
@@ -90,6 +104,8 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.sandbox_default_ttl_seconds = c.sandbox_default_ttl_seconds;
   o.max_sandboxes = static_cast<size_t>(c.max_sandboxes);
   o.max_processes_per_sandbox = static_cast<size_t>(c.max_processes_per_sandbox);
+  o.allow_nested_userns = c.allow_nested_userns;
+  o.teardown_on_exit = c.teardown_on_exit;
   o.base_env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "LANG=C.UTF-8", "HOME=/workspace", "TERM=xterm-256color"};
   o.templates = DiscoverTemplates(c);
@@ -182,6 +198,16 @@ int main(int argc, char** argv) {
   server_options.max_stdin_bytes = static_cast<uint64_t>(config->max_stdin_bytes);
   server_options.max_file_bytes = static_cast<uint64_t>(config->max_file_bytes);
   server_options.keepalive = std::chrono::seconds(config->keepalive_seconds);
+  server_options.write_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config->write_timeout_seconds * 1000));
+  const uint64_t open_files = RaiseOpenFilesLimit();
+  server_options.max_connections = static_cast<size_t>(ConnectionLimit(*config, open_files));
+  if (static_cast<int64_t>(server_options.max_connections) < config->max_connections) {
+    log::Warn("max_connections lowered to fit RLIMIT_NOFILE",
+              {{"max_connections", std::to_string(server_options.max_connections)},
+               {"open_files_limit", std::to_string(open_files)},
+               {"max_sandboxes", std::to_string(config->max_sandboxes)}});
+  }
   server_options.terminal_idle = std::chrono::seconds(config->terminal_idle_seconds);
   server_options.terminal_replay_bytes = static_cast<uint64_t>(config->terminal_replay_bytes);
   server_options.web_dir = ResolveWebDir(*config);
@@ -203,7 +229,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   log::Info("started", {{"listen", address + ":" + std::to_string(endpoint->port())},
                         {"runtime", std::string((*runtime)->name())},
-                        {"data_dir", config->data_dir}});
+                        {"data_dir", config->data_dir},
+                        {"max_connections", std::to_string(server_options.max_connections)}});
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::co_spawn(io, server.Run(), asio::detached);

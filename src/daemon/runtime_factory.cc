@@ -16,6 +16,7 @@ Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config) {
   options.state_dir = config.data_dir + "/sandboxes";
   options.template_dir = config.templates_dir;
   options.max_sandboxes = static_cast<uint32_t>(config.max_sandboxes);
+  options.host_id_base = static_cast<uint32_t>(config.host_id_base);
   // One cgroup parent per data dir: start-up clean-up removes every sandbox cgroup under the
   // parent, so two daemons (tests run several) must never share one.
   uint32_t hash = 2166136261u;  // FNV-1a: stable across builds and restarts

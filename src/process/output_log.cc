@@ -61,6 +61,19 @@ Result<std::unique_ptr<OutputLog>> OutputLog::Adopt(LogLimits limits, UniqueFd r
   return log;
 }
 
+void OutputLog::TakeFrom(OutputLog&& other) {
+  limits_ = other.limits_;
+  ring_ = std::move(other.ring_);
+  entries_ = std::move(other.entries_);
+  next_seq_ = other.next_seq_;
+  total_bytes_ = other.total_bytes_;
+  first_entry_end_ = other.first_entry_end_;
+  retained_bytes_ = other.retained_bytes_;
+  evicted_entries_ = other.evicted_entries_;
+  evicted_bytes_ = other.evicted_bytes_;
+  ended_ = other.ended_;
+}
+
 void OutputLog::EnsureRing(bool persistent) {
   if (!ring_.valid()) ring_ = NewRing(Capacity(limits_), persistent);
 }

@@ -69,6 +69,8 @@ class OutputLog {
   explicit OutputLog(LogLimits limits = {}, bool persistent = false);
   // A log whose entries an earlier daemon wrote into `ring`; its limits are `limits`.
   static Result<std::unique_ptr<OutputLog>> Adopt(LogLimits limits, UniqueFd ring);
+  // Becomes `other` (a log just adopted), keeping this log's listeners (none, yet).
+  void TakeFrom(OutputLog&& other);
   OutputLog(const OutputLog&) = delete;
   OutputLog& operator=(const OutputLog&) = delete;
 

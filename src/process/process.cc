@@ -121,41 +121,84 @@ asio::awaitable<Result<void>> Process::Launch(std::shared_ptr<sandbox::Sandbox> 
   // The clock starts before the spawn: by the time Spawn returns, the command is running.
   started_at_ = SystemNow();
   started_steady_ = SteadyNow();
+  ps.keep_fd = log_.ring_fd();
   Result<sandbox::SpawnedProcess> spawned = co_await Await(sandbox->Spawn(std::move(ps)));
   if (!spawned) co_return std::move(spawned).error();
 
-  pid_ = spawned->pid;
-  last_output_ = SteadyNow();
   on_exit_ = std::move(on_exit);
+  Supervise(std::move(*spawned));
+  log_.Append(EntryKind::kStart, {}, started_at_);
+  StartLoops();
+  if (spec_.stdin_data) Spawn(FeedStdin(*spec_.stdin_data));
+  co_return Ok{};
+}
+
+Result<std::shared_ptr<Process>> Process::Adopt(const asio::any_io_executor& ex,
+                                                std::shared_ptr<sandbox::Sandbox> sandbox,
+                                                CommandSpec spec, SystemTime started_at,
+                                                sandbox::AdoptedProcess adopted,
+                                                ProcessOptions options, ExitCallback on_exit) {
+  options.persistent_log = false;  // the adopted ring is the log
+  auto p = std::make_shared<Process>(ex, std::move(spec), options);
+  if (adopted.log_fd) {
+    auto log = OutputLog::Adopt(p->spec_.log_limits, std::move(adopted.log_fd));
+    if (!log) return std::move(log).error();
+    p->log_.TakeFrom(std::move(**log));
+  }
+  // The ring counts bytes, not streams: stderr is what its retained entries hold, and bytes
+  // evicted before the restart count as stdout.
+  for (const auto& e : p->log_.entries()) {
+    if (e.kind == EntryKind::kStderr) p->stderr_bytes_ += e.data.size();
+  }
+  p->stdout_bytes_ = p->log_.total_bytes() - std::min(p->log_.total_bytes(), p->stderr_bytes_);
+  p->sandbox_ = sandbox;
+  p->oom_at_start_ = sandbox->OomKills();
+  p->started_at_ = started_at;
+  // Its clocks count the time it ran under the daemon before, so timeouts resume, not restart.
+  p->started_steady_ =
+      SteadyNow() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::max(SystemNow() - started_at, SystemTime::duration::zero()));
+  p->on_exit_ = std::move(on_exit);
+  p->carry_out_ = std::string(p->log_.carry(0));
+  p->carry_err_ = std::string(p->log_.carry(1));
+  if (adopted.status) p->exit_status_ = *adopted.status;
+  p->Supervise(std::move(adopted.process));
+  p->StartLoops();
+  return p;
+}
+
+void Process::Supervise(sandbox::SpawnedProcess spawned) {
+  pid_ = spawned.pid;
+  last_output_ = SteadyNow();
   using Desc = asio::posix::stream_descriptor;
-  out_ = std::make_unique<Desc>(ex_, spawned->stdout_fd.release());
-  if (spawned->stderr_fd) err_ = std::make_unique<Desc>(ex_, spawned->stderr_fd.release());
-  if (spawned->stdin_fd) stdin_ = std::make_unique<Desc>(ex_, spawned->stdin_fd.release());
+  out_ = std::make_unique<Desc>(ex_, spawned.stdout_fd.release());
+  if (spawned.stderr_fd) err_ = std::make_unique<Desc>(ex_, spawned.stderr_fd.release());
+  if (spawned.stdin_fd) stdin_ = std::make_unique<Desc>(ex_, spawned.stdin_fd.release());
   if (spec_.pty) {
     // The master is both ends: input is written through a second descriptor of it, so a
     // write and the reader never share one Asio object.
     const int input = ::fcntl(out_->native_handle(), F_DUPFD_CLOEXEC, 3);
     if (input >= 0) stdin_ = std::make_unique<Desc>(ex_, input);
   }
-  pidfd_ = std::make_unique<Desc>(ex_, spawned->pidfd.release());
+  pidfd_ = std::make_unique<Desc>(ex_, spawned.pidfd.release());
+  if (spawned.exit_fd) exit_pipe_ = std::make_unique<Desc>(ex_, spawned.exit_fd.release());
   // The readers read(2) themselves once the reactor says a pipe is readable.
   boost::system::error_code ignored;
   out_->non_blocking(true, ignored);
   if (err_) err_->non_blocking(true, ignored);
+  if (exit_pipe_) exit_pipe_->non_blocking(true, ignored);
   log_.set_on_space([this] {
     room_out_.Notify();
     room_err_.Notify();
   });
-  log_.Append(EntryKind::kStart, {}, started_at_);
+}
 
-  auto self = shared_from_this();
+void Process::StartLoops() {
   Spawn(ReadLoop(*out_, EntryKind::kStdout));
   if (err_) Spawn(ReadLoop(*err_, EntryKind::kStderr));
   Spawn(WaitLoop());
   if (spec_.timeout_seconds) Spawn(TimeoutLoop());
   if (spec_.idle_timeout_seconds) Spawn(IdleLoop());
-  if (spec_.stdin_data) Spawn(FeedStdin(*spec_.stdin_data));
-  co_return Ok{};
 }
 
 ssize_t Process::ReadInto(int fd, EntryKind kind, size_t want) {
@@ -268,22 +311,43 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
 
 asio::awaitable<void> Process::WaitLoop() {
   auto self = shared_from_this();
-  siginfo_t info{};
-  for (;;) {
-    auto [ec] = co_await pidfd_->async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
-    info = siginfo_t{};
-    int rc = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_->native_handle()),
-                      &info, WEXITED | WNOHANG);
-    if (rc == 0 && info.si_pid != 0) break;
-    if (rc != 0 && errno != EINTR && errno != EAGAIN) {
-      log::Error("waitid failed", {{"process", spec_.id}, {"errno", ErrnoName(errno)}});
-      info.si_code = CLD_KILLED;
-      info.si_status = SIGKILL;
-      break;
+  int code = 0;
+  int status = 0;
+  if (exit_pipe_) {
+    const std::optional<int> wait_status = co_await ReadExitStatus();
+    if (wait_status && WIFEXITED(*wait_status)) {
+      code = CLD_EXITED;
+      status = WEXITSTATUS(*wait_status);
+    } else if (wait_status && WIFSIGNALED(*wait_status)) {
+      code = WCOREDUMP(*wait_status) ? CLD_DUMPED : CLD_KILLED;
+      status = WTERMSIG(*wait_status);
+    } else {
+      // The keeper that was its parent is gone, and its children died with it.
+      log::Warn("exit status lost with the keeper", {{"process", spec_.id}});
+      if (!kill_reason_) kill_reason_ = ExitReason::kKilled;
+      code = CLD_KILLED;
+      status = SIGKILL;
     }
-    if (ec && ec != asio::error::operation_aborted) {
-      log::Error("pidfd wait failed", {{"process", spec_.id}, {"error", ec.message()}});
+  } else {
+    siginfo_t info{};
+    for (;;) {
+      auto [ec] = co_await pidfd_->async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+      info = siginfo_t{};
+      int rc = ::waitid(static_cast<idtype_t>(P_PIDFD),
+                        static_cast<id_t>(pidfd_->native_handle()), &info, WEXITED | WNOHANG);
+      if (rc == 0 && info.si_pid != 0) break;
+      if (rc != 0 && errno != EINTR && errno != EAGAIN) {
+        log::Error("waitid failed", {{"process", spec_.id}, {"errno", ErrnoName(errno)}});
+        info.si_code = CLD_KILLED;
+        info.si_status = SIGKILL;
+        break;
+      }
+      if (ec && ec != asio::error::operation_aborted) {
+        log::Error("pidfd wait failed", {{"process", spec_.id}, {"error", ec.message()}});
+      }
     }
+    code = info.si_code;
+    status = info.si_status;
   }
   leader_exited_ = true;
   // What the leader wrote is in its pipes now: each reader takes that much (no more, so a
@@ -297,7 +361,27 @@ asio::awaitable<void> Process::WaitLoop() {
   room_out_.Notify();
   room_err_.Notify();
   while (!out_drained_ || (err_ && !err_drained_)) co_await drained_signal_.Wait();
-  Finish(info.si_code, info.si_status);
+  Finish(code, status);
+}
+
+asio::awaitable<std::optional<int>> Process::ReadExitStatus() {
+  if (exit_status_) co_return exit_status_;
+  int status = 0;
+  size_t got = 0;
+  for (;;) {
+    const ssize_t n = ::read(exit_pipe_->native_handle(), reinterpret_cast<char*>(&status) + got,
+                             sizeof status - got);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      if (got == sizeof status) co_return status;
+      continue;
+    }
+    if (n == 0) co_return std::nullopt;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) co_return std::nullopt;
+    auto [ec] = co_await exit_pipe_->async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+    (void)ec;
+  }
 }
 
 void Process::Finish(int code, int status) {
@@ -387,6 +471,13 @@ Result<void> Process::CloseStdin() {
   if (!stdin_open()) return Error{ErrorCode::kConflict, "stdin of " + spec_.id + " is closed"};
   boost::system::error_code ec;
   stdin_->close(ec);
+  // The copy its sandbox keeps for a later daemon goes too, or the process never reads EOF.
+  if (auto sb = sandbox_.lock(); sb && !spec_.pty) {
+    sandbox::ProcessSpec ps;
+    ps.merge_stderr = spec_.merge_stderr;
+    ps.open_stdin = true;
+    sb->CloseStdin(pid_, ps);
+  }
   return Ok{};
 }
 

@@ -63,6 +63,14 @@ class Process : public std::enable_shared_from_this<Process> {
   static boost::asio::awaitable<Result<std::shared_ptr<Process>>> Start(
       std::shared_ptr<sandbox::Sandbox> sandbox, CommandSpec spec, ProcessOptions options,
       ExitCallback on_exit);
+  // A process an earlier daemon started that its sandbox kept running (or that ended since,
+  // with `adopted.status`): supervised again, its output log and clocks picking up where they
+  // were.
+  static Result<std::shared_ptr<Process>> Adopt(const boost::asio::any_io_executor& ex,
+                                                std::shared_ptr<sandbox::Sandbox> sandbox,
+                                                CommandSpec spec, SystemTime started_at,
+                                                sandbox::AdoptedProcess adopted,
+                                                ProcessOptions options, ExitCallback on_exit);
   // A finished process brought back from the store: its exit record and retained tail.
   static std::shared_ptr<Process> Restore(const boost::asio::any_io_executor& ex,
                                           CommandSpec spec, SystemTime started_at, int pid,
@@ -114,6 +122,11 @@ class Process : public std::enable_shared_from_this<Process> {
   // `sig` to the process group: by its number while the leader is unreaped (the number is
   // then still the group's), through the sandbox after (never a number that may be reused).
   void SignalGroup(int sig);
+  // Takes the process's fds and gets ready to read them; StartLoops() then starts reading.
+  void Supervise(sandbox::SpawnedProcess spawned);
+  void StartLoops();
+  // The wait status from the exit pipe; nullopt when it closed without one.
+  boost::asio::awaitable<std::optional<int>> ReadExitStatus();
   boost::asio::awaitable<void> ReadLoop(boost::asio::posix::stream_descriptor& pipe,
                                         EntryKind kind);
   // One read(2) straight into the log. Returns what read() returned (-1 with errno set).
@@ -151,6 +164,8 @@ class Process : public std::enable_shared_from_this<Process> {
   std::unique_ptr<boost::asio::posix::stream_descriptor> err_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> pidfd_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> exit_pipe_;  // from the keeper, if any
+  std::optional<int> exit_status_;  // known at adoption: it ended while no daemon ran
   boost::asio::steady_timer timeout_timer_;
   boost::asio::steady_timer idle_timer_;
   boost::asio::steady_timer grace_timer_;

@@ -173,6 +173,8 @@ SandboxCgroup::SandboxCgroup(CgroupVersion version, std::vector<std::string> dir
 
 SandboxCgroup::~SandboxCgroup() { KillAndForget(); }
 
+void SandboxCgroup::Leave() { removed_ = true; }
+
 void SandboxCgroup::SignalGroup(pid_t pgid, int sig) const {
   // Every process is in every hierarchy: one is enough to find them.
   if (!removed_ && !dirs_.empty()) SignalMembers(dirs_[0], sig, pgid);
@@ -247,7 +249,12 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
   Cgroups cg;
 
   if (auto v2 = mounts.find(""); v2 != mounts.end() && own.count("")) {
-    const std::string self = JoinCgroupPath(v2->second, own.at(""));
+    std::string self = JoinCgroupPath(v2->second, own.at(""));
+    // A daemon started again from the leaf an earlier one moved itself into (below) nests
+    // the sandboxes where that one did, so that it finds them.
+    if (const std::string leaf = "/" + parent_name + ".daemon"; self.ends_with(leaf)) {
+      self.resize(self.size() - leaf.size());
+    }
     auto controllers = ReadFile(self + "/cgroup.controllers");
     if (controllers && HasWord(*controllers, "memory") && HasWord(*controllers, "pids") &&
         HasWord(*controllers, "cpu")) {
@@ -317,7 +324,9 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
   std::vector<std::pair<std::string, std::string>> settings;
   std::string oom_file;
   if (version_ == CgroupVersion::kV1) {
+    // memsw is memory plus swap, so equal to the limit: no swap (it may only follow the limit).
     settings = {{dirs[0] + "/memory.limit_in_bytes", std::to_string(memory)},
+                {dirs[0] + "/memory.memsw.limit_in_bytes", std::to_string(memory)},
                 {dirs[1] + "/pids.max", std::to_string(pids)},
                 {dirs[2] + "/cpu.cfs_period_us", std::to_string(period)},
                 {dirs[2] + "/cpu.cfs_quota_us", std::to_string(quota)}};
@@ -332,29 +341,54 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
   }
   for (const auto& [file, value] : settings) {
     int err = WriteString(file, value);
-    // memory.swap.max is absent without swap accounting; nothing to limit then.
-    if (err == ENOENT && file.ends_with("memory.swap.max")) continue;
+    // The swap files are absent without swap accounting; nothing to limit then.
+    if (err == ENOENT && (file.ends_with("memory.swap.max") ||
+                          file.ends_with("memory.memsw.limit_in_bytes"))) {
+      continue;
+    }
     if (err != 0) return fail("write " + file, err);
   }
 
+  auto opened = OpenDirs(dirs);
+  if (!opened) {
+    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) (void)RemoveCgroupDir(*it);
+  }
+  return opened;
+}
+
+std::vector<std::string> Cgroups::DirsOf(const std::string& id) const {
+  std::vector<std::string> dirs;
+  for (const auto& parent : parents_) dirs.push_back(parent + "/" + id);
+  return dirs;
+}
+
+Result<std::unique_ptr<SandboxCgroup>> Cgroups::OpenDirs(std::vector<std::string> dirs) const {
   std::vector<UniqueFd> procs;
   for (const auto& dir : dirs) {
     const std::string file = dir + "/cgroup.procs";
     UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd) return fail("open " + file, errno);
+    if (!fd) return SysError(ErrorCode::kSandboxSetupFailed, "cgroup: open " + file, errno);
     procs.push_back(std::move(fd));
   }
+  std::string oom_file = dirs[0] + (version_ == CgroupVersion::kV1 ? "/memory.oom_control"
+                                                                    : "/memory.events");
   return std::make_unique<SandboxCgroup>(version_, std::move(dirs), std::move(procs),
                                          std::move(oom_file));
 }
 
-void Cgroups::CleanupLeftovers() const {
+Result<std::unique_ptr<SandboxCgroup>> Cgroups::Open(const std::string& id) const {
+  return OpenDirs(DirsOf(id));
+}
+
+void Cgroups::CleanupLeftovers(const std::vector<std::string>& keep) const {
   for (const auto& parent : parents_) {
     DIR* d = ::opendir(parent.c_str());
     if (d == nullptr) continue;
     std::vector<std::string> children;
     while (dirent* e = ::readdir(d)) {
-      if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(parent + "/" + e->d_name);
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      if (std::find(keep.begin(), keep.end(), e->d_name) != keep.end()) continue;
+      children.push_back(parent + "/" + e->d_name);
     }
     ::closedir(d);
     for (const auto& dir : children) {

@@ -44,6 +44,8 @@ class SandboxCgroup {
   // SIGKILLs what is left and removes the directories that are empty already, without
   // waiting; what remains goes at the next start's CleanupLeftovers.
   void KillAndForget();
+  // Lets go of the cgroups without touching them: the sandbox lives on for the next daemon.
+  void Leave();
 
  private:
   CgroupVersion version_;
@@ -62,11 +64,17 @@ class Cgroups {
   CgroupVersion version() const { return version_; }
   // Creates the sandbox's cgroups with every limit set; nothing is left on failure.
   Result<std::unique_ptr<SandboxCgroup>> Create(const std::string& id, const Limits& limits) const;
-  // Kills the processes of, and removes, every sandbox cgroup under the parents.
-  void CleanupLeftovers() const;
+  // Opens the cgroups an earlier daemon created for sandbox `id`, as they are.
+  Result<std::unique_ptr<SandboxCgroup>> Open(const std::string& id) const;
+  // Kills the processes of, and removes, every sandbox cgroup under the parents but those of
+  // the sandboxes in `keep`.
+  void CleanupLeftovers(const std::vector<std::string>& keep) const;
   const std::vector<std::string>& parents() const { return parents_; }
 
  private:
+  std::vector<std::string> DirsOf(const std::string& id) const;
+  Result<std::unique_ptr<SandboxCgroup>> OpenDirs(std::vector<std::string> dirs) const;
+
   CgroupVersion version_ = CgroupVersion::kV1;
   // v1: memory, pids, cpu parents in that order; v2: one.
   std::vector<std::string> parents_;

@@ -214,7 +214,8 @@ Op<Result<std::unique_ptr<Sandbox>>> DirectoryRuntime::Create(SandboxSpec spec) 
   co_return std::unique_ptr<Sandbox>(new DirectorySandbox(spec.id, root, spec.limits));
 }
 
-void DirectoryRuntime::CleanupLeftovers() {
+void DirectoryRuntime::CleanupLeftovers(const std::vector<std::string>& keep) {
+  (void)keep;  // nothing outlives a daemon here: its processes die with it
   std::error_code ec;
   if (!fs::exists(base_dir_, ec)) return;
   for (const auto& entry : fs::directory_iterator(base_dir_, ec)) {

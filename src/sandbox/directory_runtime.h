@@ -15,7 +15,7 @@ class DirectoryRuntime final : public Runtime {
   explicit DirectoryRuntime(std::string base_dir) : base_dir_(std::move(base_dir)) {}
   std::string_view name() const override { return "directory"; }
   Op<Result<std::unique_ptr<Sandbox>>> Create(SandboxSpec spec) override;
-  void CleanupLeftovers() override;
+  void CleanupLeftovers(const std::vector<std::string>& keep) override;
 
  private:
   std::string base_dir_;

@@ -1,6 +1,7 @@
-// PID 1 of every sandbox: reaps orphans, turns SIGTERM into a graceful end of the sandbox, and
-// obeys the daemon on its control socket (fd 3): 'K' kills every other process and answers
-// 'k'; EOF means the daemon is gone and the sandbox ends with it. Static, no dependencies.
+// PID 1 of every sandbox: reaps orphans, turns SIGTERM from outside the sandbox into a graceful
+// end of it (the sandbox's own processes cannot end it), and obeys the daemon on its control
+// socket (fd 3): 'K' kills every other process and answers 'k'; EOF means the daemon is gone
+// and the sandbox ends with it. Static, no dependencies.
 #include <errno.h>
 #include <linux/capability.h>
 #include <poll.h>
@@ -96,7 +97,11 @@ int main() {
       signalfd_siginfo info;
       while (::read(sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
         const int sig = static_cast<int>(info.ssi_signo);
-        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT) {
+        // A sender outside this pid namespace (the daemon, the host) reads as pid 0, and only
+        // kill() sets SI_USER: a queued signal (negative si_code) may claim any pid, and one the
+        // kernel sends for a sandbox's process (F_SETSIG) has a positive code.
+        const bool from_outside = info.ssi_code == SI_USER && info.ssi_pid == 0;
+        if (from_outside && (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT)) {
           GracefulEnd(sfd);
           return 0;
         }

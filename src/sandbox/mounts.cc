@@ -29,6 +29,15 @@ constexpr const char* kEtcFiles[] = {"ld.so.cache", "ld.so.conf", "profile", "ba
                                      "gai.conf", "localtime", "timezone", "resolv.conf",
                                      "mailcap", "magic", "environment"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+// Host-wide kernel state, hidden as Docker and Podman hide it (moby's maskedPaths and more).
+constexpr const char* kMaskedProc[] = {
+    "kallsyms", "kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug",
+    "latency_stats", "sysrq-trigger", "interrupts", "slabinfo", "kpagecount", "kpageflags",
+    "kpagecgroup", "vmallocinfo", "pagetypeinfo", "acpi", "asound", "scsi"};
+// Host-wide settings and hardware, read-only (moby's readonlyPaths).
+constexpr const char* kReadOnlyProc[] = {"sys", "irq", "bus", "fs"};
+// Every devpts instance but the host's draws from kernel.pty.max together.
+constexpr int kPtysPerSandbox = 64;
 
 std::string PasswdFile() {
   return "root:x:0:0:root:/root:/bin/bash\n"
@@ -60,18 +69,35 @@ class PlanBuilder {
   RootPlan* plan_;
 };
 
+// The one tmpfs that holds everything the sandbox writes: the root (base) or the overlay's
+// upper layer, and /dev/shm. Its pages are memory the OOM killer cannot free, so it is sized
+// inside the memory limit; its inodes are kernel memory, charged to the sandbox too, so there
+// are at most as many as 4 KiB blocks.
+void AddWritableLayer(PlanBuilder& b, const SandboxSpec& spec) {
+  const int64_t mb = WritableMb(spec.limits);
+  b.Add(MountOp::kMkdir, "layer", "mounts: mkdir: layer");
+  b.Add(MountOp::kTmpfs, "layer", "mounts: tmpfs: layer", {},
+        "size=" + std::to_string(mb) + "m,nr_inodes=" + std::to_string(mb * 256) + ",mode=0755",
+        0, 0, MS_NOSUID | MS_NODEV);
+  b.Add(MountOp::kMkdir, "layer/shm", "mounts: mkdir: layer/shm", {}, {}, 01777);
+}
+
 // /tmp, /proc and /dev: the same for every template.
-void AddRuntimeMounts(PlanBuilder& b, const std::string& root, const SandboxSpec& spec) {
-  const std::string size = "size=" + std::to_string(spec.limits.disk_mb) + "m";
+void AddRuntimeMounts(PlanBuilder& b, const std::string& root) {
   b.Add(MountOp::kMkdir, root + "/tmp", "mounts: mkdir: /tmp", {}, {}, 01777);
-  b.Add(MountOp::kTmpfs, root + "/tmp", "mounts: tmpfs: /tmp", {},
-        size + ",mode=1777", 0, 0, MS_NOSUID | MS_NODEV);
   b.Add(MountOp::kMkdir, root + "/proc", "mounts: mkdir: /proc", {}, {}, 0555);
   b.Add(MountOp::kProc, root + "/proc", "mounts: proc: /proc");
+  for (const char* name : kMaskedProc) {
+    b.Add(MountOp::kMask, root + "/proc/" + name, std::string("mounts: mask: /proc/") + name);
+  }
+  for (const char* name : kReadOnlyProc) {
+    b.Add(MountOp::kReadOnly, root + "/proc/" + name, std::string("mounts: read-only: /proc/") + name);
+  }
 
   const std::string dev = root + "/dev";
   b.Add(MountOp::kMkdir, dev, "mounts: mkdir: /dev");
-  b.Add(MountOp::kTmpfs, dev, "mounts: tmpfs: /dev", {}, size + ",mode=0755", 0, 0, MS_NOSUID | MS_NOEXEC);
+  b.Add(MountOp::kTmpfs, dev, "mounts: tmpfs: /dev", {}, "size=64k,nr_inodes=256,mode=0755", 0, 0,
+        MS_NOSUID | MS_NOEXEC);
   for (const char* name : kDevices) {
     const std::string inside = std::string("/dev/") + name;
     b.Add(MountOp::kWriteFile, root + inside, "mounts: create: " + inside, {}, {}, 0666);
@@ -79,9 +105,11 @@ void AddRuntimeMounts(PlanBuilder& b, const std::string& root, const SandboxSpec
   }
   b.Add(MountOp::kMkdir, dev + "/pts", "mounts: mkdir: /dev/pts");
   b.Add(MountOp::kDevpts, dev + "/pts", "mounts: devpts: /dev/pts", {},
-        "newinstance,ptmxmode=0666,mode=0620,gid=5", 0, 0, MS_NOSUID | MS_NOEXEC);
+        "newinstance,ptmxmode=0666,mode=0620,gid=5,max=" + std::to_string(kPtysPerSandbox), 0, 0,
+        MS_NOSUID | MS_NOEXEC);
   b.Add(MountOp::kSymlink, dev + "/ptmx", "mounts: symlink: /dev/ptmx", "pts/ptmx");
   b.Add(MountOp::kMkdir, dev + "/shm", "mounts: mkdir: /dev/shm", {}, {}, 01777);
+  b.Add(MountOp::kBind, dev + "/shm", "mounts: bind: /dev/shm", "layer/shm");
   b.Add(MountOp::kSymlink, dev + "/fd", "mounts: symlink: /dev/fd", "/proc/self/fd");
   b.Add(MountOp::kSymlink, dev + "/stdin", "mounts: symlink: /dev/stdin", "/proc/self/fd/0");
   b.Add(MountOp::kSymlink, dev + "/stdout", "mounts: symlink: /dev/stdout", "/proc/self/fd/1");
@@ -92,8 +120,9 @@ void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root
                  const SandboxSpec& spec) {
   // `/` is sticky and writable for everyone, like /tmp: it is the sandbox's own tmpfs, and agents
   // expect `git clone URL /work` to work as `user`. The system directories stay read-only.
-  b.Add(MountOp::kTmpfs, root, "mounts: tmpfs: /", {},
-        "size=" + std::to_string(spec.limits.disk_mb) + "m,mode=1777", 0, 0, MS_NOSUID | MS_NODEV);
+  AddWritableLayer(b, spec);
+  b.Add(MountOp::kMkdir, "layer/root", "mounts: mkdir: layer/root", {}, {}, 01777);
+  b.Add(MountOp::kBind, root, "mounts: bind: /", "layer/root");
   for (const auto& dir : host.dirs) {
     b.Add(MountOp::kMkdir, root + dir, "mounts: mkdir: " + dir);
     b.Add(MountOp::kBindReadOnly, root + dir, "mounts: bind-ro: " + dir, dir);
@@ -135,8 +164,7 @@ void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec&
                      int template_fd) {
   // The writable layer is a sized tmpfs: cheap to drop and a disk quota at once.
   const std::string layer = "layer";
-  b.Add(MountOp::kTmpfs, layer, "mounts: tmpfs: layer", {},
-        "size=" + std::to_string(spec.limits.disk_mb) + "m,mode=0755");
+  AddWritableLayer(b, spec);
   b.Add(MountOp::kMkdir, layer + "/upper", "mounts: mkdir: layer/upper");
   b.Add(MountOp::kMkdir, layer + "/work", "mounts: mkdir: layer/work");
   b.Add(MountOp::kOverlay, root, "mounts: overlay: " + spec.template_root, {},
@@ -161,6 +189,23 @@ void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec&
   ReportAndExit(report_fd, step.label.c_str(), errno);
 }
 
+// False when `path` does not exist (a step that applies only to what exists skips it).
+bool Exists(const MountStep& s, struct stat* st, int report_fd) {
+  if (::stat(s.path.c_str(), st) == 0) return true;
+  if (errno != ENOENT) Fail(s, report_fd);
+  return false;
+}
+
+void BindReadOnly(const MountStep& s, const char* source, int report_fd) {
+  const char* path = s.path.c_str();
+  if (::mount(source, path, nullptr, MS_BIND | MS_REC, nullptr) != 0) Fail(s, report_fd);
+  // mount_setattr changes only the named flags; a MS_REMOUNT would have to restate
+  // every flag locked by the user namespace (relatime, nosuid...) or fail with EPERM.
+  struct mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (::mount_setattr(AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) != 0) Fail(s, report_fd);
+}
+
 void RunStep(const MountStep& s, int report_fd) {
   const char* path = s.path.c_str();
   switch (s.op) {
@@ -178,28 +223,31 @@ void RunStep(const MountStep& s, int report_fd) {
     case MountOp::kDevpts:
       if (::mount("devpts", path, "devpts", s.flags, s.options.c_str()) != 0) Fail(s, report_fd);
       return;
-    case MountOp::kBindReadOnly: {
-      if (::mount(s.source.c_str(), path, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-        Fail(s, report_fd);
-      }
-      // mount_setattr changes only the named flags; a MS_REMOUNT would have to restate
-      // every flag locked by the user namespace (relatime, nosuid...) or fail with EPERM.
-      struct mount_attr attr{};
-      attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-      if (::mount_setattr(AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) != 0) {
-        Fail(s, report_fd);
-      }
+    case MountOp::kBindReadOnly:
+      BindReadOnly(s, s.source.c_str(), report_fd);
+      return;
+    case MountOp::kReadOnly: {
+      struct stat st;
+      if (Exists(s, &st, report_fd)) BindReadOnly(s, path, report_fd);
       return;
     }
+    case MountOp::kMask: {
+      struct stat st;
+      if (!Exists(s, &st, report_fd)) return;
+      const int rc = S_ISDIR(st.st_mode)
+                         ? ::mount("tmpfs", path, "tmpfs",
+                                   MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+                         : ::mount("/dev/null", path, nullptr, MS_BIND, nullptr);
+      if (rc != 0) Fail(s, report_fd);
+      return;
+    }
+    case MountOp::kBind:
     case MountOp::kBindDevice:
       if (::mount(s.source.c_str(), path, nullptr, MS_BIND, nullptr) != 0) Fail(s, report_fd);
       return;
     case MountOp::kBindFile: {
       struct stat st;
-      if (::stat(path, &st) != 0) {
-        if (errno == ENOENT) return;
-        Fail(s, report_fd);
-      }
+      if (!Exists(s, &st, report_fd)) return;
       if (::mount(s.source.c_str(), path, nullptr, MS_BIND, nullptr) != 0) Fail(s, report_fd);
       return;
     }
@@ -274,6 +322,11 @@ HostSystem HostSystem::Scan() {
   return host;
 }
 
+int64_t WritableMb(const Limits& limits) {
+  const int64_t headroom = std::max<int64_t>(limits.memory_mb / 4, 32);
+  return std::max<int64_t>(1, std::min(limits.disk_mb, limits.memory_mb - headroom));
+}
+
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
                        const std::string& sandbox_dir, int template_fd) {
   RootPlan plan;
@@ -287,7 +340,7 @@ RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
   }
   b.Add(MountOp::kMkdir, plan.new_root + "/workspace", "mounts: mkdir: /workspace", {}, {}, 0755,
         kSandboxUserId);
-  AddRuntimeMounts(b, plan.new_root, spec);
+  AddRuntimeMounts(b, plan.new_root);
   return plan;
 }
 

@@ -17,6 +17,10 @@ enum class MountOp {
   kTmpfs,         // mount a tmpfs at path with `options`
   kOverlay,       // mount an overlay at path with `options`
   kBindReadOnly,  // bind `source` (recursively) at the directory path, read-only, nosuid, nodev
+  kReadOnly,      // make path, if it exists, a read-only bind of itself (recursively)
+  kMask,          // hide path, if it exists: /dev/null over a file, an empty read-only tmpfs over
+                  // a directory
+  kBind,          // bind `source` at path
   kBindDevice,    // bind the host device node `source` onto the file path
   kBindFile,      // bind `source` over path if path exists (template files that must differ)
   kMkdir,         // mkdir path with mode and owner; an existing directory is fine
@@ -53,6 +57,11 @@ struct HostSystem {
   std::vector<std::pair<std::string, std::string>> etc_links;   // name, target
   static HostSystem Scan();
 };
+
+// The writable space of a sandbox in MiB (its root or overlay layer, /tmp and /dev/shm share
+// it): `disk_mb`, but at most `memory_mb` less a quarter (at least 32 MiB), since tmpfs pages
+// are charged to the memory limit and a full tmpfs must leave room to run something.
+int64_t WritableMb(const Limits& limits);
 
 // The uid and gid of `user` inside every sandbox.
 inline constexpr uid_t kSandboxUserId = 1000;

@@ -14,12 +14,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "base/log.h"
@@ -81,6 +84,15 @@ constexpr uint64_t kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CL
 constexpr int kReadyTimeoutMs = 10000;
 constexpr int kKillTimeoutMs = 5000;
 
+// The pid a pidfd names (its "Pid:" in fdinfo), or -1 once the process has been reaped.
+pid_t PidOfPidfd(int pidfd) {
+  auto info = ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd));
+  if (!info) return -1;
+  const size_t at = info->find("\nPid:");
+  if (at == std::string::npos) return -1;
+  return static_cast<pid_t>(std::strtol(info->c_str() + at + 5, nullptr, 10));
+}
+
 // One byte with a deadline; false on timeout, EOF or error.
 Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
   const Deadline deadline = In(std::chrono::milliseconds(timeout_ms));
@@ -93,6 +105,25 @@ Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
     const bool ready = co_await Readable{fd, deadline};
     if (!ready && std::chrono::steady_clock::now() >= deadline) co_return false;
   }
+}
+
+// PID 1 and the spawner must outlive whatever fills the sandbox's memory: the OOM killer of
+// their cgroup takes one of the sandbox's processes instead (launch.cc). Lowering the score
+// needs CAP_SYS_RESOURCE; without it they keep the daemon's, still below the processes'.
+Result<void> ExemptFromOomKiller(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/oom_score_adj";
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd || ::write(fd.get(), "-1000", 5) != 5) {
+    if (errno == EACCES) {
+      static bool warned = false;
+      if (!std::exchange(warned, true)) {
+        log::Warn("no CAP_SYS_RESOURCE: sandbox inits and spawners keep the daemon's oom_score_adj");
+      }
+      return Ok{};
+    }
+    return SysError(ErrorCode::kSandboxSetupFailed, "oom: write " + path, errno);
+  }
+  return Ok{};
 }
 
 // Everything the child of Create needs, prepared before clone(): after it, nothing allocates.
@@ -135,6 +166,13 @@ struct InitLaunch {
   if (::sethostname(l.hostname, l.hostname_len) != 0) {
     ReportAndExit(l.report_fd, "uts: sethostname", errno);
   }
+  // A SysV segment outlives its processes by default: memory the OOM killer could not free.
+  // The setting is the sandbox's IPC namespace's; the sandbox's /proc/sys will be read-only.
+  const int rmid = ::open("/proc/sys/kernel/shm_rmid_forced", O_WRONLY | O_CLOEXEC);
+  if (rmid < 0 || ::write(rmid, "1", 1) != 1) {
+    ReportAndExit(l.report_fd, "ipc: shm_rmid_forced", errno);
+  }
+  ::close(rmid);
   BuildRootInChild(*l.plan, l.report_fd);
   LoopbackUpInChild(l.report_fd);
   if (::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
@@ -163,11 +201,14 @@ class NamespaceSandbox final : public Sandbox {
 
   Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) override {
     if (destroyed_) co_return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
+    if (!spawner_.connected()) {
+      // The keeper died (killed from the host): what it kept is lost, the sandbox is not.
+      log::Warn("sandbox keeper gone; starting another", {{"sandbox", id_}});
+      Result<void> started = co_await StartKeeper();
+      if (!started) co_return std::move(started).error();
+    }
     SpawnContext ctx;
     ctx.spawner = &spawner_;
-    ctx.site.init_pidfd = init_pidfd_.get();
-    ctx.site.cgroup_procs = cgroup_->ProcsFds();
-    ctx.site.exe_fd = state_->spawner_exe.get();
     ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program()
                                        : state_->seccomp.program();
     ctx.open_files = std::min<int64_t>(limits_.open_files, state_->nofile_hard);
@@ -177,6 +218,76 @@ class NamespaceSandbox final : public Sandbox {
       ctx.host_id_base = ids_first_.value_or(0);
     }
     co_return co_await SpawnInSandbox(std::move(ctx), std::move(spec));
+  }
+
+  // The keeper: started with the sandbox, it holds PID 1's pidfd and control socket and every
+  // process's pipes for a daemon started later (spawner.h).
+  Op<Result<void>> StartKeeper() {
+    SpawnerSite site;
+    site.init_pidfd = init_pidfd_.get();
+    site.cgroup_procs = cgroup_->ProcsFds();
+    site.exe_fd = state_->spawner_exe.get();
+    site.socket_path = dir_ + "/keeper.sock";
+    std::vector<int> held{init_pidfd_.get(), control_.get()};
+    Result<void> started = co_await spawner_.Start(std::move(site), std::move(held));
+    if (!started) co_return std::move(started).error();
+    co_return ExemptFromOomKiller(spawner_.pid());
+  }
+
+  // Takes back what an earlier daemon left: the keeper at its socket, the cgroups, PID 1's
+  // pidfd and control socket and every kept process (for TakeAdopted).
+  Op<Result<void>> Reattach() {
+    Result<void> connected = co_await spawner_.Connect(dir_ + "/keeper.sock");
+    if (!connected) co_return std::move(connected).error();
+    auto cgroup = state_->cgroups->Open(id_);
+    if (!cgroup) co_return std::move(cgroup).error();
+    cgroup_ = std::move(*cgroup);
+    Result<std::vector<KeptEntry>> kept = co_await spawner_.List();
+    if (!kept) co_return std::move(kept).error();
+    for (KeptEntry& e : *kept) {
+      if (e.pid == 0) {
+        if (e.fds.size() == 2) {
+          init_pidfd_ = std::move(e.fds[0]);
+          control_ = std::move(e.fds[1]);
+        }
+        continue;
+      }
+      Result<AdoptedProcess> p = FromKept(e);
+      if (!p) {
+        log::Warn("a kept process could not be taken back",
+                  {{"sandbox", id_}, {"error", p.error().message}});
+        continue;
+      }
+      adopted_.push_back(std::move(*p));
+    }
+    if (!init_pidfd_ || !control_) co_return Error{ErrorCode::kNotFound, "keeper: holds no PID 1"};
+    adopted_init_ = true;
+    init_pid_ = PidOfPidfd(init_pidfd_.get());
+    if (init_pid_ <= 0 || Ended()) co_return Error{ErrorCode::kNotFound, "PID 1 has exited"};
+    // An answer to a kill request the earlier daemon did not wait for must not answer ours.
+    char stale[64];
+    while (::recv(control_.get(), stale, sizeof stale, MSG_DONTWAIT) > 0) {
+    }
+    co_return Ok{};
+  }
+
+  std::vector<AdoptedProcess> TakeAdopted() override { return std::exchange(adopted_, {}); }
+
+  void Release() override {
+    if (destroyed_) return;
+    destroyed_ = true;
+    // The keeper keeps PID 1, the pipes and the logs; the cgroups and mounts stay as they are.
+    spawner_.Leave();
+    if (cgroup_) cgroup_->Leave();
+    init_pidfd_.reset();
+    control_.reset();
+  }
+
+  void Forget(pid_t pid) override { spawner_.Forget(pid); }
+
+  void CloseStdin(pid_t pid, const ProcessSpec& spec) override {
+    if (spec.pty || !spec.open_stdin) return;
+    spawner_.Release(pid, KeptStdinIndex(spec), kKeptStdin);
   }
 
   void SignalGroup(pid_t pgid, int sig) override {
@@ -274,6 +385,10 @@ class NamespaceSandbox final : public Sandbox {
   // Reaps PID 1 if it has exited, else leaves it to be reaped later.
   void ReapInit() {
     if (!init_pidfd_) return;
+    if (adopted_init_) {
+      init_pidfd_.reset();  // its parent now is whoever adopted the earlier daemon's orphans
+      return;
+    }
     siginfo_t info{};
     if (::waitid(P_PIDFD, static_cast<id_t>(init_pidfd_.get()), &info, WEXITED | WNOHANG) == 0 &&
         info.si_pid != 0) {
@@ -316,7 +431,9 @@ class NamespaceSandbox final : public Sandbox {
   Limits limits_;
   bool allow_nested_userns_;
   bool destroyed_ = false;
-  Spawner spawner_;  // started by the first Spawn
+  bool adopted_init_ = false;  // PID 1 is an earlier daemon's child: not this one's to reap
+  Spawner spawner_;
+  std::vector<AdoptedProcess> adopted_;
 };
 
 // The steps of Create after the id range: directories, cgroups, the clone of PID 1 and its
@@ -383,9 +500,16 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
   args.flags = kCloneFlags | CLONE_PIDFD;
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
-  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-  if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "clone3", errno);
-  if (pid == 0) RunInitSetup(launch);
+  pid_t pid = -1;
+  int clone_err = 0;
+  {
+    auto owner = NamespaceOwner::Assume(*sandbox.ids_first_);
+    if (!owner) co_return std::move(owner).error();
+    pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+    clone_err = errno;
+    if (pid == 0) RunInitSetup(launch);
+  }
+  if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "clone3", clone_err);
 
   sandbox.init_pidfd_.reset(pidfd);
   sandbox.init_pid_ = pid;
@@ -397,6 +521,7 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
     co_return std::move(r).error();
   }
   if (auto r = sandbox.cgroup_->Attach(pid); !r) co_return std::move(r).error();
+  if (auto r = ExemptFromOomKiller(pid); !r) co_return std::move(r).error();
   if (::write(sync_parent.get(), "g", 1) != 1) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
   }
@@ -405,7 +530,7 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
   const bool ready = co_await ReadByte(control_parent.get(), 'R', kReadyTimeoutMs);
   if (!ready) co_return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
   sandbox.control_ = std::move(control_parent);
-  co_return Ok{};
+  co_return co_await sandbox.StartKeeper();
 }
 
 }  // namespace
@@ -417,6 +542,9 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
     ready_ = Error{ErrorCode::kInternal, "namespace runtime: host_id_range must be >= 65536"};
     return;
   }
+  ready_ = CheckHostIdRanges(s.options.host_id_base, s.options.host_id_range,
+                             s.options.max_sandboxes, HostIdFiles::Read());
+  if (!ready_) return;
   std::error_code ec;
   fs::create_directories(s.options.state_dir, ec);
   if (ec) {
@@ -503,11 +631,46 @@ std::vector<std::string> NamespaceRuntime::CgroupParents() const {
   return state_->cgroups->parents();
 }
 
-void NamespaceRuntime::CleanupLeftovers() {
+Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
+  if (!ready_) co_return ready_.error();
+  auto& s = *state_;
+  if (spec.id.empty() || spec.id.find('/') != std::string::npos || spec.id[0] == '.') {
+    co_return Error{ErrorCode::kInvalidRequest, "sandbox id must be a plain name: " + spec.id};
+  }
+  const std::string dir = s.options.state_dir + "/" + spec.id;
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) {
+    co_return SysError(ErrorCode::kNotFound, "state: " + dir, errno);
+  }
+  auto sandbox = std::make_unique<NamespaceSandbox>(state_, spec.id, dir, spec.limits,
+                                                    spec.allow_nested_userns);
+  // The directory belongs to the sandbox's root: its owner is the first id of its range.
+  bool acquired = false;
+  {
+    std::lock_guard lock(s.mu);
+    acquired = s.ids.AcquireAt(st.st_uid);
+  }
+  if (!acquired) {
+    co_return Error{ErrorCode::kNotFound, "userns: " + dir + " is owned by uid " +
+                                              std::to_string(st.st_uid) +
+                                              ", which starts no free id range of this daemon"};
+  }
+  sandbox->ids_first_ = st.st_uid;
+  Result<void> reattached = co_await sandbox->Reattach();
+  if (!reattached) {
+    (void)co_await sandbox->Destroy();
+    co_return std::move(reattached).error();
+  }
+  co_return std::unique_ptr<Sandbox>(std::move(sandbox));
+}
+
+void NamespaceRuntime::CleanupLeftovers(const std::vector<std::string>& keep) {
   if (!ready_) return;
-  state_->cgroups->CleanupLeftovers();
+  state_->cgroups->CleanupLeftovers(keep);
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(state_->options.state_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (std::find(keep.begin(), keep.end(), name) != keep.end()) continue;
     log::Info("removing leftover sandbox directory", {{"path", entry.path().string()}});
     fs::remove_all(entry.path(), ec);
   }

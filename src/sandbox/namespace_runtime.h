@@ -42,7 +42,10 @@ class NamespaceRuntime final : public Runtime {
   // spec.template_root and spec.template_name ("base") say so, else the template's directory
   // under an overlay whose writable layer is a tmpfs of limits.disk_mb.
   Op<Result<std::unique_ptr<Sandbox>>> Create(SandboxSpec spec) override;
-  void CleanupLeftovers() override;
+  // Reconnects to the sandbox's keeper at <state_dir>/<id>/keeper.sock and takes back PID 1,
+  // the cgroups, the id range (the owner of the state directory) and the kept processes.
+  Op<Result<std::unique_ptr<Sandbox>>> Adopt(SandboxSpec spec) override;
+  void CleanupLeftovers(const std::vector<std::string>& keep) override;
   // Where sandbox cgroups are created: one directory per hierarchy (v1) or one (v2).
   std::vector<std::string> CgroupParents() const;
 

@@ -52,6 +52,9 @@ struct ProcessSpec {
   bool as_root = false;           // run as root (uid 0) of the sandbox instead of `user` (1000)
   std::optional<PtySize> pty;     // run on a new terminal of the sandbox's own devpts, as its
                                   // session leader; merge_stderr and open_stdin do not apply
+  // An fd of the daemon's for this process that must outlive the daemon with it (its output
+  // log); the runtime keeps it where the next daemon finds it (AdoptedProcess::log_fd).
+  int keep_fd = -1;
 };
 
 // A started process. It is a child of the calling (daemon) process, so its pidfd can be
@@ -63,6 +66,17 @@ struct SpawnedProcess {
   UniqueFd stdin_fd;       // write end; invalid when !open_stdin
   UniqueFd stdout_fd;      // read end, non-blocking; with a pty: its master (read and write)
   UniqueFd stderr_fd;      // read end, non-blocking; invalid when merge_stderr
+  // Where its wait status arrives (4 bytes, then EOF) when the runtime, not the daemon, is its
+  // parent; invalid when the daemon is (it waits on the pidfd).
+  UniqueFd exit_fd;
+};
+
+// A process an earlier daemon started that the sandbox kept: its fds as they were, its wait
+// status if it has ended since, and the fd it was given to keep.
+struct AdoptedProcess {
+  SpawnedProcess process;
+  std::optional<int> status;
+  UniqueFd log_fd;
 };
 
 class Sandbox {
@@ -88,6 +102,19 @@ class Sandbox {
   virtual std::string LostCause() const { return {}; }
   // Frees processes, mounts, cgroups and directories. Idempotent.
   virtual Op<Result<void>> Destroy() = 0;
+  // The processes an earlier daemon started here, for Runtime::Adopt's caller.
+  virtual std::vector<AdoptedProcess> TakeAdopted() { return {}; }
+  // The daemon has recorded the end of `pid`: what was kept for it may go.
+  virtual void Forget(pid_t pid) { (void)pid; }
+  // The daemon closed the stdin of `pid` (started with `spec`): the copy kept with it goes too,
+  // so that the process reads EOF.
+  virtual void CloseStdin(pid_t pid, const ProcessSpec& spec) {
+    (void)pid;
+    (void)spec;
+  }
+  // The daemon stops and leaves the sandbox running (it is adopted at the next start): frees
+  // what this object holds without touching the sandbox.
+  virtual void Release() {}
   // Where the sandbox's root filesystem is visible to the daemon (for the files API).
   virtual std::string RootPath() const = 0;
   // The host uid (and gid) that id `inside` of the sandbox maps to, so the daemon can act as
@@ -103,8 +130,16 @@ class Runtime {
   virtual ~Runtime() = default;
   virtual std::string_view name() const = 0;
   virtual Op<Result<std::unique_ptr<Sandbox>>> Create(SandboxSpec spec) = 0;
-  // At start-up: removes what sandboxes of an earlier, killed daemon left behind.
-  virtual void CleanupLeftovers() = 0;
+  // Takes over a sandbox an earlier daemon created with `spec` and left running. kNotFound when
+  // it is gone (the host rebooted, PID 1 died): the message says what was found.
+  virtual Op<Result<std::unique_ptr<Sandbox>>> Adopt(SandboxSpec spec) {
+    co_return Error{ErrorCode::kNotFound, "the " + std::string(name()) +
+                                              " runtime does not keep sandbox " + spec.id +
+                                              " across restarts"};
+  }
+  // At start-up: removes what sandboxes of an earlier daemon left behind, but for those in
+  // `keep` (which are adopted).
+  virtual void CleanupLeftovers(const std::vector<std::string>& keep) = 0;
 };
 
 }  // namespace sandstream::sandbox

@@ -24,7 +24,15 @@ constexpr const char* kDenied[] = {
     "setns", "open_by_handle_at", "name_to_handle_at", "reboot", "swapon", "swapoff", "acct",
     "syslog", "quotactl", "iopl", "ioperm", "settimeofday", "clock_settime", "clock_adjtime",
     "adjtimex", "lookup_dcookie", "vhangup", "chroot",
+    // A kernel attack surface of its own, and work done outside the caller's seccomp filter.
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "modify_ldt", "pidfd_getfd", "kcmp", "process_madvise",
 };
+
+// personality(2) values allowed, as in Docker's profile: PER_LINUX, PER_LINUX32, each with
+// UNAME26, and 0xffffffff, the query.
+constexpr uint32_t kPersonaFlagsAllowed = 0x20008;
+constexpr uint32_t kPersonaQuery = 0xffffffff;
 
 struct CtxDeleter {
   void operator()(scmp_filter_ctx ctx) const { seccomp_release(ctx); }
@@ -55,12 +63,30 @@ Result<SeccompProgram> SeccompProgram::Build(bool allow_nested_userns) {
   if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0); rc != 0) {
     return fail("clone3", rc);
   }
-  // Terminal injection into a shared terminal.
-  for (unsigned long req : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
+  // Terminal injection into a shared terminal; line disciplines are kernel code few need.
+  for (unsigned long req : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX),
+                            static_cast<unsigned long>(TIOCSETD)}) {
     if (int rc = seccomp_rule_add(ctx.get(), eperm, SCMP_SYS(ioctl), 1,
                                   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, req));
         rc != 0) {
       return fail("ioctl", rc);
+    }
+  }
+  // A rule compares an argument once, so "anything but these values" is a union of masked
+  // tests: from 2^31, any clear bit (which only the query lacks), as "the bits above k set and
+  // bit k clear"; below 2^31, any bit outside the allowed flags.
+  auto deny_personality = [&](scmp_arg_cmp test) {
+    return seccomp_rule_add(ctx.get(), eperm, SCMP_SYS(personality), 1, test);
+  };
+  for (uint32_t bit = 0; bit < 31; ++bit) {
+    const uint32_t flag = uint32_t{1} << bit;
+    const uint32_t from_bit = kPersonaQuery << bit;
+    if (int rc = deny_personality(SCMP_A0_32(SCMP_CMP_MASKED_EQ, from_bit, from_bit << 1)); rc != 0) {
+      return fail("personality", rc);
+    }
+    if ((flag & kPersonaFlagsAllowed) != 0) continue;
+    if (int rc = deny_personality(SCMP_A0_32(SCMP_CMP_MASKED_EQ, 0x80000000u | flag, flag)); rc != 0) {
+      return fail("personality", rc);
     }
   }
   if (!allow_nested_userns) {

@@ -13,9 +13,11 @@ namespace sandstream::sandbox {
 
 class SeccompProgram {
  public:
-  // Denies module loading, kexec, bpf, perf, keyrings, ptrace, userfaultfd, every mount API,
-  // setns, namespace creation (user namespaces allowed when `allow_nested_userns`); clone3
-  // returns ENOSYS so that libc falls back to clone, whose flags the filter can inspect.
+  // Denies module loading, kexec, bpf, perf, keyrings, ptrace, userfaultfd, io_uring, kcmp,
+  // pidfd_getfd, modify_ldt, every mount API, setns, namespace creation (user namespaces
+  // allowed when `allow_nested_userns`), TIOCSTI/TIOCLINUX/TIOCSETD and personality(2) beyond
+  // Docker's defaults; clone3 returns ENOSYS so that libc falls back to clone, whose flags the
+  // filter can inspect.
   static Result<SeccompProgram> Build(bool allow_nested_userns);
 
   SeccompProgram() = default;

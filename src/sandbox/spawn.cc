@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,36 +26,40 @@ namespace {
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr gid_t kTtyGroupId = 5;  // "tty" in Debian's /etc/group, devpts' gid= option
 
-// Kills a child that failed to start and reaps it: it is the daemon's own child.
-Op<int> Discard(pid_t pid, int pidfd) {
-  ::kill(pid, SIGKILL);
-  if (pidfd >= 0) (void)co_await Readable{pidfd, In(std::chrono::seconds(5))};
-  siginfo_t info{};
-  ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG);
-  co_return 0;
+// A child that failed to start: killed; its keeper reaps it and may then drop it.
+void Discard(const SpawnContext& ctx, pid_t pid, int pidfd) {
+  if (pidfd >= 0) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  ctx.spawner->Forget(pid);
 }
 
-// Sends the request with `fds` (stdin if any, stdout, stderr); `close_child_ends` runs once
-// the spawner holds its copies.
-Op<Result<SpawnedProcess>> Launch(const SpawnContext& ctx, const SpawnRequest& request,
-                                  std::vector<int> fds, std::function<void()> close_child_ends) {
-  auto message = EncodeSpawnRequest(request);
-  if (!message) co_return std::move(message).error();
+// Sends the request with `child_fds` (stdin if any, stdout, stderr) and `held`, the daemon's
+// ends of the process's fds for its keeper to keep; `close_child_ends` runs once the keeper
+// holds its copies.
+Op<Result<SpawnedProcess>> Launch(const SpawnContext& ctx, SpawnRequest& request,
+                                  std::vector<int> child_fds, std::vector<int> held,
+                                  std::function<void()> close_child_ends) {
   auto report = MakePipe(false);
   if (!report) co_return std::move(report).error();
+  auto exit = MakePipe(true);
+  if (!exit) co_return std::move(exit).error();
+  std::vector<int> fds = std::move(child_fds);
   fds.push_back(report->write.get());
-  Result<pid_t> launched = co_await ctx.spawner->Launch(ctx.site, *message, fds);
+  fds.push_back(exit->write.get());
+  fds.push_back(exit->read.get());
+  for (int fd : held) fds.push_back(fd);
+  request.held = static_cast<uint32_t>(held.size() + 1);
+  auto message = EncodeSpawnRequest(request);
+  if (!message) co_return std::move(message).error();
+  Result<Launched> launched = co_await ctx.spawner->Launch(*message, fds);
   report->write.reset();
+  exit->write.reset();
   close_child_ends();
   if (!launched) co_return std::move(launched).error();
-  const pid_t pid = *launched;
+  const pid_t pid = launched->pid;
 
-  // Only the daemon can reap its child, so the pid names it until then.
-  Result<UniqueFd> pidfd = OpenPidFd(pid);
   Result<std::optional<ChildFailure>> failure = co_await ReadChildReport(report->read.get());
-  if (!failure || failure->has_value() || !pidfd) {
-    (void)co_await Discard(pid, pidfd ? pidfd->get() : -1);
-    if (!pidfd) co_return std::move(pidfd).error();
+  if (!failure || failure->has_value()) {
+    Discard(ctx, pid, launched->pidfd.get());
     if (!failure) {
       co_return Error{ErrorCode::kSandboxSetupFailed, "spawn: " + failure.error().message};
     }
@@ -65,7 +70,8 @@ Op<Result<SpawnedProcess>> Launch(const SpawnContext& ctx, const SpawnRequest& r
   }
   SpawnedProcess p;
   p.pid = pid;
-  p.pidfd = std::move(*pidfd);
+  p.pidfd = std::move(launched->pidfd);
+  p.exit_fd = std::move(exit->read);
   co_return std::move(p);
 }
 
@@ -83,8 +89,11 @@ Op<Result<SpawnedProcess>> SpawnOnTerminal(const SpawnContext& ctx, const Proces
   request.has_stdin = true;
   const int slave = pty->slave.get();
   std::vector<int> fds{slave, slave, slave};
-  Result<SpawnedProcess> started =
-      co_await Launch(ctx, request, std::move(fds), [&pty] { pty->slave.reset(); });
+  std::vector<int> held{pty->master.get()};
+  if (spec.keep_fd >= 0) held.push_back(spec.keep_fd);
+  request.tag = kKeptTerminal | (spec.keep_fd >= 0 ? kKeptLog : 0u);
+  Result<SpawnedProcess> started = co_await Launch(ctx, request, std::move(fds), std::move(held),
+                                                   [&pty] { pty->slave.reset(); });
   if (!started) co_return std::move(started).error();
   SpawnedProcess p = std::move(*started);
   p.stdout_fd = std::move(pty->master);
@@ -118,12 +127,53 @@ Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec) {
   if (spec.open_stdin) fds.push_back(stdio->child_stdin());
   fds.push_back(stdio->child_stdout());
   fds.push_back(stdio->child_stderr());
-  Result<SpawnedProcess> started =
-      co_await Launch(ctx, request, std::move(fds), [&stdio] { stdio->CloseChildEnds(); });
+  std::vector<int> held{stdio->parent_stdout()};
+  request.tag = 0;
+  if (stdio->parent_stderr() >= 0) {
+    held.push_back(stdio->parent_stderr());
+    request.tag |= kKeptStderr;
+  }
+  if (stdio->parent_stdin() >= 0) {
+    held.push_back(stdio->parent_stdin());
+    request.tag |= kKeptStdin;
+  }
+  if (spec.keep_fd >= 0) {
+    held.push_back(spec.keep_fd);
+    request.tag |= kKeptLog;
+  }
+  Result<SpawnedProcess> started = co_await Launch(ctx, request, std::move(fds), std::move(held),
+                                                   [&stdio] { stdio->CloseChildEnds(); });
   if (!started) co_return std::move(started).error();
   SpawnedProcess p = std::move(*started);
   stdio->HandOver(p);
   co_return std::move(p);
+}
+
+uint32_t KeptStdinIndex(const ProcessSpec& spec) {
+  // exit pipe, stdout, then stderr unless merged.
+  return spec.merge_stderr ? 2 : 3;
+}
+
+Result<AdoptedProcess> FromKept(KeptEntry& entry) {
+  const uint32_t tag = entry.tag;
+  const size_t expected = 3 + ((tag & kKeptStderr) ? 1 : 0) + ((tag & kKeptStdin) ? 1 : 0) +
+                          ((tag & kKeptLog) ? 1 : 0);
+  if (entry.pid <= 0 || entry.fds.size() != expected) {
+    return Error{ErrorCode::kInternal, "keeper: an entry of pid " + std::to_string(entry.pid) +
+                                           " with " + std::to_string(entry.fds.size()) + " fds"};
+  }
+  AdoptedProcess a;
+  a.status = entry.status;
+  SpawnedProcess& p = a.process;
+  p.pid = entry.pid;
+  size_t i = 0;
+  p.pidfd = std::move(entry.fds[i++]);
+  p.exit_fd = std::move(entry.fds[i++]);
+  p.stdout_fd = std::move(entry.fds[i++]);
+  if (tag & kKeptStderr) p.stderr_fd = std::move(entry.fds[i++]);
+  if (tag & kKeptStdin) p.stdin_fd = std::move(entry.fds[i++]);
+  if (tag & kKeptLog) a.log_fd = std::move(entry.fds[i++]);
+  return a;
 }
 
 }  // namespace sandstream::sandbox

@@ -29,7 +29,9 @@ bool ParseSpawnRequest(char* buf, size_t len, const int* fds, size_t fd_count,
   if (h.open_files <= 0 || h.uid > kMaxSpawnUid || h.argc == 0) return false;
   if (h.filter_len == 0 || h.filter_len > kMaxSeccompInstructions) return false;
   const bool has_stdin = (h.flags & kSpawnStdin) != 0;
-  if (fd_count != (has_stdin ? 4u : 3u)) return false;
+  if (h.held > kMaxHeldFds) return false;
+  const size_t child_fds = has_stdin ? 4u : 3u;
+  if (fd_count != child_fds + 1 + h.held) return false;
   for (size_t i = 0; i < fd_count; ++i) {
     if (fds[i] < 0) return false;
   }
@@ -83,7 +85,11 @@ bool ParseSpawnRequest(char* buf, size_t len, const int* fds, size_t fd_count,
   l.stdin_fd = has_stdin ? fds[f++] : -1;
   l.stdout_fd = fds[f++];
   l.stderr_fd = fds[f++];
-  l.report_fd = fds[f];
+  l.report_fd = fds[f++];
+  out->exit_fd = fds[f++];
+  out->held = fds + f;
+  out->held_count = h.held;
+  out->tag = h.tag;
   return true;
 }
 

@@ -1,6 +1,7 @@
-// The spawner's wire format (spawner.h): one SOCK_SEQPACKET message per process, a flat
-// buffer plus its fds by SCM_RIGHTS, answered by one SpawnReply. Parsing allocates nothing
-// and bounds every count and length by the message it came in.
+// The keeper's wire format (spawner.h): one SOCK_SEQPACKET message per request, a flat buffer
+// plus its fds by SCM_RIGHTS. A spawn is answered by one SpawnReply (with the process's pidfd);
+// the other requests keep, list and forget what the keeper holds for a daemon that may come and
+// go. Parsing allocates nothing and bounds every count and length by the message it came in.
 #pragma once
 
 #include <linux/filter.h>
@@ -12,12 +13,18 @@
 
 namespace sandstream::sandbox {
 
-inline constexpr uint32_t kSpawnRequestMagic = 0x31505353;  // "SSP1"
+inline constexpr uint32_t kSpawnRequestMagic = 0x32505353;  // "SSP2"
 inline constexpr size_t kMaxSpawnRequestBytes = size_t{4} << 20;
 inline constexpr uint32_t kMaxSeccompInstructions = BPF_MAXINSNS;
 inline constexpr uid_t kMaxSpawnUid = 65534;
-// stdin (with kSpawnStdin), stdout, stderr, the report pipe's write end, in this order.
-inline constexpr size_t kMaxSpawnFds = 4;
+// The version of everything below; a keeper says it in its hello.
+inline constexpr uint32_t kKeeperVersion = 2;
+// Fds the keeper holds for one process (the daemon's pipe ends, its exit pipe's read end, its
+// output log) or for the sandbox (PID 1's pidfd and control socket).
+inline constexpr size_t kMaxHeldFds = 6;
+// stdin (with kSpawnStdin), stdout, stderr, the report pipe's write end, the exit pipe's write
+// end, then `held` fds, in this order.
+inline constexpr size_t kMaxSpawnFds = 5 + kMaxHeldFds;
 
 enum SpawnFlags : uint32_t {
   kSpawnTty = 1,         // 0, 1 and 2 are a terminal
@@ -37,21 +44,49 @@ struct SpawnRequestHeader {
   uint32_t argc;  // >= 1
   uint32_t envc;
   uint32_t filter_len;  // 1 .. kMaxSeccompInstructions
+  uint32_t held;        // 0 .. kMaxHeldFds
+  uint32_t tag;         // the daemon's, returned with the held fds
 };
 static_assert(sizeof(SpawnRequestHeader) % alignof(char*) == 0);
 static_assert(sizeof(sock_filter) % alignof(char*) == 0);
 
-// The spawner's answer: the new process's host pid, or -1 and the errno of clone() (EBADMSG,
-// which clone never returns, for a request it refused). At start-up, pid 0 and err 0 say it
-// is ready; pid -1 and an errno that it could not start.
+// The answer to a spawn: the new process's host pid and, by SCM_RIGHTS, its pidfd; or -1 and
+// the errno of clone (EBADMSG, which clone never returns, for a request it refused). At
+// start-up, pid 0 and err 0 say it is ready; pid -1 and an errno that it could not start.
 struct SpawnReply {
   int32_t pid;
   int32_t err;
 };
 
+// The keeper's other messages: a 16-byte KeeperMessage, with fds for kHold and kEntry.
+enum KeeperMessageType : uint32_t {
+  kHello = 0x4b535301,   // keeper -> daemon on every connection: version, keeper pid
+  kHold = 0x4b535302,    // daemon -> keeper: the sandbox's own fds (replaces earlier ones)
+  kList = 0x4b535303,    // daemon -> keeper: send every entry, then kEnd
+  kEntry = 0x4b535304,   // keeper -> daemon: pid (0: the sandbox), tag, status, held fds
+  kEnd = 0x4b535305,
+  kForget = 0x4b535306,  // daemon -> keeper: drop what is held for pid
+  kStop = 0x4b535307,    // daemon -> keeper: exit (the sandbox is being deleted)
+  kListen = 0x4b535308,  // daemon -> keeper: the socket later daemons connect to (one fd)
+  kRelease = 0x4b535309, // daemon -> keeper: close pid's held fd at index `tag`, clear bits
+                         // `status` of its tag (stdin closed: the child must see EOF)
+};
+
+struct KeeperMessage {
+  uint32_t type;
+  int32_t pid;     // kHello: the keeper's own pid
+  uint32_t tag;    // kHello: kKeeperVersion; kEntry: the spawn's tag
+  int32_t status;  // kEntry: the wait status once reaped, else -1
+};
+static_assert(sizeof(KeeperMessage) == 16);
+
 struct ParsedSpawnRequest {
   LaunchSpec launch;
   sock_fprog filter{};
+  int exit_fd = -1;       // where the keeper writes the wait status once it reaps the process
+  const int* held = nullptr;
+  uint32_t held_count = 0;
+  uint32_t tag = 0;
 };
 
 // Points `out` into `buf` (which must be pointer-aligned) and `fds`; false if the message is

@@ -1,12 +1,14 @@
-// Starting, feeding and stopping a sandbox's spawner, and encoding its requests.
+// Starting, reaching, feeding and stopping a sandbox's keeper, and encoding its requests.
 #include "sandbox/spawner.h"
 
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +30,29 @@ constexpr int kAllNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLON
                                CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
 // Like kChildReportDeadlineMs: a spawner slow to answer is starved by its sandbox.
 constexpr int kReplyTimeoutMs = 5000;
+
+// The address of the unix socket at `path`. sun_path holds 107 bytes, less than a data
+// directory may take: a longer path is reached through its directory's fd, kept in `dir`
+// until bind or connect is done.
+Result<sockaddr_un> SocketAddress(const std::string& path, UniqueFd& dir) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string reachable = path;
+  if (path.size() >= sizeof addr.sun_path) {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos) {
+      return Error{ErrorCode::kSandboxSetupFailed, "keeper: socket path has no directory"};
+    }
+    dir.reset(::open(path.substr(0, slash).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) return SysError(ErrorCode::kSandboxSetupFailed, "keeper: open " + path, errno);
+    reachable = "/proc/self/fd/" + std::to_string(dir.get()) + path.substr(slash);
+    if (reachable.size() >= sizeof addr.sun_path) {
+      return Error{ErrorCode::kSandboxSetupFailed, "keeper: socket name too long: " + path};
+    }
+  }
+  std::memcpy(addr.sun_path, reachable.c_str(), reachable.size() + 1);
+  return addr;
+}
 
 // In the forked child, which becomes the spawner: the sandbox's cgroups, then its namespaces
 // (setns(CLONE_NEWPID) only moves the children, so the spawner stays in the host's pid
@@ -78,6 +103,8 @@ Result<std::string> EncodeSpawnRequest(const SpawnRequest& request) {
   h.argc = static_cast<uint32_t>(argc);
   h.envc = static_cast<uint32_t>(envc);
   h.filter_len = request.seccomp->len;
+  h.held = request.held;
+  h.tag = request.tag;
   std::string out;
   out.reserve(size);
   Append(out, &h, sizeof h);
@@ -94,46 +121,139 @@ Result<std::string> EncodeSpawnRequest(const SpawnRequest& request) {
   return out;
 }
 
-Op<std::optional<SpawnReply>> Spawner::Receive(int fd) {
+Op<std::optional<Spawner::Message>> Spawner::Receive() {
   const Deadline deadline = In(std::chrono::milliseconds(kReplyTimeoutMs));
   for (;;) {
-    SpawnReply reply{};
-    const ssize_t n = ::recv(fd, &reply, sizeof reply, MSG_DONTWAIT);
-    if (n == static_cast<ssize_t>(sizeof reply)) co_return reply;
+    if (!control_) co_return std::nullopt;
+    char buf[64];
+    iovec iov{buf, sizeof buf};
+    alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * (kMaxHeldFds + 1))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space;
+    msg.msg_controllen = sizeof space;
+    const ssize_t n = ::recvmsg(control_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n > 0) {
+      Message m;
+      m.bytes.assign(buf, static_cast<size_t>(n));
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+          m.fds.emplace_back(fd);
+        }
+      }
+      co_return m;
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n >= 0 || errno != EAGAIN) co_return std::nullopt;
-    const bool ready = co_await Readable{fd, deadline};
+    if (n == 0 || errno != EAGAIN) co_return std::nullopt;
+    const bool ready = co_await Readable{control_.get(), deadline};
     if (!ready && std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;
   }
 }
 
-Op<Result<pid_t>> Spawner::Launch(SpawnerSite site, std::string_view request,
-                                  std::span<const int> fds) {
-  for (int attempt = 0;; ++attempt) {
-    if (!control_) {
-      Result<void> started = co_await Start(site);
-      if (!started) co_return std::move(started).error();
+Op<Result<void>> Spawner::AwaitHello(std::string_view context) {
+  std::optional<Message> hello = co_await Receive();
+  KeeperMessage m{};
+  if (hello && hello->bytes.size() == sizeof m) std::memcpy(&m, hello->bytes.data(), sizeof m);
+  if (m.type != kHello) {
+    SpawnReply failed{};
+    if (hello && hello->bytes.size() == sizeof failed) {
+      std::memcpy(&failed, hello->bytes.data(), sizeof failed);
+      co_return SysError(ErrorCode::kSandboxSetupFailed, std::string(context) + ": keeper",
+                         failed.err);
     }
-    const int err = Send(request, fds);
-    if (err == 0) break;
-    // Killed, crashed or OOM-killed since the last request: a new one gets the request. Any
-    // other failure (a message the kernel could not buffer) leaves a healthy spawner alone.
-    const bool gone = err == EPIPE || err == ECONNRESET || err == ENOTCONN;
-    if (gone) (void)co_await Stop();
-    if (!gone || attempt > 0) {
-      co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: send to spawner", err);
+    co_return Error{ErrorCode::kSandboxSetupFailed, std::string(context) + ": no hello"};
+  }
+  if (m.tag != kKeeperVersion) {
+    co_return Error{ErrorCode::kSandboxSetupFailed,
+                    std::string(context) + ": keeper speaks version " + std::to_string(m.tag) +
+                        ", this daemon " + std::to_string(kKeeperVersion)};
+  }
+  pid_ = m.pid;
+  co_return Ok{};
+}
+
+Op<Result<Launched>> Spawner::Launch(std::string_view request, std::span<const int> fds) {
+  if (!control_) co_return Error{ErrorCode::kSandboxSetupFailed, "spawn: keeper: not running"};
+  if (const int err = Send(request, fds); err != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: send to keeper", err);
+  }
+  std::optional<Message> reply = co_await Receive();
+  SpawnReply r{};
+  if (!reply || reply->bytes.size() != sizeof r) {
+    co_return Error{ErrorCode::kSandboxSetupFailed, "spawn: keeper: no reply"};
+  }
+  std::memcpy(&r, reply->bytes.data(), sizeof r);
+  if (r.pid > 0 && reply->fds.size() == 1) {
+    co_return Launched{static_cast<pid_t>(r.pid), std::move(reply->fds[0])};
+  }
+  if (r.err == EBADMSG) co_return Error{ErrorCode::kInternal, "spawn: keeper: request refused"};
+  if (r.err == ENOSPC) {
+    co_return Error{ErrorCode::kQuotaExceeded, "spawn: keeper: too many processes kept"};
+  }
+  co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: clone", r.err);
+}
+
+Op<Result<std::vector<KeptEntry>>> Spawner::List() {
+  const KeeperMessage ask{kList, 0, 0, 0};
+  if (const int err = Send(std::string_view(reinterpret_cast<const char*>(&ask), sizeof ask), {});
+      err != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: list", err);
+  }
+  std::vector<KeptEntry> entries;
+  for (;;) {
+    std::optional<Message> m = co_await Receive();
+    KeeperMessage k{};
+    if (!m || m->bytes.size() != sizeof k) {
+      co_return Error{ErrorCode::kSandboxSetupFailed, "keeper: list: no answer"};
     }
+    std::memcpy(&k, m->bytes.data(), sizeof k);
+    if (k.type == kEnd) break;
+    if (k.type != kEntry) continue;
+    KeptEntry e;
+    e.pid = k.pid;
+    e.tag = k.tag;
+    if (k.status >= 0) e.status = k.status;
+    e.fds = std::move(m->fds);
+    entries.push_back(std::move(e));
   }
-  const std::optional<SpawnReply> reply = co_await Receive(control_.get());
-  if (!reply) {
-    (void)co_await Stop();
-    co_return Error{ErrorCode::kSandboxSetupFailed, "spawn: spawner: no reply"};
+  co_return entries;
+}
+
+bool Spawner::connected() const {
+  if (!control_) return false;
+  pollfd p{control_.get(), POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) < 0) return true;  // EINTR/ENOMEM: say so when a send fails
+  return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) == 0;
+}
+
+void Spawner::Release(pid_t pid, uint32_t index, uint32_t bits) {
+  const KeeperMessage m{kRelease, pid, index, static_cast<int32_t>(bits)};
+  (void)Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), {});
+}
+
+void Spawner::Forget(pid_t pid) {
+  const KeeperMessage m{kForget, pid, 0, 0};
+  (void)Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), {});
+}
+
+Op<Result<void>> Spawner::Connect(std::string socket_path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socket", errno);
+  UniqueFd dir;
+  Result<sockaddr_un> addr = SocketAddress(socket_path, dir);
+  if (!addr) co_return std::move(addr).error();
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: connect " + socket_path, errno);
   }
-  if (reply->pid > 0) co_return static_cast<pid_t>(reply->pid);
-  if (reply->err == EBADMSG) {
-    co_return Error{ErrorCode::kInternal, "spawn: spawner: request refused"};
-  }
-  co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: clone", reply->err);
+  control_ = std::move(fd);
+  Result<void> hello = co_await AwaitHello("keeper");
+  if (!hello) control_.reset();
+  co_return hello;
 }
 
 int Spawner::Send(std::string_view request, std::span<const int> fds) {
@@ -143,13 +263,15 @@ int Spawner::Send(std::string_view request, std::span<const int> fds) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
   ssize_t n;
   do {
     n = ::sendmsg(control_.get(), &msg, MSG_NOSIGNAL);
@@ -158,11 +280,11 @@ int Spawner::Send(std::string_view request, std::span<const int> fds) {
   return n == static_cast<ssize_t>(request.size()) ? 0 : EMSGSIZE;
 }
 
-Op<Result<void>> Spawner::Start(SpawnerSite site) {
+Op<Result<void>> Spawner::Start(SpawnerSite site, std::vector<int> held) {
   (void)co_await Stop();
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: socketpair", errno);
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socketpair", errno);
   }
   UniqueFd ours(sv[0]), theirs(sv[1]);
   // A request travels as one message, which must fit the send buffer; beyond wmem_max only
@@ -171,11 +293,22 @@ Op<Result<void>> Spawner::Start(SpawnerSite site) {
   if (::setsockopt(ours.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0) {
     ::setsockopt(ours.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   }
+  // Where a daemon started later finds the keeper; only root can reach the state directory.
+  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!listener) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socket", errno);
+  UniqueFd dir;
+  Result<sockaddr_un> addr = SocketAddress(site.socket_path, dir);
+  if (!addr) co_return std::move(addr).error();
+  ::unlink(site.socket_path.c_str());
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0 ||
+      ::listen(listener.get(), 4) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: listen " + site.socket_path,
+                       errno);
+  }
   auto report = MakePipe(false);
   if (!report) co_return std::move(report).error();
-  std::string daemon = std::to_string(::getpid());
-  char name[] = "sandstream-spawner";
-  char* const argv[] = {name, daemon.data(), nullptr};
+  char name[] = "sandstream-keeper";
+  char* const argv[] = {name, nullptr};
 
   int pidfd = -1;
   clone_args args{};
@@ -184,49 +317,62 @@ Op<Result<void>> Spawner::Start(SpawnerSite site) {
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-  if (pid < 0) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: clone3", errno);
-  }
+  if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: clone3", errno);
   if (pid == 0) RunSpawnerSetup(site, argv, theirs.get(), report->write.get());
   pidfd_.reset(pidfd);
   pid_ = pid;
   theirs.reset();
   report->write.reset();
+  control_ = std::move(ours);
 
-  Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed,
-                                         "spawn: start spawner");
+  Result<void> exec =
+      co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "keeper: start");
+  if (exec) exec = co_await AwaitHello("keeper: start");
+  if (exec) {
+    const KeeperMessage listen{kListen, 0, 0, 0};
+    const int fd = listener.get();
+    const KeeperMessage hold{kHold, 0, 0, 0};
+    int err = Send(std::string_view(reinterpret_cast<const char*>(&listen), sizeof listen),
+                   std::span<const int>(&fd, 1));
+    if (err == 0) err = Send(std::string_view(reinterpret_cast<const char*>(&hold), sizeof hold),
+                             held);
+    if (err != 0) exec = SysError(ErrorCode::kSandboxSetupFailed, "keeper: start: send", err);
+  }
   if (!exec) {
     (void)co_await Stop();
     co_return std::move(exec).error();
   }
-  const std::optional<SpawnReply> ready = co_await Receive(ours.get());
-  if (!ready || ready->pid != 0 || ready->err != 0) {
-    Error e =
-        ready && ready->err != 0
-            ? SysError(ErrorCode::kSandboxSetupFailed, "spawn: start spawner: spawner", ready->err)
-            : Error{ErrorCode::kSandboxSetupFailed, "spawn: start spawner: no ready message"};
-    (void)co_await Stop();
-    co_return e;
-  }
-  control_ = std::move(ours);
   co_return Ok{};
 }
 
 Op<Result<void>> Spawner::Stop() {
+  if (control_) {
+    const KeeperMessage stop{kStop, 0, 0, 0};
+    (void)Send(std::string_view(reinterpret_cast<const char*>(&stop), sizeof stop), {});
+  }
   control_.reset();
   pid_ = -1;
   if (!pidfd_) co_return Ok{};
   UniqueFd pidfd = std::move(pidfd_);
-  ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
-  // A SIGKILLed process is gone within moments unless it is stuck in the kernel.
-  (void)co_await Readable{pidfd.get(), In(std::chrono::milliseconds(kReplyTimeoutMs))};
+  // It exits on kStop; a stuck one is killed.
+  const bool gone = co_await Readable{pidfd.get(), In(std::chrono::milliseconds(500))};
+  if (!gone) {
+    ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    (void)co_await Readable{pidfd.get(), In(std::chrono::milliseconds(kReplyTimeoutMs))};
+  }
   siginfo_t info{};
   if (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED | WNOHANG) == 0 &&
       info.si_pid != 0) {
     co_return Ok{};
   }
   if (unreaped_) unreaped_(std::move(pidfd));
-  co_return Error{ErrorCode::kInternal, "spawn: spawner did not exit after SIGKILL"};
+  co_return Error{ErrorCode::kInternal, "keeper did not exit"};
+}
+
+void Spawner::Leave() {
+  control_.reset();
+  pidfd_.reset();
+  pid_ = -1;
 }
 
 void Spawner::Kill() {

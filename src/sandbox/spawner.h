@@ -1,6 +1,7 @@
-// The daemon side of a sandbox's spawner (spawner_main.cc): a small process started once per
-// sandbox, at its first spawn, that clones each new process so that the daemon's own memory is
-// never copied and the sandbox's cgroups are never joined again per process.
+// The daemon side of a sandbox's keeper (spawner_main.cc): a small process started with the
+// sandbox that clones each new process (so the daemon's own memory is never copied and the
+// sandbox's cgroups are never joined again per process), is its parent, and keeps for the
+// daemon what must outlive it; a daemon started again connects to it and takes it all back.
 #pragma once
 
 #include <sys/types.h>
@@ -21,11 +22,27 @@ struct sock_fprog;
 
 namespace sandstream::sandbox {
 
-// Where a spawner starts: the sandbox's init (whose namespaces it joins) and cgroups.
+// Where a keeper starts: the sandbox's init (whose namespaces it joins) and cgroups, and the
+// path of the socket later daemons reach it at.
 struct SpawnerSite {
   int init_pidfd = -1;
   std::vector<int> cgroup_procs;  // cgroup.procs fds to write "0" to
-  int exe_fd = -1;                // the embedded spawner executable
+  int exe_fd = -1;                // the embedded keeper executable
+  std::string socket_path;
+};
+
+// A spawned process as the keeper answered: its host pid and pidfd.
+struct Launched {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+};
+
+// What a keeper holds for a process (or, with pid 0, for the sandbox), as it hands it back.
+struct KeptEntry {
+  pid_t pid = 0;
+  uint32_t tag = 0;
+  std::optional<int> status;  // the wait status, once the keeper reaped the process
+  std::vector<UniqueFd> fds;  // pidfd first (not for pid 0), then the held fds in order
 };
 
 // What one process needs, in the daemon's terms; see spawn_request.h for the wire format.
@@ -39,6 +56,8 @@ struct SpawnRequest {
   const sock_fprog* seccomp = nullptr;
   bool tty = false;
   bool has_stdin = false;
+  uint32_t held = 0;  // fds after the exit pipe's write end that the keeper holds
+  uint32_t tag = 0;
 };
 
 // The flat message; strings end at their first NUL, as execve would see them. kInvalidRequest
@@ -47,34 +66,54 @@ Result<std::string> EncodeSpawnRequest(const SpawnRequest& request);
 
 class Spawner {
  public:
-  // `unreaped` takes the pidfd of a killed spawner that had not exited yet, to be reaped later.
+  // `unreaped` takes the pidfd of a killed keeper that had not exited yet, to be reaped later.
   explicit Spawner(std::function<void(UniqueFd)> unreaped = {}) : unreaped_(std::move(unreaped)) {}
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
   ~Spawner() { Kill(); }
 
-  // Sends an encoded request with its fds (stdin if any, stdout, stderr, report pipe) and
-  // returns the new process's host pid. Starts the spawner if none runs, and starts a new one,
-  // once, if the request finds it dead. Errors: "spawn: start spawner: ...", "spawn: clone: ...".
-  // The strings and fds must stay valid until the Op ends; one request at a time.
-  Op<Result<pid_t>> Launch(SpawnerSite site, std::string_view request, std::span<const int> fds);
-  // Kills the spawner, if one runs, and reaps it (within a bound; else `unreaped` gets it).
+  // Starts the keeper (replacing one that runs) and gives it `held`, the sandbox's own fds.
+  Op<Result<void>> Start(SpawnerSite site, std::vector<int> held);
+  // Reaches the keeper an earlier daemon started, at `socket_path`.
+  Op<Result<void>> Connect(std::string socket_path);
+  // Everything the keeper holds, handed back (it keeps its copies).
+  Op<Result<std::vector<KeptEntry>>> List();
+  // Sends an encoded request with its fds (stdin if any, stdout, stderr, report pipe, exit
+  // pipe, then the held ones) and returns the new process. Errors: "spawn: keeper: ...",
+  // "spawn: clone: ...". The strings and fds must stay valid until the Op ends; one request at
+  // a time.
+  Op<Result<Launched>> Launch(std::string_view request, std::span<const int> fds);
+  // The keeper may let go of what it holds for `pid` (its end is recorded).
+  void Forget(pid_t pid);
+  // The keeper closes the fd it holds for `pid` at `index` and clears `bits` of its tag.
+  void Release(pid_t pid, uint32_t index, uint32_t bits);
+  // Asks the keeper to exit (what it holds is closed), then reaps it if it is this daemon's
+  // child (within a bound; else `unreaped` gets it).
   Op<Result<void>> Stop();
-  // Kills it without waiting; `unreaped` gets it.
+  // Kills it without waiting, if this daemon started it.
   void Kill();
-  // The spawner's host pid, or -1.
+  // Lets go of the keeper, which lives on (the daemon stops; the next one connects to it).
+  void Leave();
+  // Whether a keeper answers on the control socket (false once it died or hung up).
+  bool connected() const;
+  // The keeper's host pid, or -1.
   pid_t pid() const { return pid_; }
 
  private:
-  Op<Result<void>> Start(SpawnerSite site);
+  // One message within the reply deadline, with the fds it carried; nullopt on timeout, EOF or
+  // error.
+  struct Message {
+    std::string bytes;
+    std::vector<UniqueFd> fds;
+  };
+  Op<std::optional<Message>> Receive();
   // 0 once sent; else the errno of sendmsg.
   int Send(std::string_view request, std::span<const int> fds);
-  // One reply within the reply deadline; nullopt on timeout, EOF or error.
-  Op<std::optional<SpawnReply>> Receive(int fd);
+  Op<Result<void>> AwaitHello(std::string_view context);
 
   std::function<void(UniqueFd)> unreaped_;
   UniqueFd control_;
-  UniqueFd pidfd_;
+  UniqueFd pidfd_;  // only for a keeper this daemon started (its child)
   pid_t pid_ = -1;
 };
 

@@ -1,16 +1,23 @@
-// The spawner of one sandbox (spawner.h): started by the daemon inside the sandbox's
-// namespaces and cgroups but in the host's pid namespace, it turns each request on its control
-// socket (fd 3) into a clone(CLONE_PARENT) whose child runs launch.cc's steps, and answers
-// with the child's pid. EOF means the daemon is gone. Static, no dependencies.
+// The keeper of one sandbox (spawner.h): started by the daemon inside the sandbox's namespaces
+// and cgroups but in the host's pid namespace. It clones each process the daemon asks for (the
+// child runs launch.cc's steps), is their parent and reaper, and keeps for the daemon what must
+// outlive it: each process's pidfd, exit pipe, pipe ends and output log, and the sandbox's own
+// fds. It outlives the daemon too: a daemon that starts again connects to its listening socket
+// and takes everything back. Static, no dependencies, no allocation.
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -22,26 +29,137 @@
 namespace sandstream::sandbox {
 namespace {
 
-constexpr int kControlFd = 3;
+constexpr int kFirstControlFd = 3;
+// A sandbox runs at most max_processes_per_sandbox processes at once; ended ones stay here only
+// until the daemon has recorded their end.
+constexpr size_t kMaxEntries = 4096;
+
+struct Entry {
+  bool used;
+  bool reaped;
+  bool forget_on_reap;
+  int32_t pid;
+  int32_t status;
+  uint32_t tag;
+  int pidfd;
+  int exit_fd;
+  int held[kMaxHeldFds];
+  uint32_t held_count;
+};
 
 // Never touched beyond the last request's length, so it costs only the pages a request used.
 alignas(16) char request[kMaxSpawnRequestBytes];
+Entry entries[kMaxEntries];
+int sandbox_held[kMaxHeldFds];
+uint32_t sandbox_held_count = 0;
+int control = kFirstControlFd;  // the connected daemon, or -1
+int listener = -1;
 
-bool Reply(int32_t pid, int32_t err) {
-  const SpawnReply reply{pid, err};
-  ssize_t n;
-  do {
-    n = ::send(kControlFd, &reply, sizeof reply, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(sizeof reply);
+void CloseAll(const int* fds, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (fds[i] >= 0) ::close(fds[i]);
+  }
 }
 
-// 0 or the errno of the step that failed. `daemon` is the pid the spawner must be a child of.
-int Start(pid_t daemon) {
+bool SendWithFds(const void* data, size_t len, const int* fds, size_t fd_count) {
+  if (control < 0) return false;
+  iovec iov{const_cast<void*>(data), len};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * (kMaxHeldFds + 1))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd_count > 0) {
+    msg.msg_control = space;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fd_count);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fd_count);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * fd_count);
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(control, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(len);
+}
+
+bool Send(const KeeperMessage& m) { return SendWithFds(&m, sizeof m, nullptr, 0); }
+
+bool Reply(int32_t pid, int32_t err, int pidfd) {
+  const SpawnReply reply{pid, err};
+  return SendWithFds(&reply, sizeof reply, &pidfd, pidfd >= 0 ? 1 : 0);
+}
+
+void Drop(Entry& e) {
+  if (e.pidfd >= 0) ::close(e.pidfd);
+  if (e.exit_fd >= 0) ::close(e.exit_fd);
+  CloseAll(e.held, e.held_count);
+  e = Entry{};
+}
+
+Entry* Find(int32_t pid) {
+  for (Entry& e : entries) {
+    if (e.used && e.pid == pid) return &e;
+  }
+  return nullptr;
+}
+
+// The wait status goes into the process's exit pipe, where the daemon (this one or the next)
+// reads it; the pipe holds it while no daemon runs.
+void Reap() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    Entry* e = Find(pid);
+    if (e == nullptr) continue;
+    e->reaped = true;
+    e->status = status;
+    if (e->exit_fd >= 0) {
+      (void)!::write(e->exit_fd, &status, sizeof status);
+      ::close(e->exit_fd);
+      e->exit_fd = -1;
+    }
+    if (e->forget_on_reap) Drop(*e);
+  }
+}
+
+bool AnyRunning() {
+  for (const Entry& e : entries) {
+    if (e.used && !e.reaped) return true;
+  }
+  return false;
+}
+
+// On kStop the sandbox's PID 1 has been killed, and with it every process in its namespace:
+// their statuses are written before the keeper goes, so each reads as what killed it rather
+// than as lost. Bounded: a process that outlives the wait reads as lost.
+void ReapLast(int sfd) {
+  constexpr int kLastReapMs = 300;
+  timespec start{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  Reap();
+  while (AnyRunning()) {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    const long elapsed =
+        (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (elapsed >= kLastReapMs) return;
+    pollfd p{sfd, POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(kLastReapMs - elapsed));
+    signalfd_siginfo info;
+    while (::read(sfd, &info, sizeof info) > 0) {
+    }
+    Reap();
+  }
+}
+
+// 0 or the errno of the step that failed.
+int Start() {
   // Exec'd from a memfd, the command name would read "memfd:sandstrea" in ps.
-  ::prctl(PR_SET_NAME, "sandstream-spwn", 0, 0, 0);
+  ::prctl(PR_SET_NAME, "sandstream-keep", 0, 0, 0);
   // Out of the daemon's process group and session: a Ctrl-C or hang-up meant for a daemon run
-  // in a terminal must not reach the spawners (they die with the daemon anyway).
+  // in a terminal must not reach the keepers, which outlive the daemon.
   if (::setsid() < 0) return errno;
   // Received fds must never land on 0, 1 or 2, which each child overwrites in turn.
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -55,15 +173,75 @@ int Start(pid_t daemon) {
   const uint64_t keep =
       (uint64_t{1} << CAP_SETUID) | (uint64_t{1} << CAP_SETGID) | (uint64_t{1} << CAP_SETPCAP);
   DropPrivilegesInChild(0, 0, keep, -1);
-  // After every credential change, which would clear both.
+  // After every credential change, which would clear it.
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return errno;
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return errno;
-  // The daemon may have died before PDEATHSIG was armed.
-  if (::getppid() != daemon) return ESRCH;
   return 0;
 }
 
-// One request: the fds it carries are closed here whatever happens; the child has its copies.
+// One spawn: the child's fds are closed here whatever happens; the held ones are kept.
+void Spawn(ssize_t len, const int* fds, size_t fd_count, bool fds_ok) {
+  ParsedSpawnRequest parsed;
+  Entry* slot = nullptr;
+  for (Entry& e : entries) {
+    if (!e.used) {
+      slot = &e;
+      break;
+    }
+  }
+  if (!fds_ok || !ParseSpawnRequest(request, static_cast<size_t>(len), fds, fd_count, &parsed)) {
+    CloseAll(fds, fd_count);
+    Reply(-1, EBADMSG, -1);
+    return;
+  }
+  const size_t child_fds = fd_count - 1 - parsed.held_count;
+  if (slot == nullptr) {
+    CloseAll(fds, fd_count);
+    Reply(-1, ENOSPC, -1);
+    return;
+  }
+  int pidfd = -1;
+  clone_args args{};
+  // Not CLONE_PARENT: this keeper, which outlives the daemon, is the parent and the reaper.
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  const long r = ::syscall(SYS_clone3, &args, sizeof args);
+  if (r == 0) RunProcessInChild(parsed.launch);
+  CloseAll(fds, child_fds);
+  if (r < 0) {
+    const int err = errno;
+    CloseAll(fds + child_fds, fd_count - child_fds);
+    Reply(-1, err, -1);
+    return;
+  }
+  *slot = Entry{};
+  slot->used = true;
+  slot->pid = static_cast<int32_t>(r);
+  slot->status = -1;
+  slot->tag = parsed.tag;
+  slot->pidfd = pidfd;
+  slot->exit_fd = parsed.exit_fd;
+  slot->held_count = parsed.held_count;
+  for (uint32_t i = 0; i < parsed.held_count; ++i) slot->held[i] = parsed.held[i];
+  Reply(slot->pid, 0, pidfd);
+}
+
+void List() {
+  int fds[kMaxHeldFds + 1];
+  KeeperMessage m{kEntry, 0, 0, -1};
+  SendWithFds(&m, sizeof m, sandbox_held, sandbox_held_count);
+  for (const Entry& e : entries) {
+    if (!e.used) continue;
+    size_t n = 0;
+    fds[n++] = e.pidfd;
+    for (uint32_t i = 0; i < e.held_count; ++i) fds[n++] = e.held[i];
+    m = KeeperMessage{kEntry, e.pid, e.tag, e.reaped ? e.status : -1};
+    SendWithFds(&m, sizeof m, fds, n);
+  }
+  Send(KeeperMessage{kEnd, 0, 0, 0});
+}
+
+// One message from the daemon. False when the keeper is to exit.
 bool Serve(ssize_t len, msghdr& msg) {
   int fds[kMaxSpawnFds];
   size_t fd_count = 0;
@@ -83,44 +261,124 @@ bool Serve(ssize_t len, msghdr& msg) {
       }
     }
   }
-  ParsedSpawnRequest parsed;
-  int32_t pid = -1;
-  int32_t err = EBADMSG;
-  if (fds_ok && ParseSpawnRequest(request, static_cast<size_t>(len), fds, fd_count, &parsed)) {
-    // CLONE_PARENT: the process is the daemon's own child, which waits for it by pidfd. It
-    // lands in the sandbox's pid namespace and inherits this process's cgroups.
-    const long r = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
-    if (r == 0) RunProcessInChild(parsed.launch);
-    pid = static_cast<int32_t>(r);
-    err = r < 0 ? errno : 0;
+  uint32_t type = 0;
+  if (len >= static_cast<ssize_t>(sizeof type)) std::memcpy(&type, request, sizeof type);
+  if (type == kSpawnRequestMagic) {
+    Spawn(len, fds, fd_count, fds_ok);
+    return true;
   }
-  for (size_t i = 0; i < fd_count; ++i) ::close(fds[i]);
-  return Reply(pid, err);
+  KeeperMessage m{};
+  if (len != static_cast<ssize_t>(sizeof m)) {
+    CloseAll(fds, fd_count);
+    return true;
+  }
+  std::memcpy(&m, request, sizeof m);
+  switch (m.type) {
+    case kHold:
+      CloseAll(sandbox_held, sandbox_held_count);
+      sandbox_held_count = 0;
+      for (size_t i = 0; i < fd_count && i < kMaxHeldFds; ++i) sandbox_held[sandbox_held_count++] = fds[i];
+      return true;
+    case kListen:
+      if (fd_count == 1) {
+        if (listener >= 0) ::close(listener);
+        listener = fds[0];
+        return true;
+      }
+      break;
+    case kList:
+      List();
+      break;
+    case kForget:
+      if (Entry* e = Find(m.pid)) {
+        if (e->reaped) {
+          Drop(*e);
+        } else {
+          e->forget_on_reap = true;
+        }
+      }
+      break;
+    case kRelease:
+      if (Entry* e = Find(m.pid); e != nullptr && m.tag < e->held_count) {
+        ::close(e->held[m.tag]);
+        for (uint32_t i = m.tag; i + 1 < e->held_count; ++i) e->held[i] = e->held[i + 1];
+        --e->held_count;
+        e->tag &= ~static_cast<uint32_t>(m.status);
+      }
+      break;
+    case kStop:
+      CloseAll(fds, fd_count);
+      return false;
+    default:
+      break;
+  }
+  CloseAll(fds, fd_count);
+  return true;
 }
+
+void Hello() { Send(KeeperMessage{kHello, static_cast<int32_t>(::getpid()), kKeeperVersion, 0}); }
 
 }  // namespace
 }  // namespace sandstream::sandbox
 
-int main(int argc, char** argv) {
+int main() {
   using namespace sandstream::sandbox;
-  if (argc != 2) return 120;
-  const int err = Start(static_cast<pid_t>(::atol(argv[1])));
+  const int err = Start();
   if (err != 0) {
-    Reply(-1, err);
+    Reply(-1, err, -1);
     return 121;
   }
-  if (!Reply(0, 0)) return 122;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    Reply(-1, errno, -1);
+    return 122;
+  }
+  Hello();
   for (;;) {
-    iovec iov{request, sizeof request};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxSpawnFds)];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(kControlFd, &msg, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 0;
-    if (!Serve(n, msg)) return 0;
+    pollfd fds[3] = {{control, POLLIN, 0}, {listener, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return 123;
+    }
+    if (fds[2].revents & POLLIN) {
+      signalfd_siginfo info;
+      while (::read(sfd, &info, sizeof info) > 0) {
+      }
+      Reap();
+    }
+    if (fds[1].revents & POLLIN) {
+      // A daemon (started again) takes over; the one before, if any, is gone or replaced.
+      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        if (control >= 0) ::close(control);
+        control = fd;
+        Hello();
+      }
+    }
+    if (control >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      iovec iov{request, sizeof request};
+      alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * kMaxSpawnFds)];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = space;
+      msg.msg_controllen = sizeof space;
+      const ssize_t n = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // The daemon is gone: keep everything for the next one.
+        ::close(control);
+        control = -1;
+        continue;
+      }
+      if (!Serve(n, msg)) {
+        ReapLast(sfd);
+        return 0;
+      }
+    }
   }
 }

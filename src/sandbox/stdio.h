@@ -17,6 +17,10 @@ class StdioPipes {
   int child_stdin() const { return in_.read.get(); }  // -1 without stdin
   int child_stdout() const { return out_.write.get(); }
   int child_stderr() const { return err_.write ? err_.write.get() : out_.write.get(); }
+  // The daemon's ends: stdout's read end, stderr's (-1 when merged), stdin's write end (-1).
+  int parent_stdout() const { return out_.read.get(); }
+  int parent_stderr() const { return err_.read ? err_.read.get() : -1; }
+  int parent_stdin() const { return in_.write ? in_.write.get() : -1; }
   // Once the child holds its copies: the daemon keeps none, so EOF comes with the child's exit.
   void CloseChildEnds();
   // Moves the daemon's ends into `p`.

@@ -108,6 +108,15 @@ json::object StoredProcessJson(const Process& p, uint64_t tail_bytes) {
   o["cwd"] = spec.cwd;
   o["merge_stderr"] = spec.merge_stderr;
   o["idempotency_key"] = spec.idempotency_key;
+  o["keep_stdin_open"] = spec.keep_stdin_open;
+  o["as_root"] = spec.as_root;
+  o["timeout_seconds"] = spec.timeout_seconds ? json::value(*spec.timeout_seconds) : nullptr;
+  o["idle_timeout_seconds"] =
+      spec.idle_timeout_seconds ? json::value(*spec.idle_timeout_seconds) : nullptr;
+  o["pty"] = spec.pty ? json::value(json::object{{"rows", spec.pty->rows}, {"cols", spec.pty->cols}})
+                      : json::value(nullptr);
+  o["log_limits"] = json::object{{"max_bytes", spec.log_limits.max_bytes},
+                                 {"max_entries", spec.log_limits.max_entries}};
   json::array tail;
   const auto& entries = p.log().entries();
   // Keep the last tail_bytes of output exactly: whole entries, then the end of the one
@@ -142,20 +151,49 @@ json::object StoredProcessJson(const Process& p, uint64_t tail_bytes) {
   return o;
 }
 
+CommandSpec CommandSpecFromStored(const json::object& o) {
+  auto number = [&](const char* key) -> std::optional<double> {
+    const json::value* v = o.if_contains(key);
+    if (v == nullptr || !v->is_number()) return std::nullopt;
+    return v->to_number<double>();
+  };
+  auto flag = [&](const char* key) {
+    const json::value* v = o.if_contains(key);
+    return v != nullptr && v->is_bool() && v->as_bool();
+  };
+  CommandSpec spec;
+  spec.id = json::value_to<std::string>(o.at("id"));
+  spec.sandbox_id = json::value_to<std::string>(o.at("sandbox_id"));
+  if (o.at("cmd").is_string()) spec.cmd = json::value_to<std::string>(o.at("cmd"));
+  spec.argv = json::value_to<std::vector<std::string>>(o.at("argv"));
+  if (auto* cwd = o.if_contains("cwd"); cwd && cwd->is_string()) {
+    spec.cwd = json::value_to<std::string>(*cwd);
+  }
+  spec.merge_stderr = flag("merge_stderr");
+  spec.keep_stdin_open = flag("keep_stdin_open");
+  spec.as_root = flag("as_root");
+  if (auto* k = o.if_contains("idempotency_key"); k && k->is_string()) {
+    spec.idempotency_key = json::value_to<std::string>(*k);
+  }
+  spec.timeout_seconds = number("timeout_seconds");
+  spec.idle_timeout_seconds = number("idle_timeout_seconds");
+  if (auto* pty = o.if_contains("pty"); pty && pty->is_object()) {
+    sandbox::PtySize size;
+    size.rows = static_cast<uint16_t>(pty->as_object().at("rows").to_number<int64_t>());
+    size.cols = static_cast<uint16_t>(pty->as_object().at("cols").to_number<int64_t>());
+    spec.pty = size;
+  }
+  if (auto* l = o.if_contains("log_limits"); l && l->is_object()) {
+    spec.log_limits.max_bytes = l->as_object().at("max_bytes").to_number<uint64_t>();
+    spec.log_limits.max_entries = l->as_object().at("max_entries").to_number<uint64_t>();
+  }
+  return spec;
+}
+
 std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& ex,
                                            const json::object& o) {
   try {
-    CommandSpec spec;
-    spec.id = json::value_to<std::string>(o.at("id"));
-    spec.sandbox_id = json::value_to<std::string>(o.at("sandbox_id"));
-    if (o.at("cmd").is_string()) spec.cmd = json::value_to<std::string>(o.at("cmd"));
-    spec.argv = json::value_to<std::vector<std::string>>(o.at("argv"));
-    if (auto* cwd = o.if_contains("cwd"); cwd && cwd->is_string())
-      spec.cwd = json::value_to<std::string>(*cwd);
-    if (auto* m = o.if_contains("merge_stderr"); m && m->is_bool()) spec.merge_stderr = m->as_bool();
-    if (auto* k = o.if_contains("idempotency_key"); k && k->is_string())
-      spec.idempotency_key = json::value_to<std::string>(*k);
-
+    CommandSpec spec = CommandSpecFromStored(o);
     ExitRecord exit;
     if (o.at("exit_code").is_int64()) exit.exit_code = static_cast<int>(o.at("exit_code").as_int64());
     if (auto* s = o.if_contains("signal"); s && s->is_string()) {

@@ -20,8 +20,12 @@ boost::json::object ProcessJson(const Process& p);
 // `{"exit_code", "signal", "reason", "duration_ms"}`, or null while running.
 boost::json::value ExitJson(const std::optional<ExitRecord>& exit);
 
-// The stored form of a finished process: its JSON plus spec fields and the output tail.
+// The stored form of a process: its JSON plus what supervising it needs (a running one is
+// taken back after a restart) and, once finished, the output tail.
 boost::json::object StoredProcessJson(const Process& p, uint64_t tail_bytes);
+// The command of a stored process (no environment: it is never stored); throws on a record
+// that lacks a required field.
+CommandSpec CommandSpecFromStored(const boost::json::object& o);
 // Rebuilds a finished process from its stored form; nullptr if the record is unreadable.
 std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& ex,
                                            const boost::json::object& o);

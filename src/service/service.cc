@@ -111,6 +111,11 @@ asio::awaitable<Result<SandboxEntry*>> Service::CreateSandbox(SandboxRequest req
   if (req.network != "loopback") {
     co_return Error{ErrorCode::kInvalidRequest, "network must be \"loopback\""};
   }
+  if (req.allow_nested_userns && !options_.allow_nested_userns) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "allow_nested_userns is not granted by this daemon's configuration "
+                    "(the operator's allow_nested_userns setting)"};
+  }
 
   auto sb = std::make_unique<SandboxEntry>(ex_);
   sb->id = NewId("sb_");
@@ -346,6 +351,8 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
             {{"limit", "memory_mb"}, {"process_id", p.id()}});
   }
   PersistProcess(sb, p);
+  // Its end is recorded: what the sandbox kept of it for a later daemon may go.
+  if (sb.runtime) sb.runtime->Forget(p.pid());
   asio::co_spawn(ex_, TrimWhenIdle(p.weak_from_this()), [](std::exception_ptr) {});
   // Bound memory: keep at most 256 finished processes in memory per sandbox (the store keeps
   // their records until the sandbox is deleted).
@@ -384,6 +391,8 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   sb->deleting = true;
   if (sb->ttl_timer) sb->ttl_timer->cancel();
   Journal(*sb, "sandbox.deleting", "info", "sandbox is being deleted");
+  // A daemon that dies from here on finishes the deletion at its next start.
+  Persist(*sb);
   // A spawn in flight ends within its deadlines; its process is then killed with the rest.
   while (sb->spawning > 0) {
     co_await sb->spawns_done.Wait();
@@ -422,20 +431,36 @@ void Service::Free(const std::string& id) {
 }
 
 void Service::Restore() {
-  runtime_.CleanupLeftovers();
   auto sandboxes = store_.Sandboxes();
   auto processes = store_.Processes();
   if (!sandboxes || !processes) {
     log::Error("reading the store failed",
                {{"error", !sandboxes ? sandboxes.error().message : processes.error().message}});
+    runtime_.CleanupLeftovers({});
     return;
   }
+  // First every sandbox that still runs is taken back; then what no record keeps is removed;
+  // then a sandbox that could not be taken back gets a fresh one under its id, reported lost.
+  struct Pending {
+    std::unique_ptr<SandboxEntry> sb;
+    sandbox::SandboxSpec spec;
+    std::string lost;  // why it could not be taken back
+  };
+  std::vector<Pending> pending;
+  std::vector<std::string> kept;
+  std::map<std::string, std::vector<sandbox::AdoptedProcess>> adopted;
   for (const auto& row : *sandboxes) {
     json::object o;
     try {
       o = json::parse(row.record).as_object();
     } catch (const std::exception&) {
       log::Error("unreadable sandbox record dropped", {{"sandbox", row.id}});
+      (void)store_.DeleteSandbox(row.id);
+      continue;
+    }
+    if (o["status"] == "deleting") {
+      // Deleted when the daemon died: the deletion ends here, CleanupLeftovers frees the rest.
+      log::Info("finishing the deletion of a sandbox", {{"sandbox", row.id}});
       (void)store_.DeleteSandbox(row.id);
       continue;
     }
@@ -451,7 +476,9 @@ void Service::Restore() {
                   l.at("cpu_percent").to_number<int64_t>(), l.at("disk_mb").to_number<int64_t>(),
                   l.at("open_files").to_number<int64_t>()};
     sb->network = json::value_to<std::string>(o["network"]);
-    if (o["allow_nested_userns"].is_bool()) sb->allow_nested_userns = o["allow_nested_userns"].as_bool();
+    if (o["allow_nested_userns"].is_bool()) {
+      sb->allow_nested_userns = o["allow_nested_userns"].as_bool() && options_.allow_nested_userns;
+    }
     if (o["metadata"].is_object()) sb->metadata = o["metadata"].as_object();
     sb->ttl_seconds = o["ttl_seconds"].to_number<int64_t>();
     sb->created_at = SystemNow();
@@ -465,21 +492,46 @@ void Service::Restore() {
     sandbox::SandboxSpec spec{sb->id, root.empty() ? "base" : sb->template_name, root,
                               sb->limits, sb->network, sb->allow_nested_userns};
     // Before the daemon serves anything: waiting here holds up no request.
-    auto runtime = sandbox::RunBlocking(runtime_.Create(spec));
-    if (!runtime) {
-      log::Error("restoring sandbox failed; dropping it",
-                 {{"sandbox", sb->id}, {"error", runtime.error().message}});
-      (void)store_.DeleteSandbox(sb->id);
-      continue;
+    auto runtime = sandbox::RunBlocking(runtime_.Adopt(spec));
+    std::string lost;
+    if (runtime) {
+      sb->runtime = std::move(*runtime);
+      adopted[sb->id] = sb->runtime->TakeAdopted();
+      kept.push_back(sb->id);
+    } else {
+      lost = runtime.error().message;
+      log::Warn("sandbox could not be taken back", {{"sandbox", sb->id}, {"error", lost}});
     }
-    sb->runtime = std::move(*runtime);
+    pending.push_back(Pending{std::move(sb), std::move(spec), std::move(lost)});
+  }
+  runtime_.CleanupLeftovers(kept);
+  for (Pending& p : pending) {
+    auto& sb = p.sb;
+    if (!sb->runtime) {
+      auto runtime = sandbox::RunBlocking(runtime_.Create(p.spec));
+      if (!runtime) {
+        log::Error("restoring sandbox failed; dropping it",
+                   {{"sandbox", sb->id}, {"error", runtime.error().message}});
+        (void)store_.DeleteSandbox(sb->id);
+        continue;
+      }
+      sb->runtime = std::move(*runtime);
+      sb->lost = "sandstreamd restarted and could not take the sandbox back (" + p.lost +
+                 "): its files and processes are gone";
+    }
     PrepareTemplate(options_, *sb);
     SandboxEntry* raw = sb.get();
     sandboxes_.emplace(raw->id, std::move(sb));
     order_.push_back(raw->id);
-    WatchLife(*raw);
-    Journal(*raw, "sandbox.restored", "info",
-            "sandstreamd restarted: sandbox restored with a fresh filesystem");
+    if (raw->lost) {
+      Journal(*raw, "sandbox.lost", "error", *raw->lost + "; delete it and create another",
+              {{"cause", *raw->lost}});
+    } else {
+      WatchLife(*raw);
+      Journal(*raw, "sandbox.restored", "info",
+              "sandstreamd restarted: the sandbox, its files and its running processes were "
+              "taken back");
+    }
     ArmTtl(*raw);
   }
   for (const auto& row : *processes) {
@@ -491,7 +543,8 @@ void Service::Restore() {
     } catch (const std::exception&) {
       continue;
     }
-    // A process that was running when the daemon died did not survive it.
+    if (o["status"] == "running" && Readopt(*sb, o, adopted[sb->id])) continue;
+    // A process that was running and was not kept did not survive the restart.
     if (o["status"] == "running") {
       o["status"] = "exited";
       o["exit_code"] = 137;
@@ -518,13 +571,85 @@ void Service::Restore() {
     if (!p->spec().idempotency_key.empty()) sb->idempotency[p->spec().idempotency_key] = p->id();
     PersistProcess(*sb, *p);
   }
-  if (!sandboxes_.empty()) {
-    log::Info("restored state", {{"sandboxes", std::to_string(sandboxes_.size())}});
+  // Kept processes no record names (the daemon died between the spawn and its record): no
+  // client knows them, so they end.
+  for (auto& [id, rest] : adopted) {
+    SandboxEntry* sb = Find(id);
+    for (auto& a : rest) {
+      if (!a.process.pidfd) continue;
+      ::syscall(SYS_pidfd_send_signal, a.process.pidfd.get(), SIGKILL, nullptr, 0);
+      if (sb && sb->runtime) sb->runtime->Forget(a.process.pid);
+    }
   }
+  if (!sandboxes_.empty()) {
+    log::Info("restored state", {{"sandboxes", std::to_string(sandboxes_.size())},
+                                 {"taken_back", std::to_string(kept.size())}});
+  }
+}
+
+bool Service::Readopt(SandboxEntry& sb, const json::object& o,
+                      std::vector<sandbox::AdoptedProcess>& kept) {
+  if (sb.lost || !o.at("pid").is_int64()) return false;
+  const pid_t pid = static_cast<pid_t>(o.at("pid").as_int64());
+  auto it = std::find_if(kept.begin(), kept.end(),
+                         [&](const sandbox::AdoptedProcess& a) { return a.process.pid == pid; });
+  if (it == kept.end()) return false;
+  sandbox::AdoptedProcess a = std::move(*it);
+  kept.erase(it);
+  CommandSpec spec;
+  try {
+    spec = CommandSpecFromStored(o);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const SystemTime started = ParseRfc3339(o.at("started_at").as_string()).value_or(SystemNow());
+  const ProcessOptions options{options_.kill_grace, options_.reader_stall};
+  const std::string sandbox_id = sb.id;
+  auto on_exit = [this, sandbox_id](Process& p) {
+    if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
+  };
+  auto p = Process::Adopt(ex_, sb.runtime, std::move(spec), started, std::move(a), options,
+                          std::move(on_exit));
+  if (!p) {
+    log::Warn("a running process could not be taken back",
+              {{"sandbox", sb.id}, {"pid", std::to_string(pid)}, {"error", p.error().message}});
+    return false;
+  }
+  sb.processes.push_back(*p);
+  if (!(*p)->spec().idempotency_key.empty()) {
+    sb.idempotency[(*p)->spec().idempotency_key] = (*p)->id();
+  }
+  Journal(sb, "process.restored", "info",
+          "process " + (*p)->id() + " taken back after a restart",
+          {{"process_id", (*p)->id()}, {"pid", pid}});
+  return true;
 }
 
 asio::awaitable<void> Service::Shutdown() {
   shutting_down_ = true;
+  std::vector<std::string> ids;
+  for (auto& [id, sb] : sandboxes_) ids.push_back(id);
+  // A spawn in flight finishes first, so that its process is recorded (or ended).
+  for (const auto& id : ids) {
+    SandboxEntry* sb = Find(id);
+    while (sb && sb->spawning > 0) {
+      co_await sb->spawns_done.Wait();
+      sb = Find(id);
+    }
+  }
+  if (!options_.teardown_on_exit) {
+    // Sandboxes and their processes run on; the next start takes them back (Restore). What the
+    // records say of each running process is written now, so it resumes where it is.
+    for (const auto& id : ids) {
+      SandboxEntry* sb = Find(id);
+      if (!sb) continue;
+      for (auto& p : sb->processes) {
+        if (p->status() == ProcessStatus::kRunning) PersistProcess(*sb, *p);
+      }
+      if (sb->runtime) sb->runtime->Release();
+    }
+    co_return;
+  }
   std::vector<std::shared_ptr<Process>> running;
   for (auto& [id, sb] : sandboxes_) {
     for (auto& p : sb->processes) {
@@ -536,18 +661,12 @@ asio::awaitable<void> Service::Shutdown() {
   }
   // Bounded by the kill grace: Kill() escalates to SIGKILL of each group.
   for (auto& p : running) co_await p->WaitExit();
-  std::vector<std::string> ids;
-  for (auto& [id, sb] : sandboxes_) ids.push_back(id);
   for (const auto& id : ids) {
     SandboxEntry* sb = Find(id);
     if (!sb) continue;
-    while (sb && sb->spawning > 0) {
-      co_await sb->spawns_done.Wait();
-      sb = Find(id);
-    }
-    if (!sb) continue;
     (void)co_await Await(sb->runtime->KillAll());
-    // Sandboxes stay in the store: they come back, with fresh filesystems, at the next start.
+    // Sandboxes stay in the store: they come back, with fresh filesystems and reported lost, at
+    // the next start.
     if ((sb = Find(id))) (void)co_await Await(sb->runtime->Destroy());
   }
 }

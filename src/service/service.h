@@ -41,6 +41,9 @@ struct ServiceOptions {
   int64_t sandbox_default_ttl_seconds = 0;
   size_t max_sandboxes = 1000;
   size_t max_processes_per_sandbox = 1024;
+  bool allow_nested_userns = false;  // the operator grants requests' allow_nested_userns
+  // Shutdown() ends every sandbox; else they run on for the next daemon's Restore().
+  bool teardown_on_exit = false;
   size_t journal_entries = 1000;
   // A finished process keeps its whole output window this long after its last reader left
   // (for reconnects), then only the retained tail: memory follows live processes, not history.
@@ -113,7 +116,9 @@ class Service {
           ServiceOptions options);
   ~Service();
 
-  // Brings back the sandboxes and finished processes of an earlier run (fresh filesystems).
+  // Takes back the sandboxes an earlier run left running, with their files and running
+  // processes, and brings back the finished processes' records; a sandbox that could not be
+  // taken back is reported lost (with a fresh filesystem, so that it can be looked at).
   void Restore();
 
   boost::asio::awaitable<Result<SandboxEntry*>> CreateSandbox(SandboxRequest req);
@@ -162,6 +167,10 @@ class Service {
   void Persist(const SandboxEntry& sb);
   void PersistProcess(const SandboxEntry& sb, const Process& p);
   void Free(const std::string& id);
+  // Supervises again the running process that record `o` describes, if `kept` (what the
+  // sandbox kept across the restart) holds it; takes it out of `kept`.
+  bool Readopt(SandboxEntry& sb, const boost::json::object& o,
+               std::vector<sandbox::AdoptedProcess>& kept);
 
   Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
                                           bool* attached);

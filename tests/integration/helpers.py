@@ -45,7 +45,10 @@ class Daemon:
         if not os.access(BIN, os.X_OK):
             pytest.fail(f"sandstreamd binary not found at {BIN} (set SANDSTREAM_BIN)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY, **self.env}
+        # Stopped, a test's daemon ends its sandboxes (the default keeps them for the next
+        # start); a test of that default passes --teardown-on-exit false.
+        env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY, "SANDSTREAM_TEARDOWN_ON_EXIT": "true",
+               **self.env}
         cmd = [BIN, "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir), *self.args]
         log = open(self.log_path, "ab")
         # Its own session: a wrong group kill by the daemon must not reach the test runner.

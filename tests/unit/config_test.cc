@@ -121,7 +121,7 @@ TEST_F(ConfigTest, DefaultsDenyAndBoundEverything) {
   EXPECT_EQ(c.max_pids, 4096);
   EXPECT_EQ(c.default_cpu_percent, 100);
   EXPECT_EQ(c.max_cpu_percent, 800);
-  EXPECT_EQ(c.default_disk_mb, 1024);
+  EXPECT_EQ(c.default_disk_mb, 256);
   EXPECT_EQ(c.max_disk_mb, 65536);
   EXPECT_EQ(c.default_open_files, 1024);
   EXPECT_EQ(c.max_open_files, 16384);
@@ -291,9 +291,13 @@ TEST_F(ConfigTest, IntegersMustBeWholePositiveNumbers) {
   EXPECT_NE(Problems({"--sandbox-default-ttl-seconds=-5"})
                 .find("sandbox_default_ttl_seconds must be greater than 0"),
             std::string::npos);
-  r = Load({"--max-sandboxes=9223372036854775807"});
+  // Each sandbox takes a 65536-id range of its own.
+  r = Load({"--max-sandboxes=65535"});
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->max_sandboxes, INT64_MAX);
+  EXPECT_EQ(r->max_sandboxes, 65535);
+  EXPECT_NE(Problems({"--max-sandboxes=9223372036854775807"})
+                .find("max_sandboxes must be at most 65535"),
+            std::string::npos);
 }
 
 TEST_F(ConfigTest, Timeouts) {
@@ -309,6 +313,36 @@ TEST_F(ConfigTest, Timeouts) {
       std::string::npos);
   EXPECT_NE(Problems({"--max-timeout-seconds=5s"}).find("max_timeout_seconds must be a number"),
             std::string::npos);
+}
+
+TEST_F(ConfigTest, DurationsAreBoundedSoDeadlinesCannotOverflow) {
+  auto r = Load({"--write-timeout-seconds=0.5", "--sandbox-default-ttl-seconds=315360000"});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->write_timeout_seconds, 0.5);
+  const std::string m = Problems({"--write-timeout-seconds=0", "--max-timeout-seconds=1e10",
+                                  "--sandbox-default-ttl-seconds=10000000000"});
+  EXPECT_NE(m.find("write_timeout_seconds must be greater than 0 and at most 86400"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("max_timeout_seconds must be at most 315360000"), std::string::npos) << m;
+  EXPECT_NE(m.find("sandbox_default_ttl_seconds must be at most 315360000"), std::string::npos)
+      << m;
+  EXPECT_EQ(CountProblems(m), 3u) << m;
+}
+
+TEST_F(ConfigTest, ConnectionLimitLeavesRoomForSandboxes) {
+  Config c;
+  EXPECT_EQ(c.max_connections, 12000);
+  // Plenty of descriptors: the configured limit.
+  EXPECT_EQ(ConnectionLimit(c, 1u << 20), 12000);
+  // 20000 descriptors, 1000 sandboxes at 8 each and the daemon's own 512.
+  EXPECT_EQ(ConnectionLimit(c, 20000), 20000 - 8000 - 512);
+  // Too few for max_sandboxes: still a quarter of them.
+  EXPECT_EQ(ConnectionLimit(c, 1024), 256);
+  c.max_sandboxes = INT64_MAX;
+  c.max_connections = INT64_MAX;
+  EXPECT_EQ(ConnectionLimit(c, 1u << 20), (1 << 20) / 4);
+  c.max_sandboxes = 1000;
+  EXPECT_EQ(ConnectionLimit(c, UINT64_MAX), (int64_t{1} << 32) - 8000 - 512);
 }
 
 TEST_F(ConfigTest, NotANumberIsNotATimeout) {
@@ -328,7 +362,9 @@ TEST_F(ConfigTest, DefaultsMustNotExceedTheirMaximums) {
   EXPECT_NE(m.find("default_open_files must not exceed max_open_files"), std::string::npos) << m;
   EXPECT_NE(m.find("log_window_bytes must not exceed log_window_max_bytes"), std::string::npos)
       << m;
-  EXPECT_EQ(CountProblems(m), 5u) << m;
+  EXPECT_NE(m.find("default_disk_mb must leave a quarter of default_memory_mb"), std::string::npos)
+      << m;
+  EXPECT_EQ(CountProblems(m), 6u) << m;
   // Equal is fine, and raising the maximum with it is too.
   auto r = Load({"--default-memory-mb=9000", "--max-memory-mb=9000"});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -358,7 +394,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("listen"), json::value("127.0.0.1:1234"));
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
-  EXPECT_EQ(o.size(), 37u);
+  EXPECT_EQ(o.size(), 42u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;

@@ -2,9 +2,11 @@
 // output, run through the real NamespaceRuntime (namespaces, cgroups, seccomp). Needs root;
 // without it every case skips and says why.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "sandbox/namespace_runtime.h"
+#include "sandbox/userns.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -44,6 +47,21 @@ ProcessSpec Shell(const std::string& script, bool as_root = false) {
   return Command({"sh", "-c", script}, as_root);
 }
 
+// The keeper reaps the process and writes its wait status to the exit pipe.
+int Wait(const SpawnedProcess& p) {
+  int status = 0;
+  size_t got = 0;
+  pollfd fd{p.exit_fd.get(), POLLIN, 0};
+  while (got < sizeof status) {
+    ::poll(&fd, 1, -1);
+    const ssize_t n = ::read(fd.fd, reinterpret_cast<char*>(&status) + got, sizeof status - got);
+    if (n == 0) return -1;
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A child of this test process, not of a keeper.
 int Wait(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -66,7 +84,7 @@ RunResult RunIn(Sandbox& sandbox, const ProcessSpec& spec) {
       break;
     }
   }
-  r.exit = Wait(p->pid);
+  r.exit = Wait(*p);
   return r;
 }
 
@@ -92,7 +110,7 @@ class RuntimeEnvironment : public ::testing::Environment {
   }
   void TearDown() override {
     if (runtime == nullptr) return;
-    runtime->CleanupLeftovers();
+    runtime->CleanupLeftovers({});
     for (const auto& parent : runtime->CgroupParents()) ::rmdir(parent.c_str());
     delete runtime;
     std::error_code ec;
@@ -139,6 +157,11 @@ struct PolicyCase {
 
 constexpr int kNonZero = -2;
 
+// Host-wide kernel state a sandbox must not read, as Docker and Podman mask it.
+constexpr const char* kMaskedProcFiles =
+    "kallsyms kcore keys key-users timer_list sched_debug sysrq-trigger latency_stats "
+    "timer_stats interrupts slabinfo kpagecount kpageflags kpagecgroup vmallocinfo pagetypeinfo";
+
 std::string Perl(const std::string& code) { return "perl -e '" + code + "'"; }
 
 // "-1 <errno>" for a syscall the profile refuses.
@@ -150,6 +173,8 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
                               int host_port) {
   Limits small;
   small.open_files = 321;
+  Limits small_disk;
+  small_disk.disk_mb = 100;
   return {
       {"ps_sees_only_own_processes", {}, false, Command({"ps", "-e", "-o", "comm="}), 0,
        "sandstream-init\nps\n", false},
@@ -173,8 +198,11 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
        kNonZero, "Read-only file system", true},
       {"etc_is_the_sandboxes", {}, false, Shell("grep -c . /etc/passwd; grep ^user: /etc/passwd"),
        0, "3\nuser:x:1000:1000:user:/workspace:/bin/bash\n", false},
-      {"tmp_is_a_sized_tmpfs", {}, false, Shell("df -m /tmp | tail -1 | awk '{print $2}'"), 0,
-       "1024\n", false},
+      // One tmpfs holds /, /tmp and /dev/shm: disk_mb, within memory_mb (512) less a quarter.
+      {"writable_space_fits_in_memory", {}, false,
+       Shell("df -m / /tmp /dev/shm | tail -n +2 | awk '{print $2}' | uniq"), 0, "384\n", false},
+      {"writable_space_is_disk_mb", small_disk, false, Shell("df -m /tmp | tail -1 | awk '{print $2}'"),
+       0, "100\n", false},
       {"dev_is_minimal", {}, false, Shell("ls /dev | tr '\\n' ' '; echo; echo x > /dev/null && head -c 4 /dev/zero | wc -c"), 0,
        "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n4\n", false},
       {"host_tcp_unreachable", {}, false,
@@ -199,6 +227,49 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
       {"userfaultfd_denied", {}, false, Shell(SyscallErrno(323)), 0, "-1 1", false},
       {"setns_denied", {}, false, Shell(SyscallErrno(308), true), 0, "-1 1", false},
       {"clone3_is_enosys", {}, false, Shell(SyscallErrno(435)), 0, "-1 38", false},
+      {"io_uring_setup_denied", {}, false, Shell(SyscallErrno(425)), 0, "-1 1", false},
+      {"io_uring_enter_denied", {}, false, Shell(SyscallErrno(426)), 0, "-1 1", false},
+      {"io_uring_register_denied", {}, false, Shell(SyscallErrno(427)), 0, "-1 1", false},
+      {"modify_ldt_denied", {}, false, Shell(SyscallErrno(154)), 0, "-1 1", false},
+      {"pidfd_getfd_denied", {}, false, Shell(SyscallErrno(438)), 0, "-1 1", false},
+      {"kcmp_denied", {}, false, Shell(SyscallErrno(312)), 0, "-1 1", false},
+      {"process_madvise_denied", {}, false, Shell(SyscallErrno(440)), 0, "-1 1", false},
+      // On /dev/null, an ioctl the filter lets through fails with ENOTTY (25).
+      {"tiocsetd_denied", {}, false,
+       Shell(Perl("$r = syscall(16, 0, 0x5423, 0); print $r, \" \", $!+0")), 0, "-1 1", false},
+      // Each call returns the previous persona: query, PER_LINUX32, UNAME26 with and without it.
+      {"personality_defaults_allowed", {}, false,
+       Shell(Perl("print join(\" \", map { syscall(135, $_) } "
+                  "(0xffffffff, 8, 0x20008, 0x20000, 0))")),
+       0, "0 0 8 131080 131072", false},
+      // ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, PER_SVR4, and a flag with PER_LINUX32.
+      {"personality_others_denied", {}, false,
+       Shell(Perl("print join(\" \", map { syscall(135, $_) . \"/\" . ($!+0) } "
+                  "(0x40000, 0x400000, 0x100000, 0x68, 0x40008, 0xfffffffe)); "
+                  "print \" \", syscall(135, 0xffffffff)")),
+       0, "-1/1 -1/1 -1/1 -1/1 -1/1 -1/1 0", false},
+      {"proc_masked", {}, false,
+       Shell("for f in " + std::string(kMaskedProcFiles) + "; do [ -e /proc/$f ] || continue; "
+             "[ \"$(head -c 1 /proc/$f 2>/dev/null | wc -c)\" = 0 ] || echo readable: $f; done; "
+             "for d in acpi asound scsi; do [ -d /proc/$d ] || continue; "
+             "[ -z \"$(ls -A /proc/$d)\" ] || echo listed: $d; done; echo checked",
+             true),
+       0, "checked\n", false},
+      {"proc_sys_read_only", {}, false,
+       Shell("echo 1 > /proc/sys/net/ipv4/ip_forward", true), kNonZero, "Read-only file system",
+       true},
+      {"proc_dirs_read_only", {}, false,
+       Shell("for d in sys irq bus fs; do [ -d /proc/$d ] || continue; "
+             "o=$(awk -v p=/proc/$d '$5 == p {split($6, o, \",\"); print o[1]}' "
+             "/proc/self/mountinfo); [ \"$o\" = ro ] || echo writable: $d; done; echo checked"),
+       0, "checked\n", false},
+      {"ptys_capped_per_sandbox", {}, false,
+       Command({"python3", "-c",
+                "import os\nn = 0\ntry:\n    while n < 200:\n        os.openpty(); n += 1\n"
+                "except OSError as e:\n    print(n, e.errno)\nelse:\n    print(n, 0)"}),
+       0, "64 28\n", false},
+      {"processes_are_the_oom_victims", {}, false, Shell("cat /proc/self/oom_score_adj"), 0,
+       "500\n", false},
   };
 }
 
@@ -277,7 +348,7 @@ TEST_F(SandboxPolicyTest, ProcessesOfOneSandboxSeeEachOther) {
   ASSERT_TRUE(bg.ok()) << bg.error().message;
   EXPECT_EQ(RunIn(*sb, Command({"pgrep", "-x", "sleep"})).exit, 0);
   (void)RunBlocking(sb->KillAll());
-  EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
+  EXPECT_EQ(Wait(*bg), 128 + SIGKILL);
   EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
 }
 
@@ -301,16 +372,16 @@ TEST_F(SandboxPolicyTest, ForkBombHitsPidsLimitAndSandboxStaysUsable) {
   if (host_child == 0) ::_exit(0);
   Wait(host_child);
   (void)RunBlocking(sb->KillAll());
-  EXPECT_EQ(Wait(last->pid), 128 + SIGKILL);
+  EXPECT_EQ(Wait(*last), 128 + SIGKILL);
   EXPECT_EQ(RunIn(*sb, Command({"echo", "usable"})).output, "usable\n");
 
   // A real fork bomb churns at the limit; one kill request ends it.
   auto bomb = RunBlocking(sb->Spawn(Shell("b() { b | b & }; b >/dev/null 2>&1")));
   ASSERT_TRUE(bomb.ok()) << bomb.error().message;
-  Wait(bomb->pid);
+  Wait(*bomb);
   for (int i = 0; i < 50; ++i) {
     auto p = RunBlocking(sb->Spawn(Command({"true"})));
-    if (p.ok()) Wait(p->pid);
+    if (p.ok()) Wait(*p);
   }
   (void)RunBlocking(sb->KillAll());
   const RunResult after = RunIn(*sb, Command({"echo", "usable"}));
@@ -342,7 +413,7 @@ TEST_F(SandboxPolicyTest, TwoSandboxesCannotSeeEachOther) {
   EXPECT_EQ(r.output.find("secret-a"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("0\n"), std::string::npos) << r.output;
   (void)RunBlocking(a->KillAll());
-  Wait(sleeper->pid);
+  Wait(*sleeper);
 }
 
 std::vector<std::string> CgroupDirs(const std::string& id) {
@@ -365,6 +436,176 @@ std::vector<pid_t> CgroupTasksNamed(const std::string& id, const std::string& co
   return out;
 }
 
+// Reads what `fd` gives until a newline (or EOF); for processes that report and keep running.
+std::string ReadLine(int fd) {
+  std::string line;
+  char c;
+  pollfd p{fd, POLLIN, 0};
+  while (::poll(&p, 1, 10000) == 1) {
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n == 1 && c != '\n') {
+      line += c;
+    } else if (n == 1 || n == 0 || errno != EAGAIN) {
+      break;
+    }
+  }
+  return line;
+}
+
+TEST_F(SandboxPolicyTest, SignalsFromInsideDoNotEndPid1) {
+  auto sb = Make();
+  ASSERT_NE(sb, nullptr);
+  // The kernel drops KILL and STOP sent to a namespace's init from inside; init handles the
+  // others, and must tell its own sandbox's senders from the daemon.
+  const std::string forged_term =
+      "import ctypes, struct; libc = ctypes.CDLL(None, use_errno=True); "
+      "info = ctypes.create_string_buffer(struct.pack('iiiII', 15, 0, -1, 0, 0) + bytes(108)); "
+      "rc = libc.syscall(129, 1, 15, info); print(rc, ctypes.get_errno()); raise SystemExit(rc)";
+  const std::vector<ProcessSpec> senders = {
+      Shell("kill -TERM 1", true), Shell("kill -KILL 1", true),  Shell("kill -INT 1", true),
+      Shell("kill -HUP 1", true),  Shell("kill -QUIT 1", true),  Shell("kill -USR1 1", true),
+      Shell("kill -TERM -1 2>/dev/null; true", true), Command({"python3", "-c", forged_term}, true)};
+  for (const auto& sender : senders) {
+    SCOPED_TRACE(sender.argv.back());
+    const RunResult sent = RunIn(*sb, sender);
+    EXPECT_EQ(sent.exit, 0) << sent.output;
+    // Past the graceful end's grace: a init that took the signal would be gone by now.
+    pollfd life{sb->LifeFd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&life, 1, 300), 0) << "PID 1 ended";
+    EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
+  }
+  EXPECT_FALSE(sb->Ended());
+  // From outside (the daemon, the host), TERM still ends the sandbox gracefully.
+  const pid_t init = std::stoi(sb->RootPath().substr(6));
+  ASSERT_EQ(::kill(init, SIGTERM), 0);
+  pollfd life{sb->LifeFd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&life, 1, 5000), 1) << "TERM from outside did not end PID 1";
+}
+
+TEST_F(SandboxPolicyTest, InotifyInstancesAreCountedPerSandbox) {
+  auto hog = Make();
+  auto other = Make();
+  ASSERT_NE(hog, nullptr);
+  ASSERT_NE(other, nullptr);
+  const std::string take_all =
+      "import ctypes, time; libc = ctypes.CDLL(None, use_errno=True); fds = []\n"
+      "while len(fds) < 1000:\n"
+      "    fd = libc.inotify_init1(0)\n"
+      "    if fd < 0: break\n"
+      "    fds.append(fd)\n"
+      "print(len(fds), ctypes.get_errno(), flush=True); time.sleep(60)";
+  ProcessSpec spec = Command({"python3", "-c", take_all});
+  auto p = RunBlocking(hog->Spawn(spec));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const std::string taken = ReadLine(p->stdout_fd.get());
+  EXPECT_NE(taken.find(" 24"), std::string::npos) << "stopped by EMFILE: " << taken;
+  // The kernel counts instances per user at every level of user namespaces up to the host's;
+  // there, every sandbox must be a user of its own, not the daemon's root.
+  const RunResult r = RunIn(*other, Command({"python3", "-c",
+                                             "import ctypes; libc = ctypes.CDLL(None); "
+                                             "print('ok' if libc.inotify_init1(0) >= 0 else 'failed')"}));
+  EXPECT_EQ(r.output, "ok\n");
+  const int host = ::inotify_init1(IN_CLOEXEC);
+  EXPECT_GE(host, 0) << "the host's root has no inotify instance left";
+  if (host >= 0) ::close(host);
+  (void)RunBlocking(hog->KillAll());
+  Wait(*p);
+}
+
+// The file under /proc/<pid> of `pid` as one trimmed line.
+std::string ProcLine(pid_t pid, const std::string& file) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+TEST_F(SandboxPolicyTest, FillingTmpfsPastMemoryLeavesTheSandboxUsable) {
+  SandboxSpec spec;
+  spec.id = UniqueId("fill");
+  spec.limits.memory_mb = 64;
+  spec.limits.disk_mb = 1024;
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  // tmpfs pages are memory the OOM killer cannot free: the writable space must stay inside the
+  // memory limit, with room left to run something.
+  const RunResult fill = RunIn(*sb, Shell("head -c 200M /dev/zero > /tmp/fill; "
+                                          "head -c 200M /dev/zero > /workspace/fill; "
+                                          "head -c 200M /dev/zero > /dev/shm/fill; echo done"));
+  EXPECT_EQ(fill.exit, 0) << fill.output;
+  EXPECT_NE(fill.output.find("No space left on device"), std::string::npos) << fill.output;
+  EXPECT_FALSE(sb->Ended());
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
+  // With the space full, a memory hog is the one killed.
+  const RunResult hog =
+      RunIn(*sb, Command({"python3", "-c", "b = bytearray(512 << 20); print('survived')"}));
+  EXPECT_EQ(hog.exit, 128 + SIGKILL) << hog.output;
+  EXPECT_FALSE(sb->Ended());
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "still here"})).output, "still here\n");
+}
+
+// Whether this process has `cap` in its effective set.
+bool HasCapability(int cap) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> cap) & 1;
+  }
+  return false;
+}
+
+TEST_F(SandboxPolicyTest, InitAndSpawnerAreExemptFromTheOomKiller) {
+  SandboxSpec spec;
+  spec.id = UniqueId("oom");
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  const RunResult r = RunIn(*sb, Shell("cat /proc/1/oom_score_adj; cat /proc/self/oom_score_adj"));
+  const pid_t init = std::stoi(sb->RootPath().substr(6));
+  const auto spawner = CgroupTasksNamed(spec.id, "sandstream-keep");
+  ASSERT_EQ(spawner.size(), 1u);
+  const int init_score = std::stoi(ProcLine(init, "oom_score_adj"));
+  const int spawner_score = std::stoi(ProcLine(spawner[0], "oom_score_adj"));
+  EXPECT_EQ(r.output, std::to_string(init_score) + "\n500\n");
+  EXPECT_LT(init_score, 500);
+  EXPECT_LT(spawner_score, 500);
+  if (!HasCapability(CAP_SYS_RESOURCE)) {
+    GTEST_SKIP() << "no CAP_SYS_RESOURCE here: init and spawner cannot be given -1000";
+  }
+  EXPECT_EQ(init_score, -1000);
+  EXPECT_EQ(spawner_score, -1000);
+}
+
+// SysV segments outlive their processes unless removed: memory the OOM killer could not free.
+TEST_F(SandboxPolicyTest, SharedMemoryGoesWithItsProcesses) {
+  SandboxSpec spec;
+  spec.limits.memory_mb = 64;
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  const std::string leak =
+      "import ctypes; libc = ctypes.CDLL(None, use_errno=True)\n"
+      "libc.shmat.restype = ctypes.c_void_p\n"
+      "id = libc.shmget(0, 24 << 20, 0o1600)\n"
+      "p = libc.shmat(id, None, 0)\n"
+      "ctypes.memset(p, 1, 24 << 20)\n"
+      "print(id >= 0, libc.shmdt(ctypes.c_void_p(p)))";
+  const RunResult made = RunIn(*sb, Command({"python3", "-c", leak}));
+  EXPECT_EQ(made.output, "True 0\n");
+  EXPECT_EQ(RunIn(*sb, Shell("tail -n +2 /proc/sysvipc/shm | wc -l")).output, "0\n");
+}
+
+TEST_F(SandboxPolicyTest, SwapIsLimitedWithMemory) {
+  SandboxSpec spec;
+  spec.id = UniqueId("swap");
+  spec.limits.memory_mb = 96;
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  const std::string memsw = CgroupDirs(spec.id)[0] + "/memory.memsw.limit_in_bytes";
+  if (!fs::exists(memsw)) GTEST_SKIP() << "no cgroup v1 swap accounting on this host";
+  std::ifstream in(memsw);
+  int64_t limit = 0;
+  in >> limit;
+  EXPECT_EQ(limit, int64_t{96} << 20);
+}
+
 TEST_F(SandboxPolicyTest, SpawnerIsInvisibleInsideAndReplacedAfterAKill) {
   SandboxSpec spec;
   spec.id = UniqueId("spawner");
@@ -372,7 +613,7 @@ TEST_F(SandboxPolicyTest, SpawnerIsInvisibleInsideAndReplacedAfterAKill) {
   ASSERT_NE(sb, nullptr);
   // The spawner is in the sandbox's cgroups, but not in its pid namespace.
   EXPECT_EQ(RunIn(*sb, Command({"ps", "-e", "-o", "comm="})).output, "sandstream-init\nps\n");
-  const auto first = CgroupTasksNamed(spec.id, "sandstream-spwn");
+  const auto first = CgroupTasksNamed(spec.id, "sandstream-keep");
   ASSERT_EQ(first.size(), 1u);
 
   // The spawner is this process's child: wait until it is gone, leaving it to be reaped.
@@ -380,7 +621,7 @@ TEST_F(SandboxPolicyTest, SpawnerIsInvisibleInsideAndReplacedAfterAKill) {
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(first[0]), &info, WEXITED | WNOWAIT), 0);
   EXPECT_EQ(RunIn(*sb, Command({"echo", "respawned"})).output, "respawned\n");
-  const auto second = CgroupTasksNamed(spec.id, "sandstream-spwn");
+  const auto second = CgroupTasksNamed(spec.id, "sandstream-keep");
   ASSERT_EQ(second.size(), 1u);
   EXPECT_NE(second[0], first[0]);
   EXPECT_EQ(RunIn(*sb, Command({"id", "-u"})).output, "1000\n");
@@ -399,7 +640,7 @@ TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {
   ASSERT_EQ(RunIn(*sb, Command({"true"})).exit, 0);
 
   (void)RunBlocking(sb->KillAll());
-  EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
+  EXPECT_EQ(Wait(*bg), 128 + SIGKILL);
   ASSERT_TRUE(RunBlocking(sb->Destroy()).ok());
   EXPECT_TRUE(RunBlocking(sb->Destroy()).ok());  // idempotent
   (void)RunBlocking(sb->KillAll());                    // safe after Destroy
@@ -420,7 +661,7 @@ TEST_F(SandboxPolicyTest, DestroyWithRunningProcessesEndsThem) {
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(RunBlocking(sb->Destroy()).ok());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
-  EXPECT_EQ(Wait(bg->pid), 128 + SIGKILL);
+  EXPECT_EQ(Wait(*bg), 128 + SIGKILL);
   for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << dir;
   EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id));
 }
@@ -440,7 +681,7 @@ TEST_F(SandboxPolicyTest, CleanupLeftoversAfterAKilledDaemon) {
   }
   ASSERT_EQ(Wait(daemon), 128 + SIGKILL);
   EXPECT_TRUE(fs::exists(RuntimeEnvironment::state_dir + "/" + id));
-  RuntimeEnvironment::runtime->CleanupLeftovers();
+  RuntimeEnvironment::runtime->CleanupLeftovers({});
   EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + id));
   for (const auto& dir : CgroupDirs(id)) EXPECT_FALSE(fs::exists(dir)) << dir;
 }
@@ -473,6 +714,60 @@ TEST_F(SandboxPolicyTest, ExecFailureIsReported) {
   EXPECT_EQ(p.error().code, ErrorCode::kInvalidRequest);
   EXPECT_EQ(p.error().message.rfind("spawn: execve no-such-command: ENOENT", 0), 0u)
       << p.error().message;
+}
+
+// ---- host id ranges: arithmetic only, no root needed ----
+
+std::string IdProblems(uint32_t base, uint32_t count, const HostIdFiles& files = {}) {
+  auto r = CheckHostIdRanges(base, 65536, count, files);
+  return r.ok() ? "" : r.error().message;
+}
+
+TEST(HostIdRanges, FitBelowTheLargestId) {
+  EXPECT_EQ(IdProblems(1000000, 1000), "");
+  // 1000000 + 65520 * 65536 still ends below 2^32 - 1; one more sandbox wraps.
+  EXPECT_EQ(IdProblems(1000000, 65520), "");
+  const std::string wrapped = IdProblems(1000000, 65521);
+  EXPECT_NE(wrapped.find("end past 4294967294"), std::string::npos) << wrapped;
+  EXPECT_NE(wrapped.find("max_sandboxes 65521"), std::string::npos) << wrapped;
+  // The last range may end at 4294967294, the largest valid id, not at (uid_t)-1.
+  EXPECT_EQ(IdProblems(0xffffffffu - 65536, 1), "");
+  EXPECT_NE(IdProblems(0xffffffffu - 65535, 1), "");
+  EXPECT_NE(IdProblems(0xffffffffu - 65536, 65536), "");
+}
+
+TEST(HostIdRanges, HoldNoHostUserOrGroup) {
+  HostIdFiles files;
+  files.passwd = "root:x:0:0:root:/root:/bin/bash\nbob:x:1000005:100::/home/bob:/bin/sh\n"
+                 "broken line\nnobody:x:65534:65534::/:/usr/sbin/nologin\n";
+  files.group = "root:x:0:\nbuilders:x:2000000:\n";
+  EXPECT_EQ(IdProblems(3000000, 64, files), "");
+  const std::string user = IdProblems(1000000, 16, files);
+  EXPECT_NE(user.find("hold uid 1000005 of 'bob' in /etc/passwd"), std::string::npos) << user;
+  const std::string group = IdProblems(1000000, 32, files);
+  EXPECT_NE(group.find("uid 1000005"), std::string::npos) << group;
+  EXPECT_NE(group.find("gid 2000000 of 'builders' in /etc/group"), std::string::npos) << group;
+  EXPECT_NE(IdProblems(0, 1, files).find("uid 0 of 'root'"), std::string::npos);
+}
+
+TEST(HostIdRanges, FollowSubordinateIds) {
+  HostIdFiles files;
+  files.subuid = "alice:100000:65536\n# comment\nroot:1000000:65536000\n";
+  files.subgid = "root:1000000:65536000\n";
+  EXPECT_EQ(IdProblems(1000000, 1000, files), "");
+  const std::string outside = IdProblems(1000000, 1001, files);
+  EXPECT_NE(outside.find("outside every range /etc/subuid gives root"), std::string::npos)
+      << outside;
+  EXPECT_NE(outside.find("outside every range /etc/subgid gives root"), std::string::npos)
+      << outside;
+  const std::string alice = IdProblems(65536, 2, files);
+  EXPECT_NE(alice.find("overlap /etc/subuid's range 100000..165535 of 'alice'"),
+            std::string::npos)
+      << alice;
+  // Without ranges for root, any range no one else has will do.
+  files.subuid = "alice:100000:65536\n";
+  files.subgid.clear();
+  EXPECT_EQ(IdProblems(3000000, 64, files), "");
 }
 
 }  // namespace

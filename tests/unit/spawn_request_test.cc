@@ -50,7 +50,7 @@ std::string Encode(const SpawnRequest& r) {
   return encoded.ok() ? *encoded : std::string();
 }
 
-bool Parses(const std::string& bytes, const std::vector<int>& fds = {10, 11, 12, 13}) {
+bool Parses(const std::string& bytes, const std::vector<int>& fds = {10, 11, 12, 13, 14}) {
   Message m(bytes);
   ParsedSpawnRequest out;
   return ParseSpawnRequest(m.data(), m.size, fds.data(), fds.size(), &out);
@@ -65,9 +65,9 @@ std::vector<std::string> Strings(char* const* v) {
 TEST(SpawnRequestTest, RoundTrip) {
   const SpawnRequest r = Sample();
   Message m(Encode(r));
-  const int fds[] = {10, 11, 12, 13};
+  const int fds[] = {10, 11, 12, 13, 14};
   ParsedSpawnRequest out;
-  ASSERT_TRUE(ParseSpawnRequest(m.data(), m.size, fds, 4, &out));
+  ASSERT_TRUE(ParseSpawnRequest(m.data(), m.size, fds, 5, &out));
   const LaunchSpec& l = out.launch;
   EXPECT_EQ(Strings(l.argv), r.argv);
   EXPECT_EQ(Strings(l.envp), r.env);
@@ -80,6 +80,8 @@ TEST(SpawnRequestTest, RoundTrip) {
   EXPECT_EQ(l.stdout_fd, 11);
   EXPECT_EQ(l.stderr_fd, 12);
   EXPECT_EQ(l.report_fd, 13);
+  EXPECT_EQ(out.exit_fd, 14);
+  EXPECT_EQ(out.held_count, 0u);
   ASSERT_EQ(l.seccomp, &out.filter);
   ASSERT_EQ(out.filter.len, 2);
   EXPECT_EQ(std::memcmp(out.filter.filter, kFilter, sizeof kFilter), 0);
@@ -94,9 +96,9 @@ TEST(SpawnRequestTest, NoStdinNoSearchTerminal) {
   r.tty = true;
   r.uid = 0;
   Message m(Encode(r));
-  const int fds[] = {5, 6, 7};
+  const int fds[] = {5, 6, 7, 8};
   ParsedSpawnRequest out;
-  ASSERT_TRUE(ParseSpawnRequest(m.data(), m.size, fds, 3, &out));
+  ASSERT_TRUE(ParseSpawnRequest(m.data(), m.size, fds, 4, &out));
   EXPECT_EQ(Strings(out.launch.argv), std::vector<std::string>{"/bin/true"});
   EXPECT_EQ(out.launch.envp[0], nullptr);
   EXPECT_EQ(out.launch.search_path, nullptr);
@@ -104,16 +106,17 @@ TEST(SpawnRequestTest, NoStdinNoSearchTerminal) {
   EXPECT_EQ(out.launch.stdin_fd, -1);
   EXPECT_EQ(out.launch.stdout_fd, 5);
   EXPECT_EQ(out.launch.report_fd, 7);
-  EXPECT_FALSE(Parses(Encode(r), {5, 6, 7, 8})) << "an fd more than the flags say";
+  EXPECT_EQ(out.exit_fd, 8);
+  EXPECT_FALSE(Parses(Encode(r), {5, 6, 7, 8, 9})) << "an fd more than the flags say";
 }
 
 TEST(SpawnRequestTest, StringsEndAtTheirFirstNul) {
   SpawnRequest r = Sample();
   r.argv = {"sh", std::string("a\0b", 3)};
   Message m(Encode(r));
-  const int fds[] = {10, 11, 12, 13};
+  const int fds[] = {10, 11, 12, 13, 14};
   ParsedSpawnRequest out;
-  ASSERT_TRUE(ParseSpawnRequest(m.data(), m.size, fds, 4, &out));
+  ASSERT_TRUE(ParseSpawnRequest(m.data(), m.size, fds, 5, &out));
   EXPECT_EQ(Strings(out.launch.argv), (std::vector<std::string>{"sh", "a"}));
 }
 
@@ -157,8 +160,27 @@ TEST(SpawnRequestTest, LyingHeadersAreRefused) {
 TEST(SpawnRequestTest, WrongFdsAreRefused) {
   const std::string bytes = Encode(Sample());
   EXPECT_FALSE(Parses(bytes, {}));
-  EXPECT_FALSE(Parses(bytes, {10, 11, 12}));
-  EXPECT_FALSE(Parses(bytes, {10, -1, 12, 13}));
+  EXPECT_FALSE(Parses(bytes, {10, 11, 12, 13}));
+  EXPECT_FALSE(Parses(bytes, {10, -1, 12, 13, 14}));
+}
+
+// What the keeper holds for the daemon comes after the exit pipe, and the count is the header's.
+TEST(SpawnRequestTest, HeldFdsAndTagComeBack) {
+  SpawnRequest r = Sample();
+  r.held = 3;
+  r.tag = 0x5;
+  Message m(Encode(r));
+  const int fds[] = {10, 11, 12, 13, 14, 20, 21, 22};
+  ParsedSpawnRequest out;
+  ASSERT_TRUE(ParseSpawnRequest(m.data(), m.size, fds, 8, &out));
+  EXPECT_EQ(out.exit_fd, 14);
+  ASSERT_EQ(out.held_count, 3u);
+  EXPECT_EQ(out.held[0], 20);
+  EXPECT_EQ(out.held[2], 22);
+  EXPECT_EQ(out.tag, 0x5u);
+  EXPECT_FALSE(Parses(Encode(r))) << "fewer fds than the header holds";
+  r.held = kMaxHeldFds + 1;
+  EXPECT_FALSE(Parses(Encode(r), std::vector<int>(5 + kMaxHeldFds + 1, 9)));
 }
 
 TEST(SpawnRequestTest, UnsearchedRelativeCommandOrCwdIsRefused) {

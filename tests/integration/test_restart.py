@@ -1,0 +1,216 @@
+"""A daemon restart loses nothing: after SIGKILL or a graceful stop, a daemon started on the same
+data directory takes back every sandbox with its files and its running processes, whose output
+continues where it was, without a gap."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from helpers import Daemon, create_sandbox, pgrep, run, wait_no_process, wait_until
+from sse import iter_sse
+
+KEEP = ["--teardown-on-exit", "false"]
+
+
+def start(c: httpx.Client, sb: str, **body: Any) -> dict[str, Any]:
+    r = c.post(f"/v1/sandboxes/{sb}/processes", json=body)
+    assert r.status_code == 201, r.text
+    proc: dict[str, Any] = r.json()
+    return proc
+
+
+def follow(c: httpx.Client, sb: str, pid: str, last_event_id: int | None, until: str,
+           within: float = 20) -> list[tuple[int, str, str]]:
+    """(id, event, data) of the process's log stream from `last_event_id` until an event whose
+    data contains `until` (or the exit)."""
+    headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
+    seen: list[tuple[int, str, str]] = []
+    deadline = time.monotonic() + within
+    with c.stream("GET", f"/v1/sandboxes/{sb}/processes/{pid}/logs",
+                  params={"follow": "1", "flow": "wait"}, headers=headers, timeout=within) as r:
+        assert r.status_code == 200, r.read()
+        for e in iter_sse(r):
+            if e.id is None:
+                continue
+            seen.append((int(e.id), e.event, e.data))
+            if (until in text_of(seen)) or e.event == "exit" or time.monotonic() > deadline:
+                break
+    return seen
+
+
+def text_of(events: list[tuple[int, str, str]]) -> str:
+    return "".join(json.loads(d)["chunk"] for _, ev, d in events if ev == "stdout")
+
+
+def lines_of(events: list[tuple[int, str, str]]) -> list[int]:
+    """The numbers the counter printed, in order."""
+    out: list[int] = []
+    for line in text_of(events).splitlines():
+        if line.strip().isdigit():
+            out.append(int(line))
+    return out
+
+
+def sweep(daemon_factory: Any, data_dir: Path) -> None:
+    """Ends what a kept sandbox left running: a start that takes it back, then a stop that
+    tears down."""
+    d = daemon_factory(data_dir=data_dir)
+    assert d.stop() == 0, d.log_tail()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_restart_keeps_files_and_running_processes(daemon_factory: Any, marker: str,
+                                                   sig: int) -> None:
+    d = daemon_factory(args=KEEP)
+    with d.client() as c:
+        sb = create_sandbox(c)["id"]
+        assert run(c, sb, cmd="echo kept > /workspace/keep.txt")["exit_code"] == 0
+        counter = start(c, sb, cmd=f"i=0; while [ $i -lt 400 ]; do echo $i; i=$((i+1)); "
+                                   f"sleep 0.02; done; : {marker}")
+        first = follow(c, sb, counter["id"], None, "\n20\n")
+        assert lines_of(first)[:3] == [0, 1, 2], first[:3]
+        last_id = first[-1][0]
+    host_pids = pgrep(marker)
+    assert host_pids, "the counter runs"
+    if sig == signal.SIGKILL:
+        d.kill()
+    else:
+        assert d.stop(sig) == 0, d.log_tail()
+    # The counter runs on while no daemon does.
+    time.sleep(0.5)
+    assert pgrep(marker) == host_pids, "the process lived through the daemon's end"
+
+    d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
+    with d2.client() as c:
+        got = c.get(f"/v1/sandboxes/{sb}").json()
+        assert got["status"] == "running", got
+        out = run(c, sb, cmd="cat /workspace/keep.txt")
+        assert out["stdout"] == "kept\n", out
+        proc = c.get(f"/v1/sandboxes/{sb}/processes/{counter['id']}").json()
+        assert proc["status"] == "running" and proc["pid"] == counter["pid"], proc
+        # From the last event it saw, a client gets every line after it, none twice, none lost.
+        rest = follow(c, sb, counter["id"], last_id, "\n399\n", within=30)
+        assert rest[0][0] == last_id + 1, (last_id, rest[:2])
+        numbers = lines_of(first) + lines_of(rest)
+        assert numbers == list(range(400)), numbers[-5:]
+        done = c.get(f"/v1/sandboxes/{sb}/processes/{counter['id']}/wait",
+                     params={"timeout_seconds": 10}).json()
+        assert done["status"] == "exited" and done["exit_code"] == 0, done
+        events = [e["type"] for e in c.get(f"/v1/sandboxes/{sb}/events").json()["events"]]
+        assert "sandbox.restored" in events, events
+        # Deleting it afterwards leaves nothing behind.
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
+    assert wait_no_process(marker) == []
+    assert d2.stop() == 0, d2.log_tail()
+    assert not list((d.data_dir / "sandboxes").iterdir())
+
+
+def test_process_that_ends_while_no_daemon_runs_keeps_its_exit(daemon_factory: Any,
+                                                               marker: str) -> None:
+    d = daemon_factory(args=KEEP)
+    with d.client() as c:
+        sb = create_sandbox(c)["id"]
+        proc = start(c, sb, cmd=f"echo before; sleep 1; echo after >&2; exit 7; : {marker}")
+        assert wait_until(lambda: c.get(f"/v1/sandboxes/{sb}/processes/{proc['id']}/logs")
+                          .json()["stdout"] == "before\n", within=10)
+    d.kill()
+    time.sleep(1.5)
+    d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
+    with d2.client() as c:
+        done = c.get(f"/v1/sandboxes/{sb}/processes/{proc['id']}/wait",
+                     params={"timeout_seconds": 10}).json()
+        assert done["status"] == "exited" and done["exit_code"] == 7, done
+        assert done["reason"] == "exited", done
+        logs = c.get(f"/v1/sandboxes/{sb}/processes/{proc['id']}/logs").json()
+        assert logs["stdout"] == "before\n" and logs["stderr"] == "after\n", logs
+    d2.stop()
+    sweep(daemon_factory, d.data_dir)
+
+
+def test_teardown_on_exit_ends_everything_and_says_so(daemon_factory: Any, marker: str) -> None:
+    d = daemon_factory(args=["--teardown-on-exit", "true"])
+    with d.client() as c:
+        sb = create_sandbox(c)["id"]
+        run(c, sb, cmd="echo x > /workspace/keep.txt")
+        proc = start(c, sb, cmd=f"sleep 600; : {marker}")
+    assert d.stop() == 0, d.log_tail()
+    assert wait_no_process(marker) == []
+    d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
+    with d2.client() as c:
+        got = c.get(f"/v1/sandboxes/{sb}").json()
+        # Its files are gone: it says so instead of pretending all is well.
+        assert got["status"] == "lost" and "files" in got["lost_reason"], got
+        r = c.post(f"/v1/sandboxes/{sb}/exec", json={"cmd": "true"})
+        assert r.status_code == 409, r.text
+        p = c.get(f"/v1/sandboxes/{sb}/processes/{proc['id']}").json()
+        assert p["status"] == "exited" and p["reason"] == "killed", p
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
+    assert d2.stop() == 0
+
+
+def test_repeated_kills_lose_nothing(daemon_factory: Any, marker: str) -> None:
+    """Three SIGKILLs in a row while a process prints: its output stays whole and in order."""
+    d: Daemon = daemon_factory(args=KEEP)
+    with d.client() as c:
+        sb = create_sandbox(c)["id"]
+        proc = start(c, sb, cmd=f"i=0; while [ $i -lt 300 ]; do echo $i; i=$((i+1)); "
+                                f"sleep 0.01; done; : {marker}")
+    data_dir = d.data_dir
+    for _ in range(3):
+        time.sleep(0.3)
+        d.kill()
+        d = daemon_factory(data_dir=data_dir, args=KEEP)
+    with d.client() as c:
+        done = c.get(f"/v1/sandboxes/{sb}/processes/{proc['id']}/wait",
+                     params={"timeout_seconds": 20}).json()
+        assert done["exit_code"] == 0, done
+        everything = follow(c, sb, proc["id"], 0, "\n299\n")
+        assert lines_of(everything) == list(range(300))
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
+    d.stop()
+
+
+def test_terminal_reattaches_with_its_replay_after_a_crash(daemon_factory: Any) -> None:
+    """A terminal outlives the daemon: a client reattaches by terminal_id to the same shell,
+    gets its screen back, and types on."""
+    import asyncio
+
+    from test_terminals import READ_SECONDS, read_to_close, read_until, ws_url
+    from websockets.asyncio.client import connect
+
+    d = daemon_factory(args=KEEP)
+    with d.client() as c:
+        sb = create_sandbox(c)["id"]
+    path = f"/v1/sandboxes/{sb}/exec/pty"
+    state: dict[str, str] = {}
+
+    async def before() -> None:
+        async with connect(ws_url(d, path, cmd="sh")) as ws:
+            start = json.loads(await asyncio.wait_for(ws.recv(), READ_SECONDS))
+            state["id"] = start["terminal_id"]
+            await ws.send(b"X=kept-$((6*7)); echo before-$X\n")
+            await read_until(ws, b"before-kept-42")
+    asyncio.run(before())
+    d.kill()
+
+    d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
+
+    async def after() -> None:
+        async with connect(ws_url(d2, path, terminal_id=state["id"])) as ws:
+            await read_until(ws, b"before-kept-42")  # the replay
+            await ws.send(b"echo again-$X\n")
+            await read_until(ws, b"again-kept-42")  # the same shell, its variable
+            await ws.send(b"exit 4\n")
+            _, controls = await read_to_close(ws)
+            assert any(m["type"] == "exit" and m["exit_code"] == 4 for m in controls), controls
+    asyncio.run(after())
+    with d2.client() as c:
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
+    d2.stop()
