@@ -153,10 +153,15 @@ int64_t BenchCgroups::MemoryUsage(const char* leaf) const {
 }
 
 Daemon::Daemon(const DaemonOptions& options, const BenchCgroups& cgroups) {
-  char dir_template[] = "/tmp/sandstream-bench.XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr)
-    throw BenchError("mkdtemp: " + std::string(std::strerror(errno)));
-  data_dir_ = dir_template;
+  if (options.dir.empty()) {
+    char dir_template[] = "/tmp/sandstream-bench.XXXXXX";
+    if (::mkdtemp(dir_template) == nullptr)
+      throw BenchError("mkdtemp: " + std::string(std::strerror(errno)));
+    data_dir_ = dir_template;
+  } else {
+    data_dir_ = options.dir;
+    owns_dir_ = false;
+  }
   log_path_ = data_dir_ + "/sandstreamd.log";
 
   std::vector<std::string> args = {options.binary,      "--listen",  "127.0.0.1:0",  "--data-dir",
@@ -175,7 +180,7 @@ Daemon::Daemon(const DaemonOptions& options, const BenchCgroups& cgroups) {
 
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw BenchError("pipe2: " + std::string(std::strerror(errno)));
-  int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) throw BenchError("open " + log_path_ + ": " + std::strerror(errno));
   const pid_t parent = ::getpid();
   pid_ = ::fork();
@@ -235,10 +240,18 @@ Daemon::~Daemon() {
     }
   }
   if (stdout_fd_ >= 0) ::close(stdout_fd_);
-  if (!data_dir_.empty()) {
+  if (owns_dir_ && !data_dir_.empty()) {
     std::error_code ec;
     fs::remove_all(data_dir_, ec);
   }
+}
+
+void Daemon::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
 }
 
 int64_t Daemon::Rss() const { return ProcessRss(pid_); }

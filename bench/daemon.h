@@ -42,14 +42,19 @@ struct DaemonOptions {
   std::string runtime;
   std::string api_key;
   std::vector<std::string> extra_args;  // more --flags
+  // The directory of an earlier Daemon to start on (its data and log), which stays its
+  // owner's; empty: a fresh temporary one, removed with this Daemon.
+  std::string dir;
 };
 
 class Daemon {
  public:
   // Starts the daemon and waits for its "listening on" line; throws BenchError.
   Daemon(const DaemonOptions& options, const BenchCgroups& cgroups);
-  // SIGTERM, then SIGKILL after a grace; removes the data dir.
+  // SIGTERM, then SIGKILL after a grace; removes the data dir it made.
   ~Daemon();
+  // SIGKILL, as a crash: the sandboxes it leaves run on, the data dir stays.
+  void Kill();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
@@ -70,6 +75,7 @@ class Daemon {
   uint16_t port_ = 0;
   std::string data_dir_;
   std::string log_path_;
+  bool owns_dir_ = true;
 };
 
 // Reads a field of /proc/meminfo ("MemAvailable", "Slab") in bytes.

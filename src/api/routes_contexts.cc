@@ -111,6 +111,7 @@ asio::awaitable<void> DeleteContext(Context& ctx) {
   if (auto r = sandstream::DeleteContext(**sb, ctx.params.at(1)); !r) {
     co_return co_await ReplyError(ctx, r.error());
   }
+  ctx.service.Persist(**sb);
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 

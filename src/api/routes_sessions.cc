@@ -68,6 +68,7 @@ asio::awaitable<void> DeleteSession(Context& ctx) {
   if (auto r = sandstream::DeleteSession(**sb, ctx.params.at(1)); !r) {
     co_return co_await ReplyError(ctx, r.error());
   }
+  ctx.service.Persist(**sb);
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 

@@ -189,6 +189,9 @@ int main(int argc, char** argv) {
   }
 
   asio::io_context io(1);
+  // Before anything can be seen from outside (the listening line): a SIGTERM from then on is a
+  // graceful stop, served once the loop runs, never the default action.
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   Service service(io.get_executor(), **runtime, **store, MakeServiceOptions(*config));
   service.Restore();
 
@@ -232,7 +235,6 @@ int main(int argc, char** argv) {
                         {"data_dir", config->data_dir},
                         {"max_connections", std::to_string(server_options.max_connections)}});
 
-  asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::co_spawn(io, server.Run(), asio::detached);
   asio::co_spawn(io, ShutdownOnSignal(signals, server, service, *config, io), asio::detached);
   io.run();

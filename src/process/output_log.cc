@@ -109,7 +109,7 @@ std::string_view OutputLog::carry(int stream) const {
 void OutputLog::set_carry(int stream, std::string_view bytes) {
   if (!ring_.valid() || bytes.size() > 4) return;
   RingState& s = ring_.state();
-  std::memcpy(s.carry[stream], bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(s.carry[stream], bytes.data(), bytes.size());
   s.carry_len[stream] = static_cast<uint8_t>(bytes.size());
 }
 

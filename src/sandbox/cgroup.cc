@@ -18,6 +18,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "sandbox/fault.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -311,7 +312,7 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
   };
   for (const auto& parent : parents_) {
     const std::string dir = parent + "/" + id;
-    if (::mkdir(dir.c_str(), 0755) != 0) return fail("mkdir: " + dir, errno);
+    if (InjectedFault() || ::mkdir(dir.c_str(), 0755) != 0) return fail("mkdir: " + dir, errno);
     dirs.push_back(dir);
   }
 
@@ -340,7 +341,7 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
     oom_file = dirs[0] + "/memory.events";
   }
   for (const auto& [file, value] : settings) {
-    int err = WriteString(file, value);
+    int err = InjectedFault() ? EIO : WriteString(file, value);
     // The swap files are absent without swap accounting; nothing to limit then.
     if (err == ENOENT && (file.ends_with("memory.swap.max") ||
                           file.ends_with("memory.memsw.limit_in_bytes"))) {

@@ -12,6 +12,7 @@
 
 #include "platform/fd.h"
 #include "sandbox/child_report.h"
+#include "sandbox/fault.h"
 
 // Defined by the generated init_blob.cc and spawner_blob.cc (.incbin of each executable).
 extern "C" const char sandstream_init_blob[];
@@ -57,7 +58,7 @@ void ExecEmbeddedInChild(int exe_fd, char* const argv[], int control_fd, int rep
     ReportAndExit(report_fd, "exec: close_range", errno);
   }
   char* const envp[] = {nullptr};
-  ::syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
+  if (!InjectedFault()) ::syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
   ReportAndExit(report_fd, "exec: execveat", errno);
 }
 

@@ -16,6 +16,7 @@
 
 #include "platform/fd.h"
 #include "sandbox/child_report.h"
+#include "sandbox/fault.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -207,6 +208,7 @@ void BindReadOnly(const MountStep& s, const char* source, int report_fd) {
 }
 
 void RunStep(const MountStep& s, int report_fd) {
+  if (InjectedFault()) Fail(s, report_fd);
   const char* path = s.path.c_str();
   switch (s.op) {
     case MountOp::kTmpfs:

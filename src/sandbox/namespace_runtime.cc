@@ -31,6 +31,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
+#include "sandbox/fault.h"
 #include "sandbox/mounts.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
@@ -150,7 +151,7 @@ struct InitLaunch {
 
   // Still the host's uid 0 here, so the path's ancestors are searchable whatever their mode;
   // from now on every path of the plan is relative to this directory.
-  if (::chdir(l.dir) != 0) ReportAndExit(l.report_fd, "state: chdir", errno);
+  if (InjectedFault() || ::chdir(l.dir) != 0) ReportAndExit(l.report_fd, "state: chdir", errno);
   if (l.template_root != nullptr) {
     // Overlay layers must be mounts of this mount namespace: the parent's fd names the
     // template in the host's, so reopen it here, under the number the plan refers to.
@@ -162,20 +163,22 @@ struct InitLaunch {
   }
   BecomeNamespaceRootInChild(l.report_fd);
   // Only now, inside the sandbox's cgroups, so that they are the namespace's root.
-  if (::unshare(CLONE_NEWCGROUP) != 0) ReportAndExit(l.report_fd, "cgroupns: unshare", errno);
-  if (::sethostname(l.hostname, l.hostname_len) != 0) {
+  if (InjectedFault() || ::unshare(CLONE_NEWCGROUP) != 0) {
+    ReportAndExit(l.report_fd, "cgroupns: unshare", errno);
+  }
+  if (InjectedFault() || ::sethostname(l.hostname, l.hostname_len) != 0) {
     ReportAndExit(l.report_fd, "uts: sethostname", errno);
   }
   // A SysV segment outlives its processes by default: memory the OOM killer could not free.
   // The setting is the sandbox's IPC namespace's; the sandbox's /proc/sys will be read-only.
   const int rmid = ::open("/proc/sys/kernel/shm_rmid_forced", O_WRONLY | O_CLOEXEC);
-  if (rmid < 0 || ::write(rmid, "1", 1) != 1) {
+  if (rmid < 0 || InjectedFault() || ::write(rmid, "1", 1) != 1) {
     ReportAndExit(l.report_fd, "ipc: shm_rmid_forced", errno);
   }
   ::close(rmid);
   BuildRootInChild(*l.plan, l.report_fd);
   LoopbackUpInChild(l.report_fd);
-  if (::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
+  if (InjectedFault() || ::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
   char name[] = "sandstream-init";
   char* const argv[] = {name, nullptr};
   ExecEmbeddedInChild(l.init_exe, argv, l.control_fd, l.report_fd);
@@ -237,7 +240,8 @@ class NamespaceSandbox final : public Sandbox {
   // Takes back what an earlier daemon left: the keeper at its socket, the cgroups, PID 1's
   // pidfd and control socket and every kept process (for TakeAdopted).
   Op<Result<void>> Reattach() {
-    Result<void> connected = co_await spawner_.Connect(dir_ + "/keeper.sock");
+    Result<void> connected =
+        co_await spawner_.Connect(dir_ + "/keeper.sock", state_->spawner_exe.get());
     if (!connected) co_return std::move(connected).error();
     auto cgroup = state_->cgroups->Open(id_);
     if (!cgroup) co_return std::move(cgroup).error();
@@ -440,23 +444,23 @@ class NamespaceSandbox final : public Sandbox {
 // setup, each naming itself in its error.
 Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
                        const SandboxSpec& spec, const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0) {
+  if (InjectedFault() || ::mkdir(dir.c_str(), 0700) != 0) {
     const int err = errno;
     co_return SysError(err == EEXIST ? ErrorCode::kConflict : ErrorCode::kSandboxSetupFailed,
                        "state: mkdir: " + dir, err);
   }
   const std::string root = dir + "/root";
-  if (::mkdir(root.c_str(), 0755) != 0) {
+  if (InjectedFault() || ::mkdir(root.c_str(), 0755) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + root, errno);
   }
   if (!spec.template_root.empty()) {
     const std::string layer = dir + "/layer";
-    if (::mkdir(layer.c_str(), 0755) != 0) {
+    if (InjectedFault() || ::mkdir(layer.c_str(), 0755) != 0) {
       co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + layer, errno);
     }
   }
   // Owned by the sandbox's root: the child works below it after leaving the host's uid 0.
-  if (::chown(dir.c_str(), *sandbox.ids_first_, *sandbox.ids_first_) != 0) {
+  if (InjectedFault() || ::chown(dir.c_str(), *sandbox.ids_first_, *sandbox.ids_first_) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "state: chown: " + dir, errno);
   }
   UniqueFd template_fd;
@@ -473,12 +477,12 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
 
   const RootPlan plan = BuildRootPlan(s.host, spec, dir, template_fd.get());
   int sync[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
+  if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
   }
   UniqueFd sync_parent(sync[0]), sync_child(sync[1]);
   int control[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+  if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
   }
   UniqueFd control_parent(control[0]), control_child(control[1]);
@@ -505,7 +509,7 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
   {
     auto owner = NamespaceOwner::Assume(*sandbox.ids_first_);
     if (!owner) co_return std::move(owner).error();
-    pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+    pid = InjectedFault() ? -1 : static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
     clone_err = errno;
     if (pid == 0) RunInitSetup(launch);
   }
@@ -522,7 +526,7 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
   }
   if (auto r = sandbox.cgroup_->Attach(pid); !r) co_return std::move(r).error();
   if (auto r = ExemptFromOomKiller(pid); !r) co_return std::move(r).error();
-  if (::write(sync_parent.get(), "g", 1) != 1) {
+  if (InjectedFault() || ::write(sync_parent.get(), "g", 1) != 1) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
   }
   Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "");

@@ -10,11 +10,12 @@
 #include <cstring>
 
 #include "sandbox/child_report.h"
+#include "sandbox/fault.h"
 
 namespace sandstream::sandbox {
 
 void LoopbackUpInChild(int report_fd) {
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int fd = InjectedFault() ? -1 : ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) ReportAndExit(report_fd, "net: socket", errno);
   struct ifreq req{};
   std::memcpy(req.ifr_name, "lo", 3);

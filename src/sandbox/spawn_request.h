@@ -70,6 +70,34 @@ enum KeeperMessageType : uint32_t {
   kListen = 0x4b535308,  // daemon -> keeper: the socket later daemons connect to (one fd)
   kRelease = 0x4b535309, // daemon -> keeper: close pid's held fd at index `tag`, clear bits
                          // `status` of its tag (stdin closed: the child must see EOF)
+  kUpgrade = 0x4b53530a, // daemon -> keeper: exec the keeper executable sent with it (one fd),
+                         // handing everything over (KeeperState); it says kHello again
+};
+
+// The hand-over of kUpgrade: a keeper execs the new executable in place (its children stay its
+// children) with every fd it holds left open and this table in a memfd, named by the
+// environment variable kKeeperStateEnv. The message types above, KeeperMessage and this layout
+// never change: a keeper of any later version reads them.
+inline constexpr const char* kKeeperStateEnv = "SANDSTREAM_KEEPER_STATE";
+inline constexpr uint32_t kKeeperStateMagic = 0x5353544bu;  // "KTSS"
+struct KeeperStateHeader {
+  uint32_t magic;
+  uint32_t version;  // of the keeper that wrote it
+  int32_t control;   // the connected daemon, or -1
+  int32_t listener;
+  uint32_t sandbox_held_count;
+  int32_t sandbox_held[kMaxHeldFds];
+  uint32_t entries;  // KeeperStateEntry records that follow
+};
+struct KeeperStateEntry {
+  int32_t pid;
+  int32_t status;  // once reaped, else -1
+  uint32_t tag;
+  uint32_t flags;  // 1: reaped, 2: forget once reaped
+  int32_t pidfd;
+  int32_t exit_fd;  // -1 once the status is written
+  uint32_t held_count;
+  int32_t held[kMaxHeldFds];
 };
 
 struct KeeperMessage {

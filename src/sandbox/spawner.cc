@@ -17,9 +17,11 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/log.h"
 #include "platform/fd.h"
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
+#include "sandbox/fault.h"
 #include "sandbox/spawn_request.h"
 #include "sandbox/userns.h"
 
@@ -61,9 +63,11 @@ Result<sockaddr_un> SocketAddress(const std::string& path, UniqueFd& dir) {
 [[noreturn]] void RunSpawnerSetup(const SpawnerSite& site, char* const argv[], int control_fd,
                                   int report_fd) {
   for (int fd : site.cgroup_procs) {
-    if (::write(fd, "0", 1) != 1) ReportAndExit(report_fd, "cgroup attach", errno);
+    if (InjectedFault() || ::write(fd, "0", 1) != 1) ReportAndExit(report_fd, "cgroup attach", errno);
   }
-  if (::setns(site.init_pidfd, kAllNamespaces) != 0) ReportAndExit(report_fd, "setns", errno);
+  if (InjectedFault() || ::setns(site.init_pidfd, kAllNamespaces) != 0) {
+    ReportAndExit(report_fd, "setns", errno);
+  }
   BecomeNamespaceRootInChild(report_fd);
   ExecEmbeddedInChild(site.exe_fd, argv, control_fd, report_fd);
 }
@@ -155,7 +159,7 @@ Op<std::optional<Spawner::Message>> Spawner::Receive() {
   }
 }
 
-Op<Result<void>> Spawner::AwaitHello(std::string_view context) {
+Op<Result<void>> Spawner::AwaitHello(std::string_view context, bool accept_other_version) {
   std::optional<Message> hello = co_await Receive();
   KeeperMessage m{};
   if (hello && hello->bytes.size() == sizeof m) std::memcpy(&m, hello->bytes.data(), sizeof m);
@@ -168,13 +172,25 @@ Op<Result<void>> Spawner::AwaitHello(std::string_view context) {
     }
     co_return Error{ErrorCode::kSandboxSetupFailed, std::string(context) + ": no hello"};
   }
-  if (m.tag != kKeeperVersion) {
+  pid_ = m.pid;
+  version_ = m.tag;
+  if (m.tag != kKeeperVersion && !accept_other_version) {
     co_return Error{ErrorCode::kSandboxSetupFailed,
                     std::string(context) + ": keeper speaks version " + std::to_string(m.tag) +
                         ", this daemon " + std::to_string(kKeeperVersion)};
   }
-  pid_ = m.pid;
   co_return Ok{};
+}
+
+Op<Result<void>> Spawner::Upgrade(int exe_fd) {
+  const KeeperMessage m{kUpgrade, 0, 0, 0};
+  if (const int err =
+          Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), std::span(&exe_fd, 1));
+      err != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: upgrade: send", err);
+  }
+  // The new executable says hello on the same connection; a failed exec answers a SpawnReply.
+  co_return co_await AwaitHello("keeper: upgrade");
 }
 
 Op<Result<Launched>> Spawner::Launch(std::string_view request, std::span<const int> fds) {
@@ -241,7 +257,7 @@ void Spawner::Forget(pid_t pid) {
   (void)Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), {});
 }
 
-Op<Result<void>> Spawner::Connect(std::string socket_path) {
+Op<Result<void>> Spawner::Connect(std::string socket_path, int keeper_exe) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socket", errno);
   UniqueFd dir;
@@ -251,7 +267,14 @@ Op<Result<void>> Spawner::Connect(std::string socket_path) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: connect " + socket_path, errno);
   }
   control_ = std::move(fd);
-  Result<void> hello = co_await AwaitHello("keeper");
+  Result<void> hello = co_await AwaitHello("keeper", true);
+  // A keeper an earlier build started: it execs this build's keeper in place, handing over all
+  // it holds (its processes stay its children).
+  if (hello && version_ != kKeeperVersion) {
+    log::Info("upgrading a sandbox keeper", {{"from_version", std::to_string(version_)},
+                                             {"to_version", std::to_string(kKeeperVersion)}});
+    hello = co_await Upgrade(keeper_exe);
+  }
   if (!hello) control_.reset();
   co_return hello;
 }
@@ -283,7 +306,7 @@ int Spawner::Send(std::string_view request, std::span<const int> fds) {
 Op<Result<void>> Spawner::Start(SpawnerSite site, std::vector<int> held) {
   (void)co_await Stop();
   int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+  if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socketpair", errno);
   }
   UniqueFd ours(sv[0]), theirs(sv[1]);
@@ -300,7 +323,7 @@ Op<Result<void>> Spawner::Start(SpawnerSite site, std::vector<int> held) {
   Result<sockaddr_un> addr = SocketAddress(site.socket_path, dir);
   if (!addr) co_return std::move(addr).error();
   ::unlink(site.socket_path.c_str());
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0 ||
+  if (InjectedFault() || ::bind(listener.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0 ||
       ::listen(listener.get(), 4) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: listen " + site.socket_path,
                        errno);
@@ -316,7 +339,8 @@ Op<Result<void>> Spawner::Start(SpawnerSite site, std::vector<int> held) {
   args.flags = CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
-  const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  const pid_t pid =
+      InjectedFault() ? -1 : static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
   if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: clone3", errno);
   if (pid == 0) RunSpawnerSetup(site, argv, theirs.get(), report->write.get());
   pidfd_.reset(pidfd);

@@ -74,8 +74,12 @@ class Spawner {
 
   // Starts the keeper (replacing one that runs) and gives it `held`, the sandbox's own fds.
   Op<Result<void>> Start(SpawnerSite site, std::vector<int> held);
-  // Reaches the keeper an earlier daemon started, at `socket_path`.
-  Op<Result<void>> Connect(std::string socket_path);
+  // Reaches the keeper an earlier daemon started, at `socket_path`; one of another version
+  // (an earlier build's) is upgraded to `keeper_exe` first.
+  Op<Result<void>> Connect(std::string socket_path, int keeper_exe);
+  // Has the keeper exec `exe_fd` in place, handing over everything it holds; it answers with
+  // its new version.
+  Op<Result<void>> Upgrade(int exe_fd);
   // Everything the keeper holds, handed back (it keeps its copies).
   Op<Result<std::vector<KeptEntry>>> List();
   // Sends an encoded request with its fds (stdin if any, stdout, stderr, report pipe, exit
@@ -98,6 +102,8 @@ class Spawner {
   bool connected() const;
   // The keeper's host pid, or -1.
   pid_t pid() const { return pid_; }
+  // The protocol version the keeper said hello with.
+  uint32_t version() const { return version_; }
 
  private:
   // One message within the reply deadline, with the fds it carried; nullopt on timeout, EOF or
@@ -109,12 +115,13 @@ class Spawner {
   Op<std::optional<Message>> Receive();
   // 0 once sent; else the errno of sendmsg.
   int Send(std::string_view request, std::span<const int> fds);
-  Op<Result<void>> AwaitHello(std::string_view context);
+  Op<Result<void>> AwaitHello(std::string_view context, bool accept_other_version = false);
 
   std::function<void(UniqueFd)> unreaped_;
   UniqueFd control_;
   UniqueFd pidfd_;  // only for a keeper this daemon started (its child)
   pid_t pid_ = -1;
+  uint32_t version_ = 0;
 };
 
 }  // namespace sandstream::sandbox

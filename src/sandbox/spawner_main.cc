@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "sandbox/caps.h"
@@ -154,10 +156,136 @@ void ReapLast(int sfd) {
   }
 }
 
+void SetInherited(int fd, bool inherited) {
+  if (fd < 0) return;
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, inherited ? flags & ~FD_CLOEXEC : flags | FD_CLOEXEC);
+}
+
+// Every fd the keeper holds, inherited across an exec or not.
+void SetAllInherited(bool inherited) {
+  SetInherited(control, inherited);
+  SetInherited(listener, inherited);
+  for (uint32_t i = 0; i < sandbox_held_count; ++i) SetInherited(sandbox_held[i], inherited);
+  for (const Entry& e : entries) {
+    if (!e.used) continue;
+    SetInherited(e.pidfd, inherited);
+    SetInherited(e.exit_fd, inherited);
+    for (uint32_t i = 0; i < e.held_count; ++i) SetInherited(e.held[i], inherited);
+  }
+}
+
+bool WriteAllTo(int fd, const void* data, size_t len) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    const ssize_t n = ::write(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// kUpgrade: execs `exe` in place with the table in a memfd; returns an errno only on failure.
+int Upgrade(int exe) {
+  const int state = static_cast<int>(::syscall(SYS_memfd_create, "sandstream-keeper-state", 0));
+  if (state < 0) return errno;
+  KeeperStateHeader h{};
+  h.magic = kKeeperStateMagic;
+  h.version = kKeeperVersion;
+  h.control = control;
+  h.listener = listener;
+  h.sandbox_held_count = sandbox_held_count;
+  for (uint32_t i = 0; i < sandbox_held_count; ++i) h.sandbox_held[i] = sandbox_held[i];
+  for (const Entry& e : entries) h.entries += e.used ? 1 : 0;
+  bool written = WriteAllTo(state, &h, sizeof h);
+  for (const Entry& e : entries) {
+    if (!e.used || !written) continue;
+    KeeperStateEntry k{};
+    k.pid = e.pid;
+    k.status = e.reaped ? e.status : -1;
+    k.tag = e.tag;
+    k.flags = (e.reaped ? 1u : 0u) | (e.forget_on_reap ? 2u : 0u);
+    k.pidfd = e.pidfd;
+    k.exit_fd = e.exit_fd;
+    k.held_count = e.held_count;
+    for (uint32_t i = 0; i < e.held_count; ++i) k.held[i] = e.held[i];
+    written = WriteAllTo(state, &k, sizeof k);
+  }
+  if (!written || ::lseek(state, 0, SEEK_SET) != 0) {
+    const int err = errno != 0 ? errno : EIO;
+    ::close(state);
+    return err;
+  }
+  char env[64];
+  std::snprintf(env, sizeof env, "%s=%d", kKeeperStateEnv, state);
+  char name[] = "sandstream-keeper";
+  char* const argv[] = {name, nullptr};
+  char* const envp[] = {env, nullptr};
+  SetAllInherited(true);
+  ::syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
+  const int err = errno;
+  SetAllInherited(false);
+  ::close(state);
+  return err;
+}
+
+bool ReadAllFrom(int fd, void* data, size_t len) {
+  char* p = static_cast<char*>(data);
+  while (len > 0) {
+    const ssize_t n = ::read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// After kUpgrade: the table the keeper before this one left; 0 or an errno.
+int Resume(int state) {
+  KeeperStateHeader h{};
+  if (!ReadAllFrom(state, &h, sizeof h) || h.magic != kKeeperStateMagic ||
+      h.sandbox_held_count > kMaxHeldFds || h.entries > kMaxEntries) {
+    return EBADMSG;
+  }
+  control = h.control;
+  listener = h.listener;
+  sandbox_held_count = h.sandbox_held_count;
+  for (uint32_t i = 0; i < h.sandbox_held_count; ++i) sandbox_held[i] = h.sandbox_held[i];
+  for (uint32_t n = 0; n < h.entries; ++n) {
+    KeeperStateEntry k{};
+    if (!ReadAllFrom(state, &k, sizeof k) || k.held_count > kMaxHeldFds) return EBADMSG;
+    Entry& e = entries[n];
+    e = Entry{};
+    e.used = true;
+    e.pid = k.pid;
+    e.status = k.status;
+    e.tag = k.tag;
+    e.reaped = (k.flags & 1u) != 0;
+    e.forget_on_reap = (k.flags & 2u) != 0;
+    e.pidfd = k.pidfd;
+    e.exit_fd = k.exit_fd;
+    e.held_count = k.held_count;
+    for (uint32_t i = 0; i < k.held_count; ++i) e.held[i] = k.held[i];
+  }
+  ::close(state);
+  SetAllInherited(false);
+  return 0;
+}
+
 // 0 or the errno of the step that failed.
 int Start() {
   // Exec'd from a memfd, the command name would read "memfd:sandstrea" in ps.
   ::prctl(PR_SET_NAME, "sandstream-keep", 0, 0, 0);
+  if (const char* state = ::getenv(kKeeperStateEnv)) {
+    // An upgrade: the session, fds 0-2 and the capabilities are as the keeper before left
+    // them; the exec made it dumpable again.
+    const int err = Resume(static_cast<int>(std::strtol(state, nullptr, 10)));
+    if (err != 0) return err;
+    return ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : errno;
+  }
   // Out of the daemon's process group and session: a Ctrl-C or hang-up meant for a daemon run
   // in a terminal must not reach the keepers, which outlive the daemon.
   if (::setsid() < 0) return errno;
@@ -309,6 +437,14 @@ bool Serve(ssize_t len, msghdr& msg) {
     case kStop:
       CloseAll(fds, fd_count);
       return false;
+    case kUpgrade:
+      if (fd_count == 1) {
+        const int err = Upgrade(fds[0]);  // returns only on failure: this keeper goes on
+        ::close(fds[0]);
+        Reply(-1, err, -1);
+        return true;
+      }
+      break;
     default:
       break;
   }
@@ -338,6 +474,7 @@ int main() {
     return 122;
   }
   Hello();
+  Reap();  // after an upgrade: children that ended during the hand-over
   for (;;) {
     pollfd fds[3] = {{control, POLLIN, 0}, {listener, POLLIN, 0}, {sfd, POLLIN, 0}};
     if (::poll(fds, 3, -1) < 0) {

@@ -16,6 +16,7 @@
 #include "platform/fd.h"
 #include "platform/unique_fd.h"
 #include "sandbox/child_report.h"
+#include "sandbox/fault.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -192,7 +193,7 @@ Result<void> WriteIdMapsFromParent(pid_t pid, uint32_t host_first, uint32_t coun
   for (const char* map : {"uid_map", "gid_map"}) {
     const std::string path = "/proc/" + std::to_string(pid) + "/" + map;
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd || ::write(fd.get(), line.data(), line.size()) < 0) {
+    if (!fd || InjectedFault() || ::write(fd.get(), line.data(), line.size()) < 0) {
       return SysError(ErrorCode::kSandboxSetupFailed, std::string("userns: write ") + path, errno);
     }
   }
@@ -200,7 +201,7 @@ Result<void> WriteIdMapsFromParent(pid_t pid, uint32_t host_first, uint32_t coun
 }
 
 void BecomeNamespaceRootInChild(int report_fd) {
-  if (::syscall(SYS_setgroups, 0, nullptr) != 0)
+  if (InjectedFault() || ::syscall(SYS_setgroups, 0, nullptr) != 0)
     ReportAndExit(report_fd, "userns: setgroups", errno);
   if (::syscall(SYS_setresgid, 0, 0, 0) != 0)
     ReportAndExit(report_fd, "userns: setresgid 0", errno);

@@ -169,6 +169,47 @@ asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
   co_return Ok{};
 }
 
+json::object CodeContext::Stored() const {
+  json::object o = Json();
+  json::object env;
+  for (const auto& [k, v] : env_) env[k] = v;
+  o["env"] = std::move(env);
+  o["token"] = token_;
+  return o;
+}
+
+std::shared_ptr<CodeContext> CodeContext::FromStored(const asio::any_io_executor& ex,
+                                                     const json::object& o,
+                                                     std::shared_ptr<Process> driver) {
+  try {
+    auto language = ParseLanguage(o.at("language").as_string());
+    if (!language) return nullptr;
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : o.at("env").as_object()) {
+      if (v.is_string()) env[std::string(k)] = std::string(v.as_string());
+    }
+    auto c = std::make_shared<CodeContext>(
+        ex, json::value_to<std::string>(o.at("id")), json::value_to<std::string>(o.at("sandbox_id")),
+        *language, json::value_to<std::string>(o.at("cwd")), std::move(env));
+    c->created_at_ = ParseRfc3339(o.at("created_at").as_string()).value_or(SystemNow());
+    c->executions_ = o.at("execution_count").to_number<uint64_t>();
+    c->restarts_ = o.at("restarts").to_number<uint64_t>();
+    c->token_ = json::value_to<std::string>(o.at("token"));
+    if (*language == Language::kBash) {
+      // The shell's state is in the sandbox, under the session's id.
+      c->shell_ = std::make_shared<Session>(ex, "ctx-" + c->id_, c->sandbox_id_, c->env_, c->cwd_);
+    } else if (driver && driver->status() == ProcessStatus::kRunning) {
+      // Only what it writes from now on is read: a message cut by the restart is dropped.
+      c->driver_ = std::move(driver);
+      c->after_seq_ = c->driver_->log().next_seq() - 1;
+      c->driver_->log().AddListener(c.get());
+    }
+    return c;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 void CodeContext::OnAppend() {
   if (!driver_) return;
   auto slice = driver_->log().Read(after_seq_, UINT64_MAX);
@@ -531,6 +572,7 @@ asio::awaitable<Result<void>> CodeContext::Restart(Service& service) {
   Result<void> started = co_await Start(service);
   if (!started) co_return std::move(started).error();
   ++restarts_;
+  if ((sb = service.Find(sandbox_id_))) service.Persist(*sb);
   co_return Ok{};
 }
 
@@ -561,6 +603,7 @@ asio::awaitable<Result<std::shared_ptr<CodeContext>>> CreateContext(Service& ser
   sb = service.Find(sandbox_id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
   sb->contexts.emplace(context->id(), context);
+  service.Persist(*sb);
   co_return context;
 }
 

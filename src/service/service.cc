@@ -60,7 +60,14 @@ void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view 
 }
 
 void Service::Persist(const SandboxEntry& sb) {
-  if (auto r = store_.PutSandbox(sb.id, json::serialize(SandboxJson(sb))); !r) {
+  json::object record = SandboxJson(sb);
+  json::array sessions;
+  for (const auto& [id, session] : sb.sessions) sessions.push_back(SessionJson(*session));
+  json::array contexts;
+  for (const auto& [id, context] : sb.contexts) contexts.push_back(context->Stored());
+  record["sessions"] = std::move(sessions);
+  record["contexts"] = std::move(contexts);
+  if (auto r = store_.PutSandbox(sb.id, json::serialize(record)); !r) {
     log::Error("persisting sandbox failed", {{"sandbox", sb.id}, {"error", r.error().message}});
   }
 }
@@ -332,9 +339,16 @@ void Service::Record(SandboxEntry& sb, const std::shared_ptr<Process>& p) {
               (p->spec().cmd.empty() ? p->spec().argv[0] : p->spec().cmd),
           {{"process_id", p->id()}, {"pid", p->pid()}});
   PersistProcess(sb, *p);
+  if (sb.ended_unrecorded.erase(p->id()) > 0) OnProcessExit(sb, *p);
 }
 
 void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
+  // A command that ends at once may end before StartProcess has recorded it: its start is
+  // journaled first, then this.
+  if (!sb.FindProcess(p.id())) {
+    sb.ended_unrecorded.insert(p.id());
+    return;
+  }
   const auto& exit = *p.exit();
   std::string message = "process " + p.id() + " exited: " + std::string(ExitReasonName(exit.reason)) +
                         ", exit code " + std::to_string(exit.exit_code);
@@ -354,14 +368,15 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
   // Its end is recorded: what the sandbox kept of it for a later daemon may go.
   if (sb.runtime) sb.runtime->Forget(p.pid());
   asio::co_spawn(ex_, TrimWhenIdle(p.weak_from_this()), [](std::exception_ptr) {});
-  // Bound memory: keep at most 256 finished processes in memory per sandbox (the store keeps
-  // their records until the sandbox is deleted).
+  // Bound memory and the store: a sandbox keeps its newest kFinishedInMemory finished
+  // processes; an older one is forgotten, its record too.
   size_t finished = 0;
   for (const auto& q : sb.processes) finished += q->status() == ProcessStatus::kExited;
-  if (finished > 256) {
+  if (finished > kFinishedInMemory) {
     for (auto it = sb.processes.begin(); it != sb.processes.end(); ++it) {
       if ((*it)->status() == ProcessStatus::kExited && (*it).get() != &p) {
         std::erase_if(sb.idempotency, [&](const auto& kv) { return kv.second == (*it)->id(); });
+        (void)store_.DeleteProcess(sb.id, (*it)->id());
         sb.processes.erase(it);
         break;
       }
@@ -432,7 +447,7 @@ void Service::Free(const std::string& id) {
 
 void Service::Restore() {
   auto sandboxes = store_.Sandboxes();
-  auto processes = store_.Processes();
+  auto processes = store_.Processes(kFinishedInMemory);
   if (!sandboxes || !processes) {
     log::Error("reading the store failed",
                {{"error", !sandboxes ? sandboxes.error().message : processes.error().message}});
@@ -445,7 +460,9 @@ void Service::Restore() {
     std::unique_ptr<SandboxEntry> sb;
     sandbox::SandboxSpec spec;
     std::string lost;  // why it could not be taken back
+    json::object record;
   };
+  std::map<std::string, json::object> records;  // of the sandboxes taken back
   std::vector<Pending> pending;
   std::vector<std::string> kept;
   std::map<std::string, std::vector<sandbox::AdoptedProcess>> adopted;
@@ -502,7 +519,7 @@ void Service::Restore() {
       lost = runtime.error().message;
       log::Warn("sandbox could not be taken back", {{"sandbox", sb->id}, {"error", lost}});
     }
-    pending.push_back(Pending{std::move(sb), std::move(spec), std::move(lost)});
+    pending.push_back(Pending{std::move(sb), std::move(spec), std::move(lost), std::move(o)});
   }
   runtime_.CleanupLeftovers(kept);
   for (Pending& p : pending) {
@@ -527,6 +544,7 @@ void Service::Restore() {
       Journal(*raw, "sandbox.lost", "error", *raw->lost + "; delete it and create another",
               {{"cause", *raw->lost}});
     } else {
+      records[raw->id] = std::move(p.record);
       WatchLife(*raw);
       Journal(*raw, "sandbox.restored", "info",
               "sandstreamd restarted: the sandbox, its files and its running processes were "
@@ -571,6 +589,9 @@ void Service::Restore() {
     if (!p->spec().idempotency_key.empty()) sb->idempotency[p->spec().idempotency_key] = p->id();
     PersistProcess(*sb, *p);
   }
+  for (auto& [id, record] : records) {
+    if (SandboxEntry* sb = Find(id)) RestoreSessionsAndContexts(*sb, record);
+  }
   // Kept processes no record names (the daemon died between the spawn and its record): no
   // client knows them, so they end.
   for (auto& [id, rest] : adopted) {
@@ -584,6 +605,30 @@ void Service::Restore() {
   if (!sandboxes_.empty()) {
     log::Info("restored state", {{"sandboxes", std::to_string(sandboxes_.size())},
                                  {"taken_back", std::to_string(kept.size())}});
+  }
+}
+
+void Service::RestoreSessionsAndContexts(SandboxEntry& sb, const json::object& record) {
+  if (auto* sessions = record.if_contains("sessions"); sessions && sessions->is_array()) {
+    for (const auto& v : sessions->as_array()) {
+      if (!v.is_object()) continue;
+      if (auto session = SessionFromStored(ex_, v.as_object())) {
+        sb.sessions.emplace(session->id(), std::move(session));
+      }
+    }
+  }
+  if (auto* contexts = record.if_contains("contexts"); contexts && contexts->is_array()) {
+    for (const auto& v : contexts->as_array()) {
+      if (!v.is_object()) continue;
+      const auto& o = v.as_object();
+      std::shared_ptr<Process> driver;
+      if (auto* pid = o.if_contains("process_id"); pid && pid->is_string()) {
+        driver = sb.FindProcess(pid->as_string());
+      }
+      if (auto context = CodeContext::FromStored(ex_, o, std::move(driver))) {
+        sb.contexts.emplace(context->id(), std::move(context));
+      }
+    }
   }
 }
 
@@ -646,6 +691,7 @@ asio::awaitable<void> Service::Shutdown() {
       for (auto& p : sb->processes) {
         if (p->status() == ProcessStatus::kRunning) PersistProcess(*sb, *p);
       }
+      Persist(*sb);
       if (sb->runtime) sb->runtime->Release();
     }
     co_return;

@@ -104,6 +104,8 @@ struct SandboxEntry {
   size_t spawning = 0;
   AsyncSignal spawns_done;  // a spawn ended (started or not)
   std::set<std::string, std::less<>> starting_ids;
+  // Processes that ended before their start was recorded: their end is recorded right after.
+  std::set<std::string, std::less<>> ended_unrecorded;
   std::set<std::string, std::less<>> starting_keys;
 
   std::shared_ptr<Process> FindProcess(std::string_view pid) const;
@@ -153,6 +155,8 @@ class Service {
   size_t sandbox_count() const { return sandboxes_.size(); }
   size_t running_processes() const;
   std::string_view runtime_name() const { return runtime_.name(); }
+  // Writes the sandbox's record (with its sessions and code contexts) to the store.
+  void Persist(const SandboxEntry& sb);
 
  private:
   void Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
@@ -164,8 +168,11 @@ class Service {
   void OnLost(SandboxEntry& sb);
   void OnProcessExit(SandboxEntry& sb, Process& p);
   boost::asio::awaitable<void> TrimWhenIdle(std::weak_ptr<Process> process);
-  void Persist(const SandboxEntry& sb);
   void PersistProcess(const SandboxEntry& sb, const Process& p);
+  // Finished processes a sandbox keeps (in memory and in the store); older ones are forgotten.
+  static constexpr size_t kFinishedInMemory = 256;
+  // The sessions and contexts a sandbox record lists, bound again after a restart.
+  void RestoreSessionsAndContexts(SandboxEntry& sb, const boost::json::object& record);
   void Free(const std::string& id);
   // Supervises again the running process that record `o` describes, if `kept` (what the
   // sandbox kept across the restart) holds it; takes it out of `kept`.

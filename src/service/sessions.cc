@@ -178,6 +178,7 @@ Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& s
   auto session = std::make_shared<Session>(service.executor(), id, sb.id, std::move(req.env),
                                            req.cwd.empty() ? sb.cwd : req.cwd);
   sb.sessions.emplace(id, session);
+  service.Persist(sb);
   log::Info("session created", {{"sandbox", sb.id}, {"session", id}});
   return session;
 }
@@ -212,6 +213,24 @@ json::object SessionJson(const Session& s) {
   o["commands"] = s.commands();
   o["busy"] = s.busy();
   return o;
+}
+
+std::shared_ptr<Session> SessionFromStored(const asio::any_io_executor& ex,
+                                           const json::object& o) {
+  try {
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : o.at("env").as_object()) {
+      if (v.is_string()) env[std::string(k)] = std::string(v.as_string());
+    }
+    auto session = std::make_shared<Session>(ex, json::value_to<std::string>(o.at("id")),
+                                             json::value_to<std::string>(o.at("sandbox_id")),
+                                             std::move(env), json::value_to<std::string>(o.at("cwd")));
+    session->Resume(ParseRfc3339(o.at("created_at").as_string()).value_or(SystemNow()),
+                    o.at("commands").to_number<uint64_t>());
+    return session;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
 }
 
 }  // namespace sandstream

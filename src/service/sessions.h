@@ -53,6 +53,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Marks the session deleted: queued commands fail instead of starting.
   void Close() { closed_ = true; }
+  // Taken back after a restart: when it was made, and how many commands it ran.
+  void Resume(SystemTime created_at, uint64_t commands) {
+    created_at_ = created_at;
+    commands_ = commands;
+  }
 
  private:
   CommandSpec Wrap(const Service& service, const SandboxEntry& sb, CommandSpec spec,
@@ -78,6 +83,10 @@ Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& s
                                                SessionRequest req);
 Result<void> DeleteSession(SandboxEntry& sb, std::string_view id);
 boost::json::object SessionJson(const Session& s);
+// A session an earlier daemon had (its shell state is in the sandbox already), from
+// SessionJson's form; nullptr if the record is unreadable.
+std::shared_ptr<Session> SessionFromStored(const boost::asio::any_io_executor& ex,
+                                           const boost::json::object& o);
 
 // `'a b' 'c'`: argv as one shell command line.
 std::string ShellQuote(const std::vector<std::string>& argv);

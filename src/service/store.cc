@@ -111,12 +111,25 @@ Result<std::vector<Store::SandboxRow>> Store::Sandboxes() {
   return rows;
 }
 
-Result<std::vector<Store::ProcessRow>> Store::Processes() {
+Result<void> Store::DeleteProcess(const std::string& sandbox_id, const std::string& id) {
+  return Run("DELETE FROM processes WHERE sandbox_id = ?1 AND id = ?2", {sandbox_id, id});
+}
+
+Result<std::vector<Store::ProcessRow>> Store::Processes(size_t finished_per_sandbox) {
   sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT sandbox_id, id, record FROM processes ORDER BY seq", -1, &raw,
-                         nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(
+          db_,
+          "SELECT sandbox_id, id, record FROM ("
+          "  SELECT sandbox_id, id, record, seq,"
+          "    json_extract(record, '$.status') = 'running' AS running,"
+          "    ROW_NUMBER() OVER (PARTITION BY sandbox_id,"
+          "      json_extract(record, '$.status') = 'running' ORDER BY seq DESC) AS newest"
+          "  FROM processes)"
+          " WHERE running OR newest <= ?1 ORDER BY seq",
+          -1, &raw, nullptr) != SQLITE_OK) {
     return DbError(db_, "prepare");
   }
+  sqlite3_bind_int64(raw, 1, static_cast<sqlite3_int64>(finished_per_sandbox));
   Stmt stmt(raw);
   std::vector<ProcessRow> rows;
   while (sqlite3_step(raw) == SQLITE_ROW) {

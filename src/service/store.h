@@ -36,7 +36,11 @@ class Store {
   Result<void> PutProcess(const std::string& sandbox_id, const std::string& id,
                           const std::string& record);
   Result<std::vector<SandboxRow>> Sandboxes();
-  Result<std::vector<ProcessRow>> Processes();
+  Result<void> DeleteProcess(const std::string& sandbox_id, const std::string& id);
+  // In start order: every process recorded running, and of each sandbox's finished ones the
+  // newest `finished_per_sandbox` (what the service keeps in memory), so that a restart loads
+  // a bounded number of rows whatever the database holds.
+  Result<std::vector<ProcessRow>> Processes(size_t finished_per_sandbox);
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

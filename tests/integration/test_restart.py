@@ -214,3 +214,37 @@ def test_terminal_reattaches_with_its_replay_after_a_crash(daemon_factory: Any) 
     with d2.client() as c:
         assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
     d2.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_code_context_and_session_keep_their_state(daemon_factory: Any, sig: int) -> None:
+    """A Python context's variables and a session's cwd and exports live through a restart."""
+    from test_contexts import results, run_cell
+
+    d = daemon_factory(args=KEEP)
+    with d.client() as c:
+        sb = create_sandbox(c, template="code-interpreter")
+        r = c.post(f"/v1/sandboxes/{sb['id']}/contexts", json={"language": "python"})
+        assert r.status_code == 201, r.text
+        ctx = r.json()
+        assert results(run_cell(c, sb, ctx, "x = 6 * 7\nx")) == [{"text/plain": "42"}]
+        r = c.post(f"/v1/sandboxes/{sb['id']}/sessions", json={})
+        assert r.status_code == 201, r.text
+        sess = r.json()["id"]
+        out = run(c, sb["id"], session=sess,
+                  cmd="mkdir -p /tmp/deep && cd /tmp/deep && export KEPT=yes")
+        assert out["exit_code"] == 0, out
+    if sig == signal.SIGKILL:
+        d.kill()
+    else:
+        assert d.stop(sig) == 0, d.log_tail()
+
+    d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
+    with d2.client() as c:
+        got = c.get(f"/v1/sandboxes/{sb['id']}/contexts/{ctx['id']}").json()
+        assert got["status"] == "idle", got
+        assert results(run_cell(c, sb, ctx, "x + 1")) == [{"text/plain": "43"}]
+        out = run(c, sb["id"], session=sess, cmd="echo $(pwd) $KEPT")
+        assert out["stdout"] == "/tmp/deep yes\n", out
+        assert c.delete(f"/v1/sandboxes/{sb['id']}").status_code in (200, 204)
+    d2.stop()

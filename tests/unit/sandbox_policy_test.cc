@@ -17,10 +17,14 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "sandbox/embedded.h"
+#include "sandbox/fault.h"
 #include "sandbox/namespace_runtime.h"
+#include "sandbox/spawner.h"
 #include "sandbox/userns.h"
 
 namespace sandstream::sandbox {
@@ -606,6 +610,38 @@ TEST_F(SandboxPolicyTest, SwapIsLimitedWithMemory) {
   EXPECT_EQ(limit, int64_t{96} << 20);
 }
 
+// A keeper of an earlier build is upgraded in place: it execs the new executable, which takes
+// over everything held; its process stays its child and still reports its exit.
+TEST_F(SandboxPolicyTest, KeeperUpgradesInPlaceKeepingItsProcesses) {
+  SandboxSpec spec;
+  spec.id = UniqueId("upgrade");
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  auto p = RunBlocking(sb->Spawn(Shell("sleep 0.5; exit 3")));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const auto before = CgroupTasksNamed(spec.id, "sandstream-keep");
+  ASSERT_EQ(before.size(), 1u);
+
+  // A daemon started again connects, as Restore does, and sends the keeper executable.
+  Spawner next;
+  const std::string socket = RuntimeEnvironment::state_dir + "/" + spec.id + "/keeper.sock";
+  auto exe = LoadEmbeddedExecutable(Embedded::kSpawner);
+  ASSERT_TRUE(exe.ok());
+  ASSERT_TRUE(RunBlocking(next.Connect(socket, exe->get())).ok());
+  auto upgraded = RunBlocking(next.Upgrade(exe->get()));
+  ASSERT_TRUE(upgraded.ok()) << upgraded.error().message;
+  EXPECT_EQ(next.pid(), before[0]) << "the same process, a new executable";
+  EXPECT_EQ(next.version(), kKeeperVersion);
+
+  auto kept = RunBlocking(next.List());
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+  bool found = false;
+  for (const auto& e : *kept) found = found || e.pid == p->pid;
+  EXPECT_TRUE(found) << "the process is still held";
+  EXPECT_EQ(Wait(*p), 3) << "its exit arrives through the pipe the old keeper held";
+  next.Leave();
+}
+
 TEST_F(SandboxPolicyTest, SpawnerIsInvisibleInsideAndReplacedAfterAKill) {
   SandboxSpec spec;
   spec.id = UniqueId("spawner");
@@ -704,6 +740,60 @@ TEST_F(SandboxPolicyTest, SetupFailureNamesTheStepAndLeaksNothing) {
   EXPECT_EQ(sb2.error().message.rfind("template: open: /nonexistent-template: ENOENT", 0), 0u)
       << sb2.error().message;
   EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + missing.id));
+}
+
+size_t OpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// Children of this process (zombies included): the inits and keepers it cloned.
+size_t OwnChildren() {
+  size_t n = 0;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(line.substr(paren + 2));
+    std::string state, ppid;
+    if (fields >> state >> ppid && ppid == self) ++n;
+  }
+  return n;
+}
+
+// Every step of a creation fails in turn (the setup children's and the keeper's steps
+// included): each failure names its step, and nothing is left behind, no state directory, no
+// cgroup, no process, no descriptor.
+TEST_F(SandboxPolicyTest, EveryFailedSetupStepNamesItselfAndLeavesNothing) {
+  FailNthStep(1 << 30);  // counts, fails none
+  {
+    auto sb = Make();
+    ASSERT_NE(sb, nullptr);
+    ASSERT_TRUE(RunBlocking(sb->Destroy()).ok());
+  }
+  const int steps = StepsReached();
+  FailNthStep(0);
+  ASSERT_GT(steps, 20) << "the fault points are not reached";
+  const size_t fds = OpenFds();
+  const size_t children = OwnChildren();
+  for (int k = 1; k <= steps; ++k) {
+    SandboxSpec spec;
+    spec.id = UniqueId("fault");
+    FailNthStep(k);
+    auto sb = RunBlocking(RuntimeEnvironment::runtime->Create(spec));
+    FailNthStep(0);
+    ASSERT_FALSE(sb.ok()) << "step " << k << " of " << steps << " failed, yet the creation did not";
+    EXPECT_EQ(sb.error().code, ErrorCode::kSandboxSetupFailed) << k << ": " << sb.error().message;
+    EXPECT_NE(sb.error().message.find(": EIO"), std::string::npos) << k << ": " << sb.error().message;
+    EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id)) << k;
+    for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << k << ": " << dir;
+    EXPECT_EQ(OpenFds(), fds) << k << ": " << sb.error().message;
+    EXPECT_EQ(OwnChildren(), children) << k << ": " << sb.error().message;
+  }
 }
 
 TEST_F(SandboxPolicyTest, ExecFailureIsReported) {

@@ -1,0 +1,143 @@
+"""Chaos: the daemon is SIGKILLed at random moments of create, exec, exec/stream, process start
+and delete; after every restart the state is consistent: no half-created sandbox, no orphan
+state directory or cgroup, every listed sandbox usable, every process either running (its pid
+alive) or exited with a record, and every finished stream resumable."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from helpers import Daemon, wait_until
+from sse import iter_sse
+
+KEEP = ["--teardown-on-exit", "false"]
+ROUNDS = int(os.environ.get("SANDSTREAM_CHAOS_ROUNDS", "100"))
+
+
+def cgroup_parent_name(data_dir: Path) -> str:
+    """sandstream-<FNV-1a of the data directory>, as the daemon names it."""
+    h = 2166136261
+    for b in str(data_dir).encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return f"sandstream-{h:08x}"
+
+
+def cgroup_dirs(d: Daemon) -> list[Path]:
+    """Where the daemon nests its sandboxes' cgroups, one per hierarchy."""
+    name = cgroup_parent_name(d.data_dir)
+    dirs = []
+    for line in Path(f"/proc/{d.pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        path = path.removesuffix(f"/{name}.daemon")
+        if controllers == "" and (Path("/sys/fs/cgroup") / path.lstrip("/") / name).exists():
+            dirs.append(Path("/sys/fs/cgroup") / path.lstrip("/") / name)
+        elif "pids" in controllers.split(","):
+            dirs.append(Path("/sys/fs/cgroup/pids") / path.lstrip("/") / name)
+    return dirs
+
+
+def children(p: Path) -> set[str]:
+    return {c.name for c in p.iterdir() if c.is_dir()} if p.exists() else set()
+
+
+def worker(d: Daemon, stop: threading.Event, rng: random.Random) -> None:
+    """Random operations until the daemon dies under it; every error is expected."""
+    try:
+        with d.client(timeout=5) as c:
+            while not stop.is_set():
+                listed = c.get("/v1/sandboxes").json()["sandboxes"]
+                ids = [s["id"] for s in listed if s["status"] == "running"]
+                op = rng.choice(["create", "exec", "stream", "start", "delete"])
+                if op == "create" or not ids:
+                    if len(ids) < 4:
+                        c.post("/v1/sandboxes", json={})
+                    continue
+                sb = rng.choice(ids)
+                if op == "exec":
+                    c.post(f"/v1/sandboxes/{sb}/exec", json={"cmd": "echo hi"})
+                elif op == "stream":
+                    with c.stream("POST", f"/v1/sandboxes/{sb}/exec/stream",
+                                  json={"cmd": "for i in 1 2 3; do echo $i; sleep 0.01; done"}) as r:
+                        for _ in iter_sse(r):
+                            pass
+                elif op == "start":
+                    c.post(f"/v1/sandboxes/{sb}/processes",
+                           json={"cmd": f"sleep {rng.choice([0, 0.2, 30])}; echo done"})
+                elif op == "delete" and len(ids) > 2:
+                    c.delete(f"/v1/sandboxes/{sb}")
+    except (httpx.HTTPError, KeyError, ValueError):
+        pass
+
+
+def check(d: Daemon, data_dir: Path, round_: int, seen: dict[str, int]) -> None:
+    with d.client() as c:
+        listed = c.get("/v1/sandboxes").json()["sandboxes"]
+        ids = {s["id"] for s in listed}
+        for s in listed:
+            assert s["status"] == "running", (round_, s)
+        # Only the listed sandboxes have state and cgroups.
+        assert children(data_dir / "sandboxes") == ids, round_
+        for dir_ in cgroup_dirs(d):
+            assert children(dir_) == ids, (round_, dir_, children(dir_), ids)
+        for sb in ids:
+            procs = c.get(f"/v1/sandboxes/{sb}/processes").json()["processes"]
+            seen["sandboxes"] += 1
+            seen["running"] += sum(p["status"] == "running" for p in procs)
+            seen["exited"] += sum(p["status"] == "exited" for p in procs)
+            for p in procs:
+                if p["status"] == "running" and not Path(f"/proc/{p['pid']}").exists():
+                    # It ended just now: its exit is recorded within moments.
+                    url = f"/v1/sandboxes/{sb}/processes/{p['id']}"
+                    assert wait_until(lambda: c.get(url).json()["status"] == "exited",
+                                      within=5), (round_, p)
+                elif p["status"] != "running":
+                    assert p["exit_code"] is not None and p["reason"], (round_, p)
+            # A finished process's stream replays to its exit.
+            ended = [p for p in procs if p["status"] == "exited"]
+            if ended:
+                p = ended[-1]
+                with c.stream("GET", f"/v1/sandboxes/{sb}/processes/{p['id']}/logs",
+                              params={"follow": "1"}) as r:
+                    assert r.status_code == 200, (round_, p)
+                    events = [e.event for e in iter_sse(r)]
+                    assert events and events[-1] == "exit", (round_, p, events)
+        # Every sandbox is usable after the restart.
+        for sb in sorted(ids)[:2]:
+            r = c.post(f"/v1/sandboxes/{sb}/exec", json={"cmd": "echo alive"})
+            assert r.status_code == 200 and r.json()["stdout"] == "alive\n", (round_, r.text)
+
+
+@pytest.mark.timeout(900)
+def test_kill_at_random_moments_leaves_a_consistent_state(daemon_factory: Any) -> None:
+    rng = random.Random(int(os.environ.get("SANDSTREAM_CHAOS_SEED", "13")))
+    d = daemon_factory(args=KEEP)
+    data_dir = d.data_dir
+    seen = {"sandboxes": 0, "running": 0, "exited": 0}
+    for round_ in range(ROUNDS):
+        stop = threading.Event()
+        t = threading.Thread(target=worker, args=(d, stop, rng), daemon=True)
+        t.start()
+        time.sleep(rng.uniform(0.02, 0.3))
+        d.kill()
+        stop.set()
+        t.join(10)
+        d = daemon_factory(data_dir=data_dir, args=KEEP)
+        check(d, data_dir, round_, seen)
+    # The rounds did reach every path: sandboxes, and processes taken back running or ended.
+    assert seen["sandboxes"] > 0 and seen["running"] > 0 and seen["exited"] > 0, seen
+    with d.client() as c:
+        for s in c.get("/v1/sandboxes").json()["sandboxes"]:
+            c.delete(f"/v1/sandboxes/{s['id']}")
+    parents = cgroup_dirs(d)
+    assert d.stop() == 0, d.log_tail()
+    assert children(data_dir / "sandboxes") == set()
+    for dir_ in parents:
+        assert children(dir_) == set(), dir_
