@@ -30,9 +30,12 @@ std::string_view Context::Header(std::string_view name) const {
   return it == req.end() ? std::string_view() : std::string_view(it->value());
 }
 
-bool Context::QueryFlag(std::string_view name) const {
+Result<bool> Context::QueryFlag(std::string_view name, bool fallback) const {
   auto v = Query(name);
-  return v && (v->empty() || *v == "1" || *v == "true" || *v == "yes");
+  if (!v) return fallback;
+  if (v->empty() || *v == "1" || *v == "true" || *v == "yes") return true;
+  if (*v == "0" || *v == "false" || *v == "no") return false;
+  return Invalid(std::string(name) + " must be 1 or true, 0 or false");
 }
 
 http::status StatusFor(ErrorCode code) {
@@ -63,6 +66,7 @@ asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
   res.set(http::field::server, "sandstreamd");
   if (!content_type.empty()) res.set(http::field::content_type, content_type);
   res.set("X-Request-Id", ctx.request_id);
+  if (!ctx.allow.empty()) res.set(http::field::allow, ctx.allow);
   // A response that ends the connection (an unread body, a broken stream) says so.
   res.keep_alive(ctx.req.keep_alive() && !ctx.streamed);
   res.body() = std::move(body);

@@ -13,6 +13,7 @@
 #include <boost/json/value.hpp>
 
 #include "base/error.h"
+#include "base/result.h"
 
 namespace sandstream {
 class Service;
@@ -31,6 +32,7 @@ struct Context {
   std::string request_id;
   std::vector<std::string> params;                        // path captures, in order
   std::map<std::string, std::string, std::less<>> query;  // decoded query parameters
+  std::string allow;      // a 405's Allow header: the methods the path has
   int status = 0;         // what was answered (for logs and metrics)
   bool streamed = false;  // the handler wrote a streaming response: close afterwards
   // Routes with stream_body: the body is still unread; the handler reads it through these.
@@ -40,8 +42,9 @@ struct Context {
   std::optional<std::string_view> Query(std::string_view name) const;
   std::string_view Header(http::field field) const;
   std::string_view Header(std::string_view name) const;
-  // `follow=1`, `follow=true`, `follow` (empty) all count as true.
-  bool QueryFlag(std::string_view name) const;
+  // A flag from the query: `1`, `true`, `yes` or empty (`?follow`) set it, `0`, `false`, `no`
+  // clear it, `fallback` when absent; any other value is kInvalidRequest naming the flag.
+  Result<bool> QueryFlag(std::string_view name, bool fallback = false) const;
 };
 
 // Writes `first` then `second` to the client, ending (as `timeout`, the socket closed) once a

@@ -98,6 +98,7 @@ Result<Environment> ParseEnvironment(const json::object& body) {
 Result<std::string> IdempotencyKey(const Context& ctx) {
   auto it = ctx.req.find("Idempotency-Key");
   if (it == ctx.req.end()) return std::string();
+  if (it->value().empty()) return Invalid("Idempotency-Key must not be empty");
   if (it->value().size() > 256) return Invalid("Idempotency-Key is longer than 256 bytes");
   return std::string(it->value());
 }
@@ -113,18 +114,18 @@ Result<std::optional<double>> Timeout(const json::object& o, std::string_view ke
 }
 
 Result<sse::Format> ParseFormat(std::string_view text) {
-  if (text.empty() || text == "pandastack") return sse::Format::kPandastack;
+  if (text == "pandastack") return sse::Format::kPandastack;
   if (text == "cloudflare") return sse::Format::kCloudflare;
   return Invalid("format must be \"pandastack\" or \"cloudflare\"");
 }
 
+}  // namespace
+
 Result<sse::Encoding> ParseEncoding(std::string_view text) {
-  if (text.empty() || text == "utf8" || text == "utf-8") return sse::Encoding::kUtf8;
+  if (text == "utf8" || text == "utf-8") return sse::Encoding::kUtf8;
   if (text == "base64") return sse::Encoding::kBase64;
   return Invalid("encoding must be \"utf8\" or \"base64\"");
 }
-
-}  // namespace
 
 Result<json::object> ParseBody(const Context& ctx) {
   const std::string& body = ctx.req.body();
@@ -152,11 +153,15 @@ Result<json::object> ParseBody(const Context& ctx) {
 }
 
 Result<sse::Format> FormatFromQuery(const Context& ctx) {
-  return ParseFormat(ctx.Query("format").value_or(""));
+  auto text = ctx.Query("format");
+  if (!text) return sse::Format::kPandastack;
+  return ParseFormat(*text);
 }
 
 Result<sse::Encoding> EncodingFromQuery(const Context& ctx) {
-  return ParseEncoding(ctx.Query("encoding").value_or(""));
+  auto text = ctx.Query("encoding");
+  if (!text) return sse::Encoding::kUtf8;
+  return ParseEncoding(*text);
 }
 
 Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body,
@@ -230,20 +235,24 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
 
   auto format = OptString(body, "format");
   if (!format) return std::move(format).error();
-  auto f = ParseFormat(format->value_or(std::string(ctx.Query("format").value_or(""))));
+  // The body's value wins over the query's (exec/stream also takes ?format= and ?flow=).
+  auto f = *format ? ParseFormat(**format) : FormatFromQuery(ctx);
   if (!f) return std::move(f).error();
   r.format = *f;
   auto encoding = OptString(body, "encoding");
   if (!encoding) return std::move(encoding).error();
-  auto e = ParseEncoding(encoding->value_or(std::string(ctx.Query("encoding").value_or(""))));
+  auto e = *encoding ? ParseEncoding(**encoding) : EncodingFromQuery(ctx);
   if (!e) return std::move(e).error();
   r.encoding = *e;
   auto flow = OptString(body, "flow");
   if (!flow) return std::move(flow).error();
   const std::string flow_name = flow->value_or(std::string(ctx.Query("flow").value_or("wait")));
-  auto parsed_flow = ParseFlow(flow_name.empty() ? "wait" : flow_name);
+  auto parsed_flow = ParseFlow(flow_name);
   if (!parsed_flow) return Invalid("flow must be \"wait\" or \"skip\"");
   r.flow = *parsed_flow;
+  // Only exec runs in a session (the route reads it); the field's type holds everywhere.
+  auto session = OptString(body, "session");
+  if (!session) return std::move(session).error();
 
   if (kind == CommandKind::kBackground) {
     auto id = OptString(body, "id");
@@ -290,7 +299,10 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   if (!network) return std::move(network).error();
   if (*network) r.network = **network;
   if (const json::value* m = body.if_contains("metadata"); m && !m->is_null()) {
-    if (!m->is_object()) return Invalid("metadata must be an object");
+    if (!m->is_object()) return Invalid("metadata must be an object of strings");
+    for (const auto& [k, v] : m->as_object()) {
+      if (!v.is_string()) return Invalid("metadata." + std::string(k) + " must be a string");
+    }
     r.metadata = m->as_object();
   }
   return r;

@@ -38,6 +38,8 @@ enum class CommandKind { kExec, kBackground };
 Result<CommandRequest> ParseCommand(const Context& ctx, const boost::json::object& body,
                                     const SandboxEntry& sb, CommandKind kind);
 
+// "utf8" (or "utf-8") or "base64".
+Result<sse::Encoding> ParseEncoding(std::string_view text);
 // format/encoding from the query (GET streams), defaulting to pandastack/utf8.
 Result<sse::Format> FormatFromQuery(const Context& ctx);
 Result<sse::Encoding> EncodingFromQuery(const Context& ctx);

@@ -38,10 +38,6 @@ constexpr size_t kMaxWatches = 1024;
 constexpr size_t kWatchesPerSandbox = 8;
 constexpr size_t kWatchesInAll = 64;
 
-auto Tuple() {
-  return asio::as_tuple(asio::use_awaitable);
-}
-
 // Runs `fn` on the service's blocking pool and resumes the caller on its own executor with
 // what `fn` returned. `fn` may refer to the caller's locals: the caller waits for it.
 template <class Fn>
@@ -125,13 +121,6 @@ Result<std::optional<uint32_t>> ParseMode(const json::value* v) {
       return std::optional<uint32_t>(static_cast<uint32_t>(m));
   }
   return Invalid("mode must be an octal string like \"0644\" (or a number up to 4095)");
-}
-
-bool FlagOr(const Context& ctx, std::string_view name, bool fallback) {
-  auto v = ctx.Query(name);
-  if (!v) return fallback;
-  if (*v == "0" || *v == "false" || *v == "no") return false;
-  return v->empty() || *v == "1" || *v == "true" || *v == "yes";
 }
 
 std::string ModeText(uint32_t mode) {
@@ -354,9 +343,10 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   if (auto m = ctx.Query("mode"); m && !m->empty()) mode_text = json::string(*m);
   auto mode = ParseMode(mode_text ? &*mode_text : nullptr);
   if (!mode) co_return co_await ReplyError(ctx, mode.error());
+  auto parents = ctx.QueryFlag("parents", true);
+  if (!parents) co_return co_await ReplyError(ctx, parents.error());
   const sandbox::SandboxFs& fs = target->fs;
-  const bool parents = FlagOr(ctx, "parents", true);
-  auto file = co_await OffThread(ctx, [&] { return fs.OpenWrite(target->path, *mode, parents); });
+  auto file = co_await OffThread(ctx, [&] { return fs.OpenWrite(target->path, *mode, *parents); });
   if (!file) co_return co_await ReplyError(ctx, file.error());
   const std::string shown = file->info.path;
 
@@ -458,9 +448,10 @@ asio::awaitable<void> FilesMkdir(Context& ctx) {
 asio::awaitable<void> FilesDelete(Context& ctx) {
   auto target = FindTarget(ctx);
   if (!target) co_return co_await ReplyError(ctx, target.error());
-  const bool recursive = FlagOr(ctx, "recursive", false);
+  auto recursive = ctx.QueryFlag("recursive");
+  if (!recursive) co_return co_await ReplyError(ctx, recursive.error());
   Result<void> removed =
-      co_await OffThread(ctx, [&] { return target->fs.Remove(target->path, recursive); });
+      co_await OffThread(ctx, [&] { return target->fs.Remove(target->path, *recursive); });
   if (!removed) co_return co_await ReplyError(ctx, removed.error());
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
@@ -538,11 +529,12 @@ asio::awaitable<void> ProduceFileEvents(Context& ctx, sandbox::FileWatch& watch,
 asio::awaitable<void> FilesWatch(Context& ctx) {
   auto target = FindTarget(ctx);
   if (!target) co_return co_await ReplyError(ctx, target.error());
+  auto recursive = ctx.QueryFlag("recursive", true);
+  if (!recursive) co_return co_await ReplyError(ctx, recursive.error());
   auto ticket = Watches().Take(ctx.params.at(0));
   if (!ticket) co_return co_await ReplyError(ctx, ticket.error());
-  const bool recursive = FlagOr(ctx, "recursive", true);
   auto watch = co_await OffThread(ctx, [&] {
-    return sandbox::FileWatch::Start(target->fs, target->path, recursive, kMaxWatches);
+    return sandbox::FileWatch::Start(target->fs, target->path, *recursive, kMaxWatches);
   });
   if (!watch) co_return co_await ReplyError(ctx, watch.error());
   auto fd = watch->DupFd();

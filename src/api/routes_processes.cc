@@ -49,7 +49,7 @@ asio::awaitable<void> ListProcesses(Context& ctx) {
   if (auto status = ctx.Query("status")) {
     if (*status == "running") filter = ProcessStatus::kRunning;
     else if (*status == "exited") filter = ProcessStatus::kExited;
-    else if (!status->empty())
+    else
       co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "status must be \"running\" or \"exited\"");
   }
   json::array items;
@@ -90,8 +90,10 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
   auto after = StartPoint(ctx, process->log(), 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
   const uint64_t start = *after;
+  auto follow = ctx.QueryFlag("follow");
+  if (!follow) co_return co_await ReplyError(ctx, follow.error());
 
-  if (!WantsStream(ctx)) {
+  if (!WantsStream(ctx, *follow)) {
     auto slice = process->log().Read(start, UINT64_MAX);
     json::array chunks;
     std::string out, err;
@@ -124,7 +126,7 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
   stream.format = *format;
   stream.encoding = *encoding;
   stream.after_seq = start;
-  stream.follow = ctx.QueryFlag("follow");
+  stream.follow = *follow;
   stream.flow = *flow;
   co_await ServeStream(ctx, stream);
 }
@@ -134,7 +136,9 @@ asio::awaitable<void> ProcessStdin(Context& ctx) {
   if (!p) co_return co_await ReplyError(ctx, p.error());
   auto process = *p;
   std::string data;
-  bool eof = ctx.QueryFlag("eof");
+  auto eof_query = ctx.QueryFlag("eof");
+  if (!eof_query) co_return co_await ReplyError(ctx, eof_query.error());
+  bool eof = *eof_query;
   const std::string_view type = ctx.Header(http::field::content_type);
   if (type.starts_with("application/json")) {
     auto body = ParseBody(ctx);
@@ -144,8 +148,14 @@ asio::awaitable<void> ProcessStdin(Context& ctx) {
       co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "data must be a string");
     }
     if (d && d->is_string()) data = std::string(d->as_string());
-    if (const json::value* enc = body->if_contains("encoding"); enc && enc->is_string() &&
-                                                              enc->as_string() == "base64") {
+    const json::value* enc = body->if_contains("encoding");
+    if (enc && !enc->is_null() && !enc->is_string()) {
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "encoding must be a string");
+    }
+    auto encoding = enc && enc->is_string() ? ParseEncoding(std::string_view(enc->as_string()))
+                                            : Result<sse::Encoding>(sse::Encoding::kUtf8);
+    if (!encoding) co_return co_await ReplyError(ctx, encoding.error());
+    if (*encoding == sse::Encoding::kBase64) {
       auto decoded = DecodeBase64(data);
       if (!decoded) {
         co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "data is not valid base64");

@@ -20,8 +20,10 @@ asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
   auto after = StartPoint(ctx, *journal, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
   const uint64_t start = *after;
+  auto follow = ctx.QueryFlag("follow");
+  if (!follow) co_return co_await ReplyError(ctx, follow.error());
 
-  if (!WantsStream(ctx)) {
+  if (!WantsStream(ctx, *follow)) {
     json::array items;
     for (const Event* e : journal->Read(start, UINT64_MAX).entries) {
       items.push_back(json::parse(as_logs ? e->summary : e->data));
@@ -34,7 +36,7 @@ asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
   if (as_logs) {
     render = [](std::string& out, const Event& e) { sse::AppendEvent(out, e.seq, "log", e.summary); };
   }
-  co_await ServeEvents(ctx, std::move(journal), start, ctx.QueryFlag("follow"), std::move(render));
+  co_await ServeEvents(ctx, std::move(journal), start, *follow, std::move(render));
 }
 
 }  // namespace

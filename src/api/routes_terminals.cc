@@ -1,6 +1,7 @@
 // The WebSocket routes: a terminal in a sandbox (GET exec/pty), which outlives its connections
 // and replays its screen to each new one, and many commands over one connection (GET exec/ws).
 #include <charconv>
+#include <cmath>
 #include <set>
 
 #include <boost/json.hpp>
@@ -10,6 +11,7 @@
 #include "api/routes.h"
 #include "api/sse.h"
 #include "api/stream.h"
+#include "api/terminal_control.h"
 #include "api/websocket.h"
 #include "base/base64.h"
 #include "base/ids.h"
@@ -35,7 +37,8 @@ Result<void> RequireUpgrade(const Context& ctx) {
 Result<int> Cells(const json::value* v, std::string_view name) {
   if (!v || !v->is_number()) return Invalid(std::string(name) + " must be an integer");
   const double d = v->to_number<double>();
-  if (d != static_cast<int>(d) || d < 1 || d > kMaxCells) {
+  // In range before the cast: a double past int's range does not convert (1e300 rows).
+  if (!(d >= 1 && d <= kMaxCells) || d != std::trunc(d)) {
     return Invalid(std::string(name) + " must be between 1 and " + std::to_string(kMaxCells));
   }
   return static_cast<int>(d);
@@ -132,45 +135,6 @@ std::string ControlError(const Error& e) {
   json::object o{{"type", "error"}};
   for (const auto& [k, v] : ErrorJson(e)) o[k] = v;
   return json::serialize(o);
-}
-
-// A control message: {"type":"resize","rows","cols"} or {"type":"input","data"}. Returns the
-// input to write, if any.
-Result<std::string> ApplyControl(Terminal* terminal, std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec || !v.is_object())
-    return Error{ErrorCode::kInvalidJson, "a control message is a JSON object"};
-  const auto& o = v.as_object();
-  const json::value* type = o.if_contains("type");
-  if (!type || !type->is_string()) return Invalid("a control message needs a string \"type\"");
-  if (*type == "resize") {
-    auto rows = Cells(o.if_contains("rows"), "rows");
-    if (!rows) return std::move(rows).error();
-    auto cols = Cells(o.if_contains("cols"), "cols");
-    if (!cols) return std::move(cols).error();
-    if (!terminal) return std::string();
-    if (auto r = terminal->Resize({static_cast<uint16_t>(*rows), static_cast<uint16_t>(*cols)});
-        !r && terminal->process().status() == ProcessStatus::kRunning) {
-      return std::move(r).error();
-    }
-    return std::string();
-  }
-  if (*type == "input") {
-    const json::value* data = o.if_contains("data");
-    if (!data || !data->is_string()) return Invalid("input needs a string \"data\"");
-    return std::string(data->as_string());
-  }
-  return Invalid("unknown control message type '" + std::string(type->as_string()) + "'");
-}
-
-// A binary frame starting with 0x01 is a control message when the rest is a JSON object;
-// otherwise (a lone Ctrl-A, say) it is input like any other.
-bool IsBinaryControl(const std::string& data) {
-  if (data.size() < 3 || data[0] != '\x01') return false;
-  boost::system::error_code ec;
-  json::value v = json::parse(std::string_view(data).substr(1), ec);
-  return !ec && v.is_object();
 }
 
 asio::awaitable<void> OnTerminalMessage(WebSocket& ws, Terminal* terminal,
@@ -378,6 +342,41 @@ void OnExecMessage(ExecConnection& conn, const WebSocket::Message& message) {
 }
 
 }  // namespace
+
+Result<std::string> ApplyControl(Terminal* terminal, std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec || !v.is_object())
+    return Error{ErrorCode::kInvalidJson, "a control message is a JSON object"};
+  const auto& o = v.as_object();
+  const json::value* type = o.if_contains("type");
+  if (!type || !type->is_string()) return Invalid("a control message needs a string \"type\"");
+  if (*type == "resize") {
+    auto rows = Cells(o.if_contains("rows"), "rows");
+    if (!rows) return std::move(rows).error();
+    auto cols = Cells(o.if_contains("cols"), "cols");
+    if (!cols) return std::move(cols).error();
+    if (!terminal) return std::string();
+    if (auto r = terminal->Resize({static_cast<uint16_t>(*rows), static_cast<uint16_t>(*cols)});
+        !r && terminal->process().status() == ProcessStatus::kRunning) {
+      return std::move(r).error();
+    }
+    return std::string();
+  }
+  if (*type == "input") {
+    const json::value* data = o.if_contains("data");
+    if (!data || !data->is_string()) return Invalid("input needs a string \"data\"");
+    return std::string(data->as_string());
+  }
+  return Invalid("unknown control message type '" + std::string(type->as_string()) + "'");
+}
+
+bool IsBinaryControl(std::string_view data) {
+  if (data.size() < 3 || data[0] != '\x01') return false;
+  boost::system::error_code ec;
+  json::value v = json::parse(data.substr(1), ec);
+  return !ec && v.is_object();
+}
 
 asio::awaitable<void> ExecPty(Context& ctx) {
   // A client attached to a terminal holds its output back (as ssh does) unless ?flow=skip.

@@ -6,8 +6,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/url/parse.hpp>
 
+#include "api/router.h"
 #include "api/routes.h"
 #include "base/ids.h"
 #include "base/log.h"
@@ -20,61 +20,6 @@ using asio::ip::tcp;
 
 namespace {
 
-auto Tuple() { return asio::as_tuple(asio::use_awaitable); }
-
-// Splits "/a/b/c" into {"a","b","c"}; empty segments (double slashes) are kept as empty.
-std::vector<std::string_view> Segments(std::string_view path) {
-  std::vector<std::string_view> out;
-  if (path.starts_with('/')) path.remove_prefix(1);
-  while (!path.empty()) {
-    const size_t slash = path.find('/');
-    out.push_back(path.substr(0, slash));
-    if (slash == std::string_view::npos) break;
-    path.remove_prefix(slash + 1);
-  }
-  return out;
-}
-
-bool Match(std::string_view pattern, const std::vector<std::string_view>& segs,
-           std::vector<std::string>* params) {
-  const auto pat = Segments(pattern);
-  if (pat.size() != segs.size()) return false;
-  std::vector<std::string> captured;
-  for (size_t i = 0; i < pat.size(); ++i) {
-    if (pat[i] == "{}") {
-      if (segs[i].empty()) return false;
-      captured.emplace_back(segs[i]);
-    } else if (pat[i] != segs[i]) {
-      return false;
-    }
-  }
-  *params = std::move(captured);
-  return true;
-}
-
-struct Resolved {
-  const Route* route = nullptr;
-  bool path_known = false;
-  std::vector<std::string> params;
-};
-
-Resolved Resolve(http::verb method, std::string_view path) {
-  Resolved r;
-  const auto segs = Segments(path);
-  for (const auto& route : AllRoutes()) {
-    std::vector<std::string> params;
-    if (!Match(route.pattern, segs, &params)) continue;
-    r.path_known = true;
-    if (route.method == method) {
-      r.route = &route;
-      r.params = std::move(params);
-      return r;
-    }
-  }
-  return r;
-}
-
-constexpr size_t kHeaderLimit = 64 * 1024;
 // A body the daemon will not read is drained (read and dropped) for at most this long and this
 // much before the connection closes: closing with unread bytes resets it, and the reset can
 // destroy the answer before the client reads it.
@@ -87,61 +32,6 @@ constexpr size_t kMaxRefusing = 256;
 // EMFILE and the like leave the connection in the backlog, ready again at once: retrying
 // without a pause would spin.
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
-
-using Query = std::map<std::string, std::string, std::less<>>;
-
-Error TooLarge(uint64_t limit) {
-  return Error{ErrorCode::kPayloadTooLarge,
-               "request body is larger than " + std::to_string(limit) + " bytes"};
-}
-
-// What to answer instead of running a handler, from the header alone. A plain function: g++ 12
-// mishandles temporaries with destructors built inside a coroutine's branches.
-std::optional<Error> RouteError(const Resolved& resolved,
-                                const http::request_parser<http::string_body>& parser,
-                                const std::string& path) {
-  if (resolved.route) return std::nullopt;
-  if (resolved.path_known) {
-    return Error{ErrorCode::kMethodNotAllowed,
-                 std::string(parser.get().method_string()) + " is not allowed on " + path};
-  }
-  return Error{ErrorCode::kNotFound, "no route " + path};
-}
-
-std::optional<Error> AuthError(const http::request_parser<http::string_body>& parser,
-                               const Query& query, const Route& route, const std::string& api_key) {
-  if (route.open) return std::nullopt;
-  const auto& header = parser.get();
-  const auto field = header.find(http::field::authorization);
-  std::string_view auth =
-      field == header.end() ? std::string_view() : std::string_view(field->value());
-  std::string_view key;
-  if (auth.starts_with("Bearer ")) {
-    key = auth.substr(7);
-  } else if (auto q = query.find("access_token"); q != query.end()) {
-    key = q->second;
-  }
-  if (key.empty()) {
-    return Error{ErrorCode::kUnauthorized,
-                 "missing API key: send Authorization: Bearer <key> (or ?access_token=<key>)"};
-  }
-  if (!SecretEquals(key, api_key)) return Error{ErrorCode::kUnauthorized, "wrong API key"};
-  return std::nullopt;
-}
-
-// What to answer a request whose header could not be read, if anything: nothing when the
-// client closed or went quiet.
-std::optional<Error> HeaderError(const boost::system::error_code& ec) {
-  if (ec == http::error::header_limit) {
-    return Error{ErrorCode::kRequestHeaderTooLarge,
-                 "request header is larger than " + std::to_string(kHeaderLimit) + " bytes"};
-  }
-  if (ec.category() != make_error_code(http::error::header_limit).category() ||
-      ec == http::error::end_of_stream || ec == http::error::partial_message) {
-    return std::nullopt;
-  }
-  return Error{ErrorCode::kInvalidRequest, "malformed HTTP request: " + ec.message()};
-}
 
 // Finishes sending, then reads and drops what the client still sends, for a bounded time.
 asio::awaitable<void> Drain(beast::tcp_stream& stream, std::chrono::steady_clock::duration time) {
@@ -168,7 +58,7 @@ asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, std::opti
 }
 
 Server::Server(asio::any_io_executor ex, Service& service, ServerOptions options)
-    : ex_(ex), service_(service), options_(std::move(options)), acceptor_(ex) {}
+    : ex_(ex), service_(service), options_(std::move(options)), acceptor_(ex), sessions_(ex) {}
 
 Result<tcp::endpoint> Server::Listen(const std::string& listen) {
   const size_t colon = listen.rfind(':');
@@ -205,7 +95,7 @@ asio::awaitable<void> Server::Run() {
     }
     if (starved) log::Info("accept works again");
     starved = false;
-    if (sessions_ >= options_.max_connections) {
+    if (sessions_.running() >= options_.max_connections) {
       if (!full) {
         log::Warn("max_connections reached, refusing new connections",
                   {{"max_connections", std::to_string(options_.max_connections)}});
@@ -214,21 +104,12 @@ asio::awaitable<void> Server::Run() {
       // Answering costs a descriptor for a moment; past a few at once, close at once.
       if (refusing_ >= kMaxRefusing) continue;
       ++refusing_;
-      asio::co_spawn(ex_, Refuse(std::move(socket)), [this](std::exception_ptr) { --refusing_; });
+      Spawn(ex_, Refuse(std::move(socket)), "refusal", [this] { --refusing_; });
       continue;
     }
     full = false;
     socket.set_option(tcp::no_delay(true), ec);
-    ++sessions_;
-    asio::co_spawn(ex_, Session(std::move(socket)), [this](std::exception_ptr e) {
-      --sessions_;
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        log::Error("session failed", {{"error", ex.what()}});
-      }
-    });
+    sessions_.Spawn(Session(std::move(socket)), "session");
   }
 }
 
@@ -246,7 +127,7 @@ asio::awaitable<void> Server::TurnAway(beast::tcp_stream& stream, const Error& e
                                        std::chrono::steady_clock::duration drain) {
   http::request<http::string_body> req;
   req.version(11);
-  Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}};
+  Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}, {}};
   ctx.streamed = true;
   co_await ReplyError(ctx, error);
   ++service_.metrics().http_requests_total[ctx.status];
@@ -278,6 +159,8 @@ void Server::CloseConnections() {
 }
 
 std::list<StreamHandle*>::iterator Server::AddStream(StreamHandle* h) {
+  // A stream that starts once shutdown has begun ends at once.
+  if (stopping_) h->stopping = true;
   return streams_.insert(streams_.end(), h);
 }
 
@@ -311,29 +194,12 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
       break;
     }
 
-    const std::string target(parser.get().target());
-    auto url = boost::urls::parse_origin_form(target);
-    std::string path = url ? std::string(url->encoded_path()) : target;
-    Resolved resolved = Resolve(parser.get().method(), path);
-    Query query;
-    if (url) {
-      for (auto param : url->params()) query[param.key] = param.value;
-    }
-    const uint64_t body_limit = resolved.route && resolved.route->stream_body
-                                    ? options_.max_file_bytes
-                                : resolved.route && resolved.route->raw_body
-                                    ? options_.max_stdin_bytes
-                                    : options_.max_body_bytes;
-    const bool stream_body = resolved.route && resolved.route->stream_body;
-    parser.body_limit(body_limit);
-
+    RouteMatch match = MatchRoute(parser, options_);
+    const bool stream_body = match.route && match.route->stream_body;
+    parser.body_limit(match.body_limit);
     // The route, the key and the announced size are answered from the header: a request
     // refused for them never has its body read.
-    std::optional<Error> refusal = RouteError(resolved, parser, path);
-    if (!refusal) refusal = AuthError(parser, query, *resolved.route, options_.api_key);
-    if (auto length = parser.content_length(); !refusal && length && *length > body_limit) {
-      refusal = TooLarge(body_limit);
-    }
+    std::optional<Error> refusal = std::move(match.refusal);
     if (!refusal && !parser.is_done()) {
       if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
         http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
@@ -346,7 +212,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
         auto [body_ec, m] = co_await http::async_read(stream, buffer, parser, Tuple());
         (void)m;
         if (body_ec == http::error::body_limit) {
-          refusal = TooLarge(body_limit);
+          refusal = BodyTooLarge(match.body_limit);
         } else if (body_ec) {
           break;
         }
@@ -359,23 +225,24 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     // A streamed body stays in the parser for the handler: it gets a copy of the header.
     auto req = stream_body || body_unread ? http::request<http::string_body>(parser.get().base())
                                           : parser.release();
-    Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}};
+    Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}, {}};
     if (stream_body) {
       ctx.body_parser = &parser;
       ctx.body_buffer = &buffer;
     }
-    ctx.query = std::move(query);
-    ctx.params = std::move(resolved.params);
+    ctx.query = std::move(match.query);
+    ctx.params = std::move(match.params);
+    ctx.allow = std::move(match.allow);
     // An answer given before the body is read ends the connection, and says so.
     if (refused && body_unread) ctx.streamed = true;
 
     const auto started = SteadyNow();
-    co_await Handle(ctx, resolved.route, std::move(refusal));
+    co_await Handle(ctx, match.route, std::move(refusal));
     ++service_.metrics().http_requests_total[ctx.status];
     const auto ms = std::chrono::duration<double, std::milli>(SteadyNow() - started).count();
     log::Info("request", {{"request", ctx.request_id},
                           {"method", std::string(req.method_string())},
-                          {"path", path},
+                          {"path", match.path},
                           {"status", std::to_string(ctx.status)},
                           {"ms", std::to_string(ms)}});
     if ((refused && body_unread) || (stream_body && !parser.is_done())) {

@@ -14,7 +14,7 @@
 
 #include "api/http.h"
 #include "base/result.h"
-#include "process/async_signal.h"
+#include "base/async.h"
 
 namespace sandstream::api {
 
@@ -54,7 +54,11 @@ class Server {
   // Closes every connection's socket, whatever it is doing (a write to a client that stopped
   // reading): the last step of shutdown, after the grace.
   void CloseConnections();
-  size_t open_sessions() const { return sessions_; }
+  size_t open_sessions() const { return sessions_.running(); }
+  // Until every connection's session has ended, for at most `within`; false if some remain.
+  boost::asio::awaitable<bool> SessionsEnded(std::chrono::steady_clock::duration within) {
+    return sessions_.Join(within);
+  }
 
   const ServerOptions& options() const { return options_; }
   std::list<StreamHandle*>::iterator AddStream(StreamHandle* h);
@@ -79,7 +83,7 @@ class Server {
   std::list<StreamHandle*> streams_;
   std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
   std::list<boost::beast::tcp_stream*> connections_;
-  size_t sessions_ = 0;
+  TaskGroup sessions_;
   size_t refusing_ = 0;  // connections being answered 503
   uint64_t next_request_ = 0;
   bool stopping_ = false;

@@ -5,6 +5,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
+#include <vector>
 
 #include "service/service.h"
 
@@ -117,7 +118,7 @@ asio::awaitable<void> SseResponse::Finish(StreamEnd end, sse::Format format) {
 
 Result<Flow> FlowFromQuery(const Context& ctx, Flow fallback) {
   auto text = ctx.Query("flow");
-  if (!text || text->empty()) return fallback;
+  if (!text) return fallback;
   auto flow = ParseFlow(*text);
   if (!flow) return Error{ErrorCode::kInvalidRequest, "flow must be \"wait\" or \"skip\""};
   return *flow;
@@ -169,12 +170,20 @@ asio::awaitable<void> ServeEvents(Context& ctx, std::shared_ptr<EventLog> log, u
 }
 
 Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback) {
-  std::string_view text = ctx.Header("Last-Event-ID");
-  if (text.empty()) {
-    if (auto since = ctx.Query("since")) text = *since;
+  // Both are checked though the header wins: a bad number (an empty one too) is refused, never
+  // silently dropped.
+  std::vector<std::string_view> given;
+  if (auto since = ctx.Query("since")) given.push_back(*since);
+  if (auto it = ctx.req.find("Last-Event-ID"); it != ctx.req.end()) {
+    given.emplace_back(it->value());
   }
-  if (text.empty()) return fallback;
-  return ParseCount(text, "Last-Event-ID / since must be a sequence number (0 to 2^64-1)");
+  uint64_t point = fallback;
+  for (std::string_view text : given) {
+    auto n = ParseCount(text, "Last-Event-ID / since must be a sequence number (0 to 2^64-1)");
+    if (!n) return std::move(n).error();
+    point = *n;
+  }
+  return point;
 }
 
 Result<std::optional<uint64_t>> TailQuery(const Context& ctx) {
@@ -185,8 +194,8 @@ Result<std::optional<uint64_t>> TailQuery(const Context& ctx) {
   return std::optional<uint64_t>(*n);
 }
 
-bool WantsStream(const Context& ctx) {
-  return ctx.QueryFlag("follow") ||
+bool WantsStream(const Context& ctx, bool follow) {
+  return follow ||
          ctx.Header(http::field::accept).find("text/event-stream") != std::string_view::npos;
 }
 

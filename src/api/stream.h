@@ -118,12 +118,13 @@ void RenderEvent(std::string& out, const Event& e);
 template <class Log>
 Result<uint64_t> StartPoint(const Context& ctx, const Log& log, uint64_t fallback);
 
-// Whether a log route answers as SSE: `follow` is set or the client accepts text/event-stream.
-bool WantsStream(const Context& ctx);
+// Whether a log route answers as SSE: `follow` (its ?follow) is set or the client accepts
+// text/event-stream.
+bool WantsStream(const Context& ctx, bool follow);
 
 // Where a reader resumes: Last-Event-ID, else ?since=, else `fallback`. A reader clamps it to
 // the end of its log, so a number past the end never wraps round to a replay from the start.
-// Returns kInvalidRequest for a value that is not a non-negative integer.
+// Returns kInvalidRequest when either is not a non-negative integer.
 Result<uint64_t> ResumePoint(const Context& ctx, uint64_t fallback);
 
 // ?tail=N, when given. Returns kInvalidRequest for a value that is not a non-negative integer.

@@ -22,33 +22,10 @@ constexpr size_t kHighWater = 256 * 1024;
 constexpr size_t kPerSink = 1u << 20;
 constexpr size_t kMaxReplies = 1u << 20;
 constexpr size_t kFrameCost = 64;
-constexpr size_t kMaxMessage = 1u << 20;
 constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 constexpr auto kFlushTimeout = std::chrono::seconds(5);
 
-auto Tuple() {
-  return asio::as_tuple(asio::use_awaitable);
-}
-
 }  // namespace
-
-void TaskGroup::Spawn(asio::awaitable<void> task) {
-  ++running_;
-  asio::co_spawn(ex_, std::move(task), [this](std::exception_ptr e) {
-    --running_;
-    done_.Notify();
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      log::Error("websocket task failed", {{"error", ex.what()}});
-    }
-  });
-}
-
-asio::awaitable<void> TaskGroup::Join() {
-  while (running_ > 0) co_await done_.Wait();
-}
 
 WebSocket::WebSocket(Context& ctx)
     : ctx_(ctx),

@@ -18,27 +18,17 @@
 
 #include "api/http.h"
 #include "api/server.h"
-#include "process/async_signal.h"
+#include "base/async.h"
 
 namespace sandstream::api {
 
 namespace websocket = boost::beast::websocket;
 
-// Coroutines spawned for one connection; Join() waits until all have ended.
-class TaskGroup {
- public:
-  explicit TaskGroup(const boost::asio::any_io_executor& ex) : ex_(ex), done_(ex) {}
-  void Spawn(boost::asio::awaitable<void> task);
-  boost::asio::awaitable<void> Join();
-
- private:
-  boost::asio::any_io_executor ex_;
-  size_t running_ = 0;
-  AsyncSignal done_;
-};
-
 class WebSocket {
  public:
+  // The largest message a client may send; a larger one closes the connection (1009).
+  static constexpr size_t kMaxMessage = 1u << 20;
+
   explicit WebSocket(Context& ctx);
   ~WebSocket();
 

@@ -26,6 +26,7 @@
 #include <boost/url/encode.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
 
+#include "base/async.h"
 #include "cli/client.h"
 
 namespace sandstream::cli {
@@ -39,10 +40,6 @@ using asio::ip::tcp;
 
 constexpr int kExitError = 2;
 constexpr int kExitUnknown = 255;
-
-auto Tuple() {
-  return asio::as_tuple(asio::use_awaitable);
-}
 
 struct Size {
   int rows = 24;

@@ -121,21 +121,18 @@ asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& s
   server.StopAccepting();
   server.EndStreams();
   co_await service.Shutdown();
-  // Give the sessions a moment to flush their last events and close.
-  asio::steady_timer timer(io);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(config.shutdown_grace_ms);
-  while (server.open_sessions() > 0 && std::chrono::steady_clock::now() < deadline) {
-    server.EndStreams();
-    timer.expires_after(std::chrono::milliseconds(20));
-    co_await timer.async_wait(asio::use_awaitable);
-  }
-  // Whatever is still open is stuck (a write to a client that reads nothing): close it, and let
-  // its session end before the server goes.
-  server.CloseConnections();
-  for (int i = 0; i < 50 && server.open_sessions() > 0; ++i) {
-    timer.expires_after(std::chrono::milliseconds(20));
-    co_await timer.async_wait(asio::use_awaitable);
+  // The sessions flush their last events and close within the grace; whatever is still open
+  // then is stuck (a write to a client that reads nothing): it is closed, and its session ends
+  // before the server goes.
+  const bool ended =
+      co_await server.SessionsEnded(std::chrono::milliseconds(config.shutdown_grace_ms));
+  if (!ended) {
+    server.CloseConnections();
+    const bool closed = co_await server.SessionsEnded(std::chrono::seconds(1));
+    if (!closed) {
+      log::Warn("sessions still open at exit",
+                {{"sessions", std::to_string(server.open_sessions())}});
+    }
   }
   log::Info("stopped");
   io.stop();

@@ -45,8 +45,6 @@ size_t Pending(int fd) {
   return static_cast<size_t>(n);
 }
 
-auto Tuple() { return asio::as_tuple(use_awaitable); }
-
 std::chrono::steady_clock::duration Seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(s));
@@ -70,14 +68,7 @@ Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptio
 Process::~Process() = default;
 
 void Process::Spawn(asio::awaitable<void> task) {
-  asio::co_spawn(ex_, std::move(task), [id = spec_.id](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      log::Error("process task failed", {{"process", id}, {"error", ex.what()}});
-    }
-  });
+  sandstream::Spawn(ex_, std::move(task), "process " + spec_.id + " task");
 }
 
 asio::awaitable<Result<std::shared_ptr<Process>>> Process::Start(

@@ -17,7 +17,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
-#include "process/async_signal.h"
+#include "base/async.h"
 #include "process/exit.h"
 #include "process/output_log.h"
 #include "sandbox/runtime.h"

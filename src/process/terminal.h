@@ -13,7 +13,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "base/result.h"
-#include "process/async_signal.h"
+#include "base/async.h"
 #include "process/process.h"
 
 namespace sandstream {

@@ -211,7 +211,9 @@ Op<Result<Launched>> Spawner::Launch(std::string_view request, std::span<const i
   if (r.err == ENOSPC) {
     co_return Error{ErrorCode::kQuotaExceeded, "spawn: keeper: too many processes kept"};
   }
-  co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: clone", r.err);
+  // EAGAIN: the sandbox is at its pids limit, a quota like any other.
+  co_return SysError(r.err == EAGAIN ? ErrorCode::kQuotaExceeded : ErrorCode::kSandboxSetupFailed,
+                     "spawn: clone", r.err);
 }
 
 Op<Result<std::vector<KeptEntry>>> Spawner::List() {

@@ -18,7 +18,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
-#include "process/async_signal.h"
+#include "base/async.h"
 #include "process/event_log.h"
 #include "process/output_log.h"
 #include "process/process.h"

@@ -367,7 +367,7 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
   PersistProcess(sb, p);
   // Its end is recorded: what the sandbox kept of it for a later daemon may go.
   if (sb.runtime) sb.runtime->Forget(p.pid());
-  asio::co_spawn(ex_, TrimWhenIdle(p.weak_from_this()), [](std::exception_ptr) {});
+  Spawn(ex_, TrimWhenIdle(p.weak_from_this()), "trim of process " + p.id());
   // Bound memory and the store: a sandbox keeps its newest kFinishedInMemory finished
   // processes; an older one is forgotten, its record too.
   size_t finished = 0;

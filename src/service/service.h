@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "process/async_signal.h"
+#include "base/async.h"
 #include "process/event_log.h"
 #include "process/process.h"
 #include "sandbox/runtime.h"

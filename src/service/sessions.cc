@@ -151,13 +151,13 @@ asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
   auto p = started->process;
   ++commands_;
   last_ = p;
-  asio::co_spawn(
+  // The next command's turn comes when this one has ended, whatever happens to the wait.
+  Spawn(
       ex_,
-      [](std::shared_ptr<Session> s, std::shared_ptr<Process> process) -> asio::awaitable<void> {
+      [](std::shared_ptr<Process> process) -> asio::awaitable<void> {
         co_await process->WaitExit();
-        s->turns_.Release();
-      }(self, p),
-      [](std::exception_ptr) {});
+      }(p),
+      "session " + id_ + " turn", [self] { self->turns_.Release(); });
   co_return p;
 }
 

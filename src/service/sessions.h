@@ -14,7 +14,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
-#include "process/async_signal.h"
+#include "base/async.h"
 #include "process/process.h"
 
 namespace sandstream {

@@ -177,7 +177,8 @@ def test_repeated_kills_lose_nothing(daemon_factory: Any, marker: str) -> None:
     d.stop()
 
 
-def test_terminal_reattaches_with_its_replay_after_a_crash(daemon_factory: Any) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_terminal_reattaches_with_its_replay(daemon_factory: Any, sig: int) -> None:
     """A terminal outlives the daemon: a client reattaches by terminal_id to the same shell,
     gets its screen back, and types on."""
     import asyncio
@@ -198,7 +199,10 @@ def test_terminal_reattaches_with_its_replay_after_a_crash(daemon_factory: Any) 
             await ws.send(b"X=kept-$((6*7)); echo before-$X\n")
             await read_until(ws, b"before-kept-42")
     asyncio.run(before())
-    d.kill()
+    if sig == signal.SIGKILL:
+        d.kill()
+    else:
+        assert d.stop(sig) == 0, d.log_tail()
 
     d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
 

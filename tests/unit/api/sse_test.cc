@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "utf8_encode.h"
+#include "../process/utf8_encode.h"
 
 #include "base/base64.h"
 #include "base/clock.h"

@@ -1,0 +1,43 @@
+// What the HTTP front decides from a request's header alone, before any of its body is read:
+// the route and its captures, the decoded query, the body limit, and the error to answer
+// instead of running the handler. Pure: the session (server.cc) does the reading.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/http.h"
+#include "api/routes.h"
+#include "api/server.h"
+#include "base/error.h"
+
+namespace sandstream::api {
+
+// The largest request header read; a larger one is answered 431.
+inline constexpr size_t kHeaderLimit = 64 * 1024;
+
+struct RouteMatch {
+  const Route* route = nullptr;  // null when `refusal` says there is none
+  std::string path;              // the target's path, as sent (percent-encoded)
+  std::vector<std::string> params;
+  std::string allow;  // no route for the method: the path's methods, a 405's Allow header
+  std::map<std::string, std::string, std::less<>> query;  // decoded
+  uint64_t body_limit = 0;
+  // No route, the wrong method, no or the wrong API key, or a Content-Length past body_limit.
+  std::optional<Error> refusal;
+};
+
+RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
+                      const ServerOptions& options);
+
+// The answer to a body past `limit` bytes.
+Error BodyTooLarge(uint64_t limit);
+
+// What to answer a request whose header could not be read, if anything: nothing when the
+// client closed or went quiet.
+std::optional<Error> HeaderError(const boost::system::error_code& ec);
+
+}  // namespace sandstream::api

@@ -1,0 +1,234 @@
+// Unit tests of Process on the real directory runtime (plain child processes): the exit entry
+// comes after every byte the leader wrote, timeouts and idle timeouts kill the group and say
+// why, output of processes the leader left behind is drained without delaying the exit, and
+// stdin is written, closed and refused as documented.
+#include "process/process.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <string>
+
+#include "test_loop.h"
+
+namespace sandstream {
+namespace {
+
+using unit::Output;
+using unit::RunTask;
+using unit::RunUntil;
+using unit::Sh;
+using namespace std::chrono_literals;
+
+// What the exit callback saw of the log when it ran.
+struct AtExit {
+  int calls = 0;
+  bool log_ended = false;
+  EntryKind last_kind = EntryKind::kStart;
+  uint64_t stdout_bytes = 0;
+};
+
+class ProcessTest : public ::testing::Test {
+ protected:
+  static ProcessOptions Options() {
+    ProcessOptions options;
+    options.kill_grace = 200ms;
+    return options;
+  }
+
+  std::shared_ptr<Process> Start(CommandSpec spec, ProcessOptions options = Options()) {
+    auto on_exit = [this](Process& p) {
+      ++at_exit_.calls;
+      at_exit_.log_ended = p.log().ended();
+      at_exit_.last_kind = p.log().entries().back().kind;
+      at_exit_.stdout_bytes = p.stdout_bytes();
+    };
+    auto started = RunTask(io_, Process::Start(sandbox_.get(), std::move(spec), options, on_exit));
+    if (!started) throw std::runtime_error("start: " + started.error().message);
+    return *started;
+  }
+
+  const ExitRecord& WaitExit(Process& p) {
+    RunTask(io_, p.WaitExit());
+    return *p.exit();
+  }
+
+  boost::asio::io_context io_;
+  unit::DirectorySandbox sandbox_;
+  AtExit at_exit_;
+};
+
+TEST_F(ProcessTest, TheExitEntryComesAfterEveryByteTheLeaderWrote) {
+  // The leader's last 600000 bytes are still in the pipe (1 MiB) when it exits: they are read
+  // first.
+  for (int round = 0; round < 3; ++round) {
+    at_exit_ = {};
+    auto p = Start(Sh("head -c 600000 /dev/zero | tr '\\0' x; printf END; printf ERR >&2; exit 3",
+                      "proc_" + std::to_string(round)));
+    const ExitRecord& exit = WaitExit(*p);
+    EXPECT_EQ(exit.exit_code, 3);
+    EXPECT_EQ(exit.reason, ExitReason::kExited);
+    EXPECT_FALSE(exit.signal);
+    const auto& entries = p->log().entries();
+    ASSERT_GE(entries.size(), 3u);
+    EXPECT_EQ(entries.front().kind, EntryKind::kStart);
+    EXPECT_EQ(entries.back().kind, EntryKind::kExit);
+    for (size_t i = 1; i + 1 < entries.size(); ++i) {
+      EXPECT_TRUE(entries[i].kind == EntryKind::kStdout || entries[i].kind == EntryKind::kStderr)
+          << "entry " << entries[i].seq << " between start and exit";
+    }
+    EXPECT_EQ(Output(p->log()), std::string(600000, 'x') + "END");
+    EXPECT_EQ(Output(p->log(), EntryKind::kStderr), "ERR");
+    EXPECT_EQ(p->stdout_bytes(), 600003u);
+    EXPECT_EQ(p->stderr_bytes(), 3u);
+    // The callback runs once, with the exit already in the log.
+    EXPECT_EQ(at_exit_.calls, 1);
+    EXPECT_TRUE(at_exit_.log_ended);
+    EXPECT_EQ(at_exit_.last_kind, EntryKind::kExit);
+    EXPECT_EQ(at_exit_.stdout_bytes, 600003u);
+  }
+}
+
+TEST_F(ProcessTest, ADeathBySignalIsReportedAsOne) {
+  auto p = Start(Sh("printf before; kill -KILL $$"));
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kSignaled);
+  EXPECT_EQ(exit.signal, SIGKILL);
+  EXPECT_EQ(exit.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(Output(p->log()), "before");
+}
+
+TEST_F(ProcessTest, ATimeoutTermsTheWholeGroup) {
+  CommandSpec spec = Sh("sleep 30 & sleep 30; echo never");
+  spec.timeout_seconds = 0.2;
+  auto p = Start(std::move(spec));
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kTimeout);
+  EXPECT_EQ(exit.signal, SIGTERM);
+  EXPECT_GE(exit.duration_ms, 190);
+  EXPECT_LT(exit.duration_ms, 10000);
+  EXPECT_EQ(Output(p->log()), "");
+  // The background sleep got the TERM too: nothing of the group is left.
+  EXPECT_TRUE(RunUntil(io_, [&] { return !unit::GroupAlive(p->pid()); }, 5s));
+}
+
+TEST_F(ProcessTest, ATimeoutIgnoredByTheCommandEndsWithKillAfterTheGrace) {
+  CommandSpec spec = Sh("trap '' TERM; sleep 30; echo never");
+  spec.timeout_seconds = 0.5;  // long after the shell has set its trap
+  auto p = Start(std::move(spec));
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kTimeout);
+  EXPECT_EQ(exit.signal, SIGKILL);
+  EXPECT_EQ(exit.exit_code, 128 + SIGKILL);
+  // The timeout, then the whole kill grace (200 ms).
+  EXPECT_GE(exit.duration_ms, 690);
+}
+
+TEST_F(ProcessTest, TheIdleTimeoutCountsFromTheLastOutput) {
+  CommandSpec spec = Sh("for i in 1 2 3 4 5 6; do echo $i; sleep 0.15; done; sleep 30");
+  spec.idle_timeout_seconds = 0.5;
+  auto p = Start(std::move(spec));
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kIdleTimeout);
+  EXPECT_EQ(exit.signal, SIGTERM);
+  // Each line restarted the clock: all six came (the last after 0.75 s), then 0.5 s of silence.
+  EXPECT_EQ(Output(p->log()), "1\n2\n3\n4\n5\n6\n");
+  EXPECT_GE(exit.duration_ms, 1240);
+}
+
+TEST_F(ProcessTest, TheExitDoesNotWaitForWhatTheLeaderLeftRunning) {
+  auto p = Start(Sh("(sleep 5; echo late) & echo early"));
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kExited);
+  EXPECT_EQ(exit.exit_code, 0);
+  EXPECT_LT(exit.duration_ms, 4000) << "the exit waited for the background writer";
+  EXPECT_EQ(Output(p->log()), "early\n");
+  const Result<void> late = p->Signal(SIGKILL, true);
+  ASSERT_FALSE(late) << "a signal after the exit was accepted";
+  EXPECT_EQ(late.error().code, ErrorCode::kConflict);
+}
+
+TEST_F(ProcessTest, OutputAfterTheExitIsReadAndDropped) {
+  // After the exit the background writer sends far more than the pipe holds (1 MiB): it
+  // finishes only if the daemon keeps reading (and dropping) its output.
+  auto p = Start(Sh("(sleep 0.3; head -c 3000000 /dev/zero; touch drained) & printf early"));
+  WaitExit(*p);
+  const uint64_t last_seq = p->log().last_seq();
+  const std::string drained = sandbox_.workspace() + "/drained";
+  EXPECT_TRUE(RunUntil(io_, [&] { return std::filesystem::exists(drained); }, 10s))
+      << "the background writer blocked on a full pipe";
+  EXPECT_EQ(p->log().last_seq(), last_seq) << "output was appended after the exit";
+  EXPECT_EQ(p->log().entries().back().kind, EntryKind::kExit);
+  EXPECT_EQ(Output(p->log()), "early");
+}
+
+TEST_F(ProcessTest, StdinDataIsWrittenThenClosed) {
+  CommandSpec spec = Sh("cat; echo done");
+  spec.stdin_data = "hello\nworld";
+  spec.timeout_seconds = 10;  // cat without EOF would run until this
+  auto p = Start(std::move(spec));
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kExited);
+  EXPECT_EQ(Output(p->log()), "hello\nworlddone\n");
+  EXPECT_FALSE(p->stdin_open());
+}
+
+TEST_F(ProcessTest, StdinKeptOpenTakesWritesUntilClosed) {
+  CommandSpec spec = Sh("cat");
+  spec.keep_stdin_open = true;
+  spec.timeout_seconds = 10;
+  auto p = Start(std::move(spec));
+  ASSERT_TRUE(p->stdin_open());
+  auto wrote = RunTask(io_, p->WriteStdin("abc"));
+  ASSERT_TRUE(wrote) << wrote.error().message;
+  EXPECT_EQ(*wrote, 3u);
+  // cat echoes it while still running: stdin stays open between writes.
+  EXPECT_TRUE(RunUntil(io_, [&] { return Output(p->log()) == "abc"; }, 5s));
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning);
+  ASSERT_TRUE(RunTask(io_, p->WriteStdin("def")));
+  ASSERT_TRUE(p->CloseStdin());
+  EXPECT_FALSE(p->stdin_open());
+  const auto again = RunTask(io_, p->WriteStdin("late"));
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(p->CloseStdin().error().code, ErrorCode::kConflict);
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kExited) << "cat did not see EOF";
+  EXPECT_EQ(Output(p->log()), "abcdef");
+  const auto after_exit = RunTask(io_, p->WriteStdin("x"));
+  ASSERT_FALSE(after_exit);
+  EXPECT_EQ(after_exit.error().code, ErrorCode::kConflict);
+}
+
+TEST_F(ProcessTest, WithoutStdinAWriteIsAConflict) {
+  auto p = Start(Sh("sleep 30"));
+  EXPECT_FALSE(p->stdin_open());
+  const auto wrote = RunTask(io_, p->WriteStdin("x"));
+  ASSERT_FALSE(wrote);
+  EXPECT_EQ(wrote.error().code, ErrorCode::kConflict);
+  p->Kill(ExitReason::kKilled);
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kKilled) << "Kill's reason is what the exit reports";
+  EXPECT_EQ(exit.signal, SIGTERM);
+}
+
+TEST_F(ProcessTest, ASignalReachesTheGroupOrTheLeaderAlone) {
+  // USR1 to the leader alone: the background child lives on and keeps writing.
+  auto p = Start(Sh("(while :; do sleep 0.05; printf c; done) & sleep 30"));
+  ASSERT_TRUE(RunUntil(io_, [&] { return !Output(p->log()).empty(); }, 5s));  // it runs
+  ASSERT_TRUE(p->Signal(SIGUSR1, false));
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kSignaled);
+  EXPECT_EQ(exit.signal, SIGUSR1);
+  EXPECT_TRUE(unit::GroupAlive(p->pid())) << "the group went with the leader";
+  ::kill(-p->pid(), SIGKILL);
+
+  auto q = Start(Sh("sleep 30 & sleep 30", "proc_group"));
+  ASSERT_TRUE(q->Signal(SIGUSR2, true));
+  EXPECT_EQ(WaitExit(*q).signal, SIGUSR2);
+  EXPECT_TRUE(RunUntil(io_, [&] { return !unit::GroupAlive(q->pid()); }, 5s));
+}
+
+}  // namespace
+}  // namespace sandstream

@@ -1,0 +1,223 @@
+// Unit tests of Service on the directory runtime: the journal records a start before its exit
+// even for a command that ends at once, idempotency keys (a retry during the spawn included),
+// the quotas and request checks, deletion and shutdown killing what runs and refusing more.
+#include "service/service.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../process/test_loop.h"
+
+namespace sandstream {
+namespace {
+
+namespace asio = boost::asio;
+using unit::RunTask;
+using unit::RunUntil;
+using unit::Sh;
+using namespace std::chrono_literals;
+
+std::vector<std::string> EventNames(const EventLog& journal) {
+  std::vector<std::string> names;
+  for (const Event& e : journal.entries()) names.push_back(e.name);
+  return names;
+}
+
+// Starts a process into `slot` (co_spawn's own handler would need a default Result).
+asio::awaitable<void> StartInto(Service& service, std::string sandbox_id, CommandSpec spec,
+                                std::optional<Result<Service::Started>>& slot) {
+  slot.emplace(co_await service.StartProcess(std::move(sandbox_id), std::move(spec)));
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  ServiceTest() : runtime_(dir_.path() + "/sandboxes") { unit::IgnoreSigpipe(); }
+
+  ~ServiceTest() override {
+    if (!service_) return;
+    try {
+      RunTask(io_, service_->Shutdown(), 5s);
+    } catch (const std::exception&) {
+    }
+    service_.reset();
+  }
+
+  void Make(ServiceOptions options = {}) {
+    auto store = Store::Open(dir_.path() + "/state.db");
+    ASSERT_TRUE(store) << store.error().message;
+    store_ = std::move(*store);
+    options.templates = {{"base", ""}};
+    options.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+    options.kill_grace = 200ms;
+    options.teardown_on_exit = true;
+    service_ = std::make_unique<Service>(io_.get_executor(), runtime_, *store_, options);
+  }
+
+  Result<SandboxEntry*> Create(SandboxRequest req = {}) {
+    return RunTask(io_, service_->CreateSandbox(std::move(req)));
+  }
+  SandboxEntry* NewSandbox() {
+    auto sb = Create();
+    if (!sb) throw std::runtime_error(sb.error().message);
+    return *sb;
+  }
+  Result<Service::Started> Start(const std::string& sandbox_id, CommandSpec spec) {
+    spec.id.clear();  // the service names it
+    return RunTask(io_, service_->StartProcess(sandbox_id, std::move(spec)));
+  }
+
+  asio::io_context io_;
+  unit::TempDir dir_;
+  sandbox::DirectoryRuntime runtime_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Service> service_;
+};
+
+TEST_F(ServiceTest, TheJournalRecordsAStartBeforeItsExit) {
+  Make();
+  SandboxEntry* sb = NewSandbox();
+  // `true` may end before StartProcess has recorded it: its exit still comes second.
+  for (int i = 0; i < 3; ++i) {
+    auto started = Start(sb->id, Sh("true"));
+    ASSERT_TRUE(started) << started.error().message;
+    EXPECT_FALSE(started->attached);
+    RunTask(io_, started->process->WaitExit());
+  }
+  ASSERT_TRUE(RunUntil(io_, [&] { return sb->journal->entries().size() == 7; }, 5s))
+      << sb->journal->entries().size();
+  EXPECT_EQ(EventNames(*sb->journal),
+            (std::vector<std::string>{"sandbox.created", "process.started", "process.exited",
+                                      "process.started", "process.exited", "process.started",
+                                      "process.exited"}));
+  EXPECT_EQ(sb->processes.size(), 3u);
+  EXPECT_EQ(sb->RunningProcesses(), 0u);
+  EXPECT_EQ(service_->metrics().processes_started_total, 3u);
+}
+
+TEST_F(ServiceTest, AnIdempotencyKeyGivesBackTheProcessItStarted) {
+  Make();
+  SandboxEntry* sb = NewSandbox();
+  CommandSpec spec = Sh("sleep 30");
+  spec.idempotency_key = "key-1";
+  // Two requests at once: the second waits for the first one's spawn and attaches to it.
+  std::vector<std::optional<Result<Service::Started>>> results(2);
+  for (auto& slot : results) {
+    asio::co_spawn(io_, StartInto(*service_, sb->id, spec, slot), [](std::exception_ptr) {});
+  }
+  ASSERT_TRUE(RunUntil(io_, [&] { return results[0] && results[1]; }, 10s));
+  ASSERT_TRUE(*results[0]) << results[0]->error().message;
+  ASSERT_TRUE(*results[1]) << results[1]->error().message;
+  EXPECT_EQ((*results[0])->process, (*results[1])->process);
+  EXPECT_NE((*results[0])->attached, (*results[1])->attached);
+  EXPECT_EQ(sb->processes.size(), 1u);
+
+  CommandSpec other = Sh("sleep 31");
+  other.idempotency_key = "key-1";
+  auto conflict = Start(sb->id, other);
+  ASSERT_FALSE(conflict);
+  EXPECT_EQ(conflict.error().code, ErrorCode::kConflict);
+}
+
+TEST_F(ServiceTest, RunningProcessesAreCountedAgainstTheQuota) {
+  ServiceOptions options;
+  options.max_processes_per_sandbox = 1;
+  Make(options);
+  SandboxEntry* sb = NewSandbox();
+  auto first = Start(sb->id, Sh("sleep 30"));
+  ASSERT_TRUE(first) << first.error().message;
+  auto refused = Start(sb->id, Sh("true"));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kQuotaExceeded);
+  first->process->Kill(ExitReason::kKilled);
+  RunTask(io_, first->process->WaitExit());
+  auto after = Start(sb->id, Sh("true"));
+  EXPECT_TRUE(after) << "a finished process still counted";
+}
+
+TEST_F(ServiceTest, RequestsOutsideTheLimitsAreRefused) {
+  ServiceOptions options;
+  options.max_sandboxes = 1;
+  options.max_limits.memory_mb = 1024;
+  Make(options);
+  SandboxRequest unknown;
+  unknown.template_name = "nope";
+  auto a = Create(unknown);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().code, ErrorCode::kInvalidRequest);
+  SandboxRequest too_big;
+  too_big.limits["memory_mb"] = 2048;
+  auto b = Create(too_big);
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().code, ErrorCode::kInvalidRequest);
+  SandboxRequest unknown_limit;
+  unknown_limit.limits["gpus"] = 1;
+  EXPECT_FALSE(Create(unknown_limit));
+  ASSERT_TRUE(Create());
+  auto c = Create();
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ErrorCode::kQuotaExceeded);
+  auto missing = Start("sb_missing", Sh("true"));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(ServiceTest, AProcessIdInUseIsAConflict) {
+  Make();
+  SandboxEntry* sb = NewSandbox();
+  CommandSpec spec = Sh("sleep 30", "proc_mine");
+  auto first = RunTask(io_, service_->StartProcess(sb->id, spec));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->process->id(), "proc_mine");
+  auto second = RunTask(io_, service_->StartProcess(sb->id, spec));
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::kConflict);
+}
+
+TEST_F(ServiceTest, DeletingASandboxKillsItsProcessesAndEndsItsJournal) {
+  Make();
+  SandboxEntry* sb = NewSandbox();
+  const std::string id = sb->id;
+  auto journal = sb->journal;
+  const std::string root = sb->runtime->RootPath();
+  ASSERT_TRUE(std::filesystem::exists(root));
+  auto started = Start(id, Sh("trap '' TERM; echo ready; sleep 30"));  // ends only by a KILL
+  ASSERT_TRUE(started);
+  auto p = started->process;
+  ASSERT_TRUE(RunUntil(io_, [&] { return unit::Output(p->log()) == "ready\n"; }, 5s));
+  auto deleted = RunTask(io_, service_->DeleteSandbox(id));
+  ASSERT_TRUE(deleted) << deleted.error().message;
+  ASSERT_TRUE(p->exit());
+  EXPECT_EQ(p->exit()->reason, ExitReason::kKilled);
+  EXPECT_EQ(p->exit()->signal, SIGKILL);
+  EXPECT_EQ(service_->Find(id), nullptr);
+  EXPECT_FALSE(std::filesystem::exists(root));
+  EXPECT_TRUE(journal->ended());
+  EXPECT_EQ(journal->entries().back().name, "sandbox.deleted");
+  auto again = RunTask(io_, service_->DeleteSandbox(id));
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(ServiceTest, ShutdownKillsWhatRunsAndRefusesMore) {
+  Make();
+  SandboxEntry* sb = NewSandbox();
+  const std::string id = sb->id;
+  auto started = Start(id, Sh("sleep 30"));
+  ASSERT_TRUE(started);
+  RunTask(io_, service_->Shutdown(), 10s);
+  EXPECT_TRUE(service_->shutting_down());
+  ASSERT_TRUE(started->process->exit());
+  EXPECT_EQ(started->process->exit()->reason, ExitReason::kKilled);
+  auto create = Create();
+  ASSERT_FALSE(create);
+  EXPECT_EQ(create.error().code, ErrorCode::kShuttingDown);
+  auto start = Start(id, Sh("true"));
+  ASSERT_FALSE(start);
+  EXPECT_EQ(start.error().code, ErrorCode::kShuttingDown);
+}
+
+}  // namespace
+}  // namespace sandstream
