@@ -463,12 +463,7 @@ Result<void> Process::CloseStdin() {
   boost::system::error_code ec;
   stdin_->close(ec);
   // The copy its sandbox keeps for a later daemon goes too, or the process never reads EOF.
-  if (auto sb = sandbox_.lock(); sb && !spec_.pty) {
-    sandbox::ProcessSpec ps;
-    ps.merge_stderr = spec_.merge_stderr;
-    ps.open_stdin = true;
-    sb->CloseStdin(pid_, ps);
-  }
+  if (auto sb = sandbox_.lock()) sb->CloseStdin(pid_);
   return Ok{};
 }
 

@@ -85,6 +85,14 @@ constexpr uint64_t kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CL
 constexpr int kReadyTimeoutMs = 10000;
 constexpr int kKillTimeoutMs = 5000;
 
+// A sandbox id names its state directory and cgroups: a plain name, nothing to resolve.
+Result<void> CheckPlainId(const std::string& id) {
+  if (id.empty() || id.find('/') != std::string::npos || id[0] == '.') {
+    return Error{ErrorCode::kInvalidRequest, "sandbox id must be a plain name: " + id};
+  }
+  return Ok{};
+}
+
 // The pid a pidfd names (its "Pid:" in fdinfo), or -1 once the process has been reaped.
 pid_t PidOfPidfd(int pidfd) {
   auto info = ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd));
@@ -230,7 +238,7 @@ class NamespaceSandbox final : public Sandbox {
     site.init_pidfd = init_pidfd_.get();
     site.cgroup_procs = cgroup_->ProcsFds();
     site.exe_fd = state_->spawner_exe.get();
-    site.socket_path = dir_ + "/keeper.sock";
+    site.socket_path = KeeperSocket();
     std::vector<int> held{init_pidfd_.get(), control_.get()};
     Result<void> started = co_await spawner_.Start(std::move(site), std::move(held));
     if (!started) co_return std::move(started).error();
@@ -241,7 +249,7 @@ class NamespaceSandbox final : public Sandbox {
   // pidfd and control socket and every kept process (for TakeAdopted).
   Op<Result<void>> Reattach() {
     Result<void> connected =
-        co_await spawner_.Connect(dir_ + "/keeper.sock", state_->spawner_exe.get());
+        co_await spawner_.Connect(KeeperSocket(), state_->spawner_exe.get());
     if (!connected) co_return std::move(connected).error();
     auto cgroup = state_->cgroups->Open(id_);
     if (!cgroup) co_return std::move(cgroup).error();
@@ -275,6 +283,9 @@ class NamespaceSandbox final : public Sandbox {
     co_return Ok{};
   }
 
+  // Where the keeper listens for a daemon started later.
+  std::string KeeperSocket() const { return dir_ + "/keeper.sock"; }
+
   std::vector<AdoptedProcess> TakeAdopted() override { return std::exchange(adopted_, {}); }
 
   void Release() override {
@@ -289,10 +300,7 @@ class NamespaceSandbox final : public Sandbox {
 
   void Forget(pid_t pid) override { spawner_.Forget(pid); }
 
-  void CloseStdin(pid_t pid, const ProcessSpec& spec) override {
-    if (spec.pty || !spec.open_stdin) return;
-    spawner_.Release(pid, KeptStdinIndex(spec), kKeptStdin);
-  }
+  void CloseStdin(pid_t pid) override { spawner_.Release(pid, kKeptStdin); }
 
   void SignalGroup(pid_t pgid, int sig) override {
     if (cgroup_) cgroup_->SignalGroup(pgid, sig);
@@ -594,9 +602,7 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) 
   if (!ready_) co_return ready_.error();
   auto& s = *state_;
   s.ReapDying();
-  if (spec.id.empty() || spec.id.find('/') != std::string::npos || spec.id[0] == '.') {
-    co_return Error{ErrorCode::kInvalidRequest, "sandbox id must be a plain name: " + spec.id};
-  }
+  if (auto plain = CheckPlainId(spec.id); !plain) co_return std::move(plain).error();
   if (spec.network != "loopback") {
     co_return Error{ErrorCode::kInvalidRequest, "network: unsupported mode: " + spec.network};
   }
@@ -638,9 +644,7 @@ std::vector<std::string> NamespaceRuntime::CgroupParents() const {
 Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
   if (!ready_) co_return ready_.error();
   auto& s = *state_;
-  if (spec.id.empty() || spec.id.find('/') != std::string::npos || spec.id[0] == '.') {
-    co_return Error{ErrorCode::kInvalidRequest, "sandbox id must be a plain name: " + spec.id};
-  }
+  if (auto plain = CheckPlainId(spec.id); !plain) co_return std::move(plain).error();
   const std::string dir = s.options.state_dir + "/" + spec.id;
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0) {

@@ -106,12 +106,9 @@ class Sandbox {
   virtual std::vector<AdoptedProcess> TakeAdopted() { return {}; }
   // The daemon has recorded the end of `pid`: what was kept for it may go.
   virtual void Forget(pid_t pid) { (void)pid; }
-  // The daemon closed the stdin of `pid` (started with `spec`): the copy kept with it goes too,
-  // so that the process reads EOF.
-  virtual void CloseStdin(pid_t pid, const ProcessSpec& spec) {
-    (void)pid;
-    (void)spec;
-  }
+  // The daemon closed the stdin of `pid`: the copy kept with it goes too, so that the process
+  // reads EOF.
+  virtual void CloseStdin(pid_t pid) { (void)pid; }
   // The daemon stops and leaves the sandbox running (it is adopted at the next start): frees
   // what this object holds without touching the sandbox.
   virtual void Release() {}

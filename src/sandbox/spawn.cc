@@ -149,11 +149,6 @@ Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec) {
   co_return std::move(p);
 }
 
-uint32_t KeptStdinIndex(const ProcessSpec& spec) {
-  // exit pipe, stdout, then stderr unless merged.
-  return spec.merge_stderr ? 2 : 3;
-}
-
 Result<AdoptedProcess> FromKept(KeptEntry& entry) {
   const uint32_t tag = entry.tag;
   const size_t expected = 3 + ((tag & kKeptStderr) ? 1 : 0) + ((tag & kKeptStdin) ? 1 : 0) +

@@ -24,17 +24,6 @@ struct SpawnContext {
   uid_t host_id_base = 0;  // host uid and gid of the sandbox's root (a terminal's owner is mapped)
 };
 
-// What a keeper holds for a process, in this order: the exit pipe's read end, stdout's read end
-// (or the terminal's master), then as the tag's bits say: stderr's read end, stdin's write end,
-// the fd the daemon asked to keep (ProcessSpec::keep_fd).
-enum KeptFds : uint32_t {
-  kKeptStderr = 1,
-  kKeptStdin = 2,
-  kKeptTerminal = 4,
-  kKeptLog = 8,
-};
-// Where stdin's write end is among the fds kept for a process started with `spec`.
-uint32_t KeptStdinIndex(const ProcessSpec& spec);
 // The process a kept entry describes, its fds moved out of `entry`.
 Result<AdoptedProcess> FromKept(KeptEntry& entry);
 

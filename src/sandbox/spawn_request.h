@@ -58,6 +58,26 @@ struct SpawnReply {
   int32_t err;
 };
 
+// What a keeper holds for a process, in this order: the exit pipe's read end, stdout's read end
+// (or the terminal's master), then one fd per bit of the spawn's tag, in bit order: stderr's
+// read end, stdin's write end, the fd the daemon asked to keep (ProcessSpec::keep_fd).
+// kKeptTerminal holds none.
+enum KeptFds : uint32_t {
+  kKeptStderr = 1,
+  kKeptStdin = 2,
+  kKeptTerminal = 4,
+  kKeptLog = 8,
+};
+// Where the fd of `bit` is among the held fds of a spawn tagged `tag`; -1 if it has none.
+constexpr int HeldIndex(uint32_t tag, uint32_t bit) {
+  if ((tag & bit) == 0 || bit == kKeptTerminal) return -1;
+  int index = 2;
+  for (uint32_t b = 1; b < bit; b <<= 1) index += (tag & b) != 0 && b != kKeptTerminal;
+  return index;
+}
+static_assert(HeldIndex(kKeptStderr | kKeptStdin | kKeptLog, kKeptLog) == 4);
+static_assert(HeldIndex(kKeptStdin, kKeptStdin) == 2);
+
 // The keeper's other messages: a 16-byte KeeperMessage, with fds for kHold and kEntry.
 enum KeeperMessageType : uint32_t {
   kHello = 0x4b535301,   // keeper -> daemon on every connection: version, keeper pid
@@ -68,8 +88,8 @@ enum KeeperMessageType : uint32_t {
   kForget = 0x4b535306,  // daemon -> keeper: drop what is held for pid
   kStop = 0x4b535307,    // daemon -> keeper: exit (the sandbox is being deleted)
   kListen = 0x4b535308,  // daemon -> keeper: the socket later daemons connect to (one fd)
-  kRelease = 0x4b535309, // daemon -> keeper: close pid's held fd at index `tag`, clear bits
-                         // `status` of its tag (stdin closed: the child must see EOF)
+  kRelease = 0x4b535309, // daemon -> keeper: close pid's held fd of KeptFds bit `tag` and clear
+                         // the bit (stdin closed: the child must see EOF); none held, no-op
   kUpgrade = 0x4b53530a, // daemon -> keeper: exec the keeper executable sent with it (one fd),
                          // handing everything over (KeeperState); it says kHello again
 };

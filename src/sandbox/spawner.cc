@@ -184,9 +184,7 @@ Op<Result<void>> Spawner::AwaitHello(std::string_view context, bool accept_other
 
 Op<Result<void>> Spawner::Upgrade(int exe_fd) {
   const KeeperMessage m{kUpgrade, 0, 0, 0};
-  if (const int err =
-          Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), std::span(&exe_fd, 1));
-      err != 0) {
+  if (const int err = Send(m, std::span<const int>(&exe_fd, 1)); err != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: upgrade: send", err);
   }
   // The new executable says hello on the same connection; a failed exec answers a SpawnReply.
@@ -218,8 +216,7 @@ Op<Result<Launched>> Spawner::Launch(std::string_view request, std::span<const i
 
 Op<Result<std::vector<KeptEntry>>> Spawner::List() {
   const KeeperMessage ask{kList, 0, 0, 0};
-  if (const int err = Send(std::string_view(reinterpret_cast<const char*>(&ask), sizeof ask), {});
-      err != 0) {
+  if (const int err = Send(ask); err != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: list", err);
   }
   std::vector<KeptEntry> entries;
@@ -249,14 +246,12 @@ bool Spawner::connected() const {
   return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) == 0;
 }
 
-void Spawner::Release(pid_t pid, uint32_t index, uint32_t bits) {
-  const KeeperMessage m{kRelease, pid, index, static_cast<int32_t>(bits)};
-  (void)Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), {});
+void Spawner::Release(pid_t pid, uint32_t bit) {
+  (void)Send(KeeperMessage{kRelease, pid, bit, 0});
 }
 
 void Spawner::Forget(pid_t pid) {
-  const KeeperMessage m{kForget, pid, 0, 0};
-  (void)Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), {});
+  (void)Send(KeeperMessage{kForget, pid, 0, 0});
 }
 
 Op<Result<void>> Spawner::Connect(std::string socket_path, int keeper_exe) {
@@ -279,6 +274,10 @@ Op<Result<void>> Spawner::Connect(std::string socket_path, int keeper_exe) {
   }
   if (!hello) control_.reset();
   co_return hello;
+}
+
+int Spawner::Send(const KeeperMessage& m, std::span<const int> fds) {
+  return Send(std::string_view(reinterpret_cast<const char*>(&m), sizeof m), fds);
 }
 
 int Spawner::Send(std::string_view request, std::span<const int> fds) {
@@ -358,10 +357,8 @@ Op<Result<void>> Spawner::Start(SpawnerSite site, std::vector<int> held) {
     const KeeperMessage listen{kListen, 0, 0, 0};
     const int fd = listener.get();
     const KeeperMessage hold{kHold, 0, 0, 0};
-    int err = Send(std::string_view(reinterpret_cast<const char*>(&listen), sizeof listen),
-                   std::span<const int>(&fd, 1));
-    if (err == 0) err = Send(std::string_view(reinterpret_cast<const char*>(&hold), sizeof hold),
-                             held);
+    int err = Send(listen, std::span<const int>(&fd, 1));
+    if (err == 0) err = Send(hold, held);
     if (err != 0) exec = SysError(ErrorCode::kSandboxSetupFailed, "keeper: start: send", err);
   }
   if (!exec) {
@@ -373,8 +370,7 @@ Op<Result<void>> Spawner::Start(SpawnerSite site, std::vector<int> held) {
 
 Op<Result<void>> Spawner::Stop() {
   if (control_) {
-    const KeeperMessage stop{kStop, 0, 0, 0};
-    (void)Send(std::string_view(reinterpret_cast<const char*>(&stop), sizeof stop), {});
+    (void)Send(KeeperMessage{kStop, 0, 0, 0});
   }
   control_.reset();
   pid_ = -1;

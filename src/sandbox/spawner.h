@@ -89,8 +89,8 @@ class Spawner {
   Op<Result<Launched>> Launch(std::string_view request, std::span<const int> fds);
   // The keeper may let go of what it holds for `pid` (its end is recorded).
   void Forget(pid_t pid);
-  // The keeper closes the fd it holds for `pid` at `index` and clears `bits` of its tag.
-  void Release(pid_t pid, uint32_t index, uint32_t bits);
+  // The keeper closes the fd it holds for `pid` under KeptFds bit `bit`, if it holds one.
+  void Release(pid_t pid, uint32_t bit);
   // Asks the keeper to exit (what it holds is closed), then reaps it if it is this daemon's
   // child (within a bound; else `unreaped` gets it).
   Op<Result<void>> Stop();
@@ -115,6 +115,7 @@ class Spawner {
   Op<std::optional<Message>> Receive();
   // 0 once sent; else the errno of sendmsg.
   int Send(std::string_view request, std::span<const int> fds);
+  int Send(const KeeperMessage& m, std::span<const int> fds = {});
   Op<Result<void>> AwaitHello(std::string_view context, bool accept_other_version = false);
 
   std::function<void(UniqueFd)> unreaped_;

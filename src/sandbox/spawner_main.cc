@@ -427,11 +427,15 @@ bool Serve(ssize_t len, msghdr& msg) {
       }
       break;
     case kRelease:
-      if (Entry* e = Find(m.pid); e != nullptr && m.tag < e->held_count) {
-        ::close(e->held[m.tag]);
-        for (uint32_t i = m.tag; i + 1 < e->held_count; ++i) e->held[i] = e->held[i + 1];
+      if (Entry* e = Find(m.pid)) {
+        const int at = HeldIndex(e->tag, m.tag);
+        if (at < 0 || static_cast<uint32_t>(at) >= e->held_count) break;
+        ::close(e->held[at]);
+        for (uint32_t i = static_cast<uint32_t>(at); i + 1 < e->held_count; ++i) {
+          e->held[i] = e->held[i + 1];
+        }
         --e->held_count;
-        e->tag &= ~static_cast<uint32_t>(m.status);
+        e->tag &= ~m.tag;
       }
       break;
     case kStop:

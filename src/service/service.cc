@@ -314,11 +314,8 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
   // The entry stays while a spawn is in flight: deletion waits for `spawning` to reach 0.
   Result<std::shared_ptr<Process>> started = NotFound(sandbox_id);
   if (!sb->deleting && !shutting_down_) {
-    const ProcessOptions options{options_.kill_grace, options_.reader_stall};
-    auto on_exit = [this, sandbox_id](Process& p) {
-      if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
-    };
-    started = co_await Process::Start(sb->runtime, std::move(spec), options, std::move(on_exit));
+    started = co_await Process::Start(sb->runtime, std::move(spec), ProcessOptionsFor(),
+                                      ExitHandler(sandbox_id));
   }
   sb->spawn_turns.Release();
   sb->starting_ids.erase(id);
@@ -328,6 +325,16 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
   if (!started) co_return std::move(started).error();
   Record(*sb, *started);
   co_return Started{*started, false};
+}
+
+ProcessOptions Service::ProcessOptionsFor() const {
+  return ProcessOptions{options_.kill_grace, options_.reader_stall};
+}
+
+Process::ExitCallback Service::ExitHandler(std::string sandbox_id) {
+  return [this, sandbox_id = std::move(sandbox_id)](Process& p) {
+    if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
+  };
 }
 
 void Service::Record(SandboxEntry& sb, const std::shared_ptr<Process>& p) {
@@ -596,10 +603,10 @@ void Service::Restore() {
   // client knows them, so they end.
   for (auto& [id, rest] : adopted) {
     SandboxEntry* sb = Find(id);
-    for (auto& a : rest) {
-      if (!a.process.pidfd) continue;
-      ::syscall(SYS_pidfd_send_signal, a.process.pidfd.get(), SIGKILL, nullptr, 0);
-      if (sb && sb->runtime) sb->runtime->Forget(a.process.pid);
+    if (!sb || !sb->runtime) continue;
+    for (const auto& a : rest) {
+      sb->runtime->SignalGroup(a.process.pid, SIGKILL);
+      sb->runtime->Forget(a.process.pid);
     }
   }
   if (!sandboxes_.empty()) {
@@ -648,13 +655,8 @@ bool Service::Readopt(SandboxEntry& sb, const json::object& o,
     return false;
   }
   const SystemTime started = ParseRfc3339(o.at("started_at").as_string()).value_or(SystemNow());
-  const ProcessOptions options{options_.kill_grace, options_.reader_stall};
-  const std::string sandbox_id = sb.id;
-  auto on_exit = [this, sandbox_id](Process& p) {
-    if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
-  };
-  auto p = Process::Adopt(ex_, sb.runtime, std::move(spec), started, std::move(a), options,
-                          std::move(on_exit));
+  auto p = Process::Adopt(ex_, sb.runtime, std::move(spec), started, std::move(a),
+                          ProcessOptionsFor(), ExitHandler(sb.id));
   if (!p) {
     log::Warn("a running process could not be taken back",
               {{"sandbox", sb.id}, {"pid", std::to_string(pid)}, {"error", p.error().message}});

@@ -169,6 +169,9 @@ class Service {
   void OnProcessExit(SandboxEntry& sb, Process& p);
   boost::asio::awaitable<void> TrimWhenIdle(std::weak_ptr<Process> process);
   void PersistProcess(const SandboxEntry& sb, const Process& p);
+  ProcessOptions ProcessOptionsFor() const;
+  // Records the end of a process of sandbox `sandbox_id` (OnProcessExit), if it still exists.
+  Process::ExitCallback ExitHandler(std::string sandbox_id);
   // Finished processes a sandbox keeps (in memory and in the store); older ones are forgotten.
   static constexpr size_t kFinishedInMemory = 256;
   // The sessions and contexts a sandbox record lists, bound again after a restart.
