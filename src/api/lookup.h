@@ -11,8 +11,8 @@
 
 namespace sandstream::api {
 
-inline Result<SandboxEntry*> FindSandbox(Context& ctx) {
-  SandboxEntry* sb = ctx.service.Find(ctx.params.at(0));
+inline Result<const SandboxEntry*> FindSandbox(Context& ctx) {
+  const SandboxEntry* sb = ctx.service.Find(ctx.params.at(0));
   if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + ctx.params.at(0) + "'"};
   return sb;
 }

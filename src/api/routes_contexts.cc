@@ -82,7 +82,7 @@ asio::awaitable<void> CreateContext(Context& ctx) {
   auto req = ParseContextRequest(*body);
   if (!req) co_return co_await ReplyError(ctx, req.error());
   Result<std::shared_ptr<CodeContext>> context =
-      co_await sandstream::CreateContext(ctx.service, (*sb)->id, std::move(*req));
+      co_await CodeContext::Create(ctx.service, (*sb)->id, std::move(*req));
   if (!context) co_return co_await ReplyError(ctx, context.error());
   co_await ReplyJson(ctx, http::status::created, (*context)->Json());
 }
@@ -108,10 +108,9 @@ asio::awaitable<void> GetContext(Context& ctx) {
 asio::awaitable<void> DeleteContext(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  if (auto r = sandstream::DeleteContext(**sb, ctx.params.at(1)); !r) {
+  if (auto r = CodeContext::Delete(ctx.service, (*sb)->id, ctx.params.at(1)); !r) {
     co_return co_await ReplyError(ctx, r.error());
   }
-  ctx.service.Persist(**sb);
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 

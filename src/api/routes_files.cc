@@ -23,6 +23,7 @@
 #include "api/websocket.h"
 #include "process/utf8.h"
 #include "sandbox/files.h"
+#include "service/file_sink.h"
 
 namespace sandstream::api {
 namespace asio = boost::asio;
@@ -38,24 +39,10 @@ constexpr size_t kMaxWatches = 1024;
 constexpr size_t kWatchesPerSandbox = 8;
 constexpr size_t kWatchesInAll = 64;
 
-// Runs `fn` on the service's blocking pool and resumes the caller on its own executor with
-// what `fn` returned. `fn` may refer to the caller's locals: the caller waits for it.
+// Runs `fn` on the service's blocking pool (OffThread in base/async.h).
 template <class Fn>
 asio::awaitable<std::invoke_result_t<Fn&>> OffThread(Context& ctx, Fn fn) {
-  using R = std::invoke_result_t<Fn&>;
-  auto initiate = [&pool = ctx.service.blocking_pool()](auto handler, Fn job) {
-    auto work = asio::make_work_guard(asio::get_associated_executor(handler));
-    asio::post(pool, [handler = std::move(handler), work = std::move(work),
-                      job = std::move(job)]() mutable {
-      R result = job();
-      const auto ex = work.get_executor();
-      asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
-        std::move(handler)(std::move(result));
-      });
-    });
-  };
-  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>, void(R)>(
-      initiate, asio::use_awaitable, std::move(fn));
+  co_return co_await sandstream::OffThread(ctx.service.blocking_pool(), std::move(fn));
 }
 
 WatchQuota& Watches() {
@@ -65,7 +52,7 @@ WatchQuota& Watches() {
 }
 
 // Acting as `user` (uid 1000 inside) unless ?user=root.
-Result<sandbox::SandboxFs> OpenFs(const Context& ctx, const SandboxEntry& sb) {
+Result<sandbox::SandboxFs> OpenFs(Context& ctx, const SandboxEntry& sb) {
   uint32_t uid = 1000;
   if (auto user = ctx.Query("user"); user && !user->empty()) {
     if (*user == "root")
@@ -73,7 +60,7 @@ Result<sandbox::SandboxFs> OpenFs(const Context& ctx, const SandboxEntry& sb) {
     else if (*user != "user")
       return Invalid("user must be \"user\" or \"root\"");
   }
-  return sandbox::SandboxFs::Open(sb.runtime->RootPath(), sb.runtime->HostId(uid));
+  return ctx.service.Files(sb.id, uid);
 }
 
 std::string Absolute(const SandboxEntry& sb, std::string_view path) {
@@ -351,15 +338,17 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   const std::string shown = file->info.path;
 
   std::optional<Error> failure;
+  Result<FileSink> sink = co_await FileSink::Open(ctx.service, ctx.params.at(0), *file);
+  if (!sink) failure = sink.error();
   if (ctx.body_parser) {
     auto& parser = *ctx.body_parser;
-    while (!parser.is_done()) {
+    while (!parser.is_done() && !failure) {
       ctx.stream.expires_after(std::chrono::seconds(60));
       auto [ec, n] = co_await http::async_read_some(ctx.stream, *ctx.body_buffer, parser, Tuple());
       (void)n;
       std::string& chunk = parser.get().body();
-      if (!chunk.empty() && !failure) {
-        Result<void> written = co_await OffThread(ctx, [&] { return file->Write(chunk); });
+      if (!chunk.empty()) {
+        Result<void> written = co_await sink->Write(chunk);
         if (!written) failure = std::move(written).error();
       }
       chunk.clear();
@@ -374,13 +363,16 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
         ctx.streamed = true;
         break;
       }
-      if (failure) break;
     }
     ctx.stream.expires_never();
     if (parser.is_done()) ctx.req.keep_alive(keep_alive);
-  } else {
-    Result<void> written = co_await OffThread(ctx, [&] { return file->Write(ctx.req.body()); });
+  } else if (!failure) {
+    Result<void> written = co_await sink->Write(ctx.req.body());
     if (!written) failure = std::move(written).error();
+  }
+  if (sink) {
+    Result<void> closed = co_await sink->Close();
+    if (!closed && !failure) failure = std::move(closed).error();
   }
   // Closing, removing a half-written new file and the final stat all touch the sandbox's files.
   const bool created = file->created;

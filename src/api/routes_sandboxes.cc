@@ -46,14 +46,14 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto req = ParseSandboxRequest(*body);
   if (!req) co_return co_await ReplyError(ctx, req.error());
-  Result<SandboxEntry*> sb = co_await ctx.service.CreateSandbox(std::move(*req));
+  Result<const SandboxEntry*> sb = co_await ctx.service.CreateSandbox(std::move(*req));
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   co_await ReplyJson(ctx, http::status::created, SandboxJson(**sb));
 }
 
 asio::awaitable<void> ListSandboxes(Context& ctx) {
   json::array items;
-  for (SandboxEntry* sb : ctx.service.List()) items.push_back(SandboxJson(*sb));
+  for (const SandboxEntry* sb : ctx.service.List()) items.push_back(SandboxJson(*sb));
   json::object body;
   body["sandboxes"] = std::move(items);
   co_await ReplyJson(ctx, http::status::ok, body);

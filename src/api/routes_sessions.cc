@@ -12,7 +12,7 @@ namespace sandstream::api {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-asio::awaitable<Result<std::shared_ptr<Process>>> StartInSession(Context& ctx, SandboxEntry& sb,
+asio::awaitable<Result<std::shared_ptr<Process>>> StartInSession(Context& ctx, const SandboxEntry& sb,
                                                                  const json::object& body,
                                                                  CommandRequest& req) {
   const json::value& s = body.at("session");
@@ -39,7 +39,7 @@ asio::awaitable<void> CreateSession(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto req = ParseSessionRequest(*body);
   if (!req) co_return co_await ReplyError(ctx, req.error());
-  auto session = sandstream::CreateSession(ctx.service, **sb, std::move(*req));
+  auto session = Session::Create(ctx.service, (*sb)->id, std::move(*req));
   if (!session) co_return co_await ReplyError(ctx, session.error());
   co_await ReplyJson(ctx, http::status::created, SessionJson(**session));
 }
@@ -65,10 +65,9 @@ asio::awaitable<void> GetSession(Context& ctx) {
 asio::awaitable<void> DeleteSession(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  if (auto r = sandstream::DeleteSession(**sb, ctx.params.at(1)); !r) {
+  if (auto r = Session::Delete(ctx.service, (*sb)->id, ctx.params.at(1)); !r) {
     co_return co_await ReplyError(ctx, r.error());
   }
-  ctx.service.Persist(**sb);
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 

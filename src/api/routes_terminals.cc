@@ -325,7 +325,7 @@ void OnExecMessage(ExecConnection& conn, const WebSocket::Message& message) {
     SendError(conn, id, Error{ErrorCode::kConflict, "a command with id " + key + " is running"});
     return;
   }
-  SandboxEntry* sb = conn.ctx.service.Find(conn.sandbox_id);
+  const SandboxEntry* sb = conn.ctx.service.Find(conn.sandbox_id);
   if (!sb) {
     SendError(conn, id, Error{ErrorCode::kNotFound, "no sandbox '" + conn.sandbox_id + "'"});
     return;

@@ -16,6 +16,6 @@ namespace sandstream::api {
 // Waits for the session's earlier commands, then starts this one. `req` is the parsed command
 // request; its env and cwd, when the body sets them, apply to this command only.
 boost::asio::awaitable<Result<std::shared_ptr<Process>>> StartInSession(
-    Context& ctx, SandboxEntry& sb, const boost::json::object& body, CommandRequest& req);
+    Context& ctx, const SandboxEntry& sb, const boost::json::object& body, CommandRequest& req);
 
 }  // namespace sandstream::api

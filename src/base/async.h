@@ -1,18 +1,23 @@
 // The daemon's async toolkit, for one io_context thread (so no locks): Tuple() to get error
 // codes as values; Spawn() that logs what a task throws; AsyncSignal wakes the coroutines
 // waiting on it; TurnQueue hands out turns in arrival order; TaskGroup spawns tasks and joins
-// them.
+// them; OffThread runs a blocking call on a thread pool and resumes the caller with its result.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 namespace sandstream {
 
@@ -81,5 +86,25 @@ class TaskGroup {
   size_t running_ = 0;
   AsyncSignal done_;
 };
+
+// Runs `fn` on `pool` and resumes the caller on its own executor with what `fn` returned. `fn`
+// may refer to the caller's locals: the caller waits for it.
+template <class Fn>
+boost::asio::awaitable<std::invoke_result_t<Fn&>> OffThread(boost::asio::thread_pool& pool, Fn fn) {
+  using R = std::invoke_result_t<Fn&>;
+  auto initiate = [&pool](auto handler, Fn job) {
+    auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
+    boost::asio::post(pool, [handler = std::move(handler), work = std::move(work),
+                             job = std::move(job)]() mutable {
+      R result = job();
+      const auto ex = work.get_executor();
+      boost::asio::post(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
+        std::move(handler)(std::move(result));
+      });
+    });
+  };
+  co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(R)>(
+      initiate, boost::asio::use_awaitable, std::move(fn));
+}
 
 }  // namespace sandstream

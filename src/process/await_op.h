@@ -18,6 +18,8 @@ namespace sandstream {
 
 // True once `wait.fd` is readable, false when the deadline passed first.
 boost::asio::awaitable<bool> AwaitReadable(sandbox::WaitFor wait);
+// True once `wait.fd` is writable (or its reader is gone), false when the deadline passed first.
+boost::asio::awaitable<bool> AwaitWritable(sandbox::WaitFor wait);
 
 template <class T>
 boost::asio::awaitable<T> Await(sandbox::Op<T> op) {

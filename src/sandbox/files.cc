@@ -247,15 +247,17 @@ Result<size_t> OpenedFile::Read(char* buf, size_t size) const {
   }
 }
 
+Error WriteError(const std::string& path, int err) {
+  Error e = FsError("write", path, err);
+  if (e.code == ErrorCode::kPayloadTooLarge) e.message += " (the sandbox's disk is full)";
+  return e;
+}
+
 Result<void> OpenedFile::Write(std::string_view data) const {
   while (!data.empty()) {
     const ssize_t n = ::write(fd.get(), data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Error e = FsError("write", info.path, errno);
-      if (e.code == ErrorCode::kPayloadTooLarge) e.message += " (the sandbox's disk is full)";
-      return e;
-    }
+    if (n < 0) return WriteError(info.path, errno);
     data.remove_prefix(static_cast<size_t>(n));
   }
   return Ok{};

@@ -51,6 +51,10 @@ struct OpenedFile {
   Result<void> Write(std::string_view data) const;
 };
 
+// What a write to `path` that failed with `err` tells the client (a full disk is
+// kPayloadTooLarge).
+Error WriteError(const std::string& path, int err);
+
 class SandboxFs {
  public:
   // `root`: Sandbox::RootPath(). `host_id`: the host uid (and gid) to act as, or nullopt to act

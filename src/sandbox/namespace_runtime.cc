@@ -212,12 +212,8 @@ class NamespaceSandbox final : public Sandbox {
 
   Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) override {
     if (destroyed_) co_return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
-    if (!spawner_.connected()) {
-      // The keeper died (killed from the host): what it kept is lost, the sandbox is not.
-      log::Warn("sandbox keeper gone; starting another", {{"sandbox", id_}});
-      Result<void> started = co_await StartKeeper();
-      if (!started) co_return std::move(started).error();
-    }
+    Result<void> keeper = co_await EnsureKeeper();
+    if (!keeper) co_return std::move(keeper).error();
     SpawnContext ctx;
     ctx.spawner = &spawner_;
     ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program()
@@ -229,6 +225,36 @@ class NamespaceSandbox final : public Sandbox {
       ctx.host_id_base = ids_first_.value_or(0);
     }
     co_return co_await SpawnInSandbox(std::move(ctx), std::move(spec));
+  }
+
+  Op<Result<std::optional<FileWriter>>> StartFileWriter(int file) override {
+    if (destroyed_) co_return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
+    Result<void> keeper = co_await EnsureKeeper();
+    if (!keeper) co_return std::move(keeper).error();
+    auto data = MakePipe(false);
+    if (!data) co_return std::move(data).error();
+    auto exit = MakePipe(true);
+    if (!exit) co_return std::move(exit).error();
+    GrowPipe(data->write.get(), 1 << 20);
+    if (::fcntl(data->write.get(), F_SETFL, O_NONBLOCK) != 0) {
+      co_return SysError(ErrorCode::kInternal, "files: writer: fcntl", errno);
+    }
+    Result<Launched> launched =
+        co_await spawner_.Copy(data->read.get(), file, exit->write.get());
+    if (!launched) co_return std::move(launched).error();
+    FileWriter w;
+    w.pid = launched->pid;
+    w.pidfd = std::move(launched->pidfd);
+    w.input = std::move(data->write);
+    w.exit_fd = std::move(exit->read);
+    co_return std::optional<FileWriter>(std::move(w));
+  }
+
+  // The keeper died (killed from the host): what it kept is lost, the sandbox is not.
+  Op<Result<void>> EnsureKeeper() {
+    if (spawner_.connected()) co_return Ok{};
+    log::Warn("sandbox keeper gone; starting another", {{"sandbox", id_}});
+    co_return co_await StartKeeper();
   }
 
   // The keeper: started with the sandbox, it holds PID 1's pidfd and control socket and every
@@ -262,6 +288,11 @@ class NamespaceSandbox final : public Sandbox {
           init_pidfd_ = std::move(e.fds[0]);
           control_ = std::move(e.fds[1]);
         }
+        continue;
+      }
+      if (e.tag & kKeptCopy) {
+        // A file writer of the earlier daemon's: its upload ended with that daemon.
+        spawner_.Forget(e.pid);
         continue;
       }
       Result<AdoptedProcess> p = FromKept(e);

@@ -71,6 +71,17 @@ struct SpawnedProcess {
   UniqueFd exit_fd;
 };
 
+// A writer of one file of the sandbox that runs in the sandbox's cgroups, so the pages it
+// writes to the sandbox's tmpfs are charged to the sandbox's memory, not the daemon's: what is
+// written to `input` (a pipe, non-blocking) goes to the file; closing `input` ends it, and its
+// wait status arrives on `exit_fd` (4 bytes): exit 0, or with the errno that stopped it.
+struct FileWriter {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+  UniqueFd input;
+  UniqueFd exit_fd;
+};
+
 // A process an earlier daemon started that the sandbox kept: its fds as they were, its wait
 // status if it has ended since, and the fd it was given to keep.
 struct AdoptedProcess {
@@ -86,6 +97,13 @@ class Sandbox {
   // Starts a process inside. Errors name the step and errno ("spawn: execve sh: ENOENT").
   // The sandbox must outlive the Op; spawns of one sandbox are run one at a time.
   virtual Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) = 0;
+  // A writer for `file` (the daemon's fd of one of the sandbox's files, open until the Op
+  // ends), run like a spawn: one at a time with them. Forget(pid) once its status is read.
+  // nullopt where the sandbox has no memory of its own to charge: the caller writes itself.
+  virtual Op<Result<std::optional<FileWriter>>> StartFileWriter(int file) {
+    (void)file;
+    co_return std::optional<FileWriter>();
+  }
   // OOM kills seen in this sandbox so far; the process layer compares before and after.
   virtual uint64_t OomKills() const = 0;
   // SIGKILL to every process in the sandbox; idempotent, safe after Destroy.

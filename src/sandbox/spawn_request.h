@@ -18,7 +18,7 @@ inline constexpr size_t kMaxSpawnRequestBytes = size_t{4} << 20;
 inline constexpr uint32_t kMaxSeccompInstructions = BPF_MAXINSNS;
 inline constexpr uid_t kMaxSpawnUid = 65534;
 // The version of everything below; a keeper says it in its hello.
-inline constexpr uint32_t kKeeperVersion = 2;
+inline constexpr uint32_t kKeeperVersion = 3;
 // Fds the keeper holds for one process (the daemon's pipe ends, its exit pipe's read end, its
 // output log) or for the sandbox (PID 1's pidfd and control socket).
 inline constexpr size_t kMaxHeldFds = 6;
@@ -67,6 +67,7 @@ enum KeptFds : uint32_t {
   kKeptStdin = 2,
   kKeptTerminal = 4,
   kKeptLog = 8,
+  kKeptCopy = 16,  // a file writer (kCopy): holds none, means nothing to a daemon started later
 };
 // Where the fd of `bit` is among the held fds of a spawn tagged `tag`; -1 if it has none.
 constexpr int HeldIndex(uint32_t tag, uint32_t bit) {
@@ -92,6 +93,11 @@ enum KeeperMessageType : uint32_t {
                          // the bit (stdin closed: the child must see EOF); none held, no-op
   kUpgrade = 0x4b53530a, // daemon -> keeper: exec the keeper executable sent with it (one fd),
                          // handing everything over (KeeperState); it says kHello again
+  kCopy = 0x4b53530b,    // daemon -> keeper: a child copies the first fd to the second until EOF (fds:
+                         // source, destination, exit pipe's write end); answered as a spawn.
+                         // It runs in the sandbox's cgroups, so what it writes to the sandbox's
+                         // tmpfs is charged to the sandbox's memory, not the daemon's. It exits
+                         // 0, or with the errno that stopped it.
 };
 
 // The hand-over of kUpgrade: a keeper execs the new executable in place (its children stay its

@@ -196,6 +196,19 @@ Op<Result<Launched>> Spawner::Launch(std::string_view request, std::span<const i
   if (const int err = Send(request, fds); err != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: send to keeper", err);
   }
+  co_return co_await AwaitLaunched();
+}
+
+Op<Result<Launched>> Spawner::Copy(int source, int destination, int exit_pipe) {
+  if (!control_) co_return Error{ErrorCode::kSandboxSetupFailed, "spawn: keeper: not running"};
+  const int fds[] = {source, destination, exit_pipe};
+  if (const int err = Send(KeeperMessage{kCopy, 0, 0, 0}, fds); err != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "spawn: send to keeper", err);
+  }
+  co_return co_await AwaitLaunched();
+}
+
+Op<Result<Launched>> Spawner::AwaitLaunched() {
   std::optional<Message> reply = co_await Receive();
   SpawnReply r{};
   if (!reply || reply->bytes.size() != sizeof r) {

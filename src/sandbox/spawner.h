@@ -87,6 +87,10 @@ class Spawner {
   // "spawn: clone: ...". The strings and fds must stay valid until the Op ends; one request at
   // a time.
   Op<Result<Launched>> Launch(std::string_view request, std::span<const int> fds);
+  // A writer of one file in the sandbox's cgroups (kCopy): it copies `source` (a pipe's read
+  // end) to `destination` until EOF, and its wait status arrives on `exit_pipe` (a write end):
+  // exit 0, or the errno that stopped it. The fds must stay open until the Op ends.
+  Op<Result<Launched>> Copy(int source, int destination, int exit_pipe);
   // The keeper may let go of what it holds for `pid` (its end is recorded).
   void Forget(pid_t pid);
   // The keeper closes the fd it holds for `pid` under KeptFds bit `bit`, if it holds one.
@@ -116,6 +120,8 @@ class Spawner {
   // 0 once sent; else the errno of sendmsg.
   int Send(std::string_view request, std::span<const int> fds);
   int Send(const KeeperMessage& m, std::span<const int> fds = {});
+  // The keeper's answer to a spawn or a copy.
+  Op<Result<Launched>> AwaitLaunched();
   Op<Result<void>> AwaitHello(std::string_view context, bool accept_other_version = false);
 
   std::function<void(UniqueFd)> unreaped_;

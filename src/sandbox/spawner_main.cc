@@ -306,16 +306,27 @@ int Start() {
   return 0;
 }
 
+Entry* FreeEntry() {
+  for (Entry& e : entries) {
+    if (!e.used) return &e;
+  }
+  return nullptr;
+}
+
+// A child of this keeper with its pidfd in `*pidfd`: 0 in the child, its pid here, -1 (errno).
+// Not CLONE_PARENT: this keeper, which outlives the daemon, is the parent and the reaper.
+long CloneChild(int* pidfd) {
+  clone_args args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  args.exit_signal = SIGCHLD;
+  return ::syscall(SYS_clone3, &args, sizeof args);
+}
+
 // One spawn: the child's fds are closed here whatever happens; the held ones are kept.
 void Spawn(ssize_t len, const int* fds, size_t fd_count, bool fds_ok) {
   ParsedSpawnRequest parsed;
-  Entry* slot = nullptr;
-  for (Entry& e : entries) {
-    if (!e.used) {
-      slot = &e;
-      break;
-    }
-  }
+  Entry* slot = FreeEntry();
   if (!fds_ok || !ParseSpawnRequest(request, static_cast<size_t>(len), fds, fd_count, &parsed)) {
     CloseAll(fds, fd_count);
     Reply(-1, EBADMSG, -1);
@@ -328,12 +339,7 @@ void Spawn(ssize_t len, const int* fds, size_t fd_count, bool fds_ok) {
     return;
   }
   int pidfd = -1;
-  clone_args args{};
-  // Not CLONE_PARENT: this keeper, which outlives the daemon, is the parent and the reaper.
-  args.flags = CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  const long r = ::syscall(SYS_clone3, &args, sizeof args);
+  const long r = CloneChild(&pidfd);
   if (r == 0) RunProcessInChild(parsed.launch);
   CloseAll(fds, child_fds);
   if (r < 0) {
@@ -351,6 +357,74 @@ void Spawn(ssize_t len, const int* fds, size_t fd_count, bool fds_ok) {
   slot->exit_fd = parsed.exit_fd;
   slot->held_count = parsed.held_count;
   for (uint32_t i = 0; i < parsed.held_count; ++i) slot->held[i] = parsed.held[i];
+  Reply(slot->pid, 0, pidfd);
+}
+
+// A file writer's child: copies `from` (a pipe) to `to` until EOF, then exits 0; or exits with
+// the errno that stopped it. It keeps nothing else of the keeper's.
+[[noreturn]] void CopyInChild(int from, int to) {
+  const int low = from < to ? from : to;
+  const int high = from < to ? to : from;
+  if (low > 0) (void)::syscall(SYS_close_range, 0u, static_cast<unsigned>(low - 1), 0u);
+  if (high > low + 1) {
+    (void)::syscall(SYS_close_range, static_cast<unsigned>(low + 1),
+                    static_cast<unsigned>(high - 1), 0u);
+  }
+  (void)::syscall(SYS_close_range, static_cast<unsigned>(high + 1), ~0u, 0u);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  constexpr size_t kStep = size_t{1} << 20;
+  for (;;) {
+    const ssize_t n = ::splice(from, nullptr, to, nullptr, kStep, SPLICE_F_MOVE);
+    if (n == 0) ::_exit(0);
+    if (n > 0) continue;
+    if (errno == EINTR) continue;
+    if (errno != EINVAL) ::_exit(errno & 0xff);
+    break;  // a destination splice cannot write to: copy by hand
+  }
+  static char buf[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(from, buf, sizeof buf);
+    if (n == 0) ::_exit(0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(errno & 0xff);
+    }
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(to, buf + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) ::_exit(w < 0 ? errno & 0xff : EIO);
+      done += w;
+    }
+  }
+}
+
+// kCopy: the writer is kept like a process (reaped, its status written to its exit pipe).
+void Copy(const int* fds, size_t fd_count) {
+  Entry* slot = FreeEntry();
+  if (fd_count != 3 || slot == nullptr) {
+    CloseAll(fds, fd_count);
+    Reply(-1, fd_count != 3 ? EBADMSG : ENOSPC, -1);
+    return;
+  }
+  int pidfd = -1;
+  const long r = CloneChild(&pidfd);
+  if (r == 0) CopyInChild(fds[0], fds[1]);
+  const int err = errno;
+  CloseAll(fds, 2);
+  if (r < 0) {
+    ::close(fds[2]);
+    Reply(-1, err, -1);
+    return;
+  }
+  *slot = Entry{};
+  slot->used = true;
+  slot->pid = static_cast<int32_t>(r);
+  slot->status = -1;
+  slot->tag = kKeptCopy;
+  slot->pidfd = pidfd;
+  slot->exit_fd = fds[2];
   Reply(slot->pid, 0, pidfd);
 }
 
@@ -438,6 +512,9 @@ bool Serve(ssize_t len, msghdr& msg) {
         e->tag &= ~m.tag;
       }
       break;
+    case kCopy:
+      Copy(fds, fd_count);
+      return true;
     case kStop:
       CloseAll(fds, fd_count);
       return false;

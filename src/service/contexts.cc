@@ -123,15 +123,16 @@ json::object CodeContext::Json() const {
 
 asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
   auto self = shared_from_this();
-  SandboxEntry* sb = service.Find(sandbox_id_);
+  SandboxEntry* sb = service.Entry(sandbox_id_);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
   if (language_ == Language::kBash) {
     if (!shell_) {
-      auto session = CreateSession(service, *sb, SessionRequest{"ctx-" + id_, env_, cwd_});
+      auto session = Session::Create(service, sandbox_id_, SessionRequest{"ctx-" + id_, env_, cwd_});
       if (!session) co_return std::move(session).error();
       shell_ = *session;
-      // Owned by the context, not listed among the sandbox's sessions.
+      // Owned by the context, not listed among the sandbox's sessions (nor stored as one).
       sb->sessions.erase(shell_->id());
+      service.Persist(*sb);
     }
     co_return Ok{};
   }
@@ -510,7 +511,7 @@ class Relay : public OutputLog::Listener {
 }  // namespace
 
 asio::awaitable<void> CodeContext::ExecuteShell(Service& service, CellRun& run) {
-  SandboxEntry* sb = service.Find(sandbox_id_);
+  const SandboxEntry* sb = service.Find(sandbox_id_);
   CommandSpec spec;
   spec.cmd = run.code_;
   spec.argv = {"/bin/sh", "-c", run.code_};
@@ -563,7 +564,7 @@ asio::awaitable<Result<void>> CodeContext::Restart(Service& service) {
     old->KillNow(ExitReason::kKilled);
     co_await old->WaitExit();
   }
-  SandboxEntry* sb = service.Find(sandbox_id_);
+  const SandboxEntry* sb = service.Find(sandbox_id_);
   if (!sb || closed_) co_return Error{ErrorCode::kNotFound, "code context " + id_ + " was deleted"};
   if (language_ == Language::kBash) {
     if (shell_) shell_->Close();
@@ -587,10 +588,10 @@ void CodeContext::Close() {
   if (driver_ && driver_->status() == ProcessStatus::kRunning) driver_->Kill(ExitReason::kKilled);
 }
 
-asio::awaitable<Result<std::shared_ptr<CodeContext>>> CreateContext(Service& service,
-                                                                    std::string sandbox_id,
-                                                                    ContextRequest req) {
-  SandboxEntry* sb = service.Find(sandbox_id);
+asio::awaitable<Result<std::shared_ptr<CodeContext>>> CodeContext::Create(Service& service,
+                                                                          std::string sandbox_id,
+                                                                          ContextRequest req) {
+  const SandboxEntry* sb = service.Find(sandbox_id);
   if (!sb || sb->deleting) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
   if (sb->contexts.size() >= 64) {
     co_return Error{ErrorCode::kQuotaExceeded, "too many code contexts in " + sandbox_id + " (64)"};
@@ -600,14 +601,18 @@ asio::awaitable<Result<std::shared_ptr<CodeContext>>> CreateContext(Service& ser
                                     req.cwd.empty() ? sb->cwd : req.cwd, std::move(req.env));
   Result<void> started = co_await context->Start(service);
   if (!started) co_return std::move(started).error();
-  sb = service.Find(sandbox_id);
-  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
-  sb->contexts.emplace(context->id(), context);
-  service.Persist(*sb);
+  SandboxEntry* entry = service.Entry(sandbox_id);
+  if (!entry) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  entry->contexts.emplace(context->id(), context);
+  service.Persist(*entry);
   co_return context;
 }
 
-Result<void> DeleteContext(SandboxEntry& sb, std::string_view id) {
+Result<void> CodeContext::Delete(Service& service, std::string_view sandbox_id,
+                                 std::string_view id) {
+  SandboxEntry* entry = service.Entry(sandbox_id);
+  if (!entry) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  SandboxEntry& sb = *entry;
   auto it = sb.contexts.find(id);
   if (it == sb.contexts.end()) {
     return Error{ErrorCode::kNotFound,
@@ -615,6 +620,7 @@ Result<void> DeleteContext(SandboxEntry& sb, std::string_view id) {
   }
   it->second->Close();
   sb.contexts.erase(it);
+  service.Persist(sb);
   return Ok{};
 }
 

@@ -61,11 +61,19 @@ class CellRun {
   boost::json::value error_;
 };
 
+struct ContextRequest;
+
 class CodeContext : public std::enable_shared_from_this<CodeContext>, private OutputLog::Listener {
  public:
   CodeContext(const boost::asio::any_io_executor& ex, std::string id, std::string sandbox_id,
               Language language, std::string cwd, std::map<std::string, std::string> env);
   ~CodeContext() override;
+
+  // A new context of sandbox `sandbox_id`, its interpreter started, listed and stored.
+  static boost::asio::awaitable<Result<std::shared_ptr<CodeContext>>> Create(
+      Service& service, std::string sandbox_id, ContextRequest req);
+  // Ends context `id` of sandbox `sandbox_id`: its interpreter is killed, queued cells fail.
+  static Result<void> Delete(Service& service, std::string_view sandbox_id, std::string_view id);
 
   const std::string& id() const { return id_; }
   Language language() const { return language_; }
@@ -140,9 +148,6 @@ struct ContextRequest {
   std::map<std::string, std::string> env;
 };
 
-boost::asio::awaitable<Result<std::shared_ptr<CodeContext>>> CreateContext(
-    Service& service, std::string sandbox_id, ContextRequest req);
-Result<void> DeleteContext(SandboxEntry& sb, std::string_view id);
 
 // The code-interpreter template promises a `python` command; when the root has none, a link
 // to python3 goes to /opt/sandstream/bin, which the sandbox's PATH then starts with.

@@ -79,7 +79,7 @@ void Service::PersistProcess(const SandboxEntry& sb, const Process& p) {
   }
 }
 
-asio::awaitable<Result<SandboxEntry*>> Service::CreateSandbox(SandboxRequest req) {
+asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxRequest req) {
   if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   if (sandboxes_.size() + creating_ >= options_.max_sandboxes) {
     co_return Error{ErrorCode::kQuotaExceeded,
@@ -187,11 +187,11 @@ asio::awaitable<void> Service::AwaitDeath(std::string id, UniqueFd life) {
   const sandbox::WaitFor forever{life.get(), sandbox::Deadline::max()};
   for (;;) {
     const bool dead = co_await AwaitReadable(forever);
-    SandboxEntry* sb = Find(id);
+    SandboxEntry* sb = Entry(id);
     if (!sb || sb->deleting || shutting_down_) co_return;
     if (dead) break;
   }
-  if (SandboxEntry* sb = Find(id)) OnLost(*sb);
+  if (SandboxEntry* sb = Entry(id)) OnLost(*sb);
 }
 
 void Service::OnLost(SandboxEntry& sb) {
@@ -219,15 +219,20 @@ void Service::ArmTtl(SandboxEntry& sb) {
   });
 }
 
-SandboxEntry* Service::Find(std::string_view id) {
+SandboxEntry* Service::Entry(std::string_view id) {
   auto it = sandboxes_.find(id);
   return it == sandboxes_.end() ? nullptr : it->second.get();
 }
 
-std::vector<SandboxEntry*> Service::List() {
-  std::vector<SandboxEntry*> out;
+const SandboxEntry* Service::Find(std::string_view id) const {
+  auto it = sandboxes_.find(id);
+  return it == sandboxes_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const SandboxEntry*> Service::List() const {
+  std::vector<const SandboxEntry*> out;
   for (const auto& id : order_) {
-    if (auto* sb = Find(id)) out.push_back(sb);
+    if (const SandboxEntry* sb = Find(id)) out.push_back(sb);
   }
   return out;
 }
@@ -289,13 +294,13 @@ Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec
 
 asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sandbox_id,
                                                                 CommandSpec spec) {
-  SandboxEntry* sb = Find(sandbox_id);
+  SandboxEntry* sb = Entry(sandbox_id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
   const std::string key = spec.idempotency_key;
   // A retry that arrives while the first request's spawn is in flight waits for it.
   while (!key.empty() && sb->starting_keys.contains(key)) {
     co_await sb->spawns_done.Wait();
-    sb = Find(sandbox_id);
+    sb = Entry(sandbox_id);
     if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
   }
   bool attached = false;
@@ -327,13 +332,46 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
   co_return Started{*started, false};
 }
 
+Result<sandbox::SandboxFs> Service::Files(std::string_view sandbox_id, uint32_t uid) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  return sandbox::SandboxFs::Open(sb->runtime->RootPath(), sb->runtime->HostId(uid));
+}
+
+asio::awaitable<Result<std::optional<sandbox::FileWriter>>> Service::StartFileWriter(
+    std::string sandbox_id, int file) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) co_return NotFound(sandbox_id);
+  // A lost sandbox has no keeper to start one: its files are only there to be looked at.
+  if (sb->lost) co_return std::optional<sandbox::FileWriter>();
+  ++sb->spawning;
+  co_await sb->spawn_turns.Acquire();
+  Result<std::optional<sandbox::FileWriter>> writer = NotFound(sandbox_id);
+  if (!sb->deleting && !shutting_down_) {
+    writer = co_await Await(sb->runtime->StartFileWriter(file));
+  }
+  sb->spawn_turns.Release();
+  --sb->spawning;
+  sb->spawns_done.Notify();
+  // At its pids limit the sandbox has no room for a writer; the daemon writes, still within the
+  // sandbox's disk limit.
+  if (!writer && writer.error().code == ErrorCode::kQuotaExceeded) {
+    co_return std::optional<sandbox::FileWriter>();
+  }
+  co_return writer;
+}
+
+void Service::ForgetFileWriter(std::string_view sandbox_id, pid_t pid) {
+  if (SandboxEntry* sb = Entry(sandbox_id)) sb->runtime->Forget(pid);
+}
+
 ProcessOptions Service::ProcessOptionsFor() const {
   return ProcessOptions{options_.kill_grace, options_.reader_stall};
 }
 
 Process::ExitCallback Service::ExitHandler(std::string sandbox_id) {
   return [this, sandbox_id = std::move(sandbox_id)](Process& p) {
-    if (auto* s = Find(sandbox_id)) OnProcessExit(*s, p);
+    if (auto* s = Entry(sandbox_id)) OnProcessExit(*s, p);
   };
 }
 
@@ -407,7 +445,7 @@ asio::awaitable<void> Service::TrimWhenIdle(std::weak_ptr<Process> weak) {
 }
 
 asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
-  SandboxEntry* sb = Find(id);
+  SandboxEntry* sb = Entry(id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
   if (sb->deleting) co_return Ok{};
   sb->deleting = true;
@@ -418,7 +456,7 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   // A spawn in flight ends within its deadlines; its process is then killed with the rest.
   while (sb->spawning > 0) {
     co_await sb->spawns_done.Wait();
-    sb = Find(id);
+    sb = Entry(id);
     if (!sb) co_return Ok{};
   }
   // Holding the processes keeps them alive while we wait, whatever the table does meanwhile.
@@ -428,13 +466,13 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
     // Bounded: after the grace period Kill() escalates to SIGKILL of the group.
     co_await p->WaitExit();
   }
-  sb = Find(id);
+  sb = Entry(id);
   if (!sb) co_return Ok{};
   (void)co_await Await(sb->runtime->KillAll());
-  sb = Find(id);
+  sb = Entry(id);
   if (!sb) co_return Ok{};
   Result<void> destroyed = co_await Await(sb->runtime->Destroy());
-  sb = Find(id);
+  sb = Entry(id);
   if (!sb) co_return Ok{};
   Journal(*sb, "sandbox.deleted", "info", "sandbox deleted");
   sb->journal->End();
@@ -560,7 +598,7 @@ void Service::Restore() {
     ArmTtl(*raw);
   }
   for (const auto& row : *processes) {
-    SandboxEntry* sb = Find(row.sandbox_id);
+    SandboxEntry* sb = Entry(row.sandbox_id);
     if (!sb) continue;
     json::object o;
     try {
@@ -597,12 +635,12 @@ void Service::Restore() {
     PersistProcess(*sb, *p);
   }
   for (auto& [id, record] : records) {
-    if (SandboxEntry* sb = Find(id)) RestoreSessionsAndContexts(*sb, record);
+    if (SandboxEntry* sb = Entry(id)) RestoreSessionsAndContexts(*sb, record);
   }
   // Kept processes no record names (the daemon died between the spawn and its record): no
   // client knows them, so they end.
   for (auto& [id, rest] : adopted) {
-    SandboxEntry* sb = Find(id);
+    SandboxEntry* sb = Entry(id);
     if (!sb || !sb->runtime) continue;
     for (const auto& a : rest) {
       sb->runtime->SignalGroup(a.process.pid, SIGKILL);
@@ -678,17 +716,17 @@ asio::awaitable<void> Service::Shutdown() {
   for (auto& [id, sb] : sandboxes_) ids.push_back(id);
   // A spawn in flight finishes first, so that its process is recorded (or ended).
   for (const auto& id : ids) {
-    SandboxEntry* sb = Find(id);
+    SandboxEntry* sb = Entry(id);
     while (sb && sb->spawning > 0) {
       co_await sb->spawns_done.Wait();
-      sb = Find(id);
+      sb = Entry(id);
     }
   }
   if (!options_.teardown_on_exit) {
     // Sandboxes and their processes run on; the next start takes them back (Restore). What the
     // records say of each running process is written now, so it resumes where it is.
     for (const auto& id : ids) {
-      SandboxEntry* sb = Find(id);
+      SandboxEntry* sb = Entry(id);
       if (!sb) continue;
       for (auto& p : sb->processes) {
         if (p->status() == ProcessStatus::kRunning) PersistProcess(*sb, *p);
@@ -710,12 +748,12 @@ asio::awaitable<void> Service::Shutdown() {
   // Bounded by the kill grace: Kill() escalates to SIGKILL of each group.
   for (auto& p : running) co_await p->WaitExit();
   for (const auto& id : ids) {
-    SandboxEntry* sb = Find(id);
+    SandboxEntry* sb = Entry(id);
     if (!sb) continue;
     (void)co_await Await(sb->runtime->KillAll());
     // Sandboxes stay in the store: they come back, with fresh filesystems and reported lost, at
     // the next start.
-    if ((sb = Find(id))) (void)co_await Await(sb->runtime->Destroy());
+    if ((sb = Entry(id))) (void)co_await Await(sb->runtime->Destroy());
   }
 }
 

@@ -18,6 +18,7 @@
 #include "base/async.h"
 #include "process/event_log.h"
 #include "process/process.h"
+#include "sandbox/files.h"
 #include "sandbox/runtime.h"
 #include "service/metrics.h"
 #include "service/store.h"
@@ -68,6 +69,9 @@ struct SandboxRequest {
 class Session;
 class CodeContext;
 
+// A live sandbox as the service keeps it. The API reads it through Service::Find's const view
+// and changes it only through Service (and the service layer's Session and CodeContext, which
+// reach the mutable entry as friends); `runtime` is for the service layer alone.
 struct SandboxEntry {
   explicit SandboxEntry(const boost::asio::any_io_executor& ex)
       : spawn_turns(ex), spawns_done(ex) {}
@@ -123,9 +127,9 @@ class Service {
   // taken back is reported lost (with a fresh filesystem, so that it can be looked at).
   void Restore();
 
-  boost::asio::awaitable<Result<SandboxEntry*>> CreateSandbox(SandboxRequest req);
-  SandboxEntry* Find(std::string_view id);
-  std::vector<SandboxEntry*> List();
+  boost::asio::awaitable<Result<const SandboxEntry*>> CreateSandbox(SandboxRequest req);
+  const SandboxEntry* Find(std::string_view id) const;
+  std::vector<const SandboxEntry*> List() const;
   // Kills every process, waits for their exits, frees the sandbox.
   boost::asio::awaitable<Result<void>> DeleteSandbox(std::string id);
 
@@ -137,6 +141,16 @@ class Service {
     bool attached = false;
   };
   boost::asio::awaitable<Result<Started>> StartProcess(std::string sandbox_id, CommandSpec spec);
+
+  // The files of sandbox `sandbox_id` as its user `uid` (0 or 1000) sees them.
+  Result<sandbox::SandboxFs> Files(std::string_view sandbox_id, uint32_t uid);
+  // A writer for `file` (one of the sandbox's files, open until this returns) that runs in the
+  // sandbox's cgroups, started in its turn with the spawns; nullopt where the runtime has none,
+  // or the sandbox is at its pids limit: the caller writes itself (file_sink.h).
+  boost::asio::awaitable<Result<std::optional<sandbox::FileWriter>>> StartFileWriter(
+      std::string sandbox_id, int file);
+  // The writer `pid` of sandbox `sandbox_id` has ended and its status was read.
+  void ForgetFileWriter(std::string_view sandbox_id, pid_t pid);
 
   // Environment and argv for a request: the sandbox's env plus the command's.
   std::vector<std::string> ComposeEnv(const SandboxEntry& sb,
@@ -159,6 +173,10 @@ class Service {
   void Persist(const SandboxEntry& sb);
 
  private:
+  friend class Session;
+  friend class CodeContext;
+  SandboxEntry* Entry(std::string_view id);
+
   void Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
                std::string message, boost::json::object fields = {});
   void ArmTtl(SandboxEntry& sb);

@@ -126,7 +126,7 @@ asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
     Service& service, CommandSpec spec, std::map<std::string, std::string> call_env,
     std::optional<std::string> call_cwd) {
   auto self = shared_from_this();
-  SandboxEntry* sb = service.Find(sandbox_id_);
+  const SandboxEntry* sb = service.Find(sandbox_id_);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
   // A retry of a command already started attaches to it at once, without queueing.
   if (!spec.idempotency_key.empty() && sb->idempotency.contains(spec.idempotency_key)) {
@@ -161,8 +161,11 @@ asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
   co_return p;
 }
 
-Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& sb,
-                                               SessionRequest req) {
+Result<std::shared_ptr<Session>> Session::Create(Service& service, std::string_view sandbox_id,
+                                                 SessionRequest req) {
+  SandboxEntry* entry = service.Entry(sandbox_id);
+  if (!entry) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  SandboxEntry& sb = *entry;
   if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
   std::string id = req.id.empty() ? NewId("sess_") : req.id;
   if (sb.sessions.contains(id)) return Error{ErrorCode::kConflict, "session id '" + id + "' is in use"};
@@ -170,7 +173,7 @@ Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& s
     return Error{ErrorCode::kQuotaExceeded, "too many sessions in " + sb.id + " (256)"};
   }
   // The state directory belongs to `user`, who runs every session command.
-  auto fs = sandbox::SandboxFs::Open(sb.runtime->RootPath(), sb.runtime->HostId(1000));
+  auto fs = service.Files(sb.id, 1000);
   if (!fs) return std::move(fs).error();
   if (auto dir = fs->Mkdir(kSessionStateDir, 0700, true); !dir) {
     return Error{dir.error().code, "session state: " + dir.error().message};
@@ -183,7 +186,10 @@ Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& s
   return session;
 }
 
-Result<void> DeleteSession(SandboxEntry& sb, std::string_view id) {
+Result<void> Session::Delete(Service& service, std::string_view sandbox_id, std::string_view id) {
+  SandboxEntry* entry = service.Entry(sandbox_id);
+  if (!entry) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  SandboxEntry& sb = *entry;
   auto it = sb.sessions.find(id);
   if (it == sb.sessions.end()) {
     return Error{ErrorCode::kNotFound,
@@ -195,9 +201,8 @@ Result<void> DeleteSession(SandboxEntry& sb, std::string_view id) {
   if (auto p = session->last_process(); p && p->status() == ProcessStatus::kRunning) {
     p->Kill(ExitReason::kKilled);
   }
-  if (auto fs = sandbox::SandboxFs::Open(sb.runtime->RootPath(), sb.runtime->HostId(1000))) {
-    (void)fs->Remove(session->StatePath(), false);
-  }
+  if (auto fs = service.Files(sb.id, 1000)) (void)fs->Remove(session->StatePath(), false);
+  service.Persist(sb);
   return Ok{};
 }
 

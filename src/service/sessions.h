@@ -33,6 +33,12 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(const boost::asio::any_io_executor& ex, std::string id, std::string sandbox_id,
           std::map<std::string, std::string> env, std::string cwd);
 
+  // A new session of sandbox `sandbox_id`, listed among its sessions and stored.
+  static Result<std::shared_ptr<Session>> Create(Service& service, std::string_view sandbox_id,
+                                                 SessionRequest req);
+  // Ends session `id` of sandbox `sandbox_id`: its running command is killed, its state goes.
+  static Result<void> Delete(Service& service, std::string_view sandbox_id, std::string_view id);
+
   const std::string& id() const { return id_; }
   const std::string& sandbox_id() const { return sandbox_id_; }
   const std::map<std::string, std::string>& env() const { return env_; }
@@ -79,9 +85,6 @@ class Session : public std::enable_shared_from_this<Session> {
 // The directory inside every sandbox that holds session state (owned by `user`).
 inline constexpr const char* kSessionStateDir = "/tmp/.sandstream";
 
-Result<std::shared_ptr<Session>> CreateSession(Service& service, SandboxEntry& sb,
-                                               SessionRequest req);
-Result<void> DeleteSession(SandboxEntry& sb, std::string_view id);
 boost::json::object SessionJson(const Session& s);
 // A session an earlier daemon had (its shell state is in the sandbox already), from
 // SessionJson's form; nullptr if the record is unreadable.

@@ -174,3 +174,29 @@ def wait_until(predicate: Any, within: float, interval: float = 0.05) -> bool:
         if value or time.monotonic() > deadline:
             return bool(value)
         time.sleep(interval)
+
+
+def cgroup_parent_name(data_dir: Path) -> str:
+    """sandstream-<FNV-1a of the data directory>, as the daemon names it."""
+    h = 2166136261
+    for b in str(data_dir).encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return f"sandstream-{h:08x}"
+
+
+def sandbox_memory_bytes(d: Daemon, sandbox_id: str) -> int:
+    """What the memory cgroup of a sandbox of `d` is charged now (cgroup v2 or v1)."""
+    name = cgroup_parent_name(d.data_dir)
+    for line in Path(f"/proc/{d.pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        path = path.removesuffix(f"/{name}.daemon").lstrip("/")
+        if controllers == "":
+            f = Path("/sys/fs/cgroup") / path / name / sandbox_id / "memory.current"
+        elif "memory" in controllers.split(","):
+            f = Path("/sys/fs/cgroup/memory") / path / name / sandbox_id / "memory.usage_in_bytes"
+        else:
+            continue
+        if f.exists():
+            return int(f.read_text())
+    raise AssertionError(f"no memory cgroup found for {sandbox_id}")
+

@@ -5,6 +5,7 @@ may hold the daemon's I/O thread or reach another tenant."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import socket
 import threading
 import time
@@ -14,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import API_KEY, Daemon, assert_error, create_sandbox, run
+from helpers import (API_KEY, Daemon, assert_error, create_sandbox, run, sandbox_memory_bytes,
+                     wait_until)
 
 # How long another tenant's request may take while a sandbox misbehaves: well above a loaded
 # sanitizer build's worst turn, well below the seconds a held I/O thread would take.
@@ -275,3 +277,94 @@ def test_active_content_is_an_attachment(client: httpx.Client, sandbox: dict[str
     assert r.headers["content-disposition"].startswith("attachment; "), r.headers
     assert r.headers["x-content-type-options"] == "nosniff"
     assert r.headers["content-security-policy"] == "default-src 'none'; sandbox"
+
+
+MIB = 1 << 20
+
+
+def test_uploads_are_charged_to_the_sandbox(daemon: Daemon, client: httpx.Client) -> None:
+    """The pages an upload fills in the sandbox's tmpfs count against the sandbox's memory, not
+    the daemon's: they are written by a writer in the sandbox's cgroups. Deleting the file gives
+    them back."""
+    sb = create_sandbox(client, limits={"memory_mb": 512, "disk_mb": 256})
+    before = sandbox_memory_bytes(daemon, sb["id"])
+    data = bytes(range(256)) * (64 * MIB // 256)
+    r = client.put(files(sb, "/content"), params={"path": "/tmp/big"}, content=data)
+    assert r.status_code == 201, r.text
+    assert r.json()["size"] == len(data)
+    charged = sandbox_memory_bytes(daemon, sb["id"]) - before
+    assert charged >= 60 * MIB, f"the sandbox was charged {charged / MIB:.1f} MiB for 64 MiB"
+    assert run(client, sb["id"], cmd="md5sum < /tmp/big")["stdout"].split()[0] == \
+        hashlib.md5(data).hexdigest()
+    assert client.delete(files(sb), params={"path": "/tmp/big"}).status_code == 204
+    assert sandbox_memory_bytes(daemon, sb["id"]) - before < 8 * MIB
+
+
+def test_an_upload_past_the_disk_is_413_and_leaves_nothing(client: httpx.Client) -> None:
+    """A writer that fills the sandbox's disk stops with ENOSPC: the client gets 413 saying so,
+    and the half-written new file is gone."""
+    sb = create_sandbox(client, limits={"memory_mb": 256, "disk_mb": 32})
+    r = client.put(files(sb, "/content"), params={"path": "/tmp/too-big"}, content=b"x" * (48 * MIB))
+    err = assert_error(r, 413, "payload_too_large")
+    assert "disk is full" in err["message"], err
+    assert client.get(files(sb, "/stat"), params={"path": "/tmp/too-big"}).status_code == 404
+    # The sandbox is usable, and its disk is free again.
+    assert client.put(files(sb, "/content"), params={"path": "/tmp/ok"},
+                      content=b"y" * (8 * MIB)).status_code == 201
+
+
+def test_uploads_work_at_the_pids_limit(client: httpx.Client) -> None:
+    """A sandbox with no room for a writer process (every pid taken) still takes uploads: the
+    daemon writes them, within the sandbox's disk limit."""
+    sb = create_sandbox(client, limits={"pids": 8})
+    hog = ("import os, time\n"
+           "while True:\n"
+           "    try:\n"
+           "        if os.fork() == 0:\n"
+           "            time.sleep(1000)\n"
+           "    except OSError:\n"
+           "        time.sleep(0.01)\n")
+    r = client.post(f"/v1/sandboxes/{sb['id']}/processes", json={"argv": ["python3", "-c", hog]})
+    assert r.status_code == 201, r.text
+    exec_refused = lambda: client.post(f"/v1/sandboxes/{sb['id']}/exec",  # noqa: E731
+                                       json={"cmd": "true"}).status_code == 429
+    assert wait_until(exec_refused, 10), "the sandbox never reached its pids limit"
+    r = client.put(files(sb, "/content"), params={"path": "/tmp/at-limit"}, content=b"z" * MIB)
+    assert r.status_code == 201, r.text
+    assert r.json()["size"] == MIB
+
+
+def test_deleting_the_sandbox_ends_an_upload_in_flight(daemon: Daemon) -> None:
+    """An upload whose sandbox is deleted under it ends with an error at once; nothing hangs."""
+    with daemon.client() as c:
+        sb = create_sandbox(c)
+    gate = threading.Event()
+
+    def body() -> Any:
+        yield b"a" * MIB
+        gate.set()
+        for _ in range(1200):
+            time.sleep(0.05)
+            yield b"b" * (64 * 1024)
+
+    result: dict[str, Any] = {}
+
+    def upload() -> None:
+        with daemon.client(timeout=30) as c:
+            try:
+                result["response"] = c.put(files(sb, "/content"), params={"path": "/tmp/slow"},
+                                           content=body())
+            except httpx.HTTPError as e:
+                result["error"] = e
+
+    t = threading.Thread(target=upload)
+    t.start()
+    assert gate.wait(10)
+    time.sleep(0.2)
+    with daemon.client() as c:
+        assert c.delete(f"/v1/sandboxes/{sb['id']}").status_code == 204
+    t.join(15)
+    assert not t.is_alive(), "the upload never ended"
+    if "response" in result:
+        assert result["response"].status_code in (404, 409), result["response"].text
+

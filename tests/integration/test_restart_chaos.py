@@ -15,19 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import Daemon, wait_until
+from helpers import Daemon, cgroup_parent_name, wait_until
 from sse import iter_sse
 
 KEEP = ["--teardown-on-exit", "false"]
 ROUNDS = int(os.environ.get("SANDSTREAM_CHAOS_ROUNDS", "100"))
-
-
-def cgroup_parent_name(data_dir: Path) -> str:
-    """sandstream-<FNV-1a of the data directory>, as the daemon names it."""
-    h = 2166136261
-    for b in str(data_dir).encode():
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return f"sandstream-{h:08x}"
 
 
 def cgroup_dirs(d: Daemon) -> list[Path]:

@@ -189,7 +189,7 @@ class ServerHarness {
     run_ended_ = true;
   }
 
-  SandboxEntry* NewSandbox() {
+  const SandboxEntry* NewSandbox() {
     auto sb = RunTask(io_, service_->CreateSandbox(SandboxRequest()));
     if (!sb) throw std::runtime_error("sandbox: " + sb.error().message);
     return *sb;

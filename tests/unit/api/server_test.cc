@@ -189,7 +189,7 @@ TEST_F(ServerTest, PastMaxConnectionsANewConnectionGets503) {
 
 TEST_F(ServerTest, ALogResumesAfterLastEventId) {
   Serve();
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   auto started = RunTask(io_, service_->StartProcess(
                               sb->id, unit::Sh("printf one; sleep 0.1; printf two; sleep 0.1; "
                                                "printf three")));
@@ -228,7 +228,7 @@ TEST_F(ServerTest, ALogResumesAfterLastEventId) {
 
 TEST_F(ServerTest, ShutdownClosesIdleConnectionsAndEndsStreams) {
   Serve();
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   RawClient idle(endpoint_);
   RawClient stream(endpoint_);
   const bool ready = OnThread(io_, [&] {

@@ -56,10 +56,10 @@ class ServiceTest : public ::testing::Test {
     service_ = std::make_unique<Service>(io_.get_executor(), runtime_, *store_, options);
   }
 
-  Result<SandboxEntry*> Create(SandboxRequest req = {}) {
+  Result<const SandboxEntry*> Create(SandboxRequest req = {}) {
     return RunTask(io_, service_->CreateSandbox(std::move(req)));
   }
-  SandboxEntry* NewSandbox() {
+  const SandboxEntry* NewSandbox() {
     auto sb = Create();
     if (!sb) throw std::runtime_error(sb.error().message);
     return *sb;
@@ -78,7 +78,7 @@ class ServiceTest : public ::testing::Test {
 
 TEST_F(ServiceTest, TheJournalRecordsAStartBeforeItsExit) {
   Make();
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   // `true` may end before StartProcess has recorded it: its exit still comes second.
   for (int i = 0; i < 3; ++i) {
     auto started = Start(sb->id, Sh("true"));
@@ -99,7 +99,7 @@ TEST_F(ServiceTest, TheJournalRecordsAStartBeforeItsExit) {
 
 TEST_F(ServiceTest, AnIdempotencyKeyGivesBackTheProcessItStarted) {
   Make();
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   CommandSpec spec = Sh("sleep 30");
   spec.idempotency_key = "key-1";
   // Two requests at once: the second waits for the first one's spawn and attaches to it.
@@ -125,7 +125,7 @@ TEST_F(ServiceTest, RunningProcessesAreCountedAgainstTheQuota) {
   ServiceOptions options;
   options.max_processes_per_sandbox = 1;
   Make(options);
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   auto first = Start(sb->id, Sh("sleep 30"));
   ASSERT_TRUE(first) << first.error().message;
   auto refused = Start(sb->id, Sh("true"));
@@ -166,7 +166,7 @@ TEST_F(ServiceTest, RequestsOutsideTheLimitsAreRefused) {
 
 TEST_F(ServiceTest, AProcessIdInUseIsAConflict) {
   Make();
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   CommandSpec spec = Sh("sleep 30", "proc_mine");
   auto first = RunTask(io_, service_->StartProcess(sb->id, spec));
   ASSERT_TRUE(first);
@@ -178,7 +178,7 @@ TEST_F(ServiceTest, AProcessIdInUseIsAConflict) {
 
 TEST_F(ServiceTest, DeletingASandboxKillsItsProcessesAndEndsItsJournal) {
   Make();
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   const std::string id = sb->id;
   auto journal = sb->journal;
   const std::string root = sb->runtime->RootPath();
@@ -203,7 +203,7 @@ TEST_F(ServiceTest, DeletingASandboxKillsItsProcessesAndEndsItsJournal) {
 
 TEST_F(ServiceTest, ShutdownKillsWhatRunsAndRefusesMore) {
   Make();
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   const std::string id = sb->id;
   auto started = Start(id, Sh("sleep 30"));
   ASSERT_TRUE(started);
