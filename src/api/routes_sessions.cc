@@ -39,7 +39,7 @@ asio::awaitable<void> CreateSession(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto req = ParseSessionRequest(*body);
   if (!req) co_return co_await ReplyError(ctx, req.error());
-  auto session = Session::Create(ctx.service, (*sb)->id, std::move(*req));
+  auto session = co_await Session::Create(ctx.service, (*sb)->id, std::move(*req));
   if (!session) co_return co_await ReplyError(ctx, session.error());
   co_await ReplyJson(ctx, http::status::created, SessionJson(**session));
 }

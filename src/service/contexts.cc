@@ -123,12 +123,19 @@ json::object CodeContext::Json() const {
 
 asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
   auto self = shared_from_this();
-  SandboxEntry* sb = service.Entry(sandbox_id_);
-  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
+  if (!service.Find(sandbox_id_)) {
+    co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
+  }
   if (language_ == Language::kBash) {
     if (!shell_) {
-      auto session = Session::Create(service, sandbox_id_, SessionRequest{"ctx-" + id_, env_, cwd_});
+      SessionRequest shell;
+      shell.id = "ctx-" + id_;
+      shell.env = env_;
+      shell.cwd = cwd_;
+      auto session = co_await Session::Create(service, sandbox_id_, std::move(shell));
       if (!session) co_return std::move(session).error();
+      SandboxEntry* sb = service.Entry(sandbox_id_);
+      if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
       shell_ = *session;
       // Owned by the context, not listed among the sandbox's sessions (nor stored as one).
       sb->sessions.erase(shell_->id());
@@ -148,7 +155,7 @@ asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
     // --expose-internals: the REPL's top-level-await rewrite (see the driver).
     spec.argv = {"node", "--expose-internals", "-e", std::string(kNodeDriver)};
   }
-  spec.env = service.ComposeEnv(*sb, env);
+  spec.env = service.ComposeEnv(*service.Find(sandbox_id_), env);  // checked above, no wait since
   spec.cwd = cwd_;
   spec.keep_stdin_open = true;
   spec.log_limits = LogLimits{kDriverLogBytes, 4096};

@@ -1,8 +1,10 @@
 #include "service/sessions.h"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/json.hpp>
 
+#include "base/async.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "sandbox/files.h"
@@ -161,29 +163,40 @@ asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
   co_return p;
 }
 
-Result<std::shared_ptr<Session>> Session::Create(Service& service, std::string_view sandbox_id,
-                                                 SessionRequest req) {
-  SandboxEntry* entry = service.Entry(sandbox_id);
-  if (!entry) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
-  SandboxEntry& sb = *entry;
-  if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
+asio::awaitable<Result<std::shared_ptr<Session>>> Session::Create(Service& service,
+                                                                   std::string sandbox_id,
+                                                                   SessionRequest req) {
   std::string id = req.id.empty() ? NewId("sess_") : req.id;
-  if (sb.sessions.contains(id)) return Error{ErrorCode::kConflict, "session id '" + id + "' is in use"};
-  if (sb.sessions.size() >= 256) {
-    return Error{ErrorCode::kQuotaExceeded, "too many sessions in " + sb.id + " (256)"};
-  }
+  // Checked before the state directory is made and again after (another request may have
+  // taken the id, or the sandbox gone, meanwhile).
+  auto check = [&]() -> Result<SandboxEntry*> {
+    SandboxEntry* sb = service.Entry(sandbox_id);
+    if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+    if (sb->deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb->id + " is being deleted"};
+    if (sb->sessions.contains(id)) {
+      return Error{ErrorCode::kConflict, "session id '" + id + "' is in use"};
+    }
+    if (sb->sessions.size() >= 256) {
+      return Error{ErrorCode::kQuotaExceeded, "too many sessions in " + sb->id + " (256)"};
+    }
+    return sb;
+  };
+  if (auto sb = check(); !sb) co_return std::move(sb).error();
   // The state directory belongs to `user`, who runs every session command.
-  auto fs = service.Files(sb.id, 1000);
-  if (!fs) return std::move(fs).error();
-  if (auto dir = fs->Mkdir(kSessionStateDir, 0700, true); !dir) {
-    return Error{dir.error().code, "session state: " + dir.error().message};
-  }
+  auto fs = service.Files(sandbox_id, 1000);
+  if (!fs) co_return std::move(fs).error();
+  Result<sandbox::FileInfo> dir = co_await OffThread(
+      service.blocking_pool(), [&] { return fs->Mkdir(kSessionStateDir, 0700, true); });
+  if (!dir) co_return Error{dir.error().code, "session state: " + dir.error().message};
+  auto entry = check();
+  if (!entry) co_return std::move(entry).error();
+  SandboxEntry& sb = **entry;
   auto session = std::make_shared<Session>(service.executor(), id, sb.id, std::move(req.env),
                                            req.cwd.empty() ? sb.cwd : req.cwd);
   sb.sessions.emplace(id, session);
   service.Persist(sb);
   log::Info("session created", {{"sandbox", sb.id}, {"session", id}});
-  return session;
+  co_return session;
 }
 
 Result<void> Session::Delete(Service& service, std::string_view sandbox_id, std::string_view id) {
@@ -201,7 +214,11 @@ Result<void> Session::Delete(Service& service, std::string_view sandbox_id, std:
   if (auto p = session->last_process(); p && p->status() == ProcessStatus::kRunning) {
     p->Kill(ExitReason::kKilled);
   }
-  if (auto fs = service.Files(sb.id, 1000)) (void)fs->Remove(session->StatePath(), false);
+  if (auto fs = service.Files(sb.id, 1000)) {
+    asio::post(service.blocking_pool(), [fs = std::move(*fs), path = session->StatePath()] {
+      (void)fs.Remove(path, false);
+    });
+  }
   service.Persist(sb);
   return Ok{};
 }

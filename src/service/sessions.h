@@ -34,8 +34,8 @@ class Session : public std::enable_shared_from_this<Session> {
           std::map<std::string, std::string> env, std::string cwd);
 
   // A new session of sandbox `sandbox_id`, listed among its sessions and stored.
-  static Result<std::shared_ptr<Session>> Create(Service& service, std::string_view sandbox_id,
-                                                 SessionRequest req);
+  static boost::asio::awaitable<Result<std::shared_ptr<Session>>> Create(
+      Service& service, std::string sandbox_id, SessionRequest req);
   // Ends session `id` of sandbox `sandbox_id`: its running command is killed, its state goes.
   static Result<void> Delete(Service& service, std::string_view sandbox_id, std::string_view id);
 
