@@ -56,6 +56,7 @@ http::status StatusFor(ErrorCode code) {
     case ErrorCode::kInternal: return http::status::internal_server_error;
     case ErrorCode::kShuttingDown: return http::status::service_unavailable;
     case ErrorCode::kTooManyConnections: return http::status::service_unavailable;
+    case ErrorCode::kBadGateway: return http::status::bad_gateway;
   }
   return http::status::internal_server_error;
 }

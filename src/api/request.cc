@@ -5,6 +5,9 @@
 #include <cstdint>
 
 #include <boost/json.hpp>
+#include <boost/url/parse.hpp>
+#include <cstdio>
+#include <cstdlib>
 
 #include "base/ids.h"
 
@@ -162,6 +165,36 @@ Result<sse::Encoding> EncodingFromQuery(const Context& ctx) {
   auto text = ctx.Query("encoding");
   if (!text) return sse::Encoding::kUtf8;
   return ParseEncoding(*text);
+}
+
+Result<double> TimeoutFromQuery(const Context& ctx, double fallback, double max) {
+  auto t = ctx.Query("timeout_seconds");
+  if (!t) return fallback;
+  const std::string text(*t);
+  char* end = nullptr;
+  const double timeout = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(timeout > 0) || !(timeout <= max)) {
+    char bound[32];
+    std::snprintf(bound, sizeof bound, "%g", max);
+    return Invalid(std::string("timeout_seconds must be a number greater than 0, at most ") + bound);
+  }
+  return timeout;
+}
+
+std::string QueryWithout(std::string_view target, std::string_view name) {
+  auto url = boost::urls::parse_origin_form(target);
+  std::string query;
+  if (!url) return query;
+  for (auto param : url->encoded_params()) {
+    if (param.key == name) continue;
+    query += query.empty() ? '?' : '&';
+    query += param.key;
+    if (param.has_value) {
+      query += '=';
+      query += param.value;
+    }
+  }
+  return query;
 }
 
 Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body,

@@ -43,6 +43,10 @@ Result<sse::Encoding> ParseEncoding(std::string_view text);
 // format/encoding from the query (GET streams), defaulting to pandastack/utf8.
 Result<sse::Format> FormatFromQuery(const Context& ctx);
 Result<sse::Encoding> EncodingFromQuery(const Context& ctx);
+// ?timeout_seconds=: a number in (0, max], `fallback` when absent.
+Result<double> TimeoutFromQuery(const Context& ctx, double fallback, double max);
+// The request target's query without the parameter `name` ("?a=1&b=2", or ""), as sent.
+std::string QueryWithout(std::string_view target, std::string_view name);
 
 Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
 Result<SessionRequest> ParseSessionRequest(const boost::json::object& body);

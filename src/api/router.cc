@@ -1,6 +1,8 @@
 #include "api/router.h"
 
+#include <boost/beast/core/string.hpp>
 #include <boost/url/parse.hpp>
+#include <cctype>
 
 #include "base/ids.h"
 
@@ -79,8 +81,24 @@ std::optional<Error> RouteError(const Resolved& resolved,
   return Error{ErrorCode::kNotFound, "no route " + path};
 }
 
+// The value of cookie `name` in a Cookie header, or empty.
+std::string_view CookieValue(std::string_view cookies, std::string_view name) {
+  while (!cookies.empty()) {
+    const size_t semi = cookies.find(';');
+    std::string_view crumb = cookies.substr(0, semi);
+    cookies = semi == std::string_view::npos ? std::string_view() : cookies.substr(semi + 1);
+    while (crumb.starts_with(' ')) crumb.remove_prefix(1);
+    if (crumb.size() > name.size() && crumb.starts_with(name) && crumb[name.size()] == '=') {
+      return crumb.substr(name.size() + 1);
+    }
+  }
+  return {};
+}
+
+// `with_cookie`: a preview host also takes the key from its cookie (routes_ports.cc).
 std::optional<Error> AuthError(const http::request_parser<http::string_body>& parser,
-                               const Query& query, const Route& route, const std::string& api_key) {
+                               const Query& query, const Route& route, const std::string& api_key,
+                               bool with_cookie = false) {
   if (route.open) return std::nullopt;
   const auto& header = parser.get();
   const auto field = header.find(http::field::authorization);
@@ -91,6 +109,8 @@ std::optional<Error> AuthError(const http::request_parser<http::string_body>& pa
     key = auth.substr(7);
   } else if (auto q = query.find("access_token"); q != query.end()) {
     key = q->second;
+  } else if (with_cookie) {
+    key = CookieValue(header[http::field::cookie], kPreviewCookie);
   }
   if (key.empty()) {
     return Error{ErrorCode::kUnauthorized,
@@ -102,19 +122,72 @@ std::optional<Error> AuthError(const http::request_parser<http::string_body>& pa
 
 }  // namespace
 
+std::optional<ProxyTarget> MatchProxy(std::string_view host, std::string_view path,
+                                      const std::string& preview_domain) {
+  auto port_of = [](std::string_view digits) -> std::optional<uint16_t> {
+    if (digits.empty() || digits.size() > 5 || digits.front() == '0') return std::nullopt;
+    uint32_t port = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      port = port * 10 + static_cast<uint32_t>(c - '0');
+    }
+    if (port == 0 || port > 65535) return std::nullopt;
+    return static_cast<uint16_t>(port);
+  };
+  // {port}-{id}.{preview_domain}[:listen port], any case.
+  if (const size_t colon = host.rfind(':'); colon != std::string_view::npos &&
+                                            host.find(']') == std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  const size_t dot = host.find('.');
+  const size_t dash = host.find('-');
+  if (dot != std::string_view::npos && dash < dot &&
+      boost::beast::iequals(host.substr(dot + 1), preview_domain)) {
+    auto port = port_of(host.substr(0, dash));
+    std::string id(host.substr(dash + 1, dot - dash - 1));
+    for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (port && id.starts_with("sb_")) return ProxyTarget{std::move(id), *port, true, 0};
+  }
+  // /v1/sandboxes/{id}/ports/{port}/..., but for .../wait (the API's own).
+  constexpr std::string_view kPrefix = "/v1/sandboxes/";
+  if (!path.starts_with(kPrefix)) return std::nullopt;
+  std::string_view rest = path.substr(kPrefix.size());
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || slash == 0) return std::nullopt;
+  std::string id(rest.substr(0, slash));
+  rest.remove_prefix(slash);
+  if (!rest.starts_with("/ports/")) return std::nullopt;
+  rest.remove_prefix(7);
+  const size_t end = rest.find('/');
+  if (end == std::string_view::npos) return std::nullopt;
+  auto port = port_of(rest.substr(0, end));
+  if (!port) return std::nullopt;
+  rest.remove_prefix(end);
+  if (rest == "/wait") return std::nullopt;
+  return ProxyTarget{std::move(id), *port, false, path.size() - rest.size()};
+}
+
 RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
                       const ServerOptions& options) {
   RouteMatch m;
   const std::string target(parser.get().target());
   auto url = boost::urls::parse_origin_form(target);
   m.path = url ? std::string(url->encoded_path()) : target;
+  if (url) {
+    for (auto param : url->params()) m.query[param.key] = param.value;
+  }
+  if (auto proxy = MatchProxy(parser.get()[http::field::host], m.path, options.preview_domain)) {
+    m.route = &ProxyRoute();
+    m.params = {proxy->sandbox_id, std::to_string(proxy->port),
+                proxy->preview ? "" : m.path.substr(0, proxy->prefix)};
+    m.body_limit = options.max_file_bytes;
+    m.refusal = AuthError(parser, m.query, *m.route, options.api_key, proxy->preview);
+    return m;
+  }
   Resolved resolved = Resolve(parser.get().method(), m.path);
   m.route = resolved.route;
   m.params = std::move(resolved.params);
   m.allow = std::move(resolved.allow);
-  if (url) {
-    for (auto param : url->params()) m.query[param.key] = param.value;
-  }
   m.body_limit = m.route && m.route->stream_body ? options.max_file_bytes
                  : m.route && m.route->raw_body  ? options.max_stdin_bytes
                                                  : options.max_body_bytes;

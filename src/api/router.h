@@ -33,6 +33,20 @@ struct RouteMatch {
 RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
                       const ServerOptions& options);
 
+// A request for an exposed port (routes_ports.cc): by its host, {port}-{id}.{preview_domain},
+// or by its path, /v1/sandboxes/{id}/ports/{port}/... (but .../wait, the API's own).
+struct ProxyTarget {
+  std::string sandbox_id;
+  uint16_t port = 0;
+  bool preview = false;  // the host form
+  size_t prefix = 0;     // the path form: the length of the path before the port's own path
+};
+std::optional<ProxyTarget> MatchProxy(std::string_view host, std::string_view path,
+                                      const std::string& preview_domain);
+
+// The cookie a preview host keeps its key in, set when it is opened with ?access_token=.
+inline constexpr std::string_view kPreviewCookie = "sandstream_preview";
+
 // The answer to a body past `limit` bytes.
 Error BodyTooLarge(uint64_t limit);
 

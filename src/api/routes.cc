@@ -45,11 +45,22 @@ const std::vector<Route>& AllRoutes() {
       {V::post, "/v1/sandboxes/{}/contexts/{}/restart", RestartContext},
       {V::get, "/v1/sandboxes/{}/exec/pty", ExecPty},
       {V::get, "/v1/sandboxes/{}/exec/ws", ExecWs},
+      {V::post, "/v1/sandboxes/{}/ports", ExposePort},
+      {V::get, "/v1/sandboxes/{}/ports", ListPorts},
+      {V::get, "/v1/sandboxes/{}/ports/{}", GetPort},
+      {V::delete_, "/v1/sandboxes/{}/ports/{}", ClosePort},
+      {V::get, "/v1/sandboxes/{}/ports/{}/wait", WaitPort},
       {V::get, "/", GetConsoleFile, true},
       {V::get, "/{}", GetConsoleFile, true},
       {V::get, "/assets/{}", GetConsoleFile, true},
   };
   return kRoutes;
+}
+
+const Route& ProxyRoute() {
+  static const Route kProxy{http::verb::unknown, "/v1/sandboxes/{}/ports/{}/...", ProxyPort,
+                            false, false, true};
+  return kProxy;
 }
 
 }  // namespace sandstream::api

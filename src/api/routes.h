@@ -21,6 +21,8 @@ struct Route {
 };
 
 const std::vector<Route>& AllRoutes();
+// Every request for an exposed port (router.h, MatchProxy): any method, body streamed.
+const Route& ProxyRoute();
 
 // routes_system.cc
 boost::asio::awaitable<void> GetHealth(Context& ctx);
@@ -49,6 +51,13 @@ boost::asio::awaitable<void> ExecPty(Context& ctx);
 boost::asio::awaitable<void> ExecWs(Context& ctx);
 // routes_console.cc
 boost::asio::awaitable<void> GetConsoleFile(Context& ctx);
+// routes_ports.cc
+boost::asio::awaitable<void> ExposePort(Context& ctx);
+boost::asio::awaitable<void> ListPorts(Context& ctx);
+boost::asio::awaitable<void> GetPort(Context& ctx);
+boost::asio::awaitable<void> ClosePort(Context& ctx);
+boost::asio::awaitable<void> WaitPort(Context& ctx);
+boost::asio::awaitable<void> ProxyPort(Context& ctx);
 // routes_files.cc
 boost::asio::awaitable<void> FilesList(Context& ctx);
 boost::asio::awaitable<void> FilesRead(Context& ctx);

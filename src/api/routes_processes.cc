@@ -215,15 +215,10 @@ asio::awaitable<void> WaitProcess(Context& ctx) {
   auto p = FindProcess(ctx);
   if (!p) co_return co_await ReplyError(ctx, p.error());
   auto process = *p;
-  double timeout = ctx.service.options().max_timeout_seconds;
-  if (auto t = ctx.Query("timeout_seconds")) {
-    char* end = nullptr;
-    const std::string text(*t);
-    timeout = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(timeout > 0)) {
-      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "timeout_seconds must be a number greater than 0");
-    }
-  }
+  const double max = ctx.service.options().max_timeout_seconds;
+  auto timeout_or = TimeoutFromQuery(ctx, max, 1e9);
+  if (!timeout_or) co_return co_await ReplyError(ctx, timeout_or.error());
+  const double timeout = *timeout_or;
   if (process->status() == ProcessStatus::kRunning) {
     asio::steady_timer timer(ctx.stream.get_executor());
     timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(

@@ -32,6 +32,8 @@ struct ServerOptions {
   std::chrono::seconds terminal_idle{300};
   uint64_t terminal_replay_bytes = 1u << 20;
   std::string web_dir;  // the console's static files; empty: no console
+  // Exposed ports answer at the host {port}-{sandbox id}.{preview_domain} (routes_ports.cc).
+  std::string preview_domain = "localhost";
 };
 
 // A live streaming response, so shutdown can reach it.

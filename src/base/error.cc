@@ -22,6 +22,7 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kShuttingDown: return "shutting_down";
     case ErrorCode::kTooManyConnections: return "too_many_connections";
+    case ErrorCode::kBadGateway: return "bad_gateway";
   }
   return "internal";
 }

@@ -23,6 +23,7 @@ enum class ErrorCode {
   kInternal,
   kShuttingDown,
   kTooManyConnections,
+  kBadGateway,
 };
 
 // The wire name of a code (`invalid_request`), as in spec/errors.md.

@@ -69,6 +69,7 @@ const Field kFields[] = {
     {"terminal_idle_seconds", &Config::terminal_idle_seconds},
     {"terminal_replay_bytes", &Config::terminal_replay_bytes},
     {"web_dir", &Config::web_dir},
+    {"preview_domain", &Config::preview_domain},
 };
 
 const Field* FindField(std::string_view name) {
@@ -138,6 +139,15 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {
     problems.push_back("log_level must be debug, info, warn or error");
+  }
+  const bool domain_ok =
+      !c.preview_domain.empty() && c.preview_domain.size() <= 200 &&
+      c.preview_domain.front() != '.' && c.preview_domain.back() != '.' &&
+      std::all_of(c.preview_domain.begin(), c.preview_domain.end(), [](unsigned char ch) {
+        return std::islower(ch) || std::isdigit(ch) || ch == '-' || ch == '.';
+      });
+  if (!domain_ok) {
+    problems.push_back("preview_domain must be a lowercase DNS name (letters, digits, '-', '.')");
   }
   for (const auto& f : kFields) {
     if (const auto* m = std::get_if<int64_t Config::*>(&f.member)) {

@@ -56,6 +56,7 @@ struct NamespaceRuntime::State {
   UniqueFd init_exe;
   UniqueFd spawner_exe;
   int64_t nofile_hard = 0;
+  UniqueFd host_netns;  // the daemon's own network namespace, to come back to (Socket)
 
   std::mutex mu;  // guards ids and dying
   IdRangePool ids;
@@ -248,6 +249,26 @@ class NamespaceSandbox final : public Sandbox {
     w.input = std::move(data->write);
     w.exit_fd = std::move(exit->read);
     co_return std::optional<FileWriter>(std::move(w));
+  }
+
+  // The calling thread enters the sandbox's network namespace (through PID 1's pidfd) for the
+  // one socket() call and comes straight back: three syscalls, none of which waits on the
+  // sandbox. A thread that could not come back must not go on in a sandbox's namespace.
+  Result<UniqueFd> Socket() override {
+    if (destroyed_ || !init_pidfd_) {
+      return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
+    }
+    if (::setns(init_pidfd_.get(), CLONE_NEWNET) != 0) {
+      return SysError(ErrorCode::kInternal, "ports: setns into the sandbox", errno);
+    }
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    const int err = errno;
+    if (::setns(state_->host_netns.get(), CLONE_NEWNET) != 0) {
+      log::Error("could not leave a sandbox's network namespace", {{"sandbox", id_}});
+      std::abort();
+    }
+    if (!fd) return SysError(ErrorCode::kInternal, "ports: socket", err);
+    return fd;
   }
 
   // The keeper died (killed from the host): what it kept is lost, the sandbox is not.
@@ -621,6 +642,11 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
   struct rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   s.nofile_hard = static_cast<int64_t>(nofile.rlim_max);
+  s.host_netns = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!s.host_netns) {
+    ready_ = SysError(ErrorCode::kInternal, "open /proc/thread-self/ns/net", errno);
+    return;
+  }
 }
 
 NamespaceRuntime::~NamespaceRuntime() {

@@ -4,6 +4,7 @@
 // ever sees these types, so a runtime can be swapped without touching anything above.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -130,6 +131,13 @@ class Sandbox {
   // The daemon stops and leaves the sandbox running (it is adopted at the next start): frees
   // what this object holds without touching the sandbox.
   virtual void Release() {}
+  // A TCP socket (non-blocking) in the sandbox's network namespace, for the daemon to connect
+  // to a port listening inside; the host's own for a runtime without one. Never waits.
+  virtual Result<UniqueFd> Socket() {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) return SysError(ErrorCode::kInternal, "ports: socket", errno);
+    return fd;
+  }
   // Where the sandbox's root filesystem is visible to the daemon (for the files API).
   virtual std::string RootPath() const = 0;
   // The host uid (and gid) that id `inside` of the sandbox maps to, so the daemon can act as

@@ -67,6 +67,11 @@ void Service::Persist(const SandboxEntry& sb) {
   for (const auto& [id, context] : sb.contexts) contexts.push_back(context->Stored());
   record["sessions"] = std::move(sessions);
   record["contexts"] = std::move(contexts);
+  json::array ports;
+  for (const auto& [port, since] : sb.ports) {
+    ports.push_back(json::object{{"port", port}, {"created_at", FormatRfc3339(since)}});
+  }
+  record["ports"] = std::move(ports);
   if (auto r = store_.PutSandbox(sb.id, json::serialize(record)); !r) {
     log::Error("persisting sandbox failed", {{"sandbox", sb.id}, {"error", r.error().message}});
   }
@@ -276,13 +281,18 @@ Result<std::shared_ptr<Process>> Service::Attach(SandboxEntry& sb, const Command
   return existing;
 }
 
-Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const {
+Result<void> Service::CheckLive(const SandboxEntry& sb) const {
   if (shutting_down_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   if (sb.deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb.id + " is being deleted"};
   if (sb.lost) {
     return Error{ErrorCode::kConflict,
                  "sandbox " + sb.id + " is lost (" + *sb.lost + "): delete it and create another"};
   }
+  return Ok{};
+}
+
+Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const {
+  if (auto live = CheckLive(sb); !live) return live;
   if (!spec.id.empty() && (sb.FindProcess(spec.id) || sb.starting_ids.contains(spec.id))) {
     return Error{ErrorCode::kConflict, "process id '" + spec.id + "' is in use"};
   }
@@ -330,6 +340,53 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
   if (!started) co_return std::move(started).error();
   Record(*sb, *started);
   co_return Started{*started, false};
+}
+
+Result<bool> Service::ExposePort(std::string_view sandbox_id, uint16_t port) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  if (auto live = CheckLive(*sb); !live) return std::move(live).error();
+  if (sb->ports.contains(port)) return false;
+  if (sb->ports.size() >= kMaxPorts) {
+    return Error{ErrorCode::kQuotaExceeded,
+                 "sandbox " + sb->id + " has " + std::to_string(kMaxPorts) + " ports exposed"};
+  }
+  sb->ports[port] = SystemNow();
+  Persist(*sb);
+  Journal(*sb, "port.exposed", "info", "port " + std::to_string(port) + " exposed",
+          {{"port", port}});
+  return true;
+}
+
+Result<void> Service::UnexposePort(std::string_view sandbox_id, uint16_t port) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  if (sb->ports.erase(port) == 0) {
+    return Error{ErrorCode::kNotFound,
+                 "port " + std::to_string(port) + " of sandbox " + sb->id + " is not exposed"};
+  }
+  Persist(*sb);
+  Journal(*sb, "port.closed", "info", "port " + std::to_string(port) + " no longer exposed",
+          {{"port", port}});
+  return Ok{};
+}
+
+Result<UniqueFd> Service::PortSocket(std::string_view sandbox_id, uint16_t port) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  if (!sb->ports.contains(port)) {
+    return Error{ErrorCode::kNotFound, "port " + std::to_string(port) + " of sandbox " + sb->id +
+                                           " is not exposed (POST /v1/sandboxes/" + sb->id +
+                                           "/ports {\"port\": " + std::to_string(port) + "})"};
+  }
+  return SandboxSocket(sandbox_id);
+}
+
+Result<UniqueFd> Service::SandboxSocket(std::string_view sandbox_id) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  if (auto live = CheckLive(*sb); !live) return std::move(live).error();
+  return sb->runtime->Socket();
 }
 
 Result<sandbox::SandboxFs> Service::Files(std::string_view sandbox_id, uint32_t uid) {
@@ -654,6 +711,20 @@ void Service::Restore() {
 }
 
 void Service::RestoreSessionsAndContexts(SandboxEntry& sb, const json::object& record) {
+  if (auto* ports = record.if_contains("ports"); ports && ports->is_array()) {
+    for (const auto& v : ports->as_array()) {
+      const auto* o = v.if_object();
+      const auto* port = o ? o->if_contains("port") : nullptr;
+      const auto* since = o ? o->if_contains("created_at") : nullptr;
+      if (!port || !port->is_int64() || port->as_int64() < 1 || port->as_int64() > 65535 ||
+          sb.ports.size() >= kMaxPorts) {
+        continue;
+      }
+      sb.ports[static_cast<uint16_t>(port->as_int64())] =
+          since && since->is_string() ? ParseRfc3339(since->as_string()).value_or(SystemNow())
+                                      : SystemNow();
+    }
+  }
   if (auto* sessions = record.if_contains("sessions"); sessions && sessions->is_array()) {
     for (const auto& v : sessions->as_array()) {
       if (!v.is_object()) continue;

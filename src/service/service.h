@@ -100,6 +100,7 @@ struct SandboxEntry {
   std::unique_ptr<boost::asio::steady_timer> ttl_timer;
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
   std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
+  std::map<uint16_t, SystemTime> ports;  // exposed through the daemon's proxy -> since when
 
   // Spawns run one at a time per sandbox (its spawner answers in order) and are awaited on the
   // event loop; what they will take (an id, an idempotency key, a slot) is reserved meanwhile,
@@ -141,6 +142,16 @@ class Service {
     bool attached = false;
   };
   boost::asio::awaitable<Result<Started>> StartProcess(std::string sandbox_id, CommandSpec spec);
+
+  // Ports of a sandbox that the daemon's proxy reaches (api/routes_ports.cc): at most
+  // kMaxPorts each. ExposePort is idempotent (false: it was exposed already).
+  static constexpr size_t kMaxPorts = 64;
+  Result<bool> ExposePort(std::string_view sandbox_id, uint16_t port);
+  Result<void> UnexposePort(std::string_view sandbox_id, uint16_t port);
+  // A socket in the sandbox's network namespace to connect to `port`, which must be exposed.
+  Result<UniqueFd> PortSocket(std::string_view sandbox_id, uint16_t port);
+  // The same for any port (to see whether something listens).
+  Result<UniqueFd> SandboxSocket(std::string_view sandbox_id);
 
   // The files of sandbox `sandbox_id` as its user `uid` (0 or 1000) sees them.
   Result<sandbox::SandboxFs> Files(std::string_view sandbox_id, uint32_t uid);
@@ -202,6 +213,8 @@ class Service {
 
   Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
                                           bool* attached);
+  // Not deleting, not lost, the daemon not stopping.
+  Result<void> CheckLive(const SandboxEntry& sb) const;
   Result<void> CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const;
   // A process that started: listed, its key remembered, journalled, stored.
   void Record(SandboxEntry& sb, const std::shared_ptr<Process>& p);

@@ -41,6 +41,7 @@ class World:
     session: str        # a shell session of `sandbox`
     context: str        # a bash code context of `sandbox`
     run: int            # the execution_count of a finished run of `context`
+    port: int           # a port of `sandbox` something listens on, exposed
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +64,8 @@ def client(daemon: helpers.Daemon) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="session")
 def world(daemon: helpers.Daemon, client: httpx.Client) -> World:
-    """A sandbox with an ended process, a session and a context with one finished run."""
+    """A sandbox with an ended process, a session, a context with one finished run and an
+    exposed port with a server on it."""
     sb = helpers.create_sandbox(client)["id"]
     r = client.post(f"/v1/sandboxes/{sb}/processes",
                     json={"cmd": "echo out; echo err >&2", "id": "fuzz-ended"})
@@ -77,7 +79,14 @@ def world(daemon: helpers.Daemon, client: httpx.Client) -> World:
     r = client.post(f"/v1/sandboxes/{sb}/contexts/{ctx}/run", json={"code": "echo 42"},
                     headers={"Accept": "application/json"})
     assert r.status_code == 200, r.text
-    return World(daemon.url, sb, "fuzz-ended", "fuzz-session", ctx, r.json()["execution_count"])
+    run = r.json()["execution_count"]
+    port = 8000
+    r = client.post(f"/v1/sandboxes/{sb}/processes",
+                    json={"argv": ["python3", "-m", "http.server", "-b", "127.0.0.1", str(port)]})
+    assert r.status_code == 201, r.text
+    assert client.get(f"/v1/sandboxes/{sb}/ports/{port}/wait").status_code == 200
+    assert client.post(f"/v1/sandboxes/{sb}/ports", json={"port": port}).status_code == 201
+    return World(daemon.url, sb, "fuzz-ended", "fuzz-session", ctx, run, port)
 
 
 @pytest.fixture(autouse=True)

@@ -108,7 +108,8 @@ FRESH = {"deleteSandbox": "/v1/sandboxes/{id}",
          "signalProcess": "/v1/sandboxes/{id}/processes/{pid}",
          "writeStdin": "/v1/sandboxes/{id}/processes/{pid}",
          "deleteSession": "/v1/sandboxes/{id}/sessions/{sid}",
-         "deleteContext": "/v1/sandboxes/{id}/contexts/{cid}"}
+         "deleteContext": "/v1/sandboxes/{id}/contexts/{cid}",
+         "closePort": "/v1/sandboxes/{id}/ports/{port}"}
 
 
 def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
@@ -123,7 +124,7 @@ def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
     op = operation_id(case)
     sb = f"/v1/sandboxes/{world.sandbox}"
     real: dict[str, Any] = {"id": world.sandbox, "pid": world.process, "sid": world.session,
-                            "cid": world.context, "n": world.run}
+                            "cid": world.context, "n": world.run, "port": world.port}
     if op == "deleteSandbox":
         real["id"] = helpers.create_sandbox(client)["id"]
     elif op in ("killProcess", "signalProcess"):
@@ -134,6 +135,9 @@ def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
         real["sid"] = created(client, f"{sb}/sessions", {})
     elif op == "deleteContext":
         real["cid"] = created(client, f"{sb}/contexts", {"language": "bash"})
+    elif op == "closePort":
+        real["port"] = world.port + 1
+        assert client.post(f"{sb}/ports", json={"port": real["port"]}).status_code in (200, 201)
     for name in case.path_parameters:
         case.path_parameters[name] = real[name]
     return [FRESH[op].format(**real)] if op in FRESH else []
@@ -163,6 +167,8 @@ def clean_up(case: Case, response: Any, world: World, client: httpx.Client) -> N
         client.delete(f"/v1/sandboxes/{world.sandbox}/sessions/{body['id']}")
     elif op == "startProcess":
         client.delete(f"/v1/sandboxes/{world.sandbox}/processes/{body['id']}")
+    elif op == "exposePort":
+        client.delete(f"/v1/sandboxes/{world.sandbox}/ports/{body['port']}")
 
 
 @cache
