@@ -148,6 +148,7 @@ struct InitLaunch {
   int control_fd;
   int report_fd;
   int init_exe;
+  bool loopback;  // network "loopback": lo up; "none": no interface up at all
 };
 
 [[noreturn]] void RunInitSetup(const InitLaunch& l) {
@@ -186,7 +187,7 @@ struct InitLaunch {
   }
   ::close(rmid);
   BuildRootInChild(*l.plan, l.report_fd);
-  LoopbackUpInChild(l.report_fd);
+  if (l.loopback) LoopbackUpInChild(l.report_fd);
   if (InjectedFault() || ::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
   char name[] = "sandstream-init";
   char* const argv[] = {name, nullptr};
@@ -558,7 +559,8 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
                           sync_child.get(),
                           control_child.get(),
                           report->write.get(),
-                          s.init_exe.get()};
+                          s.init_exe.get(),
+                          spec.network == "loopback"};
   int pidfd = -1;
   clone_args args{};
   args.flags = kCloneFlags | CLONE_PIDFD;
@@ -660,7 +662,7 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) 
   auto& s = *state_;
   s.ReapDying();
   if (auto plain = CheckPlainId(spec.id); !plain) co_return std::move(plain).error();
-  if (spec.network != "loopback") {
+  if (spec.network != "loopback" && spec.network != "none") {
     co_return Error{ErrorCode::kInvalidRequest, "network: unsupported mode: " + spec.network};
   }
   SandboxSpec resolved = spec;

@@ -1,5 +1,6 @@
 // Networking of a sandbox: a private network namespace with only loopback, brought up in the
-// child. (Egress, when it comes, is a veth added here, selected by SandboxSpec::network.)
+// child, or (network "none") nothing up at all. (Egress, when it comes, is a veth added here,
+// selected by SandboxSpec::network; docs/network/egress-design.md.)
 #pragma once
 
 namespace sandstream::sandbox {

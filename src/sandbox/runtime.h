@@ -34,7 +34,8 @@ struct SandboxSpec {
   std::string template_name;  // resolved template name ("base")
   std::string template_root;  // a directory holding a full root; empty: built from host dirs
   Limits limits;
-  std::string network = "loopback";  // the only mode today: a private loopback
+  // "loopback" (a private loopback, the default) or "none" (no interface up, not even lo).
+  std::string network = "loopback";
   bool allow_nested_userns = false;
 };
 

@@ -120,8 +120,10 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     }
     limits.*(f->field) = value;
   }
-  if (req.network != "loopback") {
-    co_return Error{ErrorCode::kInvalidRequest, "network must be \"loopback\""};
+  if (req.network != "loopback" && req.network != "none") {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "network must be \"loopback\" (the default) or \"none\"; egress is not "
+                    "available yet"};
   }
   if (req.allow_nested_userns && !options_.allow_nested_userns) {
     co_return Error{ErrorCode::kInvalidRequest,

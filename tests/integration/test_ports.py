@@ -302,3 +302,34 @@ def test_ports_survive_a_restart(daemon_factory: Any, tmp_path: Any) -> None:
         after = c.get(ports(sb)).json()
         assert [p["port"] for p in after["ports"]] == [p["port"] for p in before["ports"]]
         assert after["ports"][0]["created_at"] == before["ports"][0]["created_at"]
+
+
+def test_network_none_has_no_interface_up(client: httpx.Client) -> None:
+    """`none`: not even loopback answers inside, and so no exposed port; `loopback` has lo
+    only; other modes are a 400 that says what there is."""
+    probe = ("import socket\n"
+             "s = socket.socket()\n"
+             "try:\n"
+             "    s.bind(('127.0.0.1', 0)); s.listen(); c = socket.create_connection(s.getsockname(), 2)\n"
+             "    print('connected')\n"
+             "except OSError as e:\n"
+             "    print('refused', e.errno)\n")
+    none = create_sandbox(client, network="none")
+    assert none["network"] == "none"
+    r = client.post(f"/v1/sandboxes/{none['id']}/exec", json={"argv": ["python3", "-c", probe]})
+    assert r.status_code == 200 and r.json()["stdout"].startswith("refused"), r.text
+    up = ("import fcntl, socket, struct\n"
+          "s = socket.socket()\n"
+          "for _, name in socket.if_nameindex():\n"
+          "    req = struct.pack('16sH14x', name.encode(), 0)\n"
+          "    flags = struct.unpack('16sH14x', fcntl.ioctl(s, 0x8913, req))[1]\n"  # SIOCGIFFLAGS
+          "    print(name, flags & 1)\n")  # IFF_UP
+    r = client.post(f"/v1/sandboxes/{none['id']}/exec", json={"argv": ["python3", "-c", up]})
+    assert r.json()["stdout"] == "lo 0\n", r.text
+    assert client.post(ports(none), json={"port": 8000}).status_code == 201
+    assert_error(client.get(ports(none, "/8000/")), 502, "bad_gateway")
+    loop = create_sandbox(client)
+    r = client.post(f"/v1/sandboxes/{loop['id']}/exec", json={"argv": ["python3", "-c", probe]})
+    assert r.json()["stdout"] == "connected\n", r.text
+    err = assert_error(client.post("/v1/sandboxes", json={"network": "egress"}), 400, "invalid_request")
+    assert '"none"' in err["message"]
