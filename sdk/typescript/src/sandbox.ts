@@ -52,7 +52,7 @@ export interface CreateOptions extends ConnectionOptions {
   /** Sandbox lifetime in seconds; 0: the daemon's default. */
   ttlSeconds?: number;
   limits?: Limits;
-  network?: "loopback";
+  network?: "loopback" | "none";
   metadata?: Record<string, string>;
 }
 
