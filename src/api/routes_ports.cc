@@ -35,7 +35,12 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 constexpr std::chrono::seconds kConnectTimeout{10};
-constexpr size_t kRelayChunk = 64 * 1024;
+// A client that has stopped sending (closed, or half-closed) waits at most this long for the
+// response to begin: a server that never answers must not keep the relay, and its descriptors,
+// once nobody waits for it.
+constexpr std::chrono::seconds kClientGoneGrace{5};
+// Per direction; a relay holds two.
+constexpr size_t kRelayChunk = 32 * 1024;
 
 Result<uint16_t> ParsePort(std::string_view text) {
   uint32_t port = 0;
@@ -154,9 +159,11 @@ struct Relay {
   tcp::socket& client;
   tcp::socket& upstream;
   std::chrono::steady_clock::duration write_timeout;
+  asio::steady_timer grace;  // kClientGoneGrace, cancelled when the answer ends
   uint64_t up = 0;
   uint64_t down = 0;
   int status = 0;  // the upstream's final status; 0 while none came
+  bool answered = false;  // the upstream's side has ended
 };
 
 // Passes the upstream's response header on, saying `Connection: close` (the client must not
@@ -216,6 +223,8 @@ asio::awaitable<void> Downstream(Relay& r) {
     r.down += rest->size();
     clean = co_await Pump(r.upstream, r.client, r.write_timeout, r.down);
   }
+  r.answered = true;
+  r.grace.cancel();
   if (!clean || r.status != 101) {
     boost::system::error_code ignored;
     r.client.cancel(ignored);
@@ -225,11 +234,17 @@ asio::awaitable<void> Downstream(Relay& r) {
 
 asio::awaitable<void> Upstream(Relay& r) {
   const bool clean = co_await Pump(r.client, r.upstream, r.write_timeout, r.up);
-  if (!clean) {
-    boost::system::error_code ignored;
-    r.upstream.close(ignored);
-    r.client.cancel(ignored);
+  boost::system::error_code ignored;
+  if (clean && !r.answered && r.status == 0) {
+    r.grace.expires_after(kClientGoneGrace);
+    auto [ec] = co_await r.grace.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+    if (r.answered || r.status != 0) co_return;
+  } else if (clean) {
+    co_return;
   }
+  r.upstream.close(ignored);
+  r.client.cancel(ignored);
 }
 
 // The request as the upstream gets it: its own path, the query without access_token, no key,
@@ -430,7 +445,8 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +
                                       " did not take the request");
   }
-  Relay relay{ctx.stream.socket(), upstream, write_timeout};
+  Relay relay{ctx.stream.socket(), upstream, write_timeout,
+              asio::steady_timer(ctx.stream.get_executor())};
   co_await (Downstream(relay) && Upstream(relay));
   if (relay.down == 0) {
     co_return co_await ReplyError(ctx, ErrorCode::kBadGateway,
