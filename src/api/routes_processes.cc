@@ -1,6 +1,5 @@
 // Background processes: start, list, get, logs (JSON or SSE), stdin, signal, kill, wait.
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
@@ -9,6 +8,7 @@
 #include "api/routes.h"
 #include "api/stream.h"
 #include "base/base64.h"
+#include "base/timer.h"
 #include "platform/signals.h"
 #include "process/utf8.h"
 #include "service/codec.h"
@@ -220,8 +220,8 @@ asio::awaitable<void> WaitProcess(Context& ctx) {
   if (!timeout_or) co_return co_await ReplyError(ctx, timeout_or.error());
   const double timeout = *timeout_or;
   if (process->status() == ProcessStatus::kRunning) {
-    asio::steady_timer timer(ctx.stream.get_executor());
-    timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+    Timer timer(ctx.stream.get_executor());
+    timer.expires_after(std::chrono::duration_cast<SteadyClock::duration>(
         std::chrono::duration<double>(std::min(timeout, 1e9))));
     co_await (process->WaitExit() ||
               timer.async_wait(asio::as_tuple(asio::use_awaitable)));

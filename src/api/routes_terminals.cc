@@ -165,7 +165,7 @@ json::object GapJson(const Gap& gap) {
 // Output missed later (a skipping client that fell behind) is named in a `gap` message; the
 // start of the replay is not news.
 asio::awaitable<void> PumpTerminal(WebSocket& ws, OutputCursor& cursor, const bool& ended,
-                                   std::chrono::steady_clock::duration grace) {
+                                   SteadyClock::duration grace) {
   WebSocket::Sink sink(ws, ended);
   Process& p = cursor.process();
   bool replayed = false;

@@ -3,7 +3,6 @@
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 
@@ -11,6 +10,7 @@
 #include "api/routes.h"
 #include "base/ids.h"
 #include "base/log.h"
+#include "base/timer.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -34,7 +34,7 @@ constexpr size_t kMaxRefusing = 256;
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 // Finishes sending, then reads and drops what the client still sends, for a bounded time.
-asio::awaitable<void> Drain(beast::tcp_stream& stream, std::chrono::steady_clock::duration time) {
+asio::awaitable<void> Drain(beast::tcp_stream& stream, SteadyClock::duration time) {
   // Its contents are never looked at, so every connection may read into it.
   static std::array<char, 64 * 1024> sink;
   boost::system::error_code ec;
@@ -79,7 +79,7 @@ Result<tcp::endpoint> Server::Listen(const std::string& listen) {
 }
 
 asio::awaitable<void> Server::Run() {
-  asio::steady_timer backoff(ex_);
+  Timer backoff(ex_);
   bool starved = false;  // accept is failing (out of descriptors): logged once per episode
   bool full = false;     // at max_connections: logged once per episode
   for (;;) {
@@ -124,7 +124,7 @@ asio::awaitable<void> Server::Refuse(tcp::socket socket) {
 }
 
 asio::awaitable<void> Server::TurnAway(beast::tcp_stream& stream, const Error& error,
-                                       std::chrono::steady_clock::duration drain) {
+                                       SteadyClock::duration drain) {
   http::request<http::string_body> req;
   req.version(11);
   Context ctx{*this, service_, req, stream, "req-" + std::to_string(++next_request_), {}, {}, {}};

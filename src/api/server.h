@@ -13,8 +13,9 @@
 #include <string>
 
 #include "api/http.h"
-#include "base/result.h"
 #include "base/async.h"
+#include "base/clock.h"
+#include "base/result.h"
 
 namespace sandstream::api {
 
@@ -27,7 +28,7 @@ struct ServerOptions {
   std::chrono::seconds idle_connection{120};
   // A write that makes no progress for this long ends its connection (a client that stopped
   // reading); a merely slow client always makes some.
-  std::chrono::steady_clock::duration write_timeout = std::chrono::seconds(60);
+  SteadyClock::duration write_timeout = std::chrono::seconds(60);
   size_t max_connections = 12000;  // past it a new connection gets a 503 and is closed
   std::chrono::seconds terminal_idle{300};
   uint64_t terminal_replay_bytes = 1u << 20;
@@ -58,7 +59,7 @@ class Server {
   void CloseConnections();
   size_t open_sessions() const { return sessions_.running(); }
   // Until every connection's session has ended, for at most `within`; false if some remain.
-  boost::asio::awaitable<bool> SessionsEnded(std::chrono::steady_clock::duration within) {
+  boost::asio::awaitable<bool> SessionsEnded(SteadyClock::duration within) {
     return sessions_.Join(within);
   }
 
@@ -74,7 +75,7 @@ class Server {
   // Answers `error` on a connection whose request was not read, then reads and drops what the
   // client still sends for at most `drain`; the caller closes it.
   boost::asio::awaitable<void> TurnAway(boost::beast::tcp_stream& stream, const Error& error,
-                                        std::chrono::steady_clock::duration drain);
+                                        SteadyClock::duration drain);
   boost::asio::awaitable<void> Handle(Context& ctx, const struct Route* route,
                                      std::optional<Error> error);
 

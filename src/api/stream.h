@@ -70,7 +70,7 @@ class SseResponse {
   bool stopping() const { return handle_.stopping; }
   bool gone() const { return state_->gone; }
   uint64_t batch_bytes() const { return kBatchBytes; }
-  std::chrono::steady_clock::duration keepalive() const { return keepalive_; }
+  SteadyClock::duration keepalive() const { return keepalive_; }
   void Keepalive() { sse::AppendComment(out_, "keepalive"); }
 
  private:
@@ -87,7 +87,7 @@ class SseResponse {
   std::string head_;  // the response header, until it is sent
   std::string out_;   // from kChunkRoom on: the events of this chunk
   bool chunked_ = false;
-  std::chrono::steady_clock::duration keepalive_;
+  SteadyClock::duration keepalive_;
 };
 
 // How a reader of a process's output paces it: `?flow=` on GET routes, `"flow"` in JSON bodies;

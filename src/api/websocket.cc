@@ -178,9 +178,9 @@ asio::awaitable<void> WebSocket::Finish() {
   stop_.Notify();
   // Queued frames (an exit, a close) get a bounded time to go out; then the socket's
   // operations are cancelled, which ends the writer.
-  const auto deadline = std::chrono::steady_clock::now() + kFlushTimeout;
+  const SteadyTime deadline = SteadyNow() + kFlushTimeout;
   AsyncSignal tick(ctx_.stream.get_executor());
-  while (writing_ && std::chrono::steady_clock::now() < deadline) {
+  while (writing_ && SteadyNow() < deadline) {
     co_await tick.Wait(std::chrono::milliseconds(20));
   }
   if (writing_) ctx_.stream.cancel();

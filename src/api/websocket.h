@@ -11,7 +11,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket/stream.hpp>
@@ -19,6 +18,7 @@
 #include "api/http.h"
 #include "api/server.h"
 #include "base/async.h"
+#include "base/timer.h"
 
 namespace sandstream::api {
 
@@ -73,7 +73,7 @@ class WebSocket {
     bool gone() const { return ended_ || ws_.gone(); }
     uint64_t batch_bytes() const { return 64 * 1024; }
     // Beast's pings keep the connection alive; a stream has nothing to add.
-    std::chrono::steady_clock::duration keepalive() const { return std::chrono::hours(1); }
+    SteadyClock::duration keepalive() const { return std::chrono::hours(1); }
     void Keepalive() {}
 
    private:
@@ -101,7 +101,7 @@ class WebSocket {
   std::deque<Frame> queue_;
   size_t queued_bytes_ = 0;  // data, plus a little per frame for the frame itself
   size_t sinks_ = 0;
-  boost::asio::steady_timer write_deadline_;
+  Timer write_deadline_;
   uint64_t writes_ = 0;  // frames written, so a deadline that fired late is recognized
   bool writing_ = false;
   bool close_queued_ = false;

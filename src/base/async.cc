@@ -38,11 +38,11 @@ asio::awaitable<void> TaskGroup::Join() {
   while (running_ > 0) co_await done_.Wait();
 }
 
-asio::awaitable<bool> TaskGroup::Join(std::chrono::steady_clock::duration within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
+asio::awaitable<bool> TaskGroup::Join(SteadyClock::duration within) {
+  const SteadyTime deadline = SteadyNow() + within;
   while (running_ > 0) {
-    const auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= std::chrono::steady_clock::duration::zero()) co_return false;
+    const auto left = deadline - SteadyNow();
+    if (left <= SteadyClock::duration::zero()) co_return false;
     const bool woken = co_await done_.Wait(left);
     (void)woken;
   }

@@ -11,13 +11,13 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <type_traits>
+
+#include "base/timer.h"
 
 namespace sandstream {
 
@@ -35,11 +35,11 @@ void Spawn(const boost::asio::any_io_executor& ex, boost::asio::awaitable<void> 
 class AsyncSignal {
  public:
   explicit AsyncSignal(const boost::asio::any_io_executor& ex) : timer_(ex) {
-    timer_.expires_at(boost::asio::steady_timer::time_point::max());
+    timer_.expires_at(Timer::time_point::max());
   }
 
   // Returns true when notified (or cancelled), false when `timeout` passed first.
-  boost::asio::awaitable<bool> Wait(std::chrono::steady_clock::duration timeout) {
+  boost::asio::awaitable<bool> Wait(SteadyClock::duration timeout) {
     timer_.expires_after(timeout);
     auto [ec] = co_await timer_.async_wait(Tuple());
     co_return static_cast<bool>(ec);
@@ -48,7 +48,7 @@ class AsyncSignal {
   void Notify() { timer_.cancel(); }
 
  private:
-  boost::asio::steady_timer timer_;
+  Timer timer_;
 };
 
 // Turns in arrival order: Acquire waits until every earlier holder has released.
@@ -78,7 +78,7 @@ class TaskGroup {
   void Spawn(boost::asio::awaitable<void> task, std::string what = "task");
   boost::asio::awaitable<void> Join();
   // Join() for at most `within`: false if tasks are still running then.
-  boost::asio::awaitable<bool> Join(std::chrono::steady_clock::duration within);
+  boost::asio::awaitable<bool> Join(SteadyClock::duration within);
   size_t running() const { return running_; }
 
  private:

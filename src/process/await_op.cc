@@ -8,6 +8,8 @@ namespace {
 
 asio::awaitable<bool> AwaitReady(sandbox::WaitFor wait, asio::posix::descriptor_base::wait_type type) {
   const auto ex = co_await asio::this_coro::executor;
+  // Real time, not SteadyClock: the deadline is the sandbox layer's (op.h), for the kernel to
+  // answer within, and a test moving the daemon's clock on must not fail a spawn.
   asio::steady_timer timer(ex, wait.deadline);
   if (wait.fd < 0) {
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));

@@ -61,7 +61,7 @@ void OutputCursor::Taken() {
   log.MoveHold(hold_, kept_after_, after_);
 }
 
-void OutputCursor::Park(std::chrono::steady_clock::duration grace) {
+void OutputCursor::Park(SteadyClock::duration grace) {
   if (hold_ == 0 || !process_->log().HasHold(hold_) || process_->log().ended()) return;
   process_->Park(kept_after_, after_, grace);
 }

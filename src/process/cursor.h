@@ -40,16 +40,14 @@ class OutputCursor : private OutputLog::Listener {
   // log drop it, apart from the resume slack.
   void Taken();
   // The client went away before the end: a waiting cursor's place is kept for `grace`.
-  void Park(std::chrono::steady_clock::duration grace);
+  void Park(SteadyClock::duration grace);
   // Everything up to the exit has been read.
   bool AtEnd() const;
   // kSkip for a skipping cursor, and for a waiting one its process dropped as stalled.
   Flow flow() const;
 
   // Until the log grows or Wake() is called; false when `timeout` passed first.
-  boost::asio::awaitable<bool> Wait(std::chrono::steady_clock::duration timeout) {
-    return wake_.Wait(timeout);
-  }
+  boost::asio::awaitable<bool> Wait(SteadyClock::duration timeout) { return wake_.Wait(timeout); }
   void Wake() { wake_.Notify(); }
   Process& process() { return *process_; }
   uint64_t after_seq() const { return after_; }
@@ -76,9 +74,7 @@ class EventCursor : private EventLog::Listener {
   EventLog::Slice Next(uint64_t max_bytes);
   void Taken() {}
   bool AtEnd() const { return log_->ended() && after_ >= log_->last_seq(); }
-  boost::asio::awaitable<bool> Wait(std::chrono::steady_clock::duration timeout) {
-    return wake_.Wait(timeout);
-  }
+  boost::asio::awaitable<bool> Wait(SteadyClock::duration timeout) { return wake_.Wait(timeout); }
   void Wake() { wake_.Notify(); }
 
  private:

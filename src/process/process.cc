@@ -45,9 +45,8 @@ size_t Pending(int fd) {
   return static_cast<size_t>(n);
 }
 
-std::chrono::steady_clock::duration Seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(s));
+SteadyClock::duration Seconds(double s) {
+  return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
 }
 
 }  // namespace
@@ -146,9 +145,8 @@ Result<std::shared_ptr<Process>> Process::Adopt(const asio::any_io_executor& ex,
   p->oom_at_start_ = sandbox->OomKills();
   p->started_at_ = started_at;
   // Its clocks count the time it ran under the daemon before, so timeouts resume, not restart.
-  p->started_steady_ =
-      SteadyNow() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::max(SystemNow() - started_at, SystemTime::duration::zero()));
+  p->started_steady_ = SteadyNow() - std::chrono::duration_cast<SteadyClock::duration>(std::max(
+                                         SystemNow() - started_at, SystemTime::duration::zero()));
   p->on_exit_ = std::move(on_exit);
   p->carry_out_ = std::string(p->log_.carry(0));
   p->carry_err_ = std::string(p->log_.carry(1));
@@ -519,10 +517,9 @@ void Process::SandboxLost() {
   if (!exit_ && !kill_reason_) kill_reason_ = ExitReason::kKilled;
 }
 
-void Process::Park(uint64_t keep_after, uint64_t taken_after,
-                   std::chrono::steady_clock::duration grace) {
+void Process::Park(uint64_t keep_after, uint64_t taken_after, SteadyClock::duration grace) {
   const OutputLog::HoldId hold = log_.AddHold(keep_after, taken_after, true);
-  auto timer = std::make_shared<asio::steady_timer>(ex_, grace);
+  auto timer = std::make_shared<Timer>(ex_, grace);
   timer->async_wait([self = shared_from_this(), hold, timer](const boost::system::error_code&) {
     self->log_.ReleaseHold(hold);
   });

@@ -7,7 +7,6 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -15,9 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
-#include "base/async.h"
+#include "base/timer.h"
 #include "process/exit.h"
 #include "process/output_log.h"
 #include "sandbox/runtime.h"
@@ -110,7 +110,7 @@ class Process : public std::enable_shared_from_this<Process> {
   // Keeps the output after `keep_after` for `grace`, holding the process back as its reader
   // did (it had taken up to `taken_after`): the place of a waiting reader whose client went
   // away, for the client to resume from. The next waiting reader takes over from it.
-  void Park(uint64_t keep_after, uint64_t taken_after, std::chrono::steady_clock::duration grace);
+  void Park(uint64_t keep_after, uint64_t taken_after, SteadyClock::duration grace);
   // Whether the daemon is holding the process back now (a waiting reader is behind).
   bool held() const { return held_readers_ > 0; }
   // How often a stalled reader was dropped to skipping.
@@ -166,9 +166,9 @@ class Process : public std::enable_shared_from_this<Process> {
   std::unique_ptr<boost::asio::posix::stream_descriptor> pidfd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> exit_pipe_;  // from the keeper, if any
   std::optional<int> exit_status_;  // known at adoption: it ended while no daemon ran
-  boost::asio::steady_timer timeout_timer_;
-  boost::asio::steady_timer idle_timer_;
-  boost::asio::steady_timer grace_timer_;
+  Timer timeout_timer_;
+  Timer idle_timer_;
+  Timer grace_timer_;
   AsyncSignal exited_signal_;
   AsyncSignal drained_signal_;  // a reader drained its pipe after the leader exited
   AsyncSignal room_out_;        // the log has room again (one signal per reader)

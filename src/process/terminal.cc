@@ -26,17 +26,17 @@ std::map<std::string, std::weak_ptr<Terminal>, std::less<>>& Registry() {
 }  // namespace
 
 Terminal::Terminal(const asio::any_io_executor& ex, std::shared_ptr<Process> process,
-                   std::chrono::steady_clock::duration idle)
+                   SteadyClock::duration idle)
     : ex_(ex),
       process_(std::move(process)),
       idle_(idle),
-      detached_since_(std::chrono::steady_clock::now()),
+      detached_since_(SteadyNow()),
       changed_(ex),
       drained_(ex) {}
 
 std::shared_ptr<Terminal> Terminal::Adopt(const asio::any_io_executor& ex,
                                           std::shared_ptr<Process> process,
-                                          std::chrono::steady_clock::duration idle) {
+                                          SteadyClock::duration idle) {
   auto& registry = Registry();
   std::erase_if(registry, [](const auto& kv) { return kv.second.expired(); });
   auto t = std::make_shared<Terminal>(ex, std::move(process), idle);
@@ -70,7 +70,7 @@ Terminal::Attachment::Attachment(std::shared_ptr<Terminal> t) : terminal_(std::m
 Terminal::Attachment::~Attachment() {
   if (!terminal_) return;
   if (--terminal_->attached_ == 0) {
-    terminal_->detached_since_ = std::chrono::steady_clock::now();
+    terminal_->detached_since_ = SteadyNow();
   }
   terminal_->changed_.Notify();
 }
@@ -87,8 +87,8 @@ asio::awaitable<void> Terminal::IdleLoop() {
       co_await changed_.Wait();
       continue;
     }
-    const auto left = detached_since_ + idle_ - std::chrono::steady_clock::now();
-    if (left > std::chrono::steady_clock::duration::zero()) {
+    const auto left = detached_since_ + idle_ - SteadyNow();
+    if (left > SteadyClock::duration::zero()) {
       co_await changed_.Wait(left);
       continue;
     }

@@ -24,12 +24,12 @@ class Terminal : public std::enable_shared_from_this<Terminal> {
   // until the process exits.
   static std::shared_ptr<Terminal> Adopt(const boost::asio::any_io_executor& ex,
                                          std::shared_ptr<Process> process,
-                                         std::chrono::steady_clock::duration idle);
+                                         SteadyClock::duration idle);
   // The running terminal of a process, or null.
   static std::shared_ptr<Terminal> Find(std::string_view process_id);
 
   Terminal(const boost::asio::any_io_executor& ex, std::shared_ptr<Process> process,
-           std::chrono::steady_clock::duration idle);
+           SteadyClock::duration idle);
 
   Process& process() { return *process_; }
   const std::shared_ptr<Process>& shared_process() const { return process_; }
@@ -60,9 +60,9 @@ class Terminal : public std::enable_shared_from_this<Terminal> {
 
   boost::asio::any_io_executor ex_;
   std::shared_ptr<Process> process_;
-  std::chrono::steady_clock::duration idle_;
+  SteadyClock::duration idle_;
   size_t attached_ = 0;
-  std::chrono::steady_clock::time_point detached_since_;
+  SteadyTime detached_since_;
   AsyncSignal changed_;  // attach, detach or exit: the idle loop looks again
   std::deque<std::string> input_;
   size_t queued_bytes_ = 0;

@@ -34,9 +34,8 @@ std::string Sanitized(std::string_view bytes) {
   return out;
 }
 
-std::chrono::steady_clock::duration Seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(s));
+SteadyClock::duration Seconds(double s) {
+  return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
 }
 
 int64_t MillisSince(SteadyTime t) {

@@ -4,7 +4,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
@@ -215,9 +214,9 @@ void Service::OnLost(SandboxEntry& sb) {
 
 void Service::ArmTtl(SandboxEntry& sb) {
   if (!sb.expires_at) return;
-  sb.ttl_timer = std::make_unique<asio::steady_timer>(ex_);
+  sb.ttl_timer = std::make_unique<Timer>(ex_);
   const auto left = *sb.expires_at - SystemNow();
-  sb.ttl_timer->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+  sb.ttl_timer->expires_after(std::chrono::duration_cast<SteadyClock::duration>(
       std::max(left, SystemTime::duration::zero())));
   sb.ttl_timer->async_wait([this, id = sb.id](const boost::system::error_code& ec) {
     if (ec) return;
@@ -489,7 +488,7 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
 }
 
 asio::awaitable<void> Service::TrimWhenIdle(std::weak_ptr<Process> weak) {
-  asio::steady_timer timer(ex_);
+  Timer timer(ex_);
   for (;;) {
     timer.expires_after(options_.finished_window_grace);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));

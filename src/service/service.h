@@ -4,7 +4,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/json/object.hpp>
 #include <map>
@@ -14,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "base/result.h"
 #include "base/async.h"
+#include "base/result.h"
+#include "base/timer.h"
 #include "process/event_log.h"
 #include "process/process.h"
 #include "sandbox/files.h"
@@ -97,7 +97,7 @@ struct SandboxEntry {
   std::map<std::string, std::string> idempotency;   // key -> process id
   // The lifecycle journal: one event per record; it ends when the sandbox is deleted.
   std::shared_ptr<EventLog> journal;
-  std::unique_ptr<boost::asio::steady_timer> ttl_timer;
+  std::unique_ptr<Timer> ttl_timer;
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
   std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
   std::map<uint16_t, SystemTime> ports;  // exposed through the daemon's proxy -> since when

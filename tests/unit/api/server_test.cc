@@ -1,7 +1,9 @@
 // Unit tests of the HTTP front over a loopback socket: keep-alive, refusals answered from the
 // header before any body is read (the key, the announced size), a chunked body past its limit,
 // an oversized or malformed header, the connection limit, resuming a log by Last-Event-ID, and
-// shutdown (idle connections closed, streams ended with an error event, no more accepts).
+// shutdown (idle connections closed, streams ended with an error event, no more accepts). On the
+// test's clock: a follower's keepalive, a parked reader's resume grace, a wait's timeout and
+// shutdown's grace for a stuck session.
 #include "api/server.h"
 
 #include <gtest/gtest.h>
@@ -14,9 +16,11 @@
 namespace sandstream::api {
 namespace {
 
+namespace asio = boost::asio;
 namespace json = boost::json;
 using unit::OnThread;
 using unit::RawClient;
+using unit::RunFor;
 using unit::RunTask;
 using unit::RunUntil;
 using namespace std::chrono_literals;
@@ -253,6 +257,134 @@ TEST_F(ServerTest, ShutdownClosesIdleConnectionsAndEndsStreams) {
   EXPECT_NE(stream.received().find("shutting_down"), std::string::npos) << stream.received();
   EXPECT_TRUE(refused) << "a connection was accepted after StopAccepting";
   EXPECT_TRUE(RunUntil(io_, [&] { return run_ended_ && server_->open_sessions() == 0; }, 5s));
+}
+
+// The server's timers on the test's clock. The client is polled from the test's thread, which
+// runs the server between polls.
+class ServerClockTest : public ::testing::Test, public unit::ServerHarness {
+ protected:
+  // `script` running in a new sandbox, once its output so far is `output`.
+  std::shared_ptr<Process> Running(const std::string& script, const std::string& output) {
+    sb_ = NewSandbox();
+    auto started = RunTask(io_, service_->StartProcess(sb_->id, unit::Sh(script)));
+    if (!started) throw std::runtime_error("start: " + started.error().message);
+    auto p = started->process;
+    if (!RunUntil(io_, [&] { return unit::Output(p->log()) == output; })) {
+      throw std::runtime_error("no output: " + unit::Output(p->log()));
+    }
+    return p;
+  }
+
+  std::string Get(const Process& p, const std::string& what) const {
+    return "GET /v1/sandboxes/" + sb_->id + "/processes/" + p.id() + "/" + what +
+           " HTTP/1.1\r\nHost: t\r\n" + Authorization() + "\r\n";
+  }
+
+  // Until `c` has received `needle`.
+  bool Receives(RawClient& c, std::string_view needle) {
+    return RunUntil(io_, [&] {
+      c.Poll();
+      return c.received().find(needle) != std::string::npos;
+    }, 10s);
+  }
+
+  sandstream::testing::ManualTime clock_;
+  SandboxEntry* sb_ = nullptr;
+};
+
+constexpr std::string_view kHiEvent = "event: stdout\ndata: {\"chunk\":\"hi\\n\"}\n\n";
+
+TEST_F(ServerClockTest, AFollowerGetsAKeepaliveAfterFifteenSecondsOfSilence) {
+  Serve();
+  ASSERT_EQ(server_->options().keepalive, 15s);
+  auto p = Running("echo hi; sleep 3600", "hi\n");
+  RawClient c(endpoint_);
+  ASSERT_TRUE(c.Send(Get(*p, "logs?follow=1")));
+  ASSERT_TRUE(Receives(c, kHiEvent)) << c.received();
+  RunFor(io_, 100ms);  // the stream goes back to waiting, its keepalive armed
+  clock_.Advance(14s);
+  RunFor(io_, 200ms);
+  c.Poll();
+  EXPECT_EQ(c.received().find(": keepalive"), std::string::npos)
+      << "a keepalive before 15 s of silence";
+  clock_.Advance(2s);
+  EXPECT_TRUE(Receives(c, ": keepalive\n\n")) << c.received();
+  // The keepalive's write completes before the harness stops the stream: Pump does not look
+  // at a stop that comes during the flush before its wait, so it would wait 15 s more.
+  RunFor(io_, 100ms);
+}
+
+TEST_F(ServerClockTest, AWaitingReaderWhoseClientLeftKeepsItsPlaceForTheResumeGrace) {
+  Serve();
+  ASSERT_EQ(service_->options().resume_grace, 30s);
+  auto p = Running("echo hi; sleep 3600", "hi\n");
+  {
+    RawClient c(endpoint_);
+    ASSERT_TRUE(c.Send(Get(*p, "logs?follow=1&flow=wait")));
+    ASSERT_TRUE(Receives(c, kHiEvent)) << c.received();
+    EXPECT_EQ(p->log().hold_count(), 1u) << "the waiting reader holds no place";
+  }
+  // The client is gone: its session ends, and the reader's place is parked.
+  ASSERT_TRUE(RunUntil(io_, [&] { return server_->open_sessions() == 0; }, 10s));
+  EXPECT_EQ(p->log().hold_count(), 1u) << "the place went with the client";
+  clock_.Advance(29s);
+  RunFor(io_, 200ms);
+  EXPECT_EQ(p->log().hold_count(), 1u) << "the place was given up before the resume grace";
+  clock_.Advance(2s);
+  EXPECT_TRUE(RunUntil(io_, [&] { return p->log().hold_count() == 0; }, 5s))
+      << "the place was kept past the resume grace";
+}
+
+TEST_F(ServerClockTest, AWaitAnswers408OnlyOnceTheClockPassesItsTimeout) {
+  Serve();
+  auto p = Running("echo hi; sleep 3600", "hi\n");
+  RawClient c(endpoint_);
+  ASSERT_TRUE(c.Send(Get(*p, "wait?timeout_seconds=600")));
+  // Steps of 10 s: however late the request is read, the answer cannot come before 600 s.
+  auto advanced = 0s;
+  while (c.received().empty() && advanced < 1200s) {
+    clock_.Advance(10s);
+    advanced += 10s;
+    RunFor(io_, 20ms);
+    c.Poll();
+  }
+  ASSERT_TRUE(Receives(c, "\r\n\r\n")) << "no answer " << advanced.count() << " s on";
+  EXPECT_GE(advanced, 600s) << "answered before the wait's timeout";
+  EXPECT_TRUE(c.received().starts_with("HTTP/1.1 408 ")) << c.received();
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning);
+}
+
+// Shared: the harness runs the server on after a failed test, and this with it.
+asio::awaitable<void> EndedWithin(Server& server, SteadyClock::duration within,
+                                  std::shared_ptr<std::optional<bool>> ended) {
+  *ended = co_await server.SessionsEnded(within);
+}
+
+TEST_F(ServerClockTest, ShutdownWaitsForAStuckSessionOnlyForItsGrace) {
+  Serve();
+  RawClient c(endpoint_);
+  // A body the client never finishes: its session reads it when shutdown begins.
+  ASSERT_TRUE(c.Send(Post("/v1/sandboxes", Authorization() + "Content-Type: application/json\r\n"
+                                                             "Content-Length: 100\r\n"
+                                                             "Expect: 100-continue\r\n")));
+  ASSERT_TRUE(Receives(c, "100 Continue\r\n\r\n")) << c.received();
+  ASSERT_TRUE(c.Send("{\"template\":"));
+  RunFor(io_, 100ms);
+  server_->StopAccepting();
+  server_->EndStreams();
+  auto ended = std::make_shared<std::optional<bool>>();
+  asio::co_spawn(io_, EndedWithin(*server_, 30s, ended), [](std::exception_ptr) {});
+  RunFor(io_, 100ms);
+  clock_.Advance(29s);
+  RunFor(io_, 200ms);
+  EXPECT_FALSE(*ended) << "shutdown gave up on the session before its grace";
+  EXPECT_EQ(server_->open_sessions(), 1u);
+  clock_.Advance(2s);
+  ASSERT_TRUE(RunUntil(io_, [&] { return ended->has_value(); }, 5s))
+      << "shutdown waited past its grace";
+  EXPECT_FALSE(**ended) << "the stuck session ended by itself";
+  server_->CloseConnections();
+  EXPECT_TRUE(RunUntil(io_, [&] { return server_->open_sessions() == 0; }, 5s));
 }
 
 }  // namespace

@@ -2,11 +2,17 @@
 // that records what it is given: it ends with the log or at once without `follow`, sends
 // keepalives while nothing comes, notices a client that went or a daemon that stops without
 // waiting for the next keepalive, and lets the log drop a batch only once the sink took it.
+// On the test's clock, through a Beast test stream: one keepalive per 15 s of silence.
 #include "api/stream.h"
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/_experimental/test/stream.hpp>
 
 #include "../process/test_loop.h"
 
@@ -14,7 +20,10 @@ namespace sandstream::api {
 namespace {
 
 namespace asio = boost::asio;
+namespace beast = boost::beast;
+using unit::RunFor;
 using unit::RunTask;
+using unit::RunUntil;
 using unit::Sh;
 using namespace std::chrono_literals;
 
@@ -163,6 +172,81 @@ TEST_F(PumpTest, ABatchTheSinkTookIsLetGo) {
   EXPECT_EQ(RunTask(io_, Pump(cursor, sink, Render(sink), false), 5s), StreamEnd::kEnded);
   for (const char* chunk : {"cccc", "dddd"}) p->log().Append(EntryKind::kStdout, chunk);
   EXPECT_GT(p->log().evicted_entries(), 0u);
+}
+
+// An SSE response without a socket: what Pump renders goes out through one end of a Beast test
+// stream, and the test reads the other end as the client would.
+class TestStreamSink {
+ public:
+  TestStreamSink(beast::test::stream& stream, SteadyClock::duration keepalive)
+      : stream_(stream), keepalive_(keepalive) {}
+
+  std::string& out() { return out_; }
+  asio::awaitable<bool> Flush() {
+    if (out_.empty()) co_return true;
+    auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(out_), Tuple());
+    (void)n;
+    out_.clear();
+    co_return !ec;
+  }
+  bool stopping() const { return false; }
+  bool gone() const { return false; }
+  uint64_t batch_bytes() const { return 1 << 20; }
+  SteadyClock::duration keepalive() const { return keepalive_; }
+  void Keepalive() { sse::AppendComment(out_, "keepalive"); }
+
+ private:
+  beast::test::stream& stream_;
+  SteadyClock::duration keepalive_;
+  std::string out_;
+};
+
+class PumpClockTest : public PumpTest {
+ protected:
+  PumpClockTest() { daemon_.connect(client_); }
+
+  testing::ManualTime clock_;
+  beast::test::stream daemon_{io_};
+  beast::test::stream client_{io_};
+};
+
+TEST_F(PumpClockTest, AFollowerGetsAKeepaliveForEveryFifteenSecondsOfSilence) {
+  auto p = Bare();
+  OutputCursor cursor(p, io_.get_executor(), 1, Flow::kSkip);
+  TestStreamSink sink(daemon_, 15s);  // the server's default keepalive
+  const auto render = [&](const OutputLog::Slice& slice) {
+    for (const LogEntry* e : slice.entries) {
+      if (e->kind != EntryKind::kStdout) continue;
+      sse::AppendEntry(sink.out(), sse::Format::kPandastack, sse::Encoding::kUtf8, *p, *e);
+    }
+  };
+  std::optional<StreamEnd> end;
+  asio::co_spawn(io_, Pump(cursor, sink, render, true),
+                 [&](std::exception_ptr, StreamEnd e) { end = e; });
+  RunFor(io_, 50ms);  // it starts, and arms its keepalive before the clock moves
+  const std::string keepalive = ": keepalive\n\n";
+  clock_.Advance(14s);
+  RunFor(io_, 100ms);
+  EXPECT_EQ(client_.str(), "") << "a keepalive before 15 s of silence";
+  clock_.Advance(2s);
+  ASSERT_TRUE(RunUntil(io_, [&] { return client_.str() == keepalive; }, 2s)) << client_.str();
+  RunFor(io_, 50ms);  // its write completes, and the next wait is armed
+  // The next one is 15 s after this one: one per silence, not one per look at the clock.
+  clock_.Advance(14s);
+  RunFor(io_, 100ms);
+  EXPECT_EQ(client_.str(), keepalive);
+  clock_.Advance(2s);
+  ASSERT_TRUE(RunUntil(io_, [&] { return client_.str() == keepalive + keepalive; }, 2s))
+      << client_.str();
+  // Its write completes first: output appended while Pump flushes before its wait does not
+  // wake it, and would come only with the next keepalive.
+  RunFor(io_, 50ms);
+  p->log().Append(EntryKind::kStdout, "hi\n");
+  p->log().Append(EntryKind::kExit, {});
+  ASSERT_TRUE(RunUntil(io_, [&] { return end.has_value(); }, 2s));
+  EXPECT_EQ(*end, StreamEnd::kEnded);
+  EXPECT_EQ(client_.str(),
+            keepalive + keepalive + "id: 2\nevent: stdout\ndata: {\"chunk\":\"hi\\n\"}\n\n");
 }
 
 }  // namespace

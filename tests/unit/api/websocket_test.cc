@@ -1,6 +1,7 @@
 // Unit tests of WebSocket over a loopback connection, both ends on the test's event loop: the
 // upgrade, messages both ways in order, a message past the limit (1009), a client that reads
-// nothing while the daemon queues for it (1008), and shutdown ("going away" after an error).
+// nothing while the daemon queues for it (1008), and shutdown ("going away" after an error); on
+// the test's clock, a client that takes nothing of a write is cut off after the write timeout.
 #include "api/websocket.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
+using unit::RunFor;
 using unit::RunUntil;
 using namespace std::chrono_literals;
 
@@ -41,9 +43,11 @@ struct ClientSide {
 using ClientStream = websocket::stream<beast::tcp_stream>;
 
 // Accepts one connection, reads its upgrade request, and runs `behave` on it as a route would.
+// `send_buffer`, if given, is the connection's SO_SNDBUF.
 asio::awaitable<void> ServeOne(tcp::acceptor& acceptor, Server& server, Service& service,
-                               Behaviour behave, ServerSide& side) {
+                               Behaviour behave, ServerSide& side, int send_buffer = 0) {
   beast::tcp_stream stream(co_await acceptor.async_accept(asio::use_awaitable));
+  if (send_buffer > 0) stream.socket().set_option(asio::socket_base::send_buffer_size(send_buffer));
   beast::flat_buffer buffer;
   http::request<http::string_body> req;
   co_await http::async_read(stream, buffer, req, asio::use_awaitable);
@@ -79,6 +83,12 @@ asio::awaitable<void> Echo(WebSocket& ws, ServerSide& side) {
 // Queues far more than a client may leave unread, without giving the writer a turn.
 asio::awaitable<void> Flood(WebSocket& ws, ServerSide& side) {
   for (int i = 0; i < 200; ++i) ws.Send(std::string(8192, 'x'), false);
+  co_await ReadUntilClosed(ws, side);
+}
+
+// Sends far more than a client's socket buffers hold, then reads until the connection ends.
+asio::awaitable<void> SendOneMebibyte(WebSocket& ws, ServerSide& side) {
+  ws.Send(std::string(1u << 20, 'x'), true);
   co_await ReadUntilClosed(ws, side);
 }
 
@@ -120,6 +130,15 @@ asio::awaitable<void> SayHiThenClose(ClientStream& ws, tcp::endpoint ep, ClientS
   }
   const websocket::close_reason normal(websocket::close_code::normal);
   co_await ws.async_close(normal, asio::use_awaitable);
+  side.done = true;
+}
+
+// Connects with a receive buffer of a few KiB, then reads nothing.
+asio::awaitable<void> ConnectAndStall(ClientStream& ws, tcp::endpoint ep, ClientSide& side) {
+  tcp::socket& socket = beast::get_lowest_layer(ws).socket();
+  socket.open(tcp::v4());
+  socket.set_option(asio::socket_base::receive_buffer_size(4096));
+  co_await Connect(ws, ep);
   side.done = true;
 }
 
@@ -200,6 +219,32 @@ TEST_F(WebSocketTest, ShutdownSendsAnErrorThenGoingAway) {
       << client_side_.messages[0].first;
   EXPECT_EQ(client_side_.close.code, websocket::close_code::going_away);
   EXPECT_EQ(client_side_.end, websocket::error::closed);
+}
+
+class WebSocketClockTest : public WebSocketTest {
+ protected:
+  sandstream::testing::ManualTime clock_;
+};
+
+TEST_F(WebSocketClockTest, AClientThatTakesNothingIsCutOffAfterTheWriteTimeout) {
+  ASSERT_EQ(server_->options().write_timeout, std::chrono::seconds(60));
+  asio::co_spawn(io_, ServeOne(acceptor_, *server_, *service_, SendOneMebibyte, server_side_, 4096),
+                 [](std::exception_ptr) {});
+  asio::co_spawn(io_, ConnectAndStall(client_ws_, acceptor_.local_endpoint(), client_side_),
+                 [this](std::exception_ptr e) {
+                   client_side_.done = true;
+                   client_error_ = e;
+                 });
+  ASSERT_TRUE(RunUntil(io_, [&] { return server_side_.accepted && client_side_.done; }, 10s));
+  if (client_error_) std::rethrow_exception(client_error_);
+  RunFor(io_, 300ms);  // the write goes as far as the buffers let it, and sticks
+  clock_.Advance(59s);
+  RunFor(io_, 200ms);
+  EXPECT_FALSE(server_side_.done) << "cut off before the write timeout";
+  clock_.Advance(2s);
+  EXPECT_TRUE(RunUntil(io_, [&] { return server_side_.done; }, 5s))
+      << "a write the client takes nothing of outlived the write timeout";
+  EXPECT_TRUE(server_side_.received.empty());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Unit tests of the cursors: resuming after a sequence number (a Last-Event-ID), gaps with exact
 // byte counts, the wake-up when the log grows, a parked reader's place kept for its grace, and
 // flow control against a real process: a waiting cursor holds it back and loses nothing, a
-// skipping one never holds it and is told what it missed, a stalled one is dropped to skipping.
+// skipping one never holds it and is told what it missed, a stalled one is dropped to skipping
+// (after the five minutes of reader_stall on the test's clock, too).
 #include "process/cursor.h"
 
 #include <gtest/gtest.h>
@@ -214,10 +215,11 @@ class CursorFlowTest : public ::testing::Test {
   static constexpr size_t kBytes = 4000000;
 
   // Writes kBytes (and a newline) once its stdin closes, so the cursor is in place first.
-  std::shared_ptr<Process> Start(ProcessOptions options = {}) {
+  std::shared_ptr<Process> Start(ProcessOptions options = {},
+                                 std::optional<double> timeout_seconds = 15) {
     CommandSpec spec = Sh("read go; head -c 4000000 /dev/zero | tr '\\0' y; echo");
     spec.keep_stdin_open = true;
-    spec.timeout_seconds = 15;
+    spec.timeout_seconds = timeout_seconds;
     spec.log_limits = {16384, 1u << 16};
     auto started = RunTask(io_, Process::Start(sandbox_.get(), spec, options, nullptr));
     if (!started) throw std::runtime_error("start: " + started.error().message);
@@ -274,6 +276,36 @@ TEST_F(CursorFlowTest, AStalledWaitingCursorIsDroppedToSkipping) {
   RunTask(io_, p->WaitExit());  // without a single read by the cursor
   EXPECT_EQ(p->exit()->reason, ExitReason::kExited);
   EXPECT_GE(p->stalled_readers(), 1u);
+  EXPECT_EQ(cursor.flow(), Flow::kSkip);
+  const Drained d = RunTask(io_, Drain(cursor));
+  ASSERT_EQ(d.gaps.size(), 1u);
+  ASSERT_TRUE(d.gaps[0].bytes);
+  EXPECT_EQ(*d.gaps[0].bytes + d.data.size(), kBytes + 1);
+}
+
+// The same on the test's clock, with the daemon's five minutes of reader_stall.
+class CursorClockTest : public CursorFlowTest {
+ protected:
+  testing::ManualTime clock_;
+};
+
+TEST_F(CursorClockTest, AWaitingCursorThatStallsFiveMinutesIsDroppedAndTheProcessRunsOn) {
+  ProcessOptions options;
+  ASSERT_EQ(options.reader_stall, std::chrono::minutes(5));
+  auto p = Start(options, std::nullopt);  // no timeout: the clock passes any
+  OutputCursor cursor(p, io_.get_executor(), 0, Flow::kWait);
+  ASSERT_TRUE(p->CloseStdin());
+  ASSERT_TRUE(RunUntil(io_, [&] { return p->held(); }, 10s));
+  clock_.Advance(290s);
+  RunFor(io_, 200ms);
+  EXPECT_TRUE(p->held()) << "dropped before reader_stall";
+  EXPECT_EQ(cursor.flow(), Flow::kWait);
+  EXPECT_EQ(p->stalled_readers(), 0u);
+  EXPECT_EQ(p->log().evicted_entries(), 0u);
+  clock_.Advance(20s);
+  RunTask(io_, p->WaitExit());  // without a single read by the cursor
+  EXPECT_EQ(p->exit()->reason, ExitReason::kExited);
+  EXPECT_EQ(p->stalled_readers(), 1u);
   EXPECT_EQ(cursor.flow(), Flow::kSkip);
   const Drained d = RunTask(io_, Drain(cursor));
   ASSERT_EQ(d.gaps.size(), 1u);

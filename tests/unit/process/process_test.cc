@@ -1,7 +1,7 @@
 // Unit tests of Process on the real directory runtime (plain child processes): the exit entry
 // comes after every byte the leader wrote, timeouts and idle timeouts kill the group and say
-// why, output of processes the leader left behind is drained without delaying the exit, and
-// stdin is written, closed and refused as documented.
+// why (minutes long ones on the test's clock), output of processes the leader left behind is
+// drained without delaying the exit, and stdin is written, closed and refused as documented.
 #include "process/process.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@ namespace sandstream {
 namespace {
 
 using unit::Output;
+using unit::RunFor;
 using unit::RunTask;
 using unit::RunUntil;
 using unit::Sh;
@@ -228,6 +229,60 @@ TEST_F(ProcessTest, ASignalReachesTheGroupOrTheLeaderAlone) {
   ASSERT_TRUE(q->Signal(SIGUSR2, true));
   EXPECT_EQ(WaitExit(*q).signal, SIGUSR2);
   EXPECT_TRUE(RunUntil(io_, [&] { return !unit::GroupAlive(q->pid()); }, 5s));
+}
+
+// Timeouts as long as real ones, on a clock the test moves: what happens at minute ten and
+// what must not happen a little before.
+class ProcessClockTest : public ProcessTest {
+ protected:
+  testing::ManualTime clock_;
+};
+
+TEST_F(ProcessClockTest, ATenMinuteTimeoutTermsOnceTheClockPassesItThenKillsAfterTheGrace) {
+  ProcessOptions options = Options();
+  options.kill_grace = 60s;  // far beyond the real time the test takes
+  // The trap reports the TERM and carries on: only the KILL ends it. Its sleeps are real time,
+  // far longer than the test takes, and bound what a failed test leaves running.
+  CommandSpec spec = Sh("trap 'echo term' TERM; echo ready; sleep 30; sleep 30");
+  spec.timeout_seconds = 600;
+  auto p = Start(std::move(spec), options);
+  ASSERT_TRUE(RunUntil(io_, [&] { return Output(p->log()) == "ready\n"; }, 10s));
+  clock_.Advance(590s);
+  RunFor(io_, 200ms);
+  EXPECT_EQ(Output(p->log()), "ready\n") << "TERMed before the timeout";
+  clock_.Advance(20s);
+  const auto termed = [&] { return Output(p->log()) == "ready\nterm\n" || p->exit(); };
+  ASSERT_TRUE(RunUntil(io_, termed, 10s)) << "no TERM once the clock passed the timeout";
+  RunFor(io_, 200ms);
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning) << "KILLed before the grace";
+  EXPECT_EQ(Output(p->log()), "ready\nterm\n");
+  clock_.Advance(61s);
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kTimeout);
+  EXPECT_EQ(exit.signal, SIGKILL);
+  // Its duration is the clock's: 590 + 20 + 61 s, and the real moments between.
+  EXPECT_GE(exit.duration_ms, 671000);
+  EXPECT_LT(exit.duration_ms, 671000 + 30000);
+}
+
+TEST_F(ProcessClockTest, AFiveMinuteIdleTimeoutCountsFromTheLastOutput) {
+  CommandSpec spec = Sh("cat");
+  spec.keep_stdin_open = true;
+  spec.idle_timeout_seconds = 300;
+  auto p = Start(std::move(spec));
+  clock_.Advance(200s);
+  RunFor(io_, 100ms);
+  ASSERT_EQ(p->status(), ProcessStatus::kRunning);
+  ASSERT_TRUE(RunTask(io_, p->WriteStdin("x\n")));
+  ASSERT_TRUE(RunUntil(io_, [&] { return Output(p->log()) == "x\n"; }, 10s));
+  // 400 s after the start, 200 s after the output.
+  clock_.Advance(200s);
+  RunFor(io_, 200ms);
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning) << "the idle clock ran from the start";
+  clock_.Advance(150s);
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kIdleTimeout);
+  EXPECT_EQ(exit.signal, SIGTERM);
 }
 
 }  // namespace

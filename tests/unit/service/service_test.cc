@@ -1,6 +1,7 @@
 // Unit tests of Service on the directory runtime: the journal records a start before its exit
 // even for a command that ends at once, idempotency keys (a retry during the spawn included),
-// the quotas and request checks, deletion and shutdown killing what runs and refusing more.
+// the quotas and request checks, deletion and shutdown killing what runs and refusing more; on
+// the test's clock, a sandbox's TTL of an hour and the trim of a finished process's window.
 #include "service/service.h"
 
 #include <gtest/gtest.h>
@@ -10,11 +11,13 @@
 #include <vector>
 
 #include "../process/test_loop.h"
+#include "process/cursor.h"
 
 namespace sandstream {
 namespace {
 
 namespace asio = boost::asio;
+using unit::RunFor;
 using unit::RunTask;
 using unit::RunUntil;
 using unit::Sh;
@@ -217,6 +220,63 @@ TEST_F(ServiceTest, ShutdownKillsWhatRunsAndRefusesMore) {
   auto start = Start(id, Sh("true"));
   ASSERT_FALSE(start);
   EXPECT_EQ(start.error().code, ErrorCode::kShuttingDown);
+}
+
+// The service's timers on the test's clock: an hour passes at once.
+class ServiceClockTest : public ServiceTest {
+ protected:
+  testing::ManualTime clock_;
+};
+
+TEST_F(ServiceClockTest, ASandboxIsDeletedOnceTheClockPassesItsTtl) {
+  Make();
+  SandboxRequest req;
+  req.ttl_seconds = 3600;
+  auto created = Create(req);
+  ASSERT_TRUE(created) << created.error().message;
+  const std::string id = (*created)->id;
+  auto journal = (*created)->journal;
+  auto started = Start(id, Sh("sleep 3600"));
+  ASSERT_TRUE(started) << started.error().message;
+  auto p = started->process;
+  clock_.Advance(3590s);
+  RunFor(io_, 200ms);
+  EXPECT_NE(service_->Find(id), nullptr) << "deleted before its TTL";
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning);
+  clock_.Advance(20s);
+  ASSERT_TRUE(RunUntil(io_, [&] { return service_->Find(id) == nullptr; }, 10s))
+      << "still there once the clock passed its TTL";
+  ASSERT_TRUE(p->exit());
+  EXPECT_EQ(p->exit()->reason, ExitReason::kKilled);
+  EXPECT_TRUE(journal->ended());
+  EXPECT_EQ(journal->entries().back().name, "sandbox.deleted");
+}
+
+TEST_F(ServiceClockTest, AFinishedProcessKeepsItsWindowForTheGraceAfterItsLastReaderLeft) {
+  Make();
+  ASSERT_EQ(service_->options().finished_window_grace, 60s);
+  const uint64_t tail = service_->options().retained_tail_bytes;
+  SandboxEntry* sb = NewSandbox();
+  auto started = Start(sb->id, Sh("head -c 300000 /dev/zero | tr '\\0' x"));
+  ASSERT_TRUE(started) << started.error().message;
+  auto p = started->process;
+  auto reader = std::make_unique<OutputCursor>(p, io_.get_executor(), 0, Flow::kSkip);
+  RunTask(io_, p->WaitExit());
+  RunFor(io_, 100ms);  // the service arms its trim once the exit is recorded
+  ASSERT_EQ(unit::Output(p->log()).size(), 300000u);
+  ASSERT_GT(p->log().retained_bytes(), tail);
+  clock_.Advance(61s);
+  RunFor(io_, 200ms);
+  EXPECT_GT(p->log().retained_bytes(), tail) << "trimmed under a reader";
+  // The trim looks again a grace after its last look (at 121 s), not when the reader leaves.
+  reader.reset();
+  clock_.Advance(50s);
+  RunFor(io_, 200ms);
+  EXPECT_GT(p->log().retained_bytes(), tail) << "trimmed at once when the reader left";
+  clock_.Advance(20s);
+  EXPECT_TRUE(RunUntil(io_, [&] { return p->log().retained_bytes() <= tail; }, 5s))
+      << p->log().retained_bytes() << " bytes kept";
+  EXPECT_EQ(p->log().entries().back().kind, EntryKind::kExit) << "the tail lost the exit";
 }
 
 }  // namespace
