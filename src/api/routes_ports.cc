@@ -8,7 +8,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
@@ -23,6 +22,7 @@
 #include "api/routes.h"
 #include "api/server.h"
 #include "base/clock.h"
+#include "base/timer.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -100,7 +100,7 @@ asio::awaitable<Result<void>> Connect(Context& ctx, tcp::socket& upstream,
   boost::system::error_code ec;
   upstream.assign(tcp::v4(), fd->release(), ec);
   if (ec) co_return Error{ErrorCode::kInternal, "ports: socket: " + ec.message()};
-  asio::steady_timer timer(upstream.get_executor(), kConnectTimeout);
+  Timer timer(upstream.get_executor(), kConnectTimeout);
   const tcp::endpoint loopback(asio::ip::address_v4::loopback(), port);
   auto result = co_await (upstream.async_connect(loopback, asio::as_tuple(asio::use_awaitable)) ||
                           timer.async_wait(asio::as_tuple(asio::use_awaitable)));
@@ -120,8 +120,8 @@ asio::awaitable<Result<void>> Connect(Context& ctx, tcp::socket& upstream,
 
 // All of `data` to `to`, or false once a write made no progress for `timeout`.
 asio::awaitable<bool> WriteWithin(tcp::socket& to, asio::const_buffer data,
-                                  std::chrono::steady_clock::duration timeout) {
-  asio::steady_timer timer(to.get_executor());
+                                  SteadyClock::duration timeout) {
+  Timer timer(to.get_executor());
   while (data.size() > 0) {
     timer.expires_after(timeout);
     auto result = co_await (to.async_write_some(data, asio::as_tuple(asio::use_awaitable)) ||
@@ -137,7 +137,7 @@ asio::awaitable<bool> WriteWithin(tcp::socket& to, asio::const_buffer data,
 // One direction of a relay: `from` to `to` as the bytes come, until `from` ends. True when it
 // ended cleanly (EOF), which is passed on (`to` stops sending).
 asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to,
-                           std::chrono::steady_clock::duration write_timeout, uint64_t& bytes) {
+                           SteadyClock::duration write_timeout, uint64_t& bytes) {
   std::array<char, kRelayChunk> buf;
   for (;;) {
     auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
@@ -158,8 +158,8 @@ asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to,
 struct Relay {
   tcp::socket& client;
   tcp::socket& upstream;
-  std::chrono::steady_clock::duration write_timeout;
-  asio::steady_timer grace;  // kClientGoneGrace, cancelled when the answer ends
+  SteadyClock::duration write_timeout;
+  Timer grace;  // kClientGoneGrace, cancelled when the answer ends
   uint64_t up = 0;
   uint64_t down = 0;
   int status = 0;  // the upstream's final status; 0 while none came
@@ -386,9 +386,9 @@ asio::awaitable<void> WaitPort(Context& ctx) {
   const std::string id = ref->sandbox->id;
   const uint16_t port = ref->port;
   const auto deadline =
-      SteadyNow() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      SteadyNow() + std::chrono::duration_cast<SteadyClock::duration>(
                         std::chrono::duration<double>(timeout));
-  asio::steady_timer pause(ctx.stream.get_executor());
+  Timer pause(ctx.stream.get_executor());
   for (;;) {
     Result<UniqueFd> fd = ctx.service.SandboxSocket(id);
     if (!fd) co_return co_await ReplyError(ctx, fd.error());
@@ -446,7 +446,7 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
                                       " did not take the request");
   }
   Relay relay{ctx.stream.socket(), upstream, write_timeout,
-              asio::steady_timer(ctx.stream.get_executor())};
+              Timer(ctx.stream.get_executor())};
   co_await (Downstream(relay) && Upstream(relay));
   if (relay.down == 0) {
     co_return co_await ReplyError(ctx, ErrorCode::kBadGateway,

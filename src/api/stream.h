@@ -26,6 +26,7 @@ enum class StreamEnd { kEnded, kGone, kStopping };
 // included) into the sink; the cursor lets the log drop it once the sink has it.
 template <class Cursor, class Sink, class Render>
 boost::asio::awaitable<StreamEnd> Pump(Cursor& cursor, Sink& sink, Render render, bool follow) {
+  bool flushed = false;  // since the last look at the cursor and the flags
   for (;;) {
     if (sink.stopping()) co_return StreamEnd::kStopping;
     auto slice = cursor.Next(sink.batch_bytes());
@@ -33,12 +34,20 @@ boost::asio::awaitable<StreamEnd> Pump(Cursor& cursor, Sink& sink, Render render
       render(slice);
       if (!co_await sink.Flush()) co_return StreamEnd::kGone;
       cursor.Taken();
+      flushed = false;
       continue;
     }
     if (cursor.AtEnd() || !follow) co_return StreamEnd::kEnded;
     if (sink.gone()) co_return StreamEnd::kGone;
-    // What waits in the sink (the response header, a keepalive) goes out before the wait.
-    if (!co_await sink.Flush()) co_return StreamEnd::kGone;
+    // What waits in the sink (the response header, a keepalive) goes out before the wait; a
+    // wake-up that came while it went (output, the client leaving, shutdown) is not remembered,
+    // so everything is looked at again before waiting.
+    if (!flushed) {
+      if (!co_await sink.Flush()) co_return StreamEnd::kGone;
+      flushed = true;
+      continue;
+    }
+    flushed = false;
     if (!co_await cursor.Wait(sink.keepalive())) sink.Keepalive();
   }
 }

@@ -289,7 +289,7 @@ class ServerClockTest : public ::testing::Test, public unit::ServerHarness {
   }
 
   sandstream::testing::ManualTime clock_;
-  SandboxEntry* sb_ = nullptr;
+  const SandboxEntry* sb_ = nullptr;
 };
 
 constexpr std::string_view kHiEvent = "event: stdout\ndata: {\"chunk\":\"hi\\n\"}\n\n";

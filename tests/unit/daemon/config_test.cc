@@ -384,6 +384,19 @@ TEST_F(ConfigTest, PrintConfigAndHelpAreFlags) {
   EXPECT_TRUE(help_);
 }
 
+TEST_F(ConfigTest, PreviewDomainIsALowercaseDnsName) {
+  auto r = Load({"--preview-domain", "preview.example.com"});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->preview_domain, "preview.example.com");
+  for (const char* bad : {"", "Example.com", ".example.com", "example.com.", "a b", "x:80"}) {
+    auto refused = Load({"--preview-domain", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.error().message.find("preview_domain must be a lowercase DNS name"),
+              std::string::npos)
+        << refused.error().message;
+  }
+}
+
 TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   auto r = Load({"--api-key", "hunter2-very-secret", "--listen", "127.0.0.1:1234"});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -394,7 +407,8 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("listen"), json::value("127.0.0.1:1234"));
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
-  EXPECT_EQ(o.size(), 42u);
+  EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
+  EXPECT_EQ(o.size(), 43u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;

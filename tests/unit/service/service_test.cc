@@ -256,7 +256,7 @@ TEST_F(ServiceClockTest, AFinishedProcessKeepsItsWindowForTheGraceAfterItsLastRe
   Make();
   ASSERT_EQ(service_->options().finished_window_grace, 60s);
   const uint64_t tail = service_->options().retained_tail_bytes;
-  SandboxEntry* sb = NewSandbox();
+  const SandboxEntry* sb = NewSandbox();
   auto started = Start(sb->id, Sh("head -c 300000 /dev/zero | tr '\\0' x"));
   ASSERT_TRUE(started) << started.error().message;
   auto p = started->process;
