@@ -333,3 +333,36 @@ def test_network_none_has_no_interface_up(client: httpx.Client) -> None:
     assert r.json()["stdout"] == "connected\n", r.text
     err = assert_error(client.post("/v1/sandboxes", json={"network": "egress"}), 400, "invalid_request")
     assert '"none"' in err["message"]
+
+
+def test_a_server_that_never_answers_is_let_go(client: httpx.Client) -> None:
+    """A client that gives up on a server that never answers does not leave the relay, and its
+    connection into the sandbox, open: the daemon lets go of it within a few seconds."""
+    sb = create_sandbox(client)
+    # It reads the request to its end (the client's side closing reaches it as EOF), never
+    # answers, and notes when the daemon has closed its side too (a write fails).
+    silent = ("import socket, threading, time\n"
+              "def serve(c):\n"
+              "    got = b''\n"
+              "    while d := c.recv(65536):\n"
+              "        got += d\n"
+              "    if not got:\n"  # the wait's probe, which sends nothing
+              "        return\n"
+              "    try:\n"
+              "        while True:\n"
+              "            c.send(b' '); time.sleep(0.2)\n"
+              "    except OSError:\n"
+              "        open('/tmp/closed', 'w').write('closed')\n"
+              "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+              "s.bind(('127.0.0.1', 7000)); s.listen()\n"
+              "while True:\n"
+              "    threading.Thread(target=serve, args=(s.accept()[0],)).start()\n")
+    r = client.post(f"/v1/sandboxes/{sb['id']}/processes", json={"argv": ["python3", "-c", silent]})
+    assert r.status_code == 201, r.text
+    assert client.get(ports(sb, "/7000/wait"), params={"timeout_seconds": 20}).status_code == 200
+    assert client.post(ports(sb), json={"port": 7000}).status_code == 201
+    with pytest.raises(httpx.ReadTimeout):
+        client.get(ports(sb, "/7000/never"), timeout=1)
+    closed = lambda: client.get(f"/v1/sandboxes/{sb['id']}/files/content",  # noqa: E731
+                                params={"path": "/tmp/closed"}).status_code == 200
+    assert wait_until(closed, 15), "the daemon kept its connection to the silent server"
