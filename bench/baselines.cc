@@ -6,8 +6,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,8 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "client.h"
@@ -214,6 +218,133 @@ double BareChainThroughput(const std::string& cmd, uint64_t expected_bytes) {
                      std::to_string(expected_bytes));
   }
   return static_cast<double>(expected_bytes) / (static_cast<double>(t1 - t0) / 1e9);
+}
+
+pid_t FindProcessWithArg(const std::string& word) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    size_t start = 0;
+    while (start < cmdline.size()) {
+      size_t end = cmdline.find('\0', start);
+      if (end == std::string::npos) end = cmdline.size();
+      if (cmdline.compare(start, end - start, word) == 0) return std::stoi(name);
+      start = end + 1;
+    }
+  }
+  throw BenchError("no process has the argument " + word);
+}
+
+std::vector<int> SocketsInNetns(pid_t pid, size_t n) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
+  const int ns = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ns < 0) throw BenchError(Errno("open " + path));
+  struct stat theirs = {};
+  struct stat ours = {};
+  // A runtime without a network namespace of its own (directory): no setns, no privilege.
+  const bool same = ::fstat(ns, &theirs) == 0 && ::stat("/proc/thread-self/ns/net", &ours) == 0 &&
+                    theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
+  std::vector<int> fds;
+  std::string error;
+  std::thread maker([&] {
+    // This thread alone enters the namespace, and ends there.
+    if (!same && ::setns(ns, CLONE_NEWNET) != 0) {
+      error = Errno("setns " + path);
+      return;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        error = Errno("socket");
+        return;
+      }
+      fds.push_back(fd);
+    }
+  });
+  maker.join();
+  ::close(ns);
+  if (!error.empty()) {
+    for (int fd : fds) ::close(fd);
+    throw BenchError(error);
+  }
+  return fds;
+}
+
+double BareRelayGet(int upstream_fd, uint16_t port, std::string_view request, uint64_t expected) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) {
+    ::close(upstream_fd);
+    throw BenchError(Errno("socket"));
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string error = Errno("bare relay: listen");
+    ::close(listener);
+    ::close(upstream_fd);
+    throw BenchError(error);
+  }
+  std::string error;
+  std::thread relay([&] {
+    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) {
+      error = Errno("bare relay: accept");
+      ::close(upstream_fd);
+      return;
+    }
+    try {
+      ConnectSocket(upstream_fd, port);
+      std::string head;
+      char buf[64 * 1024];
+      while (head.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = ::recv(client, buf, sizeof buf, 0);
+        if (n <= 0) throw BenchError("bare relay: the client sent no whole request");
+        head.append(buf, static_cast<size_t>(n));
+      }
+      WriteAll(upstream_fd, head.data(), head.size());
+      for (;;) {
+        const ssize_t n = ::recv(upstream_fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw BenchError(Errno("bare relay: recv"));
+        if (n == 0) break;
+        WriteAll(client, buf, static_cast<size_t>(n));
+      }
+    } catch (const BenchError& e) {
+      error = e.what();
+    }
+    ::close(upstream_fd);
+    ::close(client);
+  });
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  uint64_t got = 0;
+  int64_t t0 = 0;
+  try {
+    if (fd < 0) throw BenchError(Errno("socket"));
+    t0 = MonotonicNs();
+    ConnectSocket(fd, ntohs(addr.sin_port));
+    got = ExchangeToEof(fd, request, 200);
+  } catch (const BenchError& e) {
+    if (error.empty()) error = e.what();
+    ::shutdown(listener, SHUT_RDWR);  // wakes an accept() still waiting for this client
+  }
+  const int64_t t1 = MonotonicNs();
+  relay.join();
+  if (fd >= 0) ::close(fd);
+  ::close(listener);
+  if (!error.empty()) throw BenchError(error);
+  if (got != expected) {
+    throw BenchError("bare relay: " + std::to_string(got) + " bytes of " +
+                     std::to_string(expected));
+  }
+  return static_cast<double>(t1 - t0) / 1e9;
 }
 
 RawRuntime::RawRuntime(const std::string& kind, const std::string& state_dir,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sandstream::sandbox {
@@ -28,6 +29,22 @@ std::vector<double> PipeStampLatencies(const std::string& script);
 // sh -c cmd -> pipe -> epoll -> SSE framing (a copy) -> loopback TCP -> a reader thread that
 // discards. Returns process-output bytes per second; throws unless `expected_bytes` arrived.
 double BareChainThroughput(const std::string& cmd, uint64_t expected_bytes);
+
+// The host pid of the process whose argv holds `word` (a marker passed to a sandboxed server),
+// found in /proc; throws if there is none.
+pid_t FindProcessWithArg(const std::string& word);
+
+// `n` TCP sockets, not connected, in the network namespace of process `pid`, made the way the
+// daemon makes its sockets to exposed ports (setns, socket), by a thread of their own so that
+// the bench's threads stay in the host's namespace. Needs CAP_SYS_ADMIN.
+std::vector<int> SocketsInNetns(pid_t pid, size_t n);
+
+// One GET through a bare relay in the bench: a thread accepts the client on a loopback port,
+// connects `upstream_fd` (a socket of the sandbox's namespace, which it closes) to `port`,
+// passes the request on and copies the answer back through a 64 KiB buffer, a read then a
+// write, as the daemon's relay does, with blocking calls and nothing else. Returns the seconds
+// from the client's connect() to the end of the body; throws unless `expected` bytes arrived.
+double BareRelayGet(int upstream_fd, uint16_t port, std::string_view request, uint64_t expected);
 
 // The sandbox runtime the daemon uses ("namespace" or "directory"), driven in-process with no
 // HTTP, store or supervision around it.

@@ -96,9 +96,7 @@ constexpr uint64_t kMaxWebSocketMessage = 64 << 20;
 
 }  // namespace
 
-int ConnectLoopback(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw BenchError(Errno("socket"));
+void ConnectSocket(int fd, uint16_t port) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   sockaddr_in addr{};
@@ -106,11 +104,60 @@ int ConnectLoopback(uint16_t port) {
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    std::string message = Errno("connect 127.0.0.1:" + std::to_string(port));
+    throw BenchError(Errno("connect 127.0.0.1:" + std::to_string(port)));
+  }
+}
+
+int ConnectLoopback(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw BenchError(Errno("socket"));
+  try {
+    ConnectSocket(fd, port);
+  } catch (const BenchError&) {
     ::close(fd);
-    throw BenchError(message);
+    throw;
   }
   return fd;
+}
+
+uint64_t ExchangeToEof(int fd, std::string_view request, int expected_status) {
+  constexpr size_t kBuffer = 1 << 20;
+  static thread_local std::unique_ptr<char[]> buf(new char[kBuffer]);
+  SendAll(fd, request);
+  std::string head;
+  uint64_t body = 0;
+  bool in_head = true;
+  std::string length;
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf.get(), kBuffer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw BenchError(Errno("recv"));
+    if (n == 0) break;
+    if (!in_head) {
+      body += static_cast<uint64_t>(n);
+      continue;
+    }
+    head.append(buf.get(), static_cast<size_t>(n));
+    const size_t end = head.find("\r\n\r\n");
+    if (end == std::string::npos) {
+      if (head.size() > 64 * 1024) throw BenchError("a response head over 64 KiB");
+      continue;
+    }
+    const std::string_view response_head(head.data(), end);
+    const int status = StatusOf(response_head);
+    if (status != expected_status) {
+      throw BenchError("status " + std::to_string(status) + ", expected " +
+                       std::to_string(expected_status) + ": " + head.substr(0, 300));
+    }
+    length = std::string(HeaderValue(response_head, "Content-Length"));
+    body = head.size() - end - 4;
+    in_head = false;
+  }
+  if (in_head) throw BenchError("the connection closed before a response head");
+  if (!length.empty() && body != std::stoull(length)) {
+    throw BenchError("a body of " + std::to_string(body) + " bytes, Content-Length " + length);
+  }
+  return body;
 }
 
 HttpClient::HttpClient(uint16_t port, std::string api_key)

@@ -128,5 +128,14 @@ class WebSocketClient {
 
 // Connects a TCP socket to 127.0.0.1:port with TCP_NODELAY; throws on failure.
 int ConnectLoopback(uint16_t port);
+// Connects `fd`, a TCP socket of any network namespace, to 127.0.0.1:port in that namespace,
+// with TCP_NODELAY; throws on failure (the caller still owns `fd`).
+void ConnectSocket(int fd, uint16_t port);
+
+// One HTTP/1.1 exchange on a connected socket whose server closes it after the answer (the
+// request says `Connection: close`): sends `request`, reads to EOF into a reused buffer and
+// keeps nothing. Throws unless the status is `expected_status` and the body matches its
+// Content-Length; returns the body's size.
+uint64_t ExchangeToEof(int fd, std::string_view request, int expected_status);
 
 }  // namespace sandstream::bench

@@ -1,6 +1,8 @@
 // The sandstream API as typed calls; see client.h.
 #include "cli/client.h"
 
+#include <cstdio>
+
 #include <boost/json.hpp>
 #include <boost/url/encode.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
@@ -99,6 +101,31 @@ ClientResult<json::object> Client::SignalProcess(std::string_view sandbox_id,
 ClientResult<json::object> Client::KillProcess(std::string_view sandbox_id,
                                                std::string_view process_id) {
   return AsObject(Call(verb::delete_, ProcessPath(sandbox_id, process_id), nullptr));
+}
+
+ClientResult<json::object> Client::ExposePort(std::string_view sandbox_id, int port) {
+  json::object body{{"port", port}};
+  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/ports", &body));
+}
+
+ClientResult<json::array> Client::ListPorts(std::string_view sandbox_id) {
+  return ArrayField(Call(verb::get, SandboxPath(sandbox_id) + "/ports", nullptr), "ports");
+}
+
+ClientResult<void> Client::ClosePort(std::string_view sandbox_id, int port) {
+  ClientResult<json::value> result =
+      Call(verb::delete_, SandboxPath(sandbox_id) + "/ports/" + std::to_string(port), nullptr);
+  if (!result) return result.error();
+  return {};
+}
+
+ClientResult<void> Client::WaitPort(std::string_view sandbox_id, int port, double seconds) {
+  char query[64];
+  std::snprintf(query, sizeof query, "/wait?timeout_seconds=%g", seconds);
+  ClientResult<json::value> result =
+      Call(verb::get, SandboxPath(sandbox_id) + "/ports/" + std::to_string(port) + query, nullptr);
+  if (!result) return result.error();
+  return {};
 }
 
 ClientResult<HttpResponse> Client::StreamExec(std::string_view sandbox_id,

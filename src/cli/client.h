@@ -28,6 +28,14 @@ class Client {
   ClientResult<boost::json::object> KillProcess(std::string_view sandbox_id,
                                                 std::string_view process_id);
 
+  // Exposed ports: POST .../ports (the Port object), GET .../ports (its "ports"), DELETE
+  // .../ports/{port}. WaitPort is GET .../ports/{port}/wait: it answers once something accepts
+  // connections on the port, or with the server's `timeout` error after `seconds`.
+  ClientResult<boost::json::object> ExposePort(std::string_view sandbox_id, int port);
+  ClientResult<boost::json::array> ListPorts(std::string_view sandbox_id);
+  ClientResult<void> ClosePort(std::string_view sandbox_id, int port);
+  ClientResult<void> WaitPort(std::string_view sandbox_id, int port, double seconds);
+
   // POST .../exec/stream with base64 output, holding the command back rather than losing its
   // output (flow "wait"); with the same idempotency key and a last event id it resumes the
   // process the first call started.

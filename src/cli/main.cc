@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/json.hpp>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <boost/json.hpp>
 
 #include "base/ids.h"
 #include "cli/client.h"
@@ -59,6 +61,17 @@ Commands:
   shell SANDBOX [--terminal ID] [--] [CMD [ARG]...]
                           attach this terminal to a login shell (or CMD) on a terminal in
                           SANDBOX; --terminal reattaches to one that is still running
+  port expose SANDBOX PORT [--json]
+                          expose PORT of SANDBOX through the server and print the two URLs
+                          that reach the server listening on it, with the API key: url (by
+                          host: {port}-{sandbox}.{preview domain}, for pages with absolute
+                          paths; a browser opens it with ?access_token=KEY) and path_url
+  port list SANDBOX [--json]
+                          list a sandbox's exposed ports and their URLs
+  port close SANDBOX PORT stop exposing PORT (connections already relayed go on)
+  port wait SANDBOX PORT [--timeout SECONDS]
+                          return once something in SANDBOX accepts connections on PORT,
+                          exposed or not (default timeout 30 s; then exit status 2)
 
 Exec options:
   --cwd DIR               working directory
@@ -586,6 +599,80 @@ std::string ShellJoin(const std::vector<std::string>& words) {
   return out;
 }
 
+std::optional<int> ParsePort(const std::string& text) {
+  auto port = ParseInt(text, 1);
+  if (!port || *port > 65535) return std::nullopt;
+  return static_cast<int>(*port);
+}
+
+int PrintPort(const json::object& port, bool as_json) {
+  if (as_json) return PrintLine(json::serialize(port)) ? 0 : kExitBrokenPipe;
+  return PrintTable({{"url", Text(port, "url")}, {"path_url", Text(port, "path_url")}});
+}
+
+int CmdPortExpose(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("port expose needs a sandbox id and a port");
+  auto port = ParsePort(args.positional[1]);
+  if (!port) return Usage("PORT must be a number from 1 to 65535");
+  auto exposed = context.MakeClient().ExposePort(args.positional[0], *port);
+  if (!exposed) return Fail(exposed.error());
+  return PrintPort(*exposed, args.Has("json"));
+}
+
+int CmdPortList(const Context& context, const Args& args) {
+  if (args.positional.size() != 1) return Usage("port list needs a sandbox id");
+  auto ports = context.MakeClient().ListPorts(args.positional[0]);
+  if (!ports) return Fail(ports.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*ports)) ? 0 : kExitBrokenPipe;
+  std::vector<std::vector<std::string>> rows = {{"PORT", "URL", "PATH_URL", "CREATED"}};
+  for (const json::value& v : *ports) {
+    if (!v.is_object()) continue;
+    const json::object& p = v.as_object();
+    rows.push_back({Text(p, "port"), Text(p, "url"), Text(p, "path_url"), Text(p, "created_at")});
+  }
+  return PrintTable(rows);
+}
+
+int CmdPortClose(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("port close needs a sandbox id and a port");
+  auto port = ParsePort(args.positional[1]);
+  if (!port) return Usage("PORT must be a number from 1 to 65535");
+  auto closed = context.MakeClient().ClosePort(args.positional[0], *port);
+  if (!closed) return Fail(closed.error());
+  return 0;
+}
+
+int CmdPortWait(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("port wait needs a sandbox id and a port");
+  auto port = ParsePort(args.positional[1]);
+  if (!port) return Usage("PORT must be a number from 1 to 65535");
+  double timeout = 30;
+  if (auto text = args.Get("timeout")) {
+    auto seconds = ParsePositiveSeconds(*text);
+    if (!seconds) return Usage("--timeout needs a number of seconds > 0");
+    timeout = *seconds;
+  }
+  // The server waits at most a minute per request, so a dead connection is noticed.
+  constexpr double kSlice = 60;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(timeout));
+  Client client = context.MakeClient();
+  for (;;) {
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    auto waited = client.WaitPort(args.positional[0], *port, std::clamp(left, 0.001, kSlice));
+    if (waited) return 0;
+    if (waited.error().code != "timeout") return Fail(waited.error());
+    if (Clock::now() >= deadline) {
+      std::fprintf(stderr,
+                   "sandstream: timeout: nothing accepted connections on port %d of %s within "
+                   "%g s\n",
+                   *port, args.positional[0].c_str(), timeout);
+      return kExitUsage;
+    }
+  }
+}
+
 int CmdShell(const Context& context, const Args& args) {
   if (args.positional.size() != 1) return Usage("shell needs a sandbox id");
   ShellOptions options;
@@ -596,7 +683,7 @@ int CmdShell(const Context& context, const Args& args) {
 }
 
 struct Command {
-  std::string_view group;  // "sandbox" for `sandbox create` etc., else empty
+  std::string_view group;  // "sandbox" for `sandbox create`, "port" for `port expose`, ...
   std::string_view name;
   std::span<const Flag> flags;
   int command_after;  // see ParseArgs
@@ -613,6 +700,7 @@ constexpr Flag kStartFlags[] = {{"id"}};
 constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
 constexpr Flag kKillFlags[] = {{"signal", 's'}};
 constexpr Flag kShellFlags[] = {{"terminal"}};
+constexpr Flag kPortWaitFlags[] = {{"timeout"}};
 
 constexpr Command kCommands[] = {
     {"sandbox", "create", kCreateFlags, -1, false, CmdSandboxCreate},
@@ -625,6 +713,10 @@ constexpr Command kCommands[] = {
     {"", "logs", kLogsFlags, -1, false, CmdLogs},
     {"", "kill", kKillFlags, -1, false, CmdKill},
     {"", "shell", kShellFlags, 1, false, CmdShell},
+    {"port", "expose", kJsonFlags, -1, false, CmdPortExpose},
+    {"port", "list", kJsonFlags, -1, false, CmdPortList},
+    {"port", "close", {}, -1, false, CmdPortClose},
+    {"port", "wait", kPortWaitFlags, -1, false, CmdPortWait},
 };
 
 int Main(int argc, char** argv) {
@@ -645,9 +737,12 @@ int Main(int argc, char** argv) {
 
   std::string_view name = words[first];
   std::string_view group;
-  if (name == "sandbox") {
+  if (name == "sandbox" || name == "port") {
     group = name;
-    if (++first == words.size()) return Usage("sandbox needs a subcommand: create, ls or rm");
+    if (++first == words.size()) {
+      return Usage(name == "sandbox" ? "sandbox needs a subcommand: create, ls or rm"
+                                     : "port needs a subcommand: expose, list, close or wait");
+    }
     name = words[first];
   }
   const Command* command = nullptr;
@@ -655,7 +750,7 @@ int Main(int argc, char** argv) {
     if (c.group == group && c.name == name) command = &c;
   }
   if (command == nullptr) {
-    return Usage("unknown command '" + std::string(group.empty() ? "" : "sandbox ") +
+    return Usage("unknown command '" + std::string(group) + (group.empty() ? "" : " ") +
                  std::string(name) + "'");
   }
   std::span<const Flag> tables[] = {

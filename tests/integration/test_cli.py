@@ -204,6 +204,66 @@ def test_start_ps_logs_and_kill(env: dict[str, str], client: httpx.Client,
     assert waited.json()["exit_code"] == 128 + signal.SIGHUP
 
 
+def test_port_wait_expose_list_close(env: dict[str, str], daemon: Daemon, client: httpx.Client,
+                                     sandbox: dict[str, Any]) -> None:
+    sb = sandbox["id"]
+    assert client.put(f"/v1/sandboxes/{sb}/files/content", params={"path": "/workspace/index.html"},
+                      content=b"hello port\n").status_code == 201
+    started = run_cli(env, "start", sb, "--", "python3", "-m", "http.server", "8000",
+                      "--bind", "127.0.0.1")
+    assert started.returncode == 0, started.stderr
+    waited = run_cli(env, "port", "wait", sb, "8000", "--timeout", "20")
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout == b""
+
+    exposed = run_cli(env, "port", "expose", sb, "8000")
+    assert exposed.returncode == 0, exposed.stderr
+    listen = daemon.url.rsplit(":", 1)[1]
+    url = f"http://8000-{sb}.localhost:{listen}/"
+    path_url = f"{daemon.url}/v1/sandboxes/{sb}/ports/8000/"
+    assert exposed.stdout.decode().splitlines() == [f"url       {url}", f"path_url  {path_url}"]
+    page = httpx.get(path_url, headers={"Authorization": f"Bearer {API_KEY}"})
+    assert page.status_code == 200 and page.text == "hello port\n"
+    as_json = run_cli(env, "port", "expose", sb, "8000", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    port = json.loads(as_json.stdout)
+    assert (port["port"], port["url"], port["path_url"]) == (8000, url, path_url)
+
+    table = run_cli(env, "port", "list", sb)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.decode().splitlines()
+    assert lines[0].split() == ["PORT", "URL", "PATH_URL", "CREATED"]
+    assert lines[1].split() == ["8000", url, path_url, port["created_at"]]
+    listed = run_cli(env, "port", "list", sb, "--json")
+    assert json.loads(listed.stdout) == [port]
+
+    closed = run_cli(env, "port", "close", sb, "8000")
+    assert closed.returncode == 0, closed.stderr
+    assert json.loads(run_cli(env, "port", "list", sb, "--json").stdout) == []
+    again = run_cli(env, "port", "close", sb, "8000")
+    assert again.returncode == 2
+    assert again.stderr.decode().startswith("sandstream: not_found: ")
+
+    t0 = time.monotonic()
+    timed_out = run_cli(env, "port", "wait", sb, "9", "--timeout", "0.5")
+    assert time.monotonic() - t0 < 10
+    assert timed_out.returncode == 2
+    assert timed_out.stderr.decode() == (
+        f"sandstream: timeout: nothing accepted connections on port 9 of {sb} within 0.5 s\n")
+    missing = run_cli(env, "port", "list", "sb_0000000000000000")
+    assert missing.returncode == 2
+    assert missing.stderr.decode().startswith("sandstream: not_found: ")
+    for args in (["port"], ["port", "open", sb, "1"], ["port", "expose", sb],
+                 ["port", "expose", sb, "0"], ["port", "expose", sb, "65536"],
+                 ["port", "close", sb, "http"], ["port", "wait", sb, "1", "--timeout", "0"],
+                 ["port", "list"]):
+        result = run_cli(env, *args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith(b"sandstream: "), args
+    helped = run_cli(env, "--help")
+    assert b"port expose SANDBOX PORT" in helped.stdout
+
+
 LINE = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
 
 

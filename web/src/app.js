@@ -1,7 +1,7 @@
 // The sandstream console: sign in with the API key, manage sandboxes, open a terminal
 // (exec/pty over a WebSocket, drawn by xterm.js), run a command and watch its stdout and stderr
-// arrive live (exec/stream), list processes and follow their logs. Talks only to the daemon
-// that served it, with the key in sessionStorage.
+// arrive live (exec/stream), list processes and follow their logs, expose ports and open them in
+// a new tab. Talks only to the daemon that served it, with the key in sessionStorage.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 
@@ -168,6 +168,7 @@ function selectTab(name) {
   for (const body of document.querySelectorAll(".tab-body")) body.hidden = body.id !== `tab-${name}`;
   if (name === "terminal") openTerminal();
   if (name === "processes") refreshProcesses();
+  if (name === "ports") refreshPorts();
 }
 for (const t of document.querySelectorAll(".tab")) t.addEventListener("click", () => selectTab(t.dataset.tab));
 
@@ -386,5 +387,65 @@ async function followLogs(p) {
     if (err.name !== "AbortError") appendOutput(out, `\n[${err.message}]\n`, "stderr");
   }
 }
+
+// ---- exposed ports ----
+
+// The preview (host form) opened with the key: the daemon answers 302 and keeps the key in an
+// HttpOnly cookie of that host alone, so the page's own scripts never see it.
+function previewHref(port) {
+  return `${port.url}?access_token=${encodeURIComponent(state.key)}`;
+}
+
+async function refreshPorts() {
+  if (!state.sandbox) return;
+  const rows = $("port-rows");
+  try {
+    const { ports } = await api("GET", `/v1/sandboxes/${state.sandbox.id}/ports`);
+    rows.replaceChildren();
+    for (const p of ports) {
+      const tr = document.createElement("tr");
+      tr.dataset.port = String(p.port);
+      for (const text of [p.port, p.url, p.created_at.replace("T", " ").slice(0, 19)]) {
+        const td = document.createElement("td");
+        td.textContent = String(text);
+        tr.append(td);
+      }
+      const td = document.createElement("td");
+      const open = document.createElement("a");
+      open.className = "open-port";
+      open.textContent = "Open";
+      open.href = previewHref(p);
+      open.target = "_blank";
+      open.rel = "noopener";
+      const close = button("Close", async () => {
+        try {
+          await api("DELETE", `/v1/sandboxes/${state.sandbox.id}/ports/${p.port}`);
+          await refreshPorts();
+        } catch (err) {
+          showError("ports-error", err);
+        }
+      });
+      close.className = "close-port";
+      td.append(open, " ", close);
+      tr.append(td);
+      rows.append(tr);
+    }
+    showError("ports-error", null);
+  } catch (err) {
+    showError("ports-error", err);
+  }
+}
+$("ports-refresh").addEventListener("click", refreshPorts);
+
+$("port-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  try {
+    await api("POST", `/v1/sandboxes/${state.sandbox.id}/ports`, { port: Number($("port-number").value) });
+    $("port-number").value = "";
+    await refreshPorts();
+  } catch (err) {
+    showError("ports-error", err);
+  }
+});
 
 if (state.key) signIn(state.key);

@@ -1,7 +1,8 @@
 // The console in headless Chromium (Debian's /usr/bin/chromium via playwright-core) against a
 // real sandstreamd serving web/dist: sign in with the key, create a sandbox, type into its
-// terminal and read the answer, run a command and see its first line before it ends. Leaves a
-// screenshot in test-artifacts/console.png.
+// terminal and read the answer, run a command and see its first line before it ends, expose a
+// port and open the page a sandbox serves on it through its preview host. Leaves a screenshot
+// in test-artifacts/console.png.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -183,4 +184,120 @@ test("the run view gets every byte of a command that outpaces it", async () => {
   assert.equal(gaps, 0, "no gap was shown");
   assert.equal(length, size);
   assert.ok(whole, "the output is the command's, in order");
+});
+
+// A site served by `python3 -m http.server` in a sandbox: a page whose stylesheet and script are
+// relative paths, so they load only if the page is reached at the root of its own host.
+const SITE = {
+  "index.html": `<!doctype html><html><head><title>preview</title><link rel="stylesheet" href="style.css">
+</head><body><h1 id="title">hello from the sandbox</h1><p id="asset">asset not loaded</p>
+<script src="js/app.js"></script></body></html>
+`,
+  "style.css": "h1 { color: rgb(0, 128, 128); }\n",
+  "js/app.js": `document.getElementById("asset").textContent = "asset loaded";\n`,
+};
+
+async function call(method, p, body) {
+  const headers = { Authorization: `Bearer ${API_KEY}` };
+  const init = { method, headers };
+  if (typeof body === "string") {
+    init.body = body;
+  } else if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(`${daemonUrl}${p}`, init);
+  const text = await res.text();
+  assert.ok(res.ok, `${method} ${p}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+// A sandbox serving SITE on `port`, listening before this returns.
+async function servingSandbox(port) {
+  const sb = await call("POST", "/v1/sandboxes", {});
+  for (const [name, text] of Object.entries(SITE)) {
+    await call("PUT", `/v1/sandboxes/${sb.id}/files/content?path=/workspace/site/${name}`, text);
+  }
+  await call("POST", `/v1/sandboxes/${sb.id}/processes`, {
+    argv: ["python3", "-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", "/workspace/site"],
+  });
+  await call("GET", `/v1/sandboxes/${sb.id}/ports/${port}/wait?timeout_seconds=20`);
+  return sb;
+}
+
+// Reads what the site's page shows once its script has run.
+async function siteSeen(p) {
+  await p.waitForFunction(() => document.getElementById("asset")?.textContent === "asset loaded",
+                          null, { timeout: 15_000 });
+  return p.evaluate(() => ({
+    title: document.getElementById("title").textContent,
+    color: getComputedStyle(document.getElementById("title")).color,
+    cookie: document.cookie,
+  }));
+}
+
+test("a page in a sandbox opens through the preview host, its relative assets with it", async () => {
+  const sb = await servingSandbox(8000);
+  try {
+    const port = await call("POST", `/v1/sandboxes/${sb.id}/ports`, { port: 8000 });
+    const listen = new URL(daemonUrl).port;
+    assert.equal(port.url, `http://8000-${sb.id}.localhost:${listen}/`);
+    const preview = await browser.newPage();
+    try {
+      const response = await preview.goto(`${port.url}?access_token=${API_KEY}`);
+      assert.equal(response.status(), 200);
+      // The key went into the host's HttpOnly cookie and left the address bar.
+      assert.equal(preview.url(), port.url);
+      const seen = await siteSeen(preview);
+      assert.equal(seen.title, "hello from the sandbox");
+      assert.equal(seen.color, "rgb(0, 128, 128)", "the relative stylesheet applied");
+      assert.doesNotMatch(seen.cookie, /sandstream_preview/, "the page's scripts cannot read the key");
+    } finally {
+      await preview.close();
+    }
+  } finally {
+    await call("DELETE", `/v1/sandboxes/${sb.id}`);
+  }
+});
+
+test("the ports tab exposes a port, opens it in a new tab and closes it", async () => {
+  const sb = await servingSandbox(8000);
+  try {
+    await page.goto(`${daemonUrl}/`);
+    await page.waitForSelector("#console:not([hidden])");
+    await page.click(`#sandbox-rows tr[data-id="${sb.id}"] .open-sandbox`);
+    await page.click(".tab[data-tab=ports]");
+    await page.fill("#port-number", "8000");
+    await page.click("#port-expose");
+    const row = `#port-rows tr[data-port="8000"]`;
+    await page.waitForSelector(row);
+    const listen = new URL(daemonUrl).port;
+    const url = `http://8000-${sb.id}.localhost:${listen}/`;
+    assert.equal(await page.textContent(`${row} td:nth-child(2)`), url);
+    const link = page.locator(`${row} a.open-port`);
+    assert.equal(await link.getAttribute("href"), `${url}?access_token=${API_KEY}`);
+    assert.equal(await link.getAttribute("target"), "_blank");
+    assert.equal(await link.getAttribute("rel"), "noopener");
+
+    const [opened] = await Promise.all([browser.waitForEvent("page"), link.click()]);
+    try {
+      const seen = await siteSeen(opened);
+      assert.equal(seen.title, "hello from the sandbox");
+      assert.equal(opened.url(), url);
+      assert.equal(await opened.evaluate(() => window.opener), null, "noopener");
+    } finally {
+      await opened.close();
+    }
+
+    await page.click(`${row} .close-port`);
+    await page.waitForSelector(row, { state: "detached" });
+    assert.deepEqual((await call("GET", `/v1/sandboxes/${sb.id}/ports`)).ports, []);
+    await page.fill("#port-number", "70000");
+    // Past the field's own check, to see the daemon's refusal shown.
+    await page.evaluate(() => document.getElementById("port-form").dispatchEvent(
+      new SubmitEvent("submit", { cancelable: true })));
+    await page.waitForSelector("#ports-error:has-text('invalid_request')");
+  } finally {
+    await call("DELETE", `/v1/sandboxes/${sb.id}`);
+  }
 });

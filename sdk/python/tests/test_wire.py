@@ -103,6 +103,7 @@ def test_decoder_flushes_an_incomplete_code_point_before_a_gap_and_at_exit() -> 
         ("sandbox_setup_failed", 500, sandstream.SandboxSetupFailed),
         ("internal", 500, sandstream.InternalError),
         ("shutting_down", 503, sandstream.ShuttingDown),
+        ("bad_gateway", 502, sandstream.BadGateway),
     ],
 )
 def test_every_error_code_has_its_type(code: str, status: int, cls: type[Exception]) -> None:

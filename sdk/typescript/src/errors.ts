@@ -58,6 +58,10 @@ export class InternalError extends ApiError {
 export class ShuttingDownError extends ApiError {
   override name = "ShuttingDownError";
 }
+/** An exposed port of a sandbox: nothing accepts connections on it, or the connection failed. */
+export class BadGatewayError extends ApiError {
+  override name = "BadGatewayError";
+}
 
 type ApiErrorClass = new (message: string, code: string, status: number) => ApiError;
 
@@ -76,6 +80,7 @@ export const ERROR_TABLE: Readonly<Record<string, readonly [ApiErrorClass, numbe
   sandbox_setup_failed: [SandboxSetupFailedError, 500],
   internal: [InternalError, 500],
   shutting_down: [ShuttingDownError, 503],
+  bad_gateway: [BadGatewayError, 502],
 };
 
 const STATUS_FALLBACK: Readonly<Record<number, string>> = {

@@ -14,6 +14,7 @@ export type {
   StartProcessOptions,
   StreamLogsOptions,
   WaitForLogOptions,
+  WaitForPortOptions,
 } from "./sandbox.js";
 export { Process } from "./process.js";
 export { Files } from "./files.js";
@@ -28,10 +29,12 @@ export type {
   GapInfo,
   Limits,
   LogChunk,
+  Port,
   ProcessInfo,
   ProcessLogs,
   SandboxInfo,
 } from "./models.js";
+export { previewUrl } from "./models.js";
 export { encodeSSE, parseSSEStream, readSSE } from "./sse.js";
 export type {
   CompleteEvent,

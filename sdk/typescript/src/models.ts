@@ -96,6 +96,19 @@ export interface ProcessLogs {
   exit: ExitInfo | null;
 }
 
+/** An exposed port of a sandbox and the two URLs that reach the server listening on it. */
+export interface Port {
+  port: number;
+  /**
+   * The host form, `http://{port}-{id}.{preview_domain}:{daemon port}/`, for pages that use
+   * absolute paths. A browser opens it with `?access_token=KEY` (see `previewUrl`).
+   */
+  url: string;
+  /** The path form, `{daemon}/v1/sandboxes/{id}/ports/{port}/`. */
+  pathUrl: string;
+  createdAt: string;
+}
+
 type Wire = Record<string, unknown>;
 
 const str = (v: unknown): string => (typeof v === "string" ? v : "");
@@ -159,6 +172,24 @@ export function processFromWire(w: Wire): ProcessInfo {
     stderrBytes: num(w["stderr_bytes"]),
     nextSeq: num(w["next_seq"]),
   };
+}
+
+export function portFromWire(w: Wire): Port {
+  return {
+    port: num(w["port"]),
+    url: str(w["url"]),
+    pathUrl: str(w["path_url"]),
+    createdAt: str(w["created_at"]),
+  };
+}
+
+/**
+ * `port.url` with `?access_token=` for a browser: the daemon moves the key into an HttpOnly
+ * cookie of that host alone and redirects to `port.url`. Hand it only to someone who may hold
+ * the key.
+ */
+export function previewUrl(port: Port, apiKey: string): string {
+  return `${port.url}?access_token=${encodeURIComponent(apiKey)}`;
 }
 
 export function exitFromWire(w: Wire): ExitInfo {

@@ -14,12 +14,14 @@ import {
   type ExitInfo,
   type ExecResult,
   type Limits,
+  type Port,
   type ProcessInfo,
   type ProcessLogs,
   type SandboxInfo,
   execResultFromWire,
   limitsToWire,
   logsFromWire,
+  portFromWire,
   processFromWire,
   sandboxFromWire,
 } from "./models.js";
@@ -141,6 +143,12 @@ export interface WaitForLogOptions {
   timeout?: number;
   /** Which output to search; default both. */
   stream?: "stdout" | "stderr" | "both";
+  signal?: AbortSignal;
+}
+
+export interface WaitForPortOptions {
+  /** Seconds until TimeoutError; default 30. `Infinity`: no limit. */
+  timeoutSeconds?: number;
   signal?: AbortSignal;
 }
 
@@ -339,6 +347,68 @@ export class Sandbox implements AsyncDisposable {
     for (const [language, c] of this.#defaultContexts) {
       if (c.id === id) this.#defaultContexts.delete(language);
     }
+  }
+
+  // Exposed ports.
+
+  /**
+   * Exposes a port of the sandbox through the daemon; resolves to it with its two URLs: `url`
+   * (the host form, for pages with absolute paths) and `pathUrl`. Exposing it again resolves
+   * to the same Port. A server on the sandbox's loopback is enough; requests to either URL
+   * need the API key (`Authorization: Bearer`, or `?access_token=`).
+   */
+  async exposePort(port: number): Promise<Port> {
+    return portFromWire(await this.client.json<Wire>("POST", `${this.#path}/ports`, { json: { port } }));
+  }
+
+  async listPorts(): Promise<Port[]> {
+    const wire = await this.client.json<{ ports: Wire[] }>("GET", `${this.#path}/ports`);
+    return wire.ports.map(portFromWire);
+  }
+
+  /** One exposed port; NotFoundError if it is not exposed. */
+  async getPort(port: number): Promise<Port> {
+    return portFromWire(await this.client.json<Wire>("GET", this.#portPath(port)));
+  }
+
+  /** Stops exposing a port (NotFoundError if it was not); connections already relayed go on. */
+  async closePort(port: number): Promise<void> {
+    await this.client.send("DELETE", this.#portPath(port));
+  }
+
+  /**
+   * Resolves once something in the sandbox accepts connections on `port` (exposed or not);
+   * TimeoutError after `timeoutSeconds` (default 30).
+   */
+  async waitForPort(port: number, options: WaitForPortOptions = {}): Promise<void> {
+    const limit = options.timeoutSeconds ?? 30;
+    const deadline = Date.now() + limit * 1000;
+    for (;;) {
+      // A long-poll of at most 240 s (below fetch's own 300 s header timeout), repeated.
+      const seconds = Math.min(240, Math.max(0.001, (deadline - Date.now()) / 1000));
+      try {
+        await this.client.retrying(options.signal, () =>
+          this.client.json<Wire>("GET", `${this.#portPath(port)}/wait`, {
+            query: { timeout_seconds: Number(seconds.toFixed(3)) },
+            signal: options.signal,
+          }),
+        );
+        return;
+      } catch (error) {
+        if (!(error instanceof TimeoutError)) throw error;
+        if (Date.now() < deadline) continue;
+        throw new TimeoutError(
+          `nothing accepted connections on port ${port} of sandbox ${this.id} within ${limit} s`,
+          "timeout",
+          error.status,
+        );
+      }
+    }
+  }
+
+  #portPath(port: number): string {
+    if (!Number.isInteger(port)) throw new TypeError(`port must be an integer, not ${String(port)}`);
+    return `${this.#path}/ports/${port}`;
   }
 
   #contextPath(context: CodeContext | string): string {

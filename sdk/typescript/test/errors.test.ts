@@ -50,6 +50,7 @@ test("every code of spec/errors.md maps to its class and status", () => {
     sandbox_setup_failed: 500,
     internal: 500,
     shutting_down: 503,
+    bad_gateway: 502,
   };
   assert.deepEqual(Object.keys(ERROR_TABLE).sort(), Object.keys(expected).sort());
   for (const [code, status] of Object.entries(expected)) {

@@ -9,6 +9,7 @@
 from ._core import ClientConfig
 from .aio import AsyncFiles, AsyncProcess, AsyncProcesses, AsyncSandbox, AsyncSession
 from .errors import (
+    BadGateway,
     CommandFailed,
     Conflict,
     ConnectionFailed,
@@ -33,6 +34,7 @@ from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
 from .models import ExecResult, Flow, Limits, ProcessInfo, SandboxInfo
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
+from .ports import Port
 from .sandbox import Files, Process, Processes, Sandbox, Session
 
 __version__ = "0.1.0"
@@ -44,6 +46,7 @@ __all__ = [
     "AsyncProcesses",
     "AsyncSandbox",
     "AsyncSession",
+    "BadGateway",
     "ClientConfig",
     "CodeContext",
     "CommandFailed",
@@ -70,6 +73,7 @@ __all__ = [
     "NotFound",
     "OutputDigest",
     "PayloadTooLarge",
+    "Port",
     "Process",
     "ProcessInfo",
     "Result",

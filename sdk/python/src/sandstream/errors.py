@@ -108,6 +108,13 @@ class ShuttingDown(SandboxError):
     code = "shutting_down"
 
 
+class BadGateway(SandboxError):
+    """An exposed port of a sandbox: nothing accepts connections on it, or the connection to it
+    failed (502)."""
+
+    code = "bad_gateway"
+
+
 ERROR_TYPES: dict[str, type[SandboxError]] = {
     cls.code: cls
     for cls in (
@@ -124,6 +131,7 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         SandboxSetupFailed,
         InternalError,
         ShuttingDown,
+        BadGateway,
     )
 }
 
