@@ -15,6 +15,7 @@
 #include <boost/url/parse.hpp>
 #include <array>
 #include <charconv>
+#include <vector>
 
 #include "api/lookup.h"
 #include "api/request.h"
@@ -39,8 +40,11 @@ constexpr std::chrono::seconds kConnectTimeout{10};
 // response to begin: a server that never answers must not keep the relay, and its descriptors,
 // once nobody waits for it.
 constexpr std::chrono::seconds kClientGoneGrace{5};
-// Per direction; a relay holds two.
-constexpr size_t kRelayChunk = 32 * 1024;
+// What one direction of a relay reads at once: it starts small, so that thousands of idle or
+// chatty relays cost little, and grows while reads fill it (a bulk transfer), where fewer,
+// larger copies are what makes a relay fast.
+constexpr size_t kRelayChunk = 16 * 1024;
+constexpr size_t kRelayChunkMax = 1024 * 1024;
 
 Result<uint16_t> ParsePort(std::string_view text) {
   uint32_t port = 0;
@@ -138,13 +142,14 @@ asio::awaitable<bool> WriteWithin(tcp::socket& to, asio::const_buffer data,
 // ended cleanly (EOF), which is passed on (`to` stops sending).
 asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to,
                            SteadyClock::duration write_timeout, uint64_t& bytes) {
-  std::array<char, kRelayChunk> buf;
+  std::vector<char> buf(kRelayChunk);
   for (;;) {
     auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), asio::as_tuple(asio::use_awaitable));
     if (n > 0) {
       const bool written = co_await WriteWithin(to, asio::buffer(buf.data(), n), write_timeout);
       if (!written) co_return false;
       bytes += n;
+      if (n == buf.size() && buf.size() < kRelayChunkMax) buf.resize(buf.size() * 2);
     }
     if (ec == asio::error::eof) {
       boost::system::error_code ignored;
