@@ -56,26 +56,36 @@ Result<uint16_t> ParsePort(std::string_view text) {
 }
 
 // http://host:port as the client reached the daemon (its Host header).
-std::string Origin(const Context& ctx) {
+// Where clients reach the daemon: the configured public_url (behind a TLS proxy), else http://
+// and the Host header the request came with. Split into scheme and host[:port].
+struct PublicOrigin {
+  std::string scheme;
+  std::string host;
+};
+PublicOrigin Origin(const Context& ctx) {
+  std::string_view url = ctx.server.options().public_url;
+  if (const size_t sep = url.find("://"); sep != std::string_view::npos) {
+    return {std::string(url.substr(0, sep)), std::string(url.substr(sep + 3))};
+  }
   std::string_view host = ctx.Header(http::field::host);
-  if (host.empty()) host = "127.0.0.1";
-  return "http://" + std::string(host);
+  return {"http", host.empty() ? "127.0.0.1" : std::string(host)};
 }
 
 json::object PortJson(const Context& ctx, const std::string& sandbox_id, uint16_t port,
                       SystemTime since) {
+  const PublicOrigin origin = Origin(ctx);
   // The preview host keeps the daemon's port: {port}-{id}.{preview_domain}:{daemon port}.
-  std::string_view host = ctx.Header(http::field::host);
   std::string listen_port;
-  if (const size_t colon = host.rfind(':');
-      colon != std::string_view::npos && host.find(']') == std::string_view::npos) {
-    listen_port = std::string(host.substr(colon));
+  if (const size_t colon = origin.host.rfind(':');
+      colon != std::string::npos && origin.host.find(']') == std::string::npos) {
+    listen_port = origin.host.substr(colon);
   }
   const std::string p = std::to_string(port);
   return {{"port", port},
-          {"url", "http://" + p + "-" + sandbox_id + "." + ctx.server.options().preview_domain +
-                      listen_port + "/"},
-          {"path_url", Origin(ctx) + "/v1/sandboxes/" + sandbox_id + "/ports/" + p + "/"},
+          {"url", origin.scheme + "://" + p + "-" + sandbox_id + "." +
+                      ctx.server.options().preview_domain + listen_port + "/"},
+          {"path_url", origin.scheme + "://" + origin.host + "/v1/sandboxes/" + sandbox_id +
+                           "/ports/" + p + "/"},
           {"created_at", FormatRfc3339(since)}};
 }
 

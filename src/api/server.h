@@ -35,6 +35,9 @@ struct ServerOptions {
   std::string web_dir;  // the console's static files; empty: no console
   // Exposed ports answer at the host {port}-{sandbox id}.{preview_domain} (routes_ports.cc).
   std::string preview_domain = "localhost";
+  // How clients reach the daemon ("https://sandstream.example.com"), for the URLs it hands out;
+  // empty: http:// and the request's Host.
+  std::string public_url;
 };
 
 // A live streaming response, so shutdown can reach it.

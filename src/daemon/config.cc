@@ -70,6 +70,7 @@ const Field kFields[] = {
     {"terminal_replay_bytes", &Config::terminal_replay_bytes},
     {"web_dir", &Config::web_dir},
     {"preview_domain", &Config::preview_domain},
+    {"public_url", &Config::public_url},
 };
 
 const Field* FindField(std::string_view name) {
@@ -148,6 +149,15 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
       });
   if (!domain_ok) {
     problems.push_back("preview_domain must be a lowercase DNS name (letters, digits, '-', '.')");
+  }
+  if (!c.public_url.empty()) {
+    const std::string_view url = c.public_url;
+    const size_t sep = url.find("://");
+    const std::string_view scheme = url.substr(0, sep);
+    const std::string_view host = sep == std::string_view::npos ? "" : url.substr(sep + 3);
+    const bool ok = (scheme == "http" || scheme == "https") && !host.empty() &&
+                    host.find_first_of("/?#@ ") == std::string_view::npos;
+    if (!ok) problems.push_back("public_url must be http:// or https:// and a host[:port], no path");
   }
   for (const auto& f : kFields) {
     if (const auto* m = std::get_if<int64_t Config::*>(&f.member)) {

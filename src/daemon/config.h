@@ -55,6 +55,7 @@ struct Config {
   int64_t terminal_replay_bytes = 1 << 20;   // output a terminal keeps to replay to a client that (re)attaches
   std::string web_dir;                       // the console's files served at / (default: the build's web/dist; "none": no console)
   std::string preview_domain = "localhost";  // exposed ports answer at {port}-{sandbox id}.{preview_domain}
+  std::string public_url;                    // how clients reach the daemon (scheme://host[:port]), for the URLs it hands out; empty: http:// and the request's Host
 };
 
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.

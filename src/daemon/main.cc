@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
   server_options.terminal_replay_bytes = static_cast<uint64_t>(config->terminal_replay_bytes);
   server_options.web_dir = ResolveWebDir(*config);
   server_options.preview_domain = config->preview_domain;
+  server_options.public_url = config->public_url;
   api::Server server(io.get_executor(), service, server_options);
   auto endpoint = server.Listen(config->listen);
   if (!endpoint) {

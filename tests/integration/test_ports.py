@@ -366,3 +366,14 @@ def test_a_server_that_never_answers_is_let_go(client: httpx.Client) -> None:
     closed = lambda: client.get(f"/v1/sandboxes/{sb['id']}/files/content",  # noqa: E731
                                 params={"path": "/tmp/closed"}).status_code == 200
     assert wait_until(closed, 15), "the daemon kept its connection to the silent server"
+
+
+def test_public_url_shapes_the_urls(daemon_factory: Any) -> None:
+    """Behind a proxy, the URLs handed out are the public ones, whatever Host the daemon saw."""
+    d = daemon_factory(args=["--public-url", "https://sandstream.example.com",
+                             "--preview-domain", "preview.example.com"])
+    with d.client() as c:
+        sb = create_sandbox(c)
+        body = c.post(ports(sb), json={"port": 8080}).json()
+    assert body["url"] == f"https://8080-{sb['id']}.preview.example.com/"
+    assert body["path_url"] == f"https://sandstream.example.com/v1/sandboxes/{sb['id']}/ports/8080/"

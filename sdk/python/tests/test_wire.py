@@ -104,6 +104,8 @@ def test_decoder_flushes_an_incomplete_code_point_before_a_gap_and_at_exit() -> 
         ("internal", 500, sandstream.InternalError),
         ("shutting_down", 503, sandstream.ShuttingDown),
         ("bad_gateway", 502, sandstream.BadGateway),
+        ("request_header_too_large", 431, sandstream.RequestHeaderTooLarge),
+        ("too_many_connections", 503, sandstream.TooManyConnections),
     ],
 )
 def test_every_error_code_has_its_type(code: str, status: int, cls: type[Exception]) -> None:

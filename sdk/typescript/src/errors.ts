@@ -58,6 +58,14 @@ export class InternalError extends ApiError {
 export class ShuttingDownError extends ApiError {
   override name = "ShuttingDownError";
 }
+/** The request's header is over the server's limit. */
+export class RequestHeaderTooLargeError extends ApiError {
+  override name = "RequestHeaderTooLargeError";
+}
+/** The server has as many connections open as it takes; retry later. */
+export class TooManyConnectionsError extends ApiError {
+  override name = "TooManyConnectionsError";
+}
 /** An exposed port of a sandbox: nothing accepts connections on it, or the connection failed. */
 export class BadGatewayError extends ApiError {
   override name = "BadGatewayError";
@@ -81,6 +89,8 @@ export const ERROR_TABLE: Readonly<Record<string, readonly [ApiErrorClass, numbe
   internal: [InternalError, 500],
   shutting_down: [ShuttingDownError, 503],
   bad_gateway: [BadGatewayError, 502],
+  request_header_too_large: [RequestHeaderTooLargeError, 431],
+  too_many_connections: [TooManyConnectionsError, 503],
 };
 
 const STATUS_FALLBACK: Readonly<Record<number, string>> = {
@@ -93,6 +103,8 @@ const STATUS_FALLBACK: Readonly<Record<number, string>> = {
   413: "payload_too_large",
   415: "unsupported_media_type",
   429: "quota_exceeded",
+  431: "request_header_too_large",
+  502: "bad_gateway",
   503: "shutting_down",
 };
 

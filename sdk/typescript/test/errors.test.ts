@@ -51,6 +51,8 @@ test("every code of spec/errors.md maps to its class and status", () => {
     internal: 500,
     shutting_down: 503,
     bad_gateway: 502,
+    request_header_too_large: 431,
+    too_many_connections: 503,
   };
   assert.deepEqual(Object.keys(ERROR_TABLE).sort(), Object.keys(expected).sort());
   for (const [code, status] of Object.entries(expected)) {

@@ -397,6 +397,21 @@ TEST_F(ConfigTest, PreviewDomainIsALowercaseDnsName) {
   }
 }
 
+TEST_F(ConfigTest, PublicUrlIsASchemeAndAHost) {
+  for (const char* good : {"https://sandstream.example.com", "http://10.0.0.2:8080"}) {
+    auto r = Load({"--public-url", good});
+    ASSERT_TRUE(r.ok()) << good << ": " << r.error().message;
+    EXPECT_EQ(r->public_url, good);
+  }
+  for (const char* bad : {"sandstream.example.com", "ftp://x", "https://", "https://x/path",
+                          "https://user@x", "https://x?y"}) {
+    auto refused = Load({"--public-url", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.error().message.find("public_url must be"), std::string::npos)
+        << refused.error().message;
+  }
+}
+
 TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   auto r = Load({"--api-key", "hunter2-very-secret", "--listen", "127.0.0.1:1234"});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -408,7 +423,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
   EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
-  EXPECT_EQ(o.size(), 43u);
+  EXPECT_EQ(o.size(), 44u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;

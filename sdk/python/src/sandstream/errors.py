@@ -108,6 +108,18 @@ class ShuttingDown(SandboxError):
     code = "shutting_down"
 
 
+class RequestHeaderTooLarge(SandboxError):
+    """The request's header is over the server's limit (431)."""
+
+    code = "request_header_too_large"
+
+
+class TooManyConnections(SandboxError):
+    """The server has as many connections open as it takes (503); retry later."""
+
+    code = "too_many_connections"
+
+
 class BadGateway(SandboxError):
     """An exposed port of a sandbox: nothing accepts connections on it, or the connection to it
     failed (502)."""
@@ -132,6 +144,8 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         InternalError,
         ShuttingDown,
         BadGateway,
+        RequestHeaderTooLarge,
+        TooManyConnections,
     )
 }
 
