@@ -488,14 +488,25 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
 }
 
 asio::awaitable<void> Service::TrimWhenIdle(std::weak_ptr<Process> weak) {
+  // Looked at every quarter of the grace: the window goes once no reader has been on it for a
+  // whole grace, counted from when the last one left (seen within a quarter), however readers
+  // came and went before.
+  const SteadyClock::duration grace = options_.finished_window_grace;
+  const SteadyClock::duration step = std::max<SteadyClock::duration>(grace / 4, std::chrono::milliseconds(1));
+  std::optional<SteadyTime> idle_since = SteadyNow();
   Timer timer(ex_);
   for (;;) {
-    timer.expires_after(options_.finished_window_grace);
+    timer.expires_after(step);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
     auto p = weak.lock();
     if (!p) co_return;
-    if (p->log().listener_count() == 0) {
+    const SteadyTime now = SteadyNow();
+    if (p->log().listener_count() > 0) {
+      idle_since.reset();
+    } else if (!idle_since) {
+      idle_since = now;
+    } else if (now - *idle_since >= grace) {
       p->log().Trim(options_.retained_tail_bytes);
       co_return;
     }
