@@ -81,20 +81,6 @@ std::optional<Error> RouteError(const Resolved& resolved,
   return Error{ErrorCode::kNotFound, "no route " + path};
 }
 
-// The value of cookie `name` in a Cookie header, or empty.
-std::string_view CookieValue(std::string_view cookies, std::string_view name) {
-  while (!cookies.empty()) {
-    const size_t semi = cookies.find(';');
-    std::string_view crumb = cookies.substr(0, semi);
-    cookies = semi == std::string_view::npos ? std::string_view() : cookies.substr(semi + 1);
-    while (crumb.starts_with(' ')) crumb.remove_prefix(1);
-    if (crumb.size() > name.size() && crumb.starts_with(name) && crumb[name.size()] == '=') {
-      return crumb.substr(name.size() + 1);
-    }
-  }
-  return {};
-}
-
 // `with_cookie`: a preview host also takes the key from its cookie (routes_ports.cc).
 std::optional<Error> AuthError(const http::request_parser<http::string_body>& parser,
                                const Query& query, const Route& route, const std::string& api_key,
@@ -110,7 +96,9 @@ std::optional<Error> AuthError(const http::request_parser<http::string_body>& pa
   } else if (auto q = query.find("access_token"); q != query.end()) {
     key = q->second;
   } else if (with_cookie) {
-    key = CookieValue(header[http::field::cookie], kPreviewCookie);
+    for (const Cookie& c : Cookies(header[http::field::cookie])) {
+      if (c.name == kPreviewCookie) key = c.value;
+    }
   }
   if (key.empty()) {
     return Error{ErrorCode::kUnauthorized,
@@ -197,6 +185,22 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
     m.refusal = BodyTooLarge(m.body_limit);
   }
   return m;
+}
+
+std::vector<Cookie> Cookies(std::string_view header) {
+  std::vector<Cookie> out;
+  while (!header.empty()) {
+    const size_t semi = header.find(';');
+    std::string_view crumb = header.substr(0, semi);
+    header = semi == std::string_view::npos ? std::string_view() : header.substr(semi + 1);
+    while (crumb.starts_with(' ')) crumb.remove_prefix(1);
+    if (crumb.empty()) continue;
+    const size_t eq = crumb.find('=');
+    out.push_back(Cookie{crumb.substr(0, eq),
+                         eq == std::string_view::npos ? std::string_view() : crumb.substr(eq + 1),
+                         crumb});
+  }
+  return out;
 }
 
 Error BodyTooLarge(uint64_t limit) {

@@ -47,6 +47,14 @@ std::optional<ProxyTarget> MatchProxy(std::string_view host, std::string_view pa
 // The cookie a preview host keeps its key in, set when it is opened with ?access_token=.
 inline constexpr std::string_view kPreviewCookie = "sandstream_preview";
 
+// The crumbs of a Cookie header ("a=1; b=2"), views into it.
+struct Cookie {
+  std::string_view name;
+  std::string_view value;
+  std::string_view text;  // name=value as sent
+};
+std::vector<Cookie> Cookies(std::string_view header);
+
 // The answer to a body past `limit` bytes.
 Error BodyTooLarge(uint64_t limit);
 

@@ -106,10 +106,11 @@ Result<PortRef> FindPort(Context& ctx, bool exposed) {
   return PortRef{*sb, *port};
 }
 
-// Connects to `port` inside the sandbox, within kConnectTimeout.
-asio::awaitable<Result<void>> Connect(Context& ctx, tcp::socket& upstream,
+// Connects `upstream` through `fd` (a socket of the sandbox's, Service::PortSocket or
+// SandboxSocket) to `port` inside the sandbox, within kConnectTimeout; kBadGateway when
+// nothing accepts there.
+asio::awaitable<Result<void>> Connect(tcp::socket& upstream, Result<UniqueFd> fd,
                                       const std::string& sandbox_id, uint16_t port) {
-  Result<UniqueFd> fd = ctx.service.PortSocket(sandbox_id, port);
   if (!fd) co_return std::move(fd).error();
   boost::system::error_code ec;
   upstream.assign(tcp::v4(), fd->release(), ec);
@@ -289,15 +290,10 @@ std::string UpstreamHead(const Context& ctx, std::string_view prefix, bool upgra
     if (field.name() == http::field::cookie) {
       // The preview's key stays with the daemon; the page's own cookies go on.
       std::string kept;
-      std::string_view cookies = value;
-      while (!cookies.empty()) {
-        const size_t semi = cookies.find(';');
-        std::string_view crumb = cookies.substr(0, semi);
-        cookies = semi == std::string_view::npos ? std::string_view() : cookies.substr(semi + 1);
-        while (crumb.starts_with(' ')) crumb.remove_prefix(1);
-        if (crumb.empty() || crumb.starts_with(std::string(kPreviewCookie) + "=")) continue;
+      for (const Cookie& c : Cookies(value)) {
+        if (c.name == kPreviewCookie) continue;
         if (!kept.empty()) kept += "; ";
-        kept += crumb;
+        kept += c.text;
       }
       if (!kept.empty()) out += "Cookie: " + kept + "\r\n";
       continue;
@@ -406,16 +402,12 @@ asio::awaitable<void> WaitPort(Context& ctx) {
   Timer pause(ctx.stream.get_executor());
   for (;;) {
     Result<UniqueFd> fd = ctx.service.SandboxSocket(id);
-    if (!fd) co_return co_await ReplyError(ctx, fd.error());
     tcp::socket probe(ctx.stream.get_executor());
-    boost::system::error_code ec;
-    probe.assign(tcp::v4(), fd->release(), ec);
-    if (!ec) {
-      auto [cec] = co_await probe.async_connect(
-          tcp::endpoint(asio::ip::address_v4::loopback(), port), asio::as_tuple(asio::use_awaitable));
-      ec = cec;
+    Result<void> connected = co_await Connect(probe, std::move(fd), id, port);
+    if (connected) break;
+    if (connected.error().code != ErrorCode::kBadGateway) {
+      co_return co_await ReplyError(ctx, connected.error());
     }
-    if (!ec) break;
     if (SteadyNow() >= deadline) {
       co_return co_await ReplyError(ctx, ErrorCode::kTimeout,
                                     "nothing accepted on port " + std::to_string(port) +
@@ -443,7 +435,8 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
     co_return co_await ReplyError(ctx, ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'");
   }
   tcp::socket upstream(ctx.stream.get_executor());
-  Result<void> connected = co_await Connect(ctx, upstream, sandbox_id, *port);
+  Result<UniqueFd> fd = ctx.service.PortSocket(sandbox_id, *port);
+  Result<void> connected = co_await Connect(upstream, std::move(fd), sandbox_id, *port);
   if (!connected) co_return co_await ReplyError(ctx, connected.error());
 
   const bool upgrade = !ctx.req[http::field::upgrade].empty();

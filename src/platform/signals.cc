@@ -1,5 +1,9 @@
 #include "platform/signals.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cctype>
 #include <charconv>
@@ -48,6 +52,10 @@ std::string SignalName(int sig) {
     if (s.number == sig) return "SIG" + std::string(s.name);
   }
   return "SIG" + std::to_string(sig);
+}
+
+int SignalPidfd(int pidfd, int sig) {
+  return ::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) == 0 ? 0 : errno;
 }
 
 }  // namespace sandstream

@@ -1,4 +1,5 @@
-// Signal names and numbers, as the API spells them ("TERM", "SIGTERM", "15").
+// Signal names and numbers, as the API spells them ("TERM", "SIGTERM", "15"), and signals sent
+// through pidfds (never a bare pid, which may have been reused).
 #pragma once
 
 #include <optional>
@@ -11,5 +12,7 @@ namespace sandstream {
 std::optional<int> ParseSignal(std::string_view text);
 // "SIGTERM" for 15; "SIG<n>" for a number without a name.
 std::string SignalName(int sig);
+// `sig` to the process `pidfd` refers to; 0, or the errno (ESRCH once it has exited).
+int SignalPidfd(int pidfd, int sig);
 
 }  // namespace sandstream

@@ -18,6 +18,7 @@
 
 #include "base/log.h"
 #include "platform/pty.h"
+#include "platform/signals.h"
 #include "process/await_op.h"
 #include "process/utf8.h"
 
@@ -478,9 +479,8 @@ Result<void> Process::Signal(int sig, bool group) {
     return Ok{};
   }
   // The leader alone: its pidfd names it and nothing else, reaped or not.
-  if (::syscall(SYS_pidfd_send_signal, pidfd_->native_handle(), sig, nullptr, 0) != 0 &&
-      errno != ESRCH) {
-    return SysError(ErrorCode::kInternal, "pidfd_send_signal", errno);
+  if (const int err = SignalPidfd(pidfd_->native_handle(), sig); err != 0 && err != ESRCH) {
+    return SysError(ErrorCode::kInternal, "pidfd_send_signal", err);
   }
   return Ok{};
 }

@@ -18,6 +18,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/signals.h"
 #include "sandbox/fault.h"
 
 namespace sandstream::sandbox {
@@ -131,7 +132,7 @@ void SignalMembers(const std::string& dir, int sig, pid_t pgid) {
     if (pgid > 0 && ::getpgid(p) != pgid) continue;
     const auto procs = ReadPids(dir);
     if (std::find(procs.begin(), procs.end(), p) == procs.end()) continue;
-    ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0);
+    (void)SignalPidfd(pidfd.get(), sig);
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/signals.h"
 #include "platform/pty.h"
 #include "sandbox/child_report.h"
 #include "sandbox/stdio.h"
@@ -164,7 +165,7 @@ class DirectorySandbox final : public Sandbox {
     Result<void> exec = co_await AwaitExec(report_read, ErrorCode::kInvalidRequest);
     if (!exec || !pidfd) {
       // A child that failed exits at once; one that did not answer is killed first.
-      if (pidfd) ::syscall(SYS_pidfd_send_signal, pidfd->get(), SIGKILL, nullptr, 0);
+      if (pidfd) (void)SignalPidfd(pidfd->get(), SIGKILL);
       if (pidfd) (void)co_await Readable{pidfd->get(), In(std::chrono::seconds(5))};
       siginfo_t info{};
       ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG);

@@ -444,7 +444,7 @@ class NamespaceSandbox final : public Sandbox {
 
  private:
   void KillInit() {
-    if (init_pidfd_) ::syscall(SYS_pidfd_send_signal, init_pidfd_.get(), SIGKILL, nullptr, 0);
+    if (init_pidfd_) (void)SignalPidfd(init_pidfd_.get(), SIGKILL);
   }
 
   // Reaps PID 1 if it has exited, else leaves it to be reaped later.

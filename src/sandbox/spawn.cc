@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "platform/fd.h"
+#include "platform/signals.h"
 #include "platform/pty.h"
 #include "sandbox/child_report.h"
 #include "sandbox/mounts.h"
@@ -28,7 +29,7 @@ constexpr gid_t kTtyGroupId = 5;  // "tty" in Debian's /etc/group, devpts' gid= 
 
 // A child that failed to start: killed; its keeper reaps it and may then drop it.
 void Discard(const SpawnContext& ctx, pid_t pid, int pidfd) {
-  if (pidfd >= 0) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  if (pidfd >= 0) (void)SignalPidfd(pidfd, SIGKILL);
   ctx.spawner->Forget(pid);
 }
 

@@ -19,6 +19,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/signals.h"
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
 #include "sandbox/fault.h"
@@ -392,7 +393,7 @@ Op<Result<void>> Spawner::Stop() {
   // It exits on kStop; a stuck one is killed.
   const bool gone = co_await Readable{pidfd.get(), In(std::chrono::milliseconds(500))};
   if (!gone) {
-    ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    (void)SignalPidfd(pidfd.get(), SIGKILL);
     (void)co_await Readable{pidfd.get(), In(std::chrono::milliseconds(kReplyTimeoutMs))};
   }
   siginfo_t info{};
@@ -414,7 +415,7 @@ void Spawner::Kill() {
   control_.reset();
   pid_ = -1;
   if (!pidfd_) return;
-  ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+  (void)SignalPidfd(pidfd_.get(), SIGKILL);
   siginfo_t info{};
   const bool reaped =
       ::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WEXITED | WNOHANG) == 0 &&

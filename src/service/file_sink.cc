@@ -1,7 +1,6 @@
 #include "service/file_sink.h"
 
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,7 +24,7 @@ asio::awaitable<Result<FileSink>> FileSink::Open(Service& service, std::string s
 
 FileSink::~FileSink() {
   if (!writer_ || finished_) return;
-  (void)::syscall(SYS_pidfd_send_signal, writer_->pidfd.get(), SIGKILL, nullptr, 0);
+  (void)SignalPidfd(writer_->pidfd.get(), SIGKILL);
   service_->ForgetFileWriter(sandbox_id_, writer_->pid);
 }
 
@@ -49,7 +48,7 @@ asio::awaitable<Result<void>> FileSink::Write(std::string_view data) {
       const bool ready =
           co_await AwaitWritable(sandbox::WaitFor{writer_->input.get(), sandbox::In(kStall)});
       if (ready) continue;
-      (void)::syscall(SYS_pidfd_send_signal, writer_->pidfd.get(), SIGKILL, nullptr, 0);
+      (void)SignalPidfd(writer_->pidfd.get(), SIGKILL);
     }
     // EPIPE: the writer stopped (a full disk, the sandbox deleted); its status says why.
     Result<void> finished = co_await Finish();
@@ -79,7 +78,7 @@ asio::awaitable<Result<void>> FileSink::Finish() {
   service_->ForgetFileWriter(sandbox_id_, writer_->pid);
   const std::string& path = file_->info.path;
   if (!ended) {
-    (void)::syscall(SYS_pidfd_send_signal, writer_->pidfd.get(), SIGKILL, nullptr, 0);
+    (void)SignalPidfd(writer_->pidfd.get(), SIGKILL);
     co_return Error{ErrorCode::kInternal, "files: write " + path + ": no progress for " +
                                               std::to_string(kStall.count()) + " s"};
   }

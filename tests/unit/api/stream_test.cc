@@ -53,15 +53,7 @@ struct RecordingSink {
 
 class PumpTest : public ::testing::Test {
  protected:
-  std::shared_ptr<Process> Bare(LogLimits limits = {}) {
-    CommandSpec spec = Sh("true");
-    spec.log_limits = limits;
-    ProcessOptions options;
-    options.persistent_log = false;
-    auto p = std::make_shared<Process>(io_.get_executor(), spec, options);
-    p->log().Append(EntryKind::kStart, {});
-    return p;
-  }
+  std::shared_ptr<Process> Bare(LogLimits limits = {}) { return unit::BareProcess(io_, limits); }
 
   // Renders a gap as [gap from-to bytes], output as its bytes, the exit as [exit].
   static auto Render(RecordingSink& sink) {

@@ -53,15 +53,7 @@ std::vector<uint64_t> Seqs(const OutputLog::Slice& slice) {
 // Cursors over a log the test writes itself: a process that was never started.
 class CursorTest : public ::testing::Test {
  protected:
-  std::shared_ptr<Process> Bare(LogLimits limits) {
-    CommandSpec spec = Sh("true");
-    spec.log_limits = limits;
-    ProcessOptions options;
-    options.persistent_log = false;
-    auto p = std::make_shared<Process>(io_.get_executor(), spec, options);
-    p->log().Append(EntryKind::kStart, {});
-    return p;
-  }
+  std::shared_ptr<Process> Bare(LogLimits limits) { return unit::BareProcess(io_, limits); }
 
   asio::io_context io_;
 };

@@ -143,6 +143,17 @@ inline CommandSpec Sh(std::string script, std::string id = "proc_test") {
   return spec;
 }
 
+// A process that was never started, with its `start` entry: a log the test writes itself.
+inline std::shared_ptr<Process> BareProcess(asio::io_context& io, LogLimits limits = {}) {
+  CommandSpec spec = Sh("true");
+  spec.log_limits = limits;
+  ProcessOptions options;
+  options.persistent_log = false;
+  auto p = std::make_shared<Process>(io.get_executor(), spec, options);
+  p->log().Append(EntryKind::kStart, {});
+  return p;
+}
+
 // The concatenated bytes of the retained entries of `kind`.
 inline std::string Output(const OutputLog& log, EntryKind kind = EntryKind::kStdout) {
   std::string out;
