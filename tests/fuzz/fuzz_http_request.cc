@@ -4,6 +4,7 @@
 // the query's format, encoding, flow and flags, and the resume point.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include <boost/beast/_experimental/test/stream.hpp>
@@ -11,6 +12,7 @@
 
 #include "api/request.h"
 #include "api/router.h"
+#include "api/routes.h"
 #include "api/stream.h"
 #include "api_context.h"
 #include "check.h"
@@ -28,8 +30,22 @@ size_t Captures(std::string_view pattern) {
   return n;
 }
 
+// A port's proxy captures the sandbox, the port and the path's prefix up to the port (empty
+// when the request came by its preview host); every other route captures one path segment
+// per {}.
 void CheckMatch(const api::RouteMatch& match) {
-  if (match.route) {
+  if (match.route == &api::ProxyRoute()) {
+    FUZZ_CHECK(match.params.size() == 3);
+    FUZZ_CHECK(!match.params[0].empty() && match.params[0].find('/') == std::string::npos);
+    const std::string& port = match.params[1];
+    FUZZ_CHECK(!port.empty() && port.size() <= 5 && port.front() != '0' &&
+               port.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoul(port) <= 65535);
+    const std::string& prefix = match.params[2];
+    FUZZ_CHECK(prefix.empty() ||
+               (match.path.starts_with(prefix) && prefix.ends_with("/ports/" + port)));
+    FUZZ_CHECK(match.allow.empty());
+  } else if (match.route) {
     FUZZ_CHECK(match.params.size() == Captures(match.route->pattern));
     for (const auto& p : match.params) {
       FUZZ_CHECK(!p.empty() && p.find('/') == std::string::npos);
