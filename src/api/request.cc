@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "base/ids.h"
+#include "net/policy.h"
 
 namespace sandstream::api {
 namespace json = boost::json;
@@ -303,6 +304,73 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
   return r;
 }
 
+namespace {
+
+// A list of rule strings, or nullopt for null or absent.
+Result<std::optional<std::vector<std::string>>> OptRules(const json::object& o,
+                                                         std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return std::optional<std::vector<std::string>>();
+  if (!v->is_array()) return Invalid("network.egress." + std::string(key) + " must be an array of strings");
+  std::vector<std::string> rules;
+  for (const auto& item : v->as_array()) {
+    if (!item.is_string()) {
+      return Invalid("network.egress." + std::string(key) + " must be an array of strings");
+    }
+    rules.emplace_back(item.as_string());
+  }
+  return std::optional(std::move(rules));
+}
+
+// "none", "loopback", "egress" (every public address and name), or {"egress": {"allow": [...],
+// "deny": [...]}}.
+Result<void> ParseNetwork(const json::value& v, SandboxRequest& r) {
+  if (v.is_string()) {
+    r.network = std::string(v.as_string());
+    if (r.network == "egress") {
+      auto policy = net::ParseEgressPolicy(std::nullopt, {});
+      if (!policy) return std::move(policy).error();
+      r.egress = std::move(*policy);
+    }
+    return Ok{};
+  }
+  constexpr const char* kShape =
+      "network must be \"none\", \"loopback\", \"egress\" or {\"egress\": {\"allow\": [...], "
+      "\"deny\": [...]}}";
+  if (!v.is_object()) return Invalid(kShape);
+  for (const auto& [k, unused] : v.as_object()) {
+    if (k != "egress") return Invalid("network." + std::string(k) + ": unknown; " + kShape);
+  }
+  const json::value* egress = v.as_object().if_contains("egress");
+  if (!egress || !(egress->is_object() || egress->is_bool())) return Invalid(kShape);
+  if (egress->is_bool() && !egress->as_bool()) {
+    r.network = "loopback";
+    return Ok{};
+  }
+  std::optional<std::vector<std::string>> allow;
+  std::vector<std::string> deny;
+  if (egress->is_object()) {
+    for (const auto& [k, unused] : egress->as_object()) {
+      if (k != "allow" && k != "deny") {
+        return Invalid("network.egress." + std::string(k) + ": unknown (allow, deny)");
+      }
+    }
+    auto a = OptRules(egress->as_object(), "allow");
+    if (!a) return std::move(a).error();
+    auto d = OptRules(egress->as_object(), "deny");
+    if (!d) return std::move(d).error();
+    allow = std::move(*a);
+    deny = std::move(*d).value_or(std::vector<std::string>{});
+  }
+  auto policy = net::ParseEgressPolicy(std::move(allow), std::move(deny));
+  if (!policy) return std::move(policy).error();
+  r.network = "egress";
+  r.egress = std::move(*policy);
+  return Ok{};
+}
+
+}  // namespace
+
 Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   SandboxRequest r;
   auto tmpl = OptString(body, "template");
@@ -328,9 +396,9 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   auto nested = OptBool(body, "allow_nested_userns");
   if (!nested) return std::move(nested).error();
   r.allow_nested_userns = nested->value_or(false);
-  auto network = OptString(body, "network");
-  if (!network) return std::move(network).error();
-  if (*network) r.network = **network;
+  if (const json::value* network = body.if_contains("network"); network && !network->is_null()) {
+    if (auto parsed = ParseNetwork(*network, r); !parsed) return std::move(parsed).error();
+  }
   if (const json::value* m = body.if_contains("metadata"); m && !m->is_null()) {
     if (!m->is_object()) return Invalid("metadata must be an object of strings");
     for (const auto& [k, v] : m->as_object()) {

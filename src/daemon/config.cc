@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <sstream>
 #include <boost/json.hpp>
 #include <cctype>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <variant>
 
 #include "api/request.h"
+#include "net/ipv4.h"
 #include "platform/fd.h"
 #include "sandbox/mounts.h"
 
@@ -71,6 +74,10 @@ const Field kFields[] = {
     {"web_dir", &Config::web_dir},
     {"preview_domain", &Config::preview_domain},
     {"public_url", &Config::public_url},
+    {"egress_pool", &Config::egress_pool},
+    {"egress_dns", &Config::egress_dns},
+    {"egress_mark_mask", &Config::egress_mark_mask},
+    {"egress_max_connections", &Config::egress_max_connections},
 };
 
 const Field* FindField(std::string_view name) {
@@ -132,6 +139,22 @@ std::string DefaultDataDir() {
   return "/tmp/sandstream";
 }
 
+void ValidateEgress(const Config& c, std::vector<std::string>& problems) {
+  if (!EgressEnabled(c)) return;
+  auto pool = net::ParsePrefix(c.egress_pool);
+  if (!pool) {
+    problems.push_back("egress_pool: " + pool.error().message);
+  } else if (pool->len > 30 ||
+             (uint64_t{1} << (32 - pool->len)) / 2 < static_cast<uint64_t>(c.max_sandboxes)) {
+    problems.push_back("egress_pool " + c.egress_pool + " holds fewer than max_sandboxes (" +
+                       std::to_string(c.max_sandboxes) + ") /31 networks");
+  }
+  if (!EgressResolvers(c)) problems.push_back("egress_dns must be IPv4 addresses, comma-separated");
+  if (!EgressMarkMask(c)) {
+    problems.push_back("egress_mark_mask must be a hexadecimal mask of 3 bits or more, like 0x0f000000");
+  }
+}
+
 void Validate(const Config& c, std::vector<std::string>& problems) {
   if (c.listen.rfind(':') == std::string::npos) problems.push_back("listen must be host:port");
   if (c.runtime != "namespace" && c.runtime != "directory") {
@@ -159,6 +182,7 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
                     host.find_first_of("/?#@ ") == std::string_view::npos;
     if (!ok) problems.push_back("public_url must be http:// or https:// and a host[:port], no path");
   }
+  ValidateEgress(c, problems);
   for (const auto& f : kFields) {
     if (const auto* m = std::get_if<int64_t Config::*>(&f.member)) {
       const bool may_be_zero = std::string_view(f.name) == "sandbox_default_ttl_seconds";
@@ -311,10 +335,52 @@ Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_conf
   return c;
 }
 
+bool EgressEnabled(const Config& c) { return !c.egress_pool.empty() && c.egress_pool != "none"; }
+
+std::optional<std::vector<uint32_t>> EgressResolvers(const Config& c) {
+  std::vector<uint32_t> out;
+  if (!c.egress_dns.empty()) {
+    std::string_view rest = c.egress_dns;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      while (item.starts_with(' ')) item.remove_prefix(1);
+      while (item.ends_with(' ')) item.remove_suffix(1);
+      auto addr = net::ParseAddress(item);
+      if (!addr) return std::nullopt;
+      out.push_back(*addr);
+    }
+    return out;
+  }
+  auto conf = ReadFile("/etc/resolv.conf");
+  if (!conf) return out;
+  std::istringstream lines(*conf);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string keyword, value;
+    if (words >> keyword >> value && keyword == "nameserver") {
+      if (auto addr = net::ParseAddress(value)) out.push_back(*addr);
+    }
+  }
+  return out;
+}
+
+std::optional<uint32_t> EgressMarkMask(const Config& c) {
+  const std::string& text = c.egress_mark_mask;
+  if (!text.starts_with("0x") || text.size() < 3 || text.size() > 10 ||
+      text.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos) {
+    return std::nullopt;
+  }
+  const auto mask = static_cast<uint32_t>(std::stoul(text.substr(2), nullptr, 16));
+  if (std::popcount(mask) < 3) return std::nullopt;
+  return mask;
+}
+
 int64_t ConnectionLimit(const Config& c, uint64_t open_files_limit) {
   // What a sandbox keeps open in the daemon (its cgroup files, pidfds, the spawner's socket, a
   // running process's pipes), and the daemon's own (store, logs, epoll, refused connections).
-  constexpr uint64_t kPerSandbox = 8;
+  constexpr uint64_t kPerSandbox = 10;  // with egress: its resolver's two sockets
   constexpr uint64_t kOwn = 512;
   const uint64_t limit = std::min<uint64_t>(open_files_limit, uint64_t{1} << 32);  // RLIM_INFINITY
   const uint64_t sandboxes = static_cast<uint64_t>(c.max_sandboxes);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ struct Config {
   std::string web_dir;                       // the console's files served at / (default: the build's web/dist; "none": no console)
   std::string preview_domain = "localhost";  // exposed ports answer at {port}-{sandbox id}.{preview_domain}
   std::string public_url;                    // how clients reach the daemon (scheme://host[:port]), for the URLs it hands out; empty: http:// and the request's Host
+  std::string egress_pool = "10.200.0.0/16"; // addresses of sandboxes with egress, a /31 each (gateway, sandbox); must hold 2 * max_sandboxes and overlap no host network; "" or "none": no egress (requests for it get 400)
+  std::string egress_dns;                    // upstream resolvers the sandboxes' DNS is forwarded to, comma-separated IPv4 addresses (default: the nameservers of /etc/resolv.conf)
+  std::string egress_mark_mask = "0x0f000000"; // packet mark bits the egress rules use (3 bits at least), clear of other firewalls' marks (Tailscale 0xff0000, Calico 0xffff0000, kube-proxy 0xc000)
+  int64_t egress_max_connections = 1024;     // connections a sandbox with egress may have open at once; past it new ones are reset
 };
 
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.
@@ -65,6 +70,13 @@ Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_conf
 // descriptors that max_sandboxes may hold.
 int64_t ConnectionLimit(const Config& config, uint64_t open_files_limit);
 std::string ConfigJson(const Config& config);
+// Egress: on unless egress_pool is "" or "none".
+bool EgressEnabled(const Config& config);
+// The upstream resolvers: egress_dns, or the IPv4 nameservers of /etc/resolv.conf (which may
+// be none); nullopt when egress_dns does not parse.
+std::optional<std::vector<uint32_t>> EgressResolvers(const Config& config);
+// egress_mark_mask as a number, nullopt unless it has 3 bits or more.
+std::optional<uint32_t> EgressMarkMask(const Config& config);
 std::string ConfigHelp();
 
 }  // namespace sandstream

@@ -178,7 +178,8 @@ int main(int argc, char** argv) {
     std::cerr << "sandstreamd: " << store.error().message << "\n";
     return 1;
   }
-  auto runtime = MakeRuntime(*config);
+  std::shared_ptr<net::Egress> egress = MakeEgress(*config);
+  auto runtime = MakeRuntime(*config, egress);
   if (!runtime) {
     std::cerr << "sandstreamd: runtime: " << runtime.error().message << "\n";
     return 1;
@@ -188,7 +189,10 @@ int main(int argc, char** argv) {
   // Before anything can be seen from outside (the listening line): a SIGTERM from then on is a
   // graceful stop, served once the loop runs, never the default action.
   asio::signal_set signals(io, SIGINT, SIGTERM);
-  Service service(io.get_executor(), **runtime, **store, MakeServiceOptions(*config));
+  ServiceOptions service_options = MakeServiceOptions(*config);
+  service_options.egress = egress;
+  if (egress) service_options.dns_upstreams = egress->options().resolvers;
+  Service service(io.get_executor(), **runtime, **store, std::move(service_options));
   service.Restore();
 
   api::ServerOptions server_options;
@@ -219,6 +223,20 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  if (egress) {
+    // Sandboxes never reach the API, even on an address a rule names. Those taken back from
+    // an earlier daemon get the shared table as this one's config says, now.
+    egress->SetApiPort(endpoint->port());
+    if (service.egress_sandboxes() > 0) {
+      if (auto prepared = egress->Prepare(); !prepared) {
+        log::Error("egress: could not prepare the host", {{"error", prepared.error().message}});
+      }
+    }
+    if (egress->options().resolvers.empty()) {
+      log::Warn("egress: no upstream resolver (no IPv4 nameserver in /etc/resolv.conf and no "
+                "egress_dns): names will not resolve in sandboxes with egress");
+    }
+  }
   std::string address = endpoint->address().to_string();
   if (endpoint->address().is_v6()) address = "[" + address + "]";
   std::printf("sandstreamd %s listening on http://%s:%u\n", SANDSTREAM_VERSION, address.c_str(),

@@ -7,7 +7,18 @@
 
 namespace sandstream {
 
-Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config) {
+std::shared_ptr<net::Egress> MakeEgress(const Config& config) {
+  if (config.runtime != "namespace" || !EgressEnabled(config)) return nullptr;
+  net::EgressOptions o;
+  o.pool = *net::ParsePrefix(config.egress_pool);  // validated with the config
+  o.mark_mask = EgressMarkMask(config).value_or(0x0f000000);
+  o.max_connections = static_cast<uint32_t>(config.egress_max_connections);
+  o.resolvers = EgressResolvers(config).value_or(std::vector<uint32_t>{});
+  return std::make_shared<net::Egress>(std::move(o));
+}
+
+Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config,
+                                                      std::shared_ptr<net::Egress> egress) {
   if (config.runtime == "directory") {
     return std::unique_ptr<sandbox::Runtime>(
         new sandbox::DirectoryRuntime(config.data_dir + "/sandboxes"));
@@ -15,6 +26,7 @@ Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config) {
   sandbox::NamespaceRuntimeOptions options;
   options.state_dir = config.data_dir + "/sandboxes";
   options.template_dir = config.templates_dir;
+  options.egress = std::move(egress);
   options.max_sandboxes = static_cast<uint32_t>(config.max_sandboxes);
   options.host_id_base = static_cast<uint32_t>(config.host_id_base);
   // One cgroup parent per data dir: start-up clean-up removes every sandbox cgroup under the

@@ -134,7 +134,12 @@ void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root
   const std::string etc = root + "/etc";
   b.Add(MountOp::kMkdir, etc, "mounts: mkdir: /etc");
   for (const auto& [name, content] : host.etc_files) {
+    if (name == "resolv.conf" && !spec.resolv_conf.empty()) continue;
     b.Add(MountOp::kWriteFile, etc + "/" + name, "mounts: write: /etc/" + name, content, {}, 0644);
+  }
+  if (!spec.resolv_conf.empty()) {
+    b.Add(MountOp::kWriteFile, etc + "/resolv.conf", "mounts: write: /etc/resolv.conf",
+          spec.resolv_conf, {}, 0644);
   }
   for (const auto& [name, target] : host.etc_links) {
     b.Add(MountOp::kSymlink, etc + "/" + name, "mounts: symlink: /etc/" + name, target);
@@ -173,8 +178,9 @@ void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec&
             "/work,userxattr");
   // Files of the template that must name this sandbox; bound over, since the template's
   // own /etc belongs to ids the sandbox does not map.
-  const std::pair<const char*, std::string> own[] = {{"hostname", spec.id + "\n"},
-                                                      {"hosts", HostsFile(spec.id)}};
+  std::vector<std::pair<const char*, std::string>> own = {{"hostname", spec.id + "\n"},
+                                                           {"hosts", HostsFile(spec.id)}};
+  if (!spec.resolv_conf.empty()) own.emplace_back("resolv.conf", spec.resolv_conf);
   for (const auto& [name, content] : own) {
     const std::string file = layer + "/" + name;
     b.Add(MountOp::kWriteFile, file, std::string("mounts: write: layer/") + name, content, {},

@@ -37,6 +37,7 @@
 #include "sandbox/seccomp.h"
 #include "sandbox/spawn.h"
 #include "sandbox/spawner.h"
+#include "sandbox/thread_op.h"
 #include "sandbox/userns.h"
 
 namespace sandstream::sandbox {
@@ -85,6 +86,8 @@ constexpr uint64_t kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CL
                                  CLONE_NEWUTS | CLONE_NEWIPC;
 constexpr int kReadyTimeoutMs = 10000;
 constexpr int kKillTimeoutMs = 5000;
+// A veth pair and a table take about a millisecond; far longer means the kernel is stuck.
+constexpr std::chrono::seconds kNetTimeout{30};
 
 // A sandbox id names its state directory and cgroups: a plain name, nothing to resolve.
 Result<void> CheckPlainId(const std::string& id) {
@@ -210,6 +213,18 @@ class NamespaceSandbox final : public Sandbox {
   std::optional<uint32_t> HostId(uint32_t inside) const override {
     if (!ids_first_ || inside >= state_->options.host_id_range) return std::nullopt;
     return *ids_first_ + inside;
+  }
+
+  // The index of its id range: what names its egress link, table and addresses.
+  std::optional<uint32_t> Slot() const {
+    if (!ids_first_) return std::nullopt;
+    return (*ids_first_ - state_->options.host_id_base) / state_->options.host_id_range;
+  }
+
+  std::optional<EgressAddresses> Egress() const override {
+    if (!egress_slot_ || !state_->options.egress) return std::nullopt;
+    const auto& e = *state_->options.egress;
+    return EgressAddresses{*egress_slot_, e.Gateway(*egress_slot_), e.Address(*egress_slot_)};
   }
 
   Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) override {
@@ -431,6 +446,19 @@ class NamespaceSandbox final : public Sandbox {
       (void)co_await Readable{init_pidfd_.get(), In(std::chrono::milliseconds(50))};
       ReapInit();
     }
+    // Before the id range (and with it the slot) can be handed out again.
+    if (egress_slot_) {
+      auto detach = [egress = state_->options.egress, slot = *egress_slot_] {
+        return egress->Detach(slot);
+      };
+      auto detached = co_await OnThread(std::move(detach), kNetTimeout);
+      if (!detached) {
+        if (result.ok()) result = Error{ErrorCode::kInternal, "net: detach did not finish"};
+      } else if (!*detached && result.ok()) {
+        result = std::move(*detached).error();
+      }
+      egress_slot_.reset();
+    }
     FreeStateAndIds(result);
     co_return result;
   }
@@ -438,6 +466,7 @@ class NamespaceSandbox final : public Sandbox {
   // Set by Create as each resource is acquired, so Destroy frees exactly those.
   std::optional<uint32_t> ids_first_;
   std::unique_ptr<SandboxCgroup> cgroup_;
+  std::optional<uint32_t> egress_slot_;  // set once its network may have been attached
   UniqueFd init_pidfd_;
   pid_t init_pid_ = -1;
   UniqueFd control_;
@@ -486,6 +515,14 @@ class NamespaceSandbox final : public Sandbox {
     spawner_.Kill();
     if (cgroup_) cgroup_->KillAndForget();
     ReapInit();
+    if (egress_slot_) {
+      // Nothing here may wait: the table and the conntrack entries go on a thread of their
+      // own (a slot reused meanwhile waits in Attach for its old link, not for these).
+      std::thread([egress = state_->options.egress, slot = *egress_slot_] {
+        (void)egress->Detach(slot);
+      }).detach();
+      egress_slot_.reset();
+    }
     Result<void> ignored = Ok{};
     FreeStateAndIds(ignored);
   }
@@ -500,6 +537,29 @@ class NamespaceSandbox final : public Sandbox {
   Spawner spawner_;
   std::vector<AdoptedProcess> adopted_;
 };
+
+// Gives the sandbox its veth pair and its table, on a thread (netlink may wait on the
+// kernel). The slot is recorded first, so Destroy detaches whatever a failure left.
+Op<Result<void>> AttachEgress(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
+                              const net::EgressPolicy& policy) {
+  const std::string path = "/proc/" + std::to_string(sandbox.init_pid_) + "/ns/net";
+  auto netns = std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (InjectedFault() || !*netns) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "net: open " + path, errno);
+  }
+  const uint32_t slot = *sandbox.Slot();
+  sandbox.egress_slot_ = slot;
+  // Named, not a temporary in the co_await: g++ 12 destroys such a temporary's captures twice.
+  auto attach = [egress = s.options.egress, slot, netns, policy] {
+    return egress->Attach(slot, netns->get(), policy);
+  };
+  auto attached = co_await OnThread(std::move(attach), kNetTimeout);
+  if (!attached) {
+    co_return Error{ErrorCode::kSandboxSetupFailed, "net: attach did not finish in " +
+                                                        std::to_string(kNetTimeout.count()) + " s"};
+  }
+  co_return std::move(*attached);
+}
 
 // The steps of Create after the id range: directories, cgroups, the clone of PID 1 and its
 // setup, each naming itself in its error.
@@ -588,6 +648,10 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
   }
   if (auto r = sandbox.cgroup_->Attach(pid); !r) co_return std::move(r).error();
   if (auto r = ExemptFromOomKiller(pid); !r) co_return std::move(r).error();
+  if (spec.egress) {
+    auto attached = co_await AttachEgress(s, sandbox, *spec.egress);
+    if (!attached) co_return std::move(attached).error();
+  }
   if (InjectedFault() || ::write(sync_parent.get(), "g", 1) != 1) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
   }
@@ -662,8 +726,15 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) 
   auto& s = *state_;
   s.ReapDying();
   if (auto plain = CheckPlainId(spec.id); !plain) co_return std::move(plain).error();
-  if (spec.network != "loopback" && spec.network != "none") {
+  if (spec.network != "loopback" && spec.network != "none" && spec.network != "egress") {
     co_return Error{ErrorCode::kInvalidRequest, "network: unsupported mode: " + spec.network};
+  }
+  if ((spec.network == "egress") != spec.egress.has_value()) {
+    co_return Error{ErrorCode::kInvalidRequest, "network: egress needs its policy, and only it"};
+  }
+  if (spec.egress && !s.options.egress) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "network: egress is off in this daemon's configuration (egress_pool)"};
   }
   SandboxSpec resolved = spec;
   if (resolved.template_root.empty() && !resolved.template_name.empty() &&
@@ -685,6 +756,13 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) 
   }
   if (!sandbox->ids_first_) {
     co_return Error{ErrorCode::kQuotaExceeded, "userns: every host id range is in use"};
+  }
+  if (resolved.egress) {
+    // Its resolver, on its gateway; no search domains of the host's, whose names it would
+    // only refuse.
+    resolved.resolv_conf = "nameserver " +
+                           net::FormatAddress(s.options.egress->Gateway(*sandbox->Slot())) +
+                           "\noptions ndots:1 timeout:2 attempts:2\n";
   }
   // A step that fails leaves what it made in `sandbox`; Destroy frees exactly that.
   Result<void> set_up = co_await SetUp(s, *sandbox, resolved, dir);
@@ -723,6 +801,8 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
                                               ", which starts no free id range of this daemon"};
   }
   sandbox->ids_first_ = st.st_uid;
+  // Its link and table are kernel state that outlived the daemon.
+  if (spec.egress && s.options.egress) sandbox->egress_slot_ = sandbox->Slot();
   Result<void> reattached = co_await sandbox->Reattach();
   if (!reattached) {
     (void)co_await sandbox->Destroy();
@@ -734,6 +814,14 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
 void NamespaceRuntime::CleanupLeftovers(const std::vector<std::string>& keep) {
   if (!ready_) return;
   state_->cgroups->CleanupLeftovers(keep);
+  if (state_->options.egress) {
+    std::vector<uint32_t> live;
+    {
+      std::lock_guard lock(state_->mu);
+      live = state_->ids.UsedIndexes();
+    }
+    state_->options.egress->CleanupLeftovers(live);
+  }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(state_->options.state_dir, ec)) {
     const std::string name = entry.path().filename().string();

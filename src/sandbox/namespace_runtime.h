@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "net/egress.h"
 #include "sandbox/runtime.h"
 
 namespace sandstream::sandbox {
@@ -27,6 +28,8 @@ struct NamespaceRuntimeOptions {
   std::string cgroup_parent = "sandstream";
   // Named templates: <template_dir>/<name> is a directory holding a full root filesystem.
   std::string template_dir;
+  // Egress for sandboxes that ask for it; null: none.
+  std::shared_ptr<net::Egress> egress;
 };
 
 class NamespaceRuntime final : public Runtime {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "net/policy.h"
 #include "platform/unique_fd.h"
 #include "sandbox/op.h"
 
@@ -34,8 +35,12 @@ struct SandboxSpec {
   std::string template_name;  // resolved template name ("base")
   std::string template_root;  // a directory holding a full root; empty: built from host dirs
   Limits limits;
-  // "loopback" (a private loopback, the default) or "none" (no interface up, not even lo).
+  // "loopback" (a private loopback, the default), "none" (no interface up, not even lo) or
+  // "egress" (loopback and a veth pair to the host under `egress`, net/egress.h).
   std::string network = "loopback";
+  std::optional<net::EgressPolicy> egress;  // set when network is "egress"
+  // The content of /etc/resolv.conf when not the host's (egress: the sandbox's resolver).
+  std::string resolv_conf;
   bool allow_nested_userns = false;
 };
 
@@ -57,6 +62,14 @@ struct ProcessSpec {
   // An fd of the daemon's for this process that must outlive the daemon with it (its output
   // log); the runtime keeps it where the next daemon finds it (AdoptedProcess::log_fd).
   int keep_fd = -1;
+};
+
+// A sandbox with egress: its slot, the host's end of its veth pair (its gateway, where its
+// resolver answers) and its own.
+struct EgressAddresses {
+  uint32_t slot = 0;
+  uint32_t gateway = 0;
+  uint32_t address = 0;
 };
 
 // A started process. It is a child of the calling (daemon) process, so its pidfd can be
@@ -139,6 +152,8 @@ class Sandbox {
     if (!fd) return SysError(ErrorCode::kInternal, "ports: socket", errno);
     return fd;
   }
+  // Its addresses when its network is "egress".
+  virtual std::optional<EgressAddresses> Egress() const { return std::nullopt; }
   // Where the sandbox's root filesystem is visible to the daemon (for the files API).
   virtual std::string RootPath() const = 0;
   // The host uid (and gid) that id `inside` of the sandbox maps to, so the daemon can act as

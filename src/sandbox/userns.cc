@@ -183,6 +183,14 @@ bool IdRangePool::AcquireAt(uint32_t first) {
   return true;
 }
 
+std::vector<uint32_t> IdRangePool::UsedIndexes() const {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < used_.size(); ++i) {
+    if (used_[i]) out.push_back(static_cast<uint32_t>(i));
+  }
+  return out;
+}
+
 void IdRangePool::Release(uint32_t first) {
   size_t i = (first - base_) / size_;
   if (i < used_.size()) used_[i] = false;

@@ -25,6 +25,8 @@ class IdRangePool {
   bool AcquireAt(uint32_t first);
   void Release(uint32_t first);
   uint32_t size() const { return size_; }
+  // The indexes of the ranges taken.
+  std::vector<uint32_t> UsedIndexes() const;
 
  private:
   uint32_t base_;

@@ -47,6 +47,37 @@ json::object LimitsJson(const sandbox::Limits& l) {
           {"open_files", l.open_files}};
 }
 
+json::value EgressJson(const SandboxEntry& sb) {
+  if (!sb.egress) return nullptr;
+  auto strings = [](const std::vector<std::string>& v) {
+    json::array a;
+    for (const auto& s : v) a.emplace_back(s);
+    return a;
+  };
+  json::object o{{"allow", sb.egress->allow ? json::value(strings(*sb.egress->allow))
+                                            : json::value(nullptr)},
+                 {"deny", strings(sb.egress->deny)}};
+  const auto addresses = sb.runtime ? sb.runtime->Egress() : std::nullopt;
+  o["address"] = addresses ? json::value(net::FormatAddress(addresses->address)) : nullptr;
+  o["gateway"] = addresses ? json::value(net::FormatAddress(addresses->gateway)) : nullptr;
+  return o;
+}
+
+Result<net::EgressPolicy> EgressFromJson(const json::value& v) {
+  if (!v.is_object()) return Error{ErrorCode::kInternal, "egress is not an object"};
+  auto strings = [](const json::value* a) -> std::optional<std::vector<std::string>> {
+    if (!a || !a->is_array()) return std::nullopt;
+    std::vector<std::string> out;
+    for (const auto& s : a->as_array()) {
+      if (s.is_string()) out.emplace_back(s.as_string());
+    }
+    return out;
+  };
+  return net::ParseEgressPolicy(strings(v.as_object().if_contains("allow")),
+                                strings(v.as_object().if_contains("deny")).value_or(
+                                    std::vector<std::string>{}));
+}
+
 json::object SandboxJson(const SandboxEntry& sb) {
   json::object env;
   for (const auto& [k, v] : sb.env) env[k] = v;
@@ -61,6 +92,7 @@ json::object SandboxJson(const SandboxEntry& sb) {
           {"cwd", sb.cwd},
           {"limits", LimitsJson(sb.limits)},
           {"network", sb.network},
+          {"egress", EgressJson(sb)},
           {"allow_nested_userns", sb.allow_nested_userns},
           {"metadata", sb.metadata},
           {"processes_running", sb.RunningProcesses()}};

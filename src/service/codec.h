@@ -16,6 +16,9 @@ struct SandboxEntry;
 
 boost::json::object LimitsJson(const sandbox::Limits& limits);
 boost::json::object SandboxJson(const SandboxEntry& sb);
+// A sandbox's egress as SandboxJson has it (null without), and its policy back from that.
+boost::json::value EgressJson(const SandboxEntry& sb);
+Result<net::EgressPolicy> EgressFromJson(const boost::json::value& v);
 boost::json::object ProcessJson(const Process& p);
 // `{"exit_code", "signal", "reason", "duration_ms"}`, or null while running.
 boost::json::value ExitJson(const std::optional<ExitRecord>& exit);

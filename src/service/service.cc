@@ -119,10 +119,13 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     }
     limits.*(f->field) = value;
   }
-  if (req.network != "loopback" && req.network != "none") {
+  if (req.network != "loopback" && req.network != "none" && req.network != "egress") {
     co_return Error{ErrorCode::kInvalidRequest,
-                    "network must be \"loopback\" (the default) or \"none\"; egress is not "
-                    "available yet"};
+                    "network must be \"loopback\" (the default), \"none\" or \"egress\""};
+  }
+  if (req.network == "egress" && !options_.egress) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "network: egress is off in this daemon's configuration (egress_pool)"};
   }
   if (req.allow_nested_userns && !options_.allow_nested_userns) {
     co_return Error{ErrorCode::kInvalidRequest,
@@ -137,6 +140,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   sb->cwd = req.cwd;
   sb->limits = limits;
   sb->network = req.network;
+  sb->egress = std::move(req.egress);
   sb->allow_nested_userns = req.allow_nested_userns;
   sb->metadata = std::move(req.metadata);
   sb->created_at = SystemNow();
@@ -151,6 +155,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   spec.template_root = tmpl->second;
   spec.limits = limits;
   spec.network = sb->network;
+  spec.egress = sb->egress;
   spec.allow_nested_userns = sb->allow_nested_userns;
   ++creating_;
   Result<std::unique_ptr<sandbox::Sandbox>> runtime = co_await Await(runtime_.Create(spec));
@@ -164,6 +169,10 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   }
   sb->runtime = std::move(*runtime);
+  if (auto resolving = StartResolver(*sb); !resolving) {
+    (void)co_await Await(sb->runtime->Destroy());
+    co_return std::move(resolving).error();
+  }
   PrepareTemplate(options_, *sb);
   SandboxEntry* raw = sb.get();
   sandboxes_.emplace(sb->id, std::move(sb));
@@ -540,6 +549,7 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   (void)co_await Await(sb->runtime->KillAll());
   sb = Entry(id);
   if (!sb) co_return Ok{};
+  if (sb->resolver) sb->resolver->Stop();
   Result<void> destroyed = co_await Await(sb->runtime->Destroy());
   sb = Entry(id);
   if (!sb) co_return Ok{};
@@ -552,6 +562,23 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   log::Info("sandbox deleted", {{"sandbox", id}});
   if (!destroyed) co_return std::move(destroyed).error();
   co_return Ok{};
+}
+
+size_t Service::egress_sandboxes() const {
+  return static_cast<size_t>(std::count_if(sandboxes_.begin(), sandboxes_.end(),
+                                           [](const auto& e) { return e.second->egress.has_value(); }));
+}
+
+Result<void> Service::StartResolver(SandboxEntry& sb) {
+  if (!sb.egress || !options_.egress) return Ok{};
+  const auto addresses = sb.runtime->Egress();
+  if (!addresses) return Error{ErrorCode::kSandboxSetupFailed, "net: no egress addresses"};
+  SandboxResolver::Options o{options_.egress, options_.dns_upstreams, &blocking_pool_};
+  auto resolver = SandboxResolver::Start(ex_, std::move(o), sb.id, addresses->slot,
+                                         addresses->gateway, *sb.egress);
+  if (!resolver) return std::move(resolver).error();
+  sb.resolver = std::move(*resolver);
+  return Ok{};
 }
 
 void Service::Free(const std::string& id) {
@@ -607,6 +634,15 @@ void Service::Restore() {
                   l.at("cpu_percent").to_number<int64_t>(), l.at("disk_mb").to_number<int64_t>(),
                   l.at("open_files").to_number<int64_t>()};
     sb->network = json::value_to<std::string>(o["network"]);
+    if (sb->network == "egress") {
+      auto policy = EgressFromJson(o["egress"]);
+      if (policy) {
+        sb->egress = std::move(*policy);
+      } else {
+        log::Warn("sandbox egress record unreadable",
+                  {{"sandbox", row.id}, {"error", policy.error().message}});
+      }
+    }
     if (o["allow_nested_userns"].is_bool()) {
       sb->allow_nested_userns = o["allow_nested_userns"].as_bool() && options_.allow_nested_userns;
     }
@@ -620,8 +656,10 @@ void Service::Restore() {
     sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
     auto tmpl = options_.templates.find(sb->template_name);
     const std::string root = tmpl == options_.templates.end() ? "" : tmpl->second;
-    sandbox::SandboxSpec spec{sb->id, root.empty() ? "base" : sb->template_name, root,
-                              sb->limits, sb->network, sb->allow_nested_userns};
+    sandbox::SandboxSpec spec{sb->id,      root.empty() ? "base" : sb->template_name,
+                              root,        sb->limits,
+                              sb->network, sb->egress,
+                              {},          sb->allow_nested_userns};
     // Before the daemon serves anything: waiting here holds up no request.
     auto runtime = sandbox::RunBlocking(runtime_.Adopt(spec));
     std::string lost;
@@ -649,6 +687,10 @@ void Service::Restore() {
       sb->runtime = std::move(*runtime);
       sb->lost = "sandstreamd restarted and could not take the sandbox back (" + p.lost +
                  "): its files and processes are gone";
+    }
+    if (auto resolving = StartResolver(*sb); !resolving) {
+      log::Error("sandbox resolver could not start",
+                 {{"sandbox", sb->id}, {"error", resolving.error().message}});
     }
     PrepareTemplate(options_, *sb);
     SandboxEntry* raw = sb.get();
@@ -815,6 +857,7 @@ asio::awaitable<void> Service::Shutdown() {
         if (p->status() == ProcessStatus::kRunning) PersistProcess(*sb, *p);
       }
       Persist(*sb);
+      if (sb->resolver) sb->resolver->Stop();
       if (sb->runtime) sb->runtime->Release();
     }
     co_return;
@@ -836,7 +879,9 @@ asio::awaitable<void> Service::Shutdown() {
     (void)co_await Await(sb->runtime->KillAll());
     // Sandboxes stay in the store: they come back, with fresh filesystems and reported lost, at
     // the next start.
-    if ((sb = Entry(id))) (void)co_await Await(sb->runtime->Destroy());
+    if (!(sb = Entry(id))) continue;
+    if (sb->resolver) sb->resolver->Stop();
+    (void)co_await Await(sb->runtime->Destroy());
   }
 }
 

@@ -21,11 +21,15 @@
 #include "sandbox/files.h"
 #include "sandbox/runtime.h"
 #include "service/metrics.h"
+#include "service/resolver.h"
 #include "service/store.h"
 
 namespace sandstream {
 
 struct ServiceOptions {
+  // Egress, when the daemon offers it, and the resolvers its sandboxes' DNS goes to.
+  std::shared_ptr<net::Egress> egress;
+  std::vector<uint32_t> dns_upstreams;
   sandbox::Limits default_limits;
   sandbox::Limits max_limits;
   double exec_default_timeout_seconds = 600;
@@ -62,6 +66,7 @@ struct SandboxRequest {
   std::optional<int64_t> ttl_seconds;
   std::map<std::string, int64_t> limits;  // by wire name: memory_mb, pids, ...
   std::string network = "loopback";
+  std::optional<net::EgressPolicy> egress;  // with network "egress"
   bool allow_nested_userns = false;
   boost::json::object metadata;
 };
@@ -82,6 +87,7 @@ struct SandboxEntry {
   std::string cwd;
   sandbox::Limits limits;
   std::string network;
+  std::optional<net::EgressPolicy> egress;  // with network "egress"
   bool allow_nested_userns = false;
   boost::json::object metadata;
   SystemTime created_at;
@@ -90,6 +96,7 @@ struct SandboxEntry {
   bool deleting = false;
 
   std::shared_ptr<sandbox::Sandbox> runtime;
+  std::shared_ptr<SandboxResolver> resolver;  // with egress: its DNS
   // Set when the sandbox ended under the daemon (its PID 1 died): why. It then only accepts
   // reads and DELETE.
   std::optional<std::string> lost;
@@ -178,6 +185,7 @@ class Service {
   // lease, a huge directory, a slow disk): the io_context thread never waits on them.
   boost::asio::thread_pool& blocking_pool() { return blocking_pool_; }
   size_t sandbox_count() const { return sandboxes_.size(); }
+  size_t egress_sandboxes() const;
   size_t running_processes() const;
   std::string_view runtime_name() const { return runtime_.name(); }
   // Writes the sandbox's record (with its sessions and code contexts) to the store.
@@ -206,6 +214,8 @@ class Service {
   // The sessions and contexts a sandbox record lists, bound again after a restart.
   void RestoreSessionsAndContexts(SandboxEntry& sb, const boost::json::object& record);
   void Free(const std::string& id);
+  // With egress: its resolver, on its gateway. Failing, the sandbox cannot be used.
+  Result<void> StartResolver(SandboxEntry& sb);
   // Supervises again the running process that record `o` describes, if `kept` (what the
   // sandbox kept across the restart) holds it; takes it out of `kept`.
   bool Readopt(SandboxEntry& sb, const boost::json::object& o,

@@ -16,7 +16,7 @@ import pytest
 
 BIN = os.environ.get("SANDSTREAM_BIN", "/work/main/build/dev/bin/sandstreamd")
 API_KEY = "testkey"
-READY_RE = re.compile(r"^sandstreamd .*listening on (http://127\.0\.0\.1:(\d+))")
+READY_RE = re.compile(r"^sandstreamd .*listening on (http://[0-9.]+:(\d+))")
 START_SECONDS = 30.0
 DEFAULT_TEST_TIMEOUT = 60
 
@@ -24,11 +24,17 @@ DEFAULT_TEST_TIMEOUT = 60
 class Daemon:
     """One sandstreamd process started on 127.0.0.1:0."""
 
-    def __init__(self, data_dir: Path, args: list[str], env: dict[str, str], log_path: Path):
+    def __init__(self, data_dir: Path, args: list[str], env: dict[str, str], log_path: Path,
+                 wrapper: list[str] | None = None, listen: str = "127.0.0.1:0"):
         self.data_dir = data_dir
         self.args = args
         self.env = env
         self.log_path = log_path
+        # A command the daemon runs under (nsenter into a test's network namespace), and then a
+        # Unix socket relayed to its port (netns_relay.py), for clients outside.
+        self.wrapper = wrapper or []
+        self.listen = listen
+        self.uds: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.port = 0
@@ -49,7 +55,8 @@ class Daemon:
         # start); a test of that default passes --teardown-on-exit false.
         env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY, "SANDSTREAM_TEARDOWN_ON_EXIT": "true",
                **self.env}
-        cmd = [BIN, "--listen", "127.0.0.1:0", "--data-dir", str(self.data_dir), *self.args]
+        cmd = [*self.wrapper, BIN, "--listen", self.listen, "--data-dir", str(self.data_dir),
+               *self.args]
         log = open(self.log_path, "ab")
         # Its own session: a wrong group kill by the daemon must not reach the test runner.
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env,
@@ -105,6 +112,9 @@ class Daemon:
     def client(self, key: str | None = API_KEY, timeout: float = 30.0) -> httpx.Client:
         """An httpx client on this daemon, authenticated unless `key` is None."""
         headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+        if self.uds is not None:
+            return httpx.Client(base_url="http://sandstream", headers=headers, timeout=timeout,
+                                transport=httpx.HTTPTransport(uds=str(self.uds)))
         return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def rss_kib(self) -> int:

@@ -1,0 +1,110 @@
+#include "net/policy.h"
+
+#include <algorithm>
+
+#include "net/dns.h"
+
+namespace sandstream::net {
+
+namespace {
+
+// A rule that looks like an address (digits, dots, a slash) is one, or an error: "10.0.0.1/8"
+// must not fall through to be read as a name.
+bool LooksNumeric(std::string_view rule) {
+  return !rule.empty() && rule.find_first_not_of("0123456789./") == std::string_view::npos;
+}
+
+Result<void> ParseRule(const std::string& rule, std::vector<Ipv4Prefix>& prefixes,
+                       std::vector<dns::NamePattern>& names, const char* list) {
+  if (LooksNumeric(rule)) {
+    auto prefix = ParsePrefix(rule);
+    if (!prefix) {
+      return Error{ErrorCode::kInvalidRequest,
+                   std::string("network.egress.") + list + ": " + prefix.error().message};
+    }
+    prefixes.push_back(*prefix);
+    return Ok{};
+  }
+  auto pattern = dns::NamePattern::Parse(rule);
+  if (!pattern) {
+    return Error{ErrorCode::kInvalidRequest,
+                 std::string("network.egress.") + list + ": " + pattern.error().message};
+  }
+  names.push_back(std::move(*pattern));
+  return Ok{};
+}
+
+}  // namespace
+
+Result<EgressPolicy> ParseEgressPolicy(std::optional<std::vector<std::string>> allow,
+                                       std::vector<std::string> deny) {
+  EgressPolicy p;
+  if (allow && allow->size() > kMaxEgressRules) {
+    return Error{ErrorCode::kInvalidRequest, "network.egress.allow: at most " +
+                                                 std::to_string(kMaxEgressRules) + " rules"};
+  }
+  if (deny.size() > kMaxEgressRules) {
+    return Error{ErrorCode::kInvalidRequest, "network.egress.deny: at most " +
+                                                 std::to_string(kMaxEgressRules) + " rules"};
+  }
+  if (allow) {
+    for (const auto& rule : *allow) {
+      if (auto r = ParseRule(rule, p.allow_prefixes, p.allow_names, "allow"); !r) {
+        return std::move(r).error();
+      }
+    }
+  }
+  for (const auto& rule : deny) {
+    if (auto r = ParseRule(rule, p.deny_prefixes, p.deny_names, "deny"); !r) {
+      return std::move(r).error();
+    }
+  }
+  p.allow = std::move(allow);
+  p.deny = std::move(deny);
+  return p;
+}
+
+bool EgressPolicy::AllowsName(std::string_view name) const {
+  if (any_address()) {
+    return std::none_of(deny_names.begin(), deny_names.end(),
+                        [&](const dns::NamePattern& p) { return p.Matches(name); });
+  }
+  return dns::NameAllowed(name, allow_names, deny_names);
+}
+
+const std::vector<Ipv4Prefix>& NeverRanges() {
+  static const std::vector<Ipv4Prefix> kNever = [] {
+    std::vector<Ipv4Prefix> v;
+    for (const char* text : {"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8",
+                             "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16",
+                             "224.0.0.0/3"}) {
+      v.push_back(*ParsePrefix(text));
+    }
+    return v;
+  }();
+  return kNever;
+}
+
+EgressSets CompileEgress(const EgressPolicy& policy, const Ipv4Prefix& pool,
+                         const std::vector<uint32_t>& host_addresses) {
+  EgressSets sets;
+  sets.deny = policy.deny_prefixes;
+  sets.deny.push_back(pool);
+  sets.never = NeverRanges();
+  sets.never.push_back(pool);
+  auto named_private = [&](const Ipv4Prefix& p) {
+    if (p.len == 32 && std::find(host_addresses.begin(), host_addresses.end(), p.addr) !=
+                           host_addresses.end()) {
+      return true;
+    }
+    return std::any_of(sets.never.begin(), sets.never.end(),
+                       [&](const Ipv4Prefix& n) { return n.Contains(p); });
+  };
+  if (policy.any_address()) sets.allow.push_back(Ipv4Prefix{0, 0});
+  for (const auto& p : policy.allow_prefixes) {
+    (named_private(p) ? sets.allow_private : sets.allow).push_back(p);
+  }
+  return sets;
+}
+
+}  // namespace sandstream::net
