@@ -142,6 +142,7 @@ Result<void> Egress::Attach(uint32_t slot, int netns_fd, const EgressPolicy& pol
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   VethSpec veth{device, netns_fd, Gateway(slot), Address(slot)};
+  if (Faulted()) return SysError(ErrorCode::kSandboxSetupFailed, "net: veth: add " + device, errno);
   if (auto r = CreateVeth(veth); !r) return r;
   const EgressSets sets = [&] {
     std::lock_guard lock(mu_);
@@ -161,6 +162,10 @@ Result<void> Egress::Attach(uint32_t slot, int netns_fd, const EgressPolicy& pol
   std::erase_if(pins_, [slot](const auto& pin) { return pin.first.first == slot; });
   auto nft = NftLocked();
   Result<void> added = nft ? (*nft)->AddSandbox(table) : Result<void>(std::move(nft).error());
+  if (added && Faulted()) {
+    added = SysError(ErrorCode::kSandboxSetupFailed, "net: nft: add table " + table.name, errno);
+    (void)(*nft)->DeleteSandbox(table.name);
+  }
   if (!added) {
     (void)DeleteLink(device);
     return added;

@@ -67,6 +67,11 @@ class Egress {
   // At start: removes tables and links of slots not in `live` (sandboxes that are gone).
   void CleanupLeftovers(const std::vector<uint32_t>& live);
 
+  // Fault injection for tests (sandbox/fault.h): Attach's steps fail, with errno EIO, where
+  // `fault` says so.
+  using FaultPoint = bool (*)();
+  void SetFaultPoint(FaultPoint fault) { fault_ = fault; }
+
   // Pins last at least this long and at most this (answers' TTLs are clamped to it), plus the
   // grace, so a client that connects just as its cached answer expires still gets through.
   static constexpr std::chrono::seconds kMinPin{30};
@@ -77,7 +82,10 @@ class Egress {
   Result<void> PrepareLocked();
   Result<Nftables*> NftLocked();
 
+  bool Faulted() const { return fault_ != nullptr && fault_(); }
+
   const EgressOptions options_;
+  FaultPoint fault_ = nullptr;
   std::mutex mu_;  // guards everything below
   std::unique_ptr<Nftables> nft_;
   uint16_t api_port_ = 0;

@@ -708,6 +708,7 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
   struct rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   s.nofile_hard = static_cast<int64_t>(nofile.rlim_max);
+  if (s.options.egress) s.options.egress->SetFaultPoint(&InjectedFault);
   s.host_netns = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!s.host_netns) {
     ready_ = SysError(ErrorCode::kInternal, "open /proc/thread-self/ns/net", errno);

@@ -292,7 +292,8 @@ TEST_F(ConfigTest, IntegersMustBeWholePositiveNumbers) {
                 .find("sandbox_default_ttl_seconds must be greater than 0"),
             std::string::npos);
   // Each sandbox takes a 65536-id range of its own.
-  r = Load({"--max-sandboxes=65535"});
+  // (And with egress a /31 each: more than the default pool holds.)
+  r = Load({"--max-sandboxes=65535", "--egress-pool=10.0.0.0/15"});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->max_sandboxes, 65535);
   EXPECT_NE(Problems({"--max-sandboxes=9223372036854775807"})
@@ -334,15 +335,15 @@ TEST_F(ConfigTest, ConnectionLimitLeavesRoomForSandboxes) {
   EXPECT_EQ(c.max_connections, 12000);
   // Plenty of descriptors: the configured limit.
   EXPECT_EQ(ConnectionLimit(c, 1u << 20), 12000);
-  // 20000 descriptors, 1000 sandboxes at 8 each and the daemon's own 512.
-  EXPECT_EQ(ConnectionLimit(c, 20000), 20000 - 8000 - 512);
+  // 20000 descriptors, 1000 sandboxes at 10 each and the daemon's own 512.
+  EXPECT_EQ(ConnectionLimit(c, 20000), 20000 - 10000 - 512);
   // Too few for max_sandboxes: still a quarter of them.
   EXPECT_EQ(ConnectionLimit(c, 1024), 256);
   c.max_sandboxes = INT64_MAX;
   c.max_connections = INT64_MAX;
   EXPECT_EQ(ConnectionLimit(c, 1u << 20), (1 << 20) / 4);
   c.max_sandboxes = 1000;
-  EXPECT_EQ(ConnectionLimit(c, UINT64_MAX), (int64_t{1} << 32) - 8000 - 512);
+  EXPECT_EQ(ConnectionLimit(c, UINT64_MAX), (int64_t{1} << 32) - 10000 - 512);
 }
 
 TEST_F(ConfigTest, NotANumberIsNotATimeout) {
@@ -412,6 +413,37 @@ TEST_F(ConfigTest, PublicUrlIsASchemeAndAHost) {
   }
 }
 
+TEST_F(ConfigTest, EgressPoolResolversAndMarks) {
+  auto r = Load({});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(EgressEnabled(*r));
+  EXPECT_EQ(EgressMarkMask(*r), 0x0f000000u);
+  for (const char* off : {"", "none"}) {
+    auto none = Load({"--egress-pool", off});
+    ASSERT_TRUE(none.ok()) << off;
+    EXPECT_FALSE(EgressEnabled(*none)) << off;
+  }
+  auto dns = Load({"--egress-dns", "198.18.0.53, 1.1.1.1"});
+  ASSERT_TRUE(dns.ok()) << dns.error().message;
+  EXPECT_EQ(EgressResolvers(*dns), (std::vector<uint32_t>{0xc6120035u, 0x01010101u}));
+  EXPECT_NE(Problems({"--egress-dns", "dns.example"}).find("egress_dns must be IPv4"),
+            std::string::npos);
+  EXPECT_NE(Problems({"--egress-pool", "10.200.0.1/16"}).find("egress_pool: "), std::string::npos);
+  // A /31 per sandbox: 1,000 sandboxes need a /21 at least.
+  EXPECT_NE(Problems({"--egress-pool", "10.200.0.0/22"}).find("fewer than max_sandboxes"),
+            std::string::npos);
+  EXPECT_TRUE(Load({"--egress-pool", "10.200.0.0/21"}).ok());
+  EXPECT_TRUE(Load({"--egress-pool", "10.200.0.0/24", "--max-sandboxes", "128"}).ok());
+  for (const char* bad : {"0x3", "f0000000", "0x", "0x1ffffffff", "0xzz"}) {
+    EXPECT_NE(Problems({"--egress-mark-mask", bad}).find("egress_mark_mask must be"),
+              std::string::npos)
+        << bad;
+  }
+  auto mask = Load({"--egress-mark-mask", "0x00700000"});
+  ASSERT_TRUE(mask.ok());
+  EXPECT_EQ(EgressMarkMask(*mask), 0x00700000u);
+}
+
 TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   auto r = Load({"--api-key", "hunter2-very-secret", "--listen", "127.0.0.1:1234"});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -423,7 +455,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
   EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
-  EXPECT_EQ(o.size(), 44u);
+  EXPECT_EQ(o.size(), 48u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;

@@ -5,6 +5,7 @@
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
@@ -21,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "net/nft.h"
+#include "net/rtnl.h"
 #include "sandbox/embedded.h"
 #include "sandbox/fault.h"
 #include "sandbox/namespace_runtime.h"
@@ -794,6 +797,88 @@ TEST_F(SandboxPolicyTest, EveryFailedSetupStepNamesItselfAndLeavesNothing) {
     EXPECT_EQ(OpenFds(), fds) << k << ": " << sb.error().message;
     EXPECT_EQ(OwnChildren(), children) << k << ": " << sb.error().message;
   }
+}
+
+// The same for a sandbox with egress, whose setup adds the veth pair and the table (in a
+// network namespace of the test's own, so forwarding and tables never touch the host's): each
+// failure names its step, and no link, table, directory or process is left.
+TEST_F(SandboxPolicyTest, EveryFailedEgressStepNamesItselfAndLeavesNothing) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int failures = 0;
+    auto fail = [&](const std::string& what) {
+      std::fprintf(stderr, "%s\n", what.c_str());
+      ++failures;
+    };
+    if (::unshare(CLONE_NEWNET) != 0) ::_exit(90);
+    char tmpl[] = "/tmp/sandstream-egress-XXXXXX";
+    NamespaceRuntimeOptions o = RuntimeEnvironment::options;
+    o.state_dir = std::string(::mkdtemp(tmpl)) + "/sandboxes";
+    o.host_id_base = 4000000;
+    o.max_sandboxes = 16;
+    o.cgroup_parent = "sandstream-test-egress-" + std::to_string(::getpid());
+    net::EgressOptions egress;
+    egress.pool = *net::ParsePrefix("10.200.0.0/24");
+    o.egress = std::make_shared<net::Egress>(egress);
+    int steps = 0;
+    int net_steps = 0;  // the netns, the veth pair, the table
+    {
+      NamespaceRuntime runtime(o);
+      if (!runtime.ready()) ::_exit(91);
+      SandboxSpec spec;
+      spec.network = "egress";
+      spec.egress = *net::ParseEgressPolicy(std::vector<std::string>{"198.18.0.0/15"}, {});
+      spec.id = UniqueId("egress");
+      FailNthStep(1 << 30);
+      auto sb = RunBlocking(runtime.Create(spec));
+      steps = StepsReached();
+      FailNthStep(0);
+      if (!sb.ok()) fail("egress create: " + sb.error().message);
+      if (sb.ok()) (void)RunBlocking((*sb)->Destroy());
+      for (int k = 1; k <= steps; ++k) {
+        spec.id = UniqueId("egress");
+        FailNthStep(k);
+        auto failed = RunBlocking(runtime.Create(spec));
+        FailNthStep(0);
+        const std::string at = "step " + std::to_string(k) + " of " + std::to_string(steps) + ": ";
+        if (failed.ok()) {
+          fail(at + "did not fail");
+          (void)RunBlocking((*failed)->Destroy());
+          continue;
+        }
+        if (failed.error().message.find(": EIO") == std::string::npos) {
+          fail(at + "no EIO: " + failed.error().message);
+        }
+        if (failed.error().message.starts_with("net: ")) ++net_steps;
+        // The kernel removes a dead namespace's veth a little later.
+        bool gone = false;
+        for (int i = 0; i < 200 && !gone; ++i) {
+          auto links = net::ListLinks("ss-");
+          gone = links.ok() && links->empty();
+          if (!gone) ::usleep(10000);
+        }
+        if (!gone) fail(at + "a link is left: " + failed.error().message);
+        auto nft = net::Nftables::Open();
+        auto tables = nft ? nft->ListTables("ss_", net::Family::kNetdev)
+                          : Result<std::vector<std::string>>(nft.error());
+        if (!tables.ok() || !tables->empty()) fail(at + "a table is left: " + failed.error().message);
+        if (fs::exists(o.state_dir + "/" + spec.id)) fail(at + "the state directory is left");
+      }
+      runtime.CleanupLeftovers({});
+      for (const auto& parent : runtime.CgroupParents()) ::rmdir(parent.c_str());
+    }
+    std::error_code ec;
+    fs::remove_all(fs::path(o.state_dir).parent_path(), ec);
+    // Egress adds fault points of its own to those of a plain creation.
+    if (steps < 22) fail("only " + std::to_string(steps) + " fault points reached");
+    if (net_steps != 3) fail(std::to_string(net_steps) + " network steps failed, not 3");
+    ::_exit(failures == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the lines above";
 }
 
 TEST_F(SandboxPolicyTest, ExecFailureIsReported) {
