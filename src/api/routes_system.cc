@@ -64,6 +64,14 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
     out += "sandstream_http_requests_total{code=\"" + std::to_string(code) + "\"} " +
            std::to_string(n) + "\n";
   }
+  Metric(out, "sandstream_sandboxes_egress", "gauge", "Live sandboxes with egress.",
+         static_cast<double>(ctx.service.egress_sandboxes()));
+  out += "# HELP sandstream_dns_queries_total Queries of sandboxes with egress, by outcome.\n";
+  out += "# TYPE sandstream_dns_queries_total counter\n";
+  for (const auto& [outcome, n] : m.dns_queries_total) {
+    out += "sandstream_dns_queries_total{outcome=\"" + outcome + "\"} " + std::to_string(n) +
+           "\n";
+  }
   out += "# HELP sandstream_exec_duration_seconds Buffered exec, request to result.\n";
   out += "# TYPE sandstream_exec_duration_seconds histogram\n";
   uint64_t cumulative = 0;

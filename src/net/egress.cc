@@ -159,7 +159,7 @@ Result<void> Egress::Attach(uint32_t slot, int netns_fd, const EgressPolicy& pol
   table.never = sets.never;
   table.marks = MarksOf(options_.mark_mask);
   std::lock_guard lock(mu_);
-  std::erase_if(pins_, [slot](const auto& pin) { return pin.first.first == slot; });
+  pins_.erase(slot);
   auto nft = NftLocked();
   Result<void> added = nft ? (*nft)->AddSandbox(table) : Result<void>(std::move(nft).error());
   if (added && Faulted()) {
@@ -176,7 +176,7 @@ Result<void> Egress::Attach(uint32_t slot, int netns_fd, const EgressPolicy& pol
 Result<void> Egress::Detach(uint32_t slot) {
   {
     std::lock_guard lock(mu_);
-    std::erase_if(pins_, [slot](const auto& pin) { return pin.first.first == slot; });
+    pins_.erase(slot);
     auto nft = NftLocked();
     if (!nft) return std::move(nft).error();
     if (auto r = (*nft)->DeleteSandbox(Table(slot)); !r) return r;
@@ -190,9 +190,18 @@ Result<void> Egress::Detach(uint32_t slot) {
 
 Result<void> Egress::Pin(uint32_t slot, uint32_t addr, std::chrono::seconds ttl) {
   const auto clamped = std::clamp(ttl, kMinPin, kMaxTtl) + kPinGrace;
-  const auto until = std::chrono::steady_clock::now() + clamped;
+  const auto now = std::chrono::steady_clock::now();
+  const auto until = now + clamped;
   std::lock_guard lock(mu_);
-  auto [it, fresh] = pins_.try_emplace({slot, addr}, until);
+  auto& pins = pins_[slot];
+  if (pins.size() >= kMaxPins && !pins.contains(addr)) {
+    std::erase_if(pins, [now](const auto& pin) { return pin.second <= now; });
+    if (pins.size() >= kMaxPins) {
+      return Error{ErrorCode::kQuotaExceeded, "net: pins: " + std::to_string(kMaxPins) +
+                                                  " addresses are open for this sandbox already"};
+    }
+  }
+  auto [it, fresh] = pins.try_emplace(addr, until);
   // A pin that outlasts this one already: nothing to do (expiries only grow: one address may
   // serve several names with different TTLs).
   if (!fresh && it->second >= until - std::chrono::seconds(1)) return Ok{};
@@ -203,7 +212,7 @@ Result<void> Egress::Pin(uint32_t slot, uint32_t addr, std::chrono::seconds ttl)
   // this daemon's memory only), and on 6.1 a plain add would keep its old expiry.
   Result<void> pinned = (*nft)->Pin(Table(slot), addr, static_cast<uint32_t>(ms), true);
   if (!pinned) {
-    if (fresh) pins_.erase(it);
+    if (fresh) pins.erase(it);
     return pinned;
   }
   it->second = until;

@@ -77,6 +77,9 @@ class Egress {
   static constexpr std::chrono::seconds kMinPin{30};
   static constexpr std::chrono::seconds kMaxTtl{3600};
   static constexpr std::chrono::seconds kPinGrace{30};
+  // Addresses open at once per sandbox through its resolver: the kernel's set, and this
+  // daemon's memory of it, stay bounded whatever names a sandbox resolves.
+  static constexpr size_t kMaxPins = 4096;
 
  private:
   Result<void> PrepareLocked();
@@ -91,9 +94,9 @@ class Egress {
   uint16_t api_port_ = 0;
   bool prepared_ = false;
   std::vector<uint32_t> host_addresses_;
-  // (slot, address) -> when its pin expires: the kernel of Debian 12 (6.1) does not extend an
-  // element's timeout on a re-add, so a longer pin replaces the element.
-  std::map<std::pair<uint32_t, uint32_t>, std::chrono::steady_clock::time_point> pins_;
+  // Per slot, address -> when its pin expires: the kernel of Debian 12 (6.1) does not extend
+  // an element's timeout on a re-add, so a longer pin replaces the element.
+  std::map<uint32_t, std::map<uint32_t, std::chrono::steady_clock::time_point>> pins_;
 };
 
 // The host's own IPv4 addresses (getifaddrs), for CompileEgress.

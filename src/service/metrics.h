@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 
 namespace sandstream {
 
@@ -31,6 +32,11 @@ struct Metrics {
   uint64_t stream_bytes_total = 0;
   uint64_t gaps_total = 0;
   std::map<int, uint64_t> http_requests_total;  // by status code
+  // What the egress resolvers did with each query: "answered" (forwarded and answered),
+  // "refused" (a name the policy does not allow: NXDOMAIN), "empty" (AAAA, HTTPS, SVCB),
+  // "failed" (SERVFAIL: no upstream, a bad answer, a pin refused), "malformed" (FORMERR,
+  // NOTIMP), "dropped" (past the rate or the queries in flight).
+  std::map<std::string, uint64_t> dns_queries_total;
   Histogram exec_duration;                      // buffered exec, request to result
 };
 

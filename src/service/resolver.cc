@@ -69,6 +69,10 @@ struct SandboxResolver::State : std::enable_shared_from_this<State> {
   double tokens = kBurst;
   SteadyTime refilled;
 
+  void Count(const char* outcome) {
+    if (options.metrics != nullptr) ++options.metrics->dns_queries_total[outcome];
+  }
+
   // A token of the query rate, if one is left.
   bool TakeToken() {
     const SteadyTime now = SteadyClock::now();
@@ -183,9 +187,18 @@ asio::awaitable<Result<std::vector<uint8_t>>> SandboxResolver::State::Ask(
 asio::awaitable<std::vector<uint8_t>> SandboxResolver::State::Answer(std::vector<uint8_t> bytes,
                                                                      bool over_udp) {
   const dns::ParsedQuery parsed = dns::ParseQuery(bytes);
-  if (!parsed.query) co_return dns::HeaderOnlyReply(bytes, parsed.rcode);
+  if (!parsed.query) {
+    Count("malformed");
+    co_return dns::HeaderOnlyReply(bytes, parsed.rcode);
+  }
   const dns::Query& q = *parsed.query;
-  auto reply = [&](dns::Rcode rcode) { return dns::Reply(bytes, q, rcode); };
+  auto reply = [&](dns::Rcode rcode) {
+    Count(rcode == dns::Rcode::kNxDomain  ? "refused"
+          : rcode == dns::Rcode::kNoError ? "empty"
+          : rcode == dns::Rcode::kNotImp  ? "malformed"
+                                          : "failed");
+    return dns::Reply(bytes, q, rcode);
+  };
   if (!policy.AllowsName(q.name)) co_return reply(dns::Rcode::kNxDomain);
   if (q.type == dns::kTypeAaaa || q.type == dns::kTypeHttps || q.type == dns::kTypeSvcb) {
     co_return reply(dns::Rcode::kNoError);
@@ -218,6 +231,7 @@ asio::awaitable<std::vector<uint8_t>> SandboxResolver::State::Answer(std::vector
     pins.insert(pins.end(), more->a.begin(), more->a.end());
     target = more->unresolved_cname;
   }
+  if (stopped) co_return std::vector<uint8_t>{};
   if (policy.PinsAnswers() && !pins.empty()) {
     auto egress = options.egress;
     const uint32_t sandbox_slot = slot;
@@ -234,6 +248,7 @@ asio::awaitable<std::vector<uint8_t>> SandboxResolver::State::Answer(std::vector
       co_return reply(dns::Rcode::kServFail);
     }
   }
+  Count("answered");
   dns::SetId(response, q.id);
   if (over_udp) dns::TruncateForUdp(response, q.udp_payload);
   co_return response;
@@ -257,7 +272,10 @@ asio::awaitable<void> SandboxResolver::State::ServeUdp() {
     if (ec == asio::error::operation_aborted || stopped) co_return;
     if (ec) continue;
     // Past the rate or the queries in flight, a datagram is dropped: the client retries.
-    if (in_flight >= kInFlight || !TakeToken()) continue;
+    if (in_flight >= kInFlight || !TakeToken()) {
+      Count("dropped");
+      continue;
+    }
     Spawn(ex, AnswerUdp(std::vector<uint8_t>(buffer.begin(), buffer.begin() + n), from),
           "dns query");
   }
@@ -282,7 +300,10 @@ asio::awaitable<void> SandboxResolver::State::ServeTcp(tcp::socket socket) {
     auto body = co_await (asio::async_read(socket, asio::buffer(query), Tuple()) ||
                           io.async_wait(Tuple()));
     if (body.index() == 1 || std::get<0>(std::get<0>(body))) co_return;
-    if (!TakeToken()) co_return;
+    if (!TakeToken()) {
+      Count("dropped");
+      co_return;
+    }
     std::vector<uint8_t> response = co_await Answer(std::move(query), false);
     if (stopped || response.empty()) co_return;
     std::vector<uint8_t> framed{static_cast<uint8_t>(response.size() >> 8),

@@ -22,6 +22,7 @@
 #include "base/result.h"
 #include "net/egress.h"
 #include "net/policy.h"
+#include "service/metrics.h"
 
 namespace sandstream {
 
@@ -31,6 +32,7 @@ class SandboxResolver {
     std::shared_ptr<net::Egress> egress;
     std::vector<uint32_t> upstreams;
     boost::asio::thread_pool* pool = nullptr;  // where pins are made (netlink)
+    Metrics* metrics = nullptr;                // dns_queries_total
   };
 
   // Binds port 53 of `gateway` (UDP and TCP) and starts answering.

@@ -573,7 +573,7 @@ Result<void> Service::StartResolver(SandboxEntry& sb) {
   if (!sb.egress || !options_.egress) return Ok{};
   const auto addresses = sb.runtime->Egress();
   if (!addresses) return Error{ErrorCode::kSandboxSetupFailed, "net: no egress addresses"};
-  SandboxResolver::Options o{options_.egress, options_.dns_upstreams, &blocking_pool_};
+  SandboxResolver::Options o{options_.egress, options_.dns_upstreams, &net_pool_, &metrics_};
   auto resolver = SandboxResolver::Start(ex_, std::move(o), sb.id, addresses->slot,
                                          addresses->gateway, *sb.egress);
   if (!resolver) return std::move(resolver).error();

@@ -240,6 +240,9 @@ class Service {
   bool shutting_down_ = false;
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};
+  // The resolvers' pins (netlink, microseconds each), on a thread of their own: never queued
+  // behind file syscalls a sandbox can slow down.
+  boost::asio::thread_pool net_pool_{1};
 };
 
 }  // namespace sandstream

@@ -50,8 +50,22 @@ def dns(name, family="4"):
         return "addr " + socket.getaddrinfo(name, 80, fam, socket.SOCK_STREAM)[0][4][0]
     except socket.gaierror as e:
         return "gai %d" % e.errno
+def tcpdns(server, name):
+    # One A query over TCP, by hand: rcode and the first address of the answer.
+    import struct
+    q = struct.pack("!HHHHHH", 7, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
+    q += struct.pack("!HH", 1, 1)
+    s = socket.create_connection((server, 53), timeout=3)
+    s.sendall(struct.pack("!H", len(q)) + q)
+    n = struct.unpack("!H", s.recv(2))[0]
+    m = b""
+    while len(m) < n:
+        m += s.recv(n - len(m))
+    rcode, ancount = m[3] & 15, struct.unpack("!H", m[6:8])[0]
+    return "rcode %d answers %d %s" % (rcode, ancount, socket.inet_ntoa(m[-4:]) if ancount else "")
 kind, *args = sys.argv[1:]
-print(tcp(*args) if kind == "tcp" else dns(*args))
+print({"tcp": tcp, "dns": dns, "tcpdns": tcpdns}[kind](*args))
 '''
 
 
@@ -227,11 +241,57 @@ def test_names_resolve_only_when_allowed_and_open_their_answers(c: httpx.Client,
     assert probe(c, sb, "tcp", "10.99.0.1", "80") == "refused"
     assert probe(c, sb, "dns", "denied.pypi.org") == "addr 198.18.3.1"
     assert probe(c, sb, "tcp", "198.18.3.1", "80") == "refused"
+    # Over TCP too.
+    gateway = sb["egress"]["gateway"]
+    assert probe(c, sb, "tcpdns", gateway, "pypi.org") == "rcode 0 answers 1 198.18.1.10"
+    assert probe(c, sb, "tcpdns", gateway, "evil.test") == "rcode 3 answers 0"
     # IPv4 only: AAAA has no answer.
     assert probe(c, sb, "dns", "pypi.org", "6").startswith("gai ")
     # A pin is the sandbox's own.
     other = make({"egress": {"allow": ["files.pypi.org"]}})
     assert probe(c, other, "tcp", "198.18.1.10", "80") == "refused"
+    metrics = c.get("/metrics").text
+    for outcome in ("answered", "refused", "empty"):
+        assert f'sandstream_dns_queries_total{{outcome="{outcome}"}}' in metrics, metrics
+    assert "sandstream_sandboxes_egress 2" in metrics
+
+
+FLOOD = r'''
+import socket, struct, sys, time
+q = struct.pack("!HHHHHH", 9, 0x0100, 1, 0, 0, 0) + b"\x04pypi\x03org\x00" + struct.pack("!HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setblocking(False)
+end = time.monotonic() + float(sys.argv[2])
+sent = 0
+while time.monotonic() < end:
+    try:
+        s.sendto(q, (sys.argv[1], 53)); sent += 1
+    except BlockingIOError:
+        time.sleep(0.001)
+    try:
+        while s.recv(512): pass
+    except BlockingIOError:
+        pass
+print(sent)
+'''
+
+
+def test_a_query_flood_is_bounded_and_hurts_no_neighbour(c: httpx.Client, make: Any) -> None:
+    flooder = make({"egress": {"allow": ["pypi.org"]}})
+    neighbour = make({"egress": {"allow": ["pypi.org"]}})
+    r = c.post(f"/v1/sandboxes/{flooder['id']}/processes",
+               json={"id": "flood", "argv": ["python3", "-c", FLOOD,
+                                             flooder["egress"]["gateway"], "4"]})
+    assert r.status_code == 201, r.text
+    time.sleep(0.5)
+    # While it floods: the neighbour resolves and connects, and the daemon answers promptly.
+    for _ in range(5):
+        started = time.monotonic()
+        assert probe(c, neighbour, "tcp", "pypi.org", "80").startswith("ok upstream 198.18.1.10")
+        assert time.monotonic() - started < 3
+    logs = c.get(f"/v1/sandboxes/{flooder['id']}/processes/flood/logs?follow=1", timeout=30)
+    assert logs.status_code == 200
+    assert 'sandstream_dns_queries_total{outcome="dropped"}' in c.get("/metrics").text
 
 
 def test_open_egress_reaches_public_addresses_only(c: httpx.Client, make: Any) -> None:
