@@ -53,8 +53,11 @@ class Daemon:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # Stopped, a test's daemon ends its sandboxes (the default keeps them for the next
         # start); a test of that default passes --teardown-on-exit false.
+        # And without egress, whatever the environment says: these daemons run in this machine's
+        # own network namespace, where no test may turn on forwarding (test_egress.py gives its
+        # daemons a namespace of their own and --egress-pool).
         env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY, "SANDSTREAM_TEARDOWN_ON_EXIT": "true",
-               **self.env}
+               "SANDSTREAM_EGRESS_POOL": "none", **self.env}
         cmd = [*self.wrapper, BIN, "--listen", self.listen, "--data-dir", str(self.data_dir),
                *self.args]
         log = open(self.log_path, "ab")
