@@ -39,13 +39,14 @@ constexpr std::string_view kHelp = R"(usage: sandstream [--url URL] [--key KEY] 
 Commands:
   sandbox create [--template T] [--ttl SECONDS] [--cwd DIR] [--env K=V]... [--meta K=V]...
                  [--memory-mb N] [--pids N] [--cpu-percent N] [--disk-mb N] [--open-files N]
+                 [NETWORK OPTIONS]
                           create a sandbox and print its id
-  sandbox ls [--json]     list sandboxes, oldest first
+  sandbox ls [--json]     list sandboxes, oldest first, with what each can reach
   sandbox rm ID...        delete sandboxes and everything running in them
   exec SANDBOX [EXEC OPTIONS] [--] CMD [ARG]...
                           run CMD in SANDBOX; its stdout and stderr are written here as they
                           are produced, and its exit status is sandstream's
-  run [--template T] [--ttl SECONDS] [EXEC OPTIONS] [--] CMD [ARG]...
+  run [--template T] [--ttl SECONDS] [NETWORK OPTIONS] [EXEC OPTIONS] [--] CMD [ARG]...
                           the same in a new sandbox, deleted afterwards
   start SANDBOX [--id ID] [EXEC OPTIONS] [--] CMD [ARG]...
                           start CMD in the background and print its process id
@@ -72,6 +73,15 @@ Commands:
   port wait SANDBOX PORT [--timeout SECONDS]
                           return once something in SANDBOX accepts connections on PORT,
                           exposed or not (default timeout 30 s; then exit status 2)
+
+Network options (sandbox create, run):
+  --network MODE          loopback (the default): the sandbox's own loopback only; none: not
+                          even that; egress: loopback and every public address and name
+  --allow RULE            reach only what the --allow rules name (repeatable): an IPv4
+                          address, a prefix a.b.c.d/n, a name (pypi.org) or a pattern
+                          (*.github.com: the names under it; *: every name); means egress
+  --deny RULE             never reach RULE, even where allowed (repeatable); means egress
+  A server without egress (its egress_pool is none) refuses egress.
 
 Exec options:
   --cwd DIR               working directory
@@ -319,6 +329,53 @@ struct Context {
   Client MakeClient() const { return Client(endpoint, api_key); }
 };
 
+// The sandbox request's `network` from --network, --allow and --deny: a mode, or
+// {"egress": {"allow": [...], "deny": [...]}} when rules are given. The server checks the
+// mode and the rules.
+std::optional<std::string> BuildNetworkRequest(const Args& args, json::object* request) {
+  std::vector<std::string> allow = args.All("allow");
+  std::vector<std::string> deny = args.All("deny");
+  std::optional<std::string> mode = args.Get("network");
+  if (allow.empty() && deny.empty()) {
+    if (mode) (*request)["network"] = *mode;
+    return std::nullopt;
+  }
+  if (mode && *mode != "egress") return "--allow and --deny mean --network egress, not " + *mode;
+  json::object policy;
+  if (!allow.empty()) policy["allow"] = json::array(allow.begin(), allow.end());
+  if (!deny.empty()) policy["deny"] = json::array(deny.begin(), deny.end());
+  (*request)["network"] = json::object{{"egress", std::move(policy)}};
+  return std::nullopt;
+}
+
+// What a sandbox can reach, for a table: "loopback", "none", or "egress ADDRESS" and its
+// rules (no allow= when every public address is allowed).
+std::string NetworkText(const json::object& sandbox) {
+  std::string text = Text(sandbox, "network");
+  const json::value* egress = sandbox.if_contains("egress");
+  if (egress == nullptr || !egress->is_object()) return text;
+  const json::object& e = egress->get_object();
+  if (const json::value* address = e.if_contains("address"); address && address->is_string()) {
+    text += ' ';
+    text += address->get_string();
+  }
+  for (std::string_view key : {"allow", "deny"}) {
+    const json::value* rules = e.if_contains(key);
+    if (rules == nullptr || !rules->is_array()) continue;
+    if (key == "deny" && rules->get_array().empty()) continue;
+    std::string joined;
+    for (const json::value& rule : rules->get_array()) {
+      if (!joined.empty()) joined += ',';
+      joined += rule.is_string() ? std::string(rule.get_string()) : json::serialize(rule);
+    }
+    text += ' ';
+    text += key;
+    text += '=';
+    text += joined;
+  }
+  return text;
+}
+
 // The command request (spec "Running commands") from exec options and the command words.
 std::optional<std::string> BuildCommandRequest(const Args& args, json::object* request) {
   if (args.command.empty()) return "missing the command to run";
@@ -449,6 +506,7 @@ int CmdSandboxCreate(const Context& context, const Args& args) {
     }
   }
   if (!limits.empty()) request["limits"] = std::move(limits);
+  if (auto error = BuildNetworkRequest(args, &request)) return Usage(*error);
   auto sandbox = context.MakeClient().CreateSandbox(request);
   if (!sandbox) return Fail(sandbox.error());
   return PrintLine(Text(*sandbox, "id")) ? 0 : kExitBrokenPipe;
@@ -460,12 +518,13 @@ int CmdSandboxLs(const Context& context, const Args& args) {
   if (!sandboxes) return Fail(sandboxes.error());
   if (args.Has("json")) return PrintLine(json::serialize(*sandboxes)) ? 0 : kExitBrokenPipe;
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "TEMPLATE", "STATUS", "PROCESSES", "CREATED", "EXPIRES"}};
+      {"ID", "TEMPLATE", "STATUS", "PROCESSES", "CREATED", "EXPIRES", "NETWORK"}};
   for (const json::value& v : *sandboxes) {
     if (!v.is_object()) continue;
     const json::object& s = v.as_object();
     rows.push_back({Text(s, "id"), Text(s, "template"), Text(s, "status"),
-                    Text(s, "processes_running"), Text(s, "created_at"), Text(s, "expires_at")});
+                    Text(s, "processes_running"), Text(s, "created_at"), Text(s, "expires_at"),
+                    NetworkText(s)});
   }
   return PrintTable(rows);
 }
@@ -501,6 +560,7 @@ int CmdRun(const Context& context, const Args& args) {
     if (!seconds) return Usage("--ttl needs a whole number of seconds >= 0");
     sandbox_request["ttl_seconds"] = *seconds;
   }
+  if (auto error = BuildNetworkRequest(args, &sandbox_request)) return Usage(*error);
   InstallInterruptHandlers();
   Client client = context.MakeClient();
   auto sandbox = client.CreateSandbox(sandbox_request);
@@ -691,11 +751,11 @@ struct Command {
   int (*run)(const Context&, const Args&);
 };
 
-constexpr Flag kCreateFlags[] = {{"template"}, {"ttl"},       {"cwd"},  {"env", 'e'},
-                                 {"meta"},     {"memory-mb"}, {"pids"}, {"cpu-percent"},
-                                 {"disk-mb"},  {"open-files"}};
+constexpr Flag kCreateFlags[] = {
+    {"template"},    {"ttl"},     {"cwd"},        {"env", 'e'}, {"meta"},  {"memory-mb"}, {"pids"},
+    {"cpu-percent"}, {"disk-mb"}, {"open-files"}, {"network"},  {"allow"}, {"deny"}};
 constexpr Flag kJsonFlags[] = {{"json", 0, false}};
-constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}};
+constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}, {"network"}, {"allow"}, {"deny"}};
 constexpr Flag kStartFlags[] = {{"id"}};
 constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
 constexpr Flag kKillFlags[] = {{"signal", 's'}};

@@ -409,6 +409,43 @@ def test_resume_after_a_dropped_connection(daemon: Daemon, client: httpx.Client,
     assert ran["stdout"] == "run\n"
 
 
+def test_network_options_against_a_daemon_without_egress(daemon_factory: Any) -> None:
+    # Egress needs a host set up for it (test_egress.py builds one in namespaces of its own). A
+    # daemon without it checks a request for egress in full, then refuses it by name.
+    own = daemon_factory(args=["--egress-pool", "none"])
+    env = cli_env(own.url)
+    for args in (["sandbox", "create", "--allow", "pypi.org", "--allow", "*.github.com",
+                  "--deny", "203.0.113.7"],
+                 ["sandbox", "create", "--deny", "203.0.113.7"],
+                 ["sandbox", "create", "--network", "egress"],
+                 ["run", "--allow", "pypi.org", "--", "true"]):
+        refused = run_cli(env, *args)
+        assert refused.returncode == 2, args
+        assert refused.stderr.decode().startswith("sandstream: invalid_request: "), refused.stderr
+        assert "egress_pool" in refused.stderr.decode(), refused.stderr
+    # The rules reach the daemon as rules: a bad one is named.
+    for flag, rule, words in (("--allow", "10.0.0.1/8", "10.0.0.0/8"),
+                              ("--deny", "bad name!", "bad name!")):
+        bad = run_cli(env, "sandbox", "create", flag, rule)
+        assert bad.returncode == 2 and words in bad.stderr.decode(), bad.stderr
+    conflicting = run_cli(env, "sandbox", "create", "--network", "none", "--allow", "pypi.org")
+    assert conflicting.returncode == 2
+    assert conflicting.stderr.decode().startswith("sandstream: --allow and --deny mean")
+
+    with own.client() as c:
+        assert c.get("/v1/sandboxes").json()["sandboxes"] == []
+        for mode in ("none", "loopback"):
+            created = run_cli(env, "sandbox", "create", "--network", mode)
+            assert created.returncode == 0, created.stderr
+            got = c.get(f"/v1/sandboxes/{created.stdout.decode().strip()}").json()
+            assert (got["network"], got["egress"]) == (mode, None)
+    table = run_cli(env, "sandbox", "ls").stdout.decode().splitlines()
+    assert table[0].split()[-1] == "NETWORK"
+    assert [line.split()[-1] for line in table[1:]] == ["none", "loopback"]
+    ran = run_cli(env, "run", "--network", "none", "--", "true")
+    assert ran.returncode == 0, ran.stderr
+
+
 # --- against fake servers ----------------------------------------------------------------------
 
 Handler = Callable[[int, dict[str, str], socket.socket], None]
@@ -552,6 +589,55 @@ def test_fake_error_event_is_not_an_exit(fake_server: Any) -> None:
     assert b"sandstream: shutting_down: sandstreamd is shutting down" in result.stderr
 
 
+def json_answer(conn: socket.socket, status: str, value: Any) -> None:
+    """A JSON response."""
+    body = json.dumps(value).encode()
+    conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+
+def fake_sandbox(sandbox_id: str, network: str, egress: dict[str, Any] | None) -> dict[str, Any]:
+    """A sandbox as the daemon describes it."""
+    return {"id": sandbox_id, "template": "base", "status": "running", "processes_running": 0,
+            "created_at": "2025-01-01T00:00:00Z", "expires_at": None, "ttl_seconds": 0,
+            "env": {}, "cwd": "/workspace", "limits": {}, "metadata": {}, "network": network,
+            "egress": egress}
+
+
+def test_fake_network_options_make_the_request_and_ls_shows_egress(fake_server: Any) -> None:
+    listed = [
+        fake_sandbox("sb_a", "loopback", None),
+        fake_sandbox("sb_b", "egress", {"allow": ["pypi.org", "*.github.com"],
+                                        "deny": ["203.0.113.7"], "address": "10.200.0.15",
+                                        "gateway": "10.200.0.14"}),
+        fake_sandbox("sb_c", "egress", {"allow": None, "deny": [], "address": "10.200.0.17",
+                                        "gateway": "10.200.0.16"}),
+    ]
+
+    def handler(n: int, headers: dict[str, str], conn: socket.socket) -> None:
+        if server.request_lines[-1].startswith("POST "):
+            json_answer(conn, "201 Created", listed[0])
+        else:
+            json_answer(conn, "200 OK", {"sandboxes": listed})
+
+    server = fake_server(handler)
+    env = cli_env(server.url)
+    for args in (["--allow", "pypi.org", "--allow", "*.github.com", "--deny", "203.0.113.7"],
+                 ["--network", "egress", "--deny", "203.0.113.7"],
+                 ["--network", "egress"], ["--network", "none"], []):
+        result = run_cli(env, "sandbox", "create", *args)
+        assert result.returncode == 0, result.stderr
+    assert [json.loads(b).get("network") for b in server.bodies] == [
+        {"egress": {"allow": ["pypi.org", "*.github.com"], "deny": ["203.0.113.7"]}},
+        {"egress": {"deny": ["203.0.113.7"]}},
+        "egress", "none", None]
+    table = run_cli(env, "sandbox", "ls").stdout.decode().splitlines()
+    network = [line[table[0].index("NETWORK"):] for line in table[1:]]
+    assert network == ["loopback",
+                       "egress 10.200.0.15 allow=pypi.org,*.github.com deny=203.0.113.7",
+                       "egress 10.200.0.17"]
+
+
 def test_unreachable_server_and_bad_usage_exit_2() -> None:
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]
@@ -571,3 +657,4 @@ def test_unreachable_server_and_bad_usage_exit_2() -> None:
     assert helped.returncode == 0
     assert b"Exit status" in helped.stdout
     assert b"--flow wait|skip" in helped.stdout
+    assert b"--allow RULE" in helped.stdout and b"--deny RULE" in helped.stdout

@@ -92,7 +92,8 @@ async function refreshSandboxes() {
       const tr = document.createElement("tr");
       tr.dataset.id = sb.id;
       if (state.sandbox?.id === sb.id) tr.className = "selected";
-      for (const text of [sb.id, sb.template, sb.created_at.replace("T", " ").slice(0, 19), sb.processes_running]) {
+      for (const text of [sb.id, sb.template, sb.created_at.replace("T", " ").slice(0, 19), sb.processes_running,
+                          networkText(sb)]) {
         const td = document.createElement("td");
         td.textContent = String(text);
         tr.append(td);
@@ -112,6 +113,39 @@ async function refreshSandboxes() {
   }
 }
 
+// "loopback", "none", or "egress ADDRESS allow=... deny=..." (no allow=: every public address).
+function networkText(sb) {
+  const e = sb.egress;
+  if (!e) return sb.network ?? "";
+  const parts = ["egress"];
+  if (e.address) parts.push(e.address);
+  if (e.allow) parts.push(`allow=${e.allow.join(",")}`);
+  if (e.deny?.length) parts.push(`deny=${e.deny.join(",")}`);
+  return parts.join(" ");
+}
+
+// Rules typed as a list separated by commas or spaces.
+function rules(id) { return $(id).value.split(/[\s,]+/).filter(Boolean); }
+
+// The request's `network`: omitted for loopback, the server's default.
+function networkRequest() {
+  const mode = $("create-network").value;
+  if (mode !== "egress") return mode === "loopback" ? undefined : mode;
+  const allow = rules("create-allow");
+  const deny = rules("create-deny");
+  if (!allow.length && !deny.length) return "egress";
+  const policy = {};
+  if (allow.length) policy.allow = allow;
+  if (deny.length) policy.deny = deny;
+  return { egress: policy };
+}
+
+$("create-network").addEventListener("change", () => {
+  const egress = $("create-network").value === "egress";
+  $("create-allow").hidden = !egress;
+  $("create-deny").hidden = !egress;
+});
+
 function button(label, onClick) {
   const b = document.createElement("button");
   b.textContent = label;
@@ -124,6 +158,8 @@ $("create-form").addEventListener("submit", async (e) => {
   const body = { template: $("create-template").value };
   const ttl = Number($("create-ttl").value);
   if (ttl > 0) body.ttl_seconds = ttl;
+  const network = networkRequest();
+  if (network !== undefined) body.network = network;
   try {
     const sb = await api("POST", "/v1/sandboxes", body);
     await refreshSandboxes();

@@ -1,8 +1,8 @@
 // The console in headless Chromium (Debian's /usr/bin/chromium via playwright-core) against a
 // real sandstreamd serving web/dist: sign in with the key, create a sandbox, type into its
 // terminal and read the answer, run a command and see its first line before it ends, expose a
-// port and open the page a sandbox serves on it through its preview host. Leaves a screenshot
-// in test-artifacts/console.png.
+// port and open the page a sandbox serves on it through its preview host, ask for a sandbox's
+// network. Leaves a screenshot in test-artifacts/console.png.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -48,9 +48,11 @@ async function startDaemon() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "sandstream-web-"));
   scratch.push(dataDir);
   // A small log window, so a page that fell behind it would lose output (see the flow test).
+  // No egress: a request for it is checked in full, then refused, and nothing is set up on
+  // this machine's network (egress is tested in tests/integration/test_egress.py).
   const child = spawn(binary, ["--listen", "127.0.0.1:0", "--data-dir", dataDir,
                                "--web-dir", path.join(WEB_DIR, "dist"),
-                               "--log-window-bytes", String(WINDOW)], {
+                               "--log-window-bytes", String(WINDOW), "--egress-pool", "none"], {
     env: { ...process.env, SANDSTREAM_API_KEY: API_KEY },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -300,4 +302,33 @@ test("the ports tab exposes a port, opens it in a new tab and closes it", async 
   } finally {
     await call("DELETE", `/v1/sandboxes/${sb.id}`);
   }
+});
+
+test("the new sandbox form asks for a network, and the list shows it", async () => {
+  await page.goto(`${daemonUrl}/`);
+  await page.waitForSelector("#console:not([hidden])");
+  assert.ok(await page.isHidden("#create-allow"), "the rules show only for egress");
+  await page.selectOption("#create-network", "egress");
+  await page.fill("#create-allow", "pypi.org, *.github.com 198.18.0.0/15");
+  await page.fill("#create-deny", "203.0.113.7");
+  const [request] = await Promise.all([
+    page.waitForRequest((r) => r.method() === "POST" && new URL(r.url()).pathname === "/v1/sandboxes"),
+    page.click("#create-sandbox"),
+  ]);
+  assert.deepEqual(JSON.parse(request.postData()).network,
+                   { egress: { allow: ["pypi.org", "*.github.com", "198.18.0.0/15"], deny: ["203.0.113.7"] } });
+  await page.waitForSelector("#console-error:has-text('egress_pool')");
+
+  await page.selectOption("#create-network", "none");
+  assert.ok(await page.isHidden("#create-allow"));
+  const before = new Set((await call("GET", "/v1/sandboxes")).sandboxes.map((sb) => sb.id));
+  await page.click("#create-sandbox");
+  await page.waitForSelector("#sandbox-rows tr.selected");
+  const id = await page.textContent("#sandbox-title");
+  assert.ok(!before.has(id));
+  assert.equal((await call("GET", `/v1/sandboxes/${id}`)).network, "none");
+  assert.equal(await page.textContent(`#sandbox-rows tr[data-id="${id}"] td:nth-child(5)`), "none");
+  assert.equal(await page.textContent("#console-error"), "");
+  await page.click(`#sandbox-rows tr[data-id="${id}"] .delete-sandbox`);
+  await page.waitForSelector(`#sandbox-rows tr[data-id="${id}"]`, { state: "detached" });
 });

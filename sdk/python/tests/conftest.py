@@ -59,15 +59,17 @@ class Daemon:
             self.process.wait()
 
 
-def start_daemon(data_dir: Path, argv_prefix: list[str] | None = None, binary: Path | None = None) -> Daemon:
-    """Starts sandstreamd on 127.0.0.1:0 and waits for its `listening on` line."""
+def start_daemon(data_dir: Path, argv_prefix: list[str] | None = None, binary: Path | None = None,
+                 args: list[str] | None = None) -> Daemon:
+    """Starts sandstreamd on 127.0.0.1:0 with `args` after its own and waits for its
+    `listening on` line."""
     exe = binary or daemon_binary()
     if exe is None:
         pytest.skip("sandstreamd is not built (build/dev/bin/sandstreamd; or set SANDSTREAMD)")
     data_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY}
     extra = os.environ.get("SANDSTREAMD_ARGS", "").split()  # e.g. "--runtime directory"
-    argv = [*(argv_prefix or []), str(exe), "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra]
+    argv = [*(argv_prefix or []), str(exe), "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra, *(args or [])]
     log = open(data_dir.parent / f"{data_dir.name}.stderr.log", "w")
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     assert process.stdout is not None
@@ -113,6 +115,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    d.stop()
+
+
+@pytest.fixture(scope="session")
+def daemon_without_egress(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """A daemon whose config has no egress (`egress_pool none`): a request for egress is
+    checked in full and then refused, and nothing is set up on this machine's network."""
+    d = start_daemon(tmp_path_factory.mktemp("no-egress") / "data", args=["--egress-pool", "none"])
+    yield d
     d.stop()
 
 

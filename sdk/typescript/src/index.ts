@@ -24,11 +24,15 @@ export type { CodeContext, Execution, ExecutionError, Language, RunCodeOptions, 
 export type { ConnectionOptions } from "./client.js";
 export { DEFAULT_URL } from "./client.js";
 export type {
+  Egress,
+  EgressPolicy,
   ExecResult,
   ExitInfo,
   GapInfo,
   Limits,
   LogChunk,
+  Network,
+  NetworkOption,
   Port,
   ProcessInfo,
   ProcessLogs,

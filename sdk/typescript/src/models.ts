@@ -11,6 +11,38 @@ export interface Limits {
   openFiles?: number;
 }
 
+/**
+ * What a sandbox can reach: `loopback` (the daemon's default) its own loopback only, `none` not
+ * even that, `egress` loopback and every public address and name.
+ */
+export type Network = "loopback" | "none" | "egress";
+
+/**
+ * Egress under a policy. Rules are IPv4 addresses (`203.0.113.7`), prefixes (`198.18.0.0/15`),
+ * names (`pypi.org`) and name patterns (`*.github.com`: every name under it but not itself; `*`:
+ * every name). `allow` absent or null: every public address and name; a list: only these.
+ * `deny` wins over `allow`. Private, loopback and link-local ranges, the host and other
+ * sandboxes stay out of reach unless an allow rule names them.
+ */
+export interface EgressPolicy {
+  allow?: readonly string[] | null;
+  deny?: readonly string[];
+}
+
+/** `CreateOptions.network`: a mode, or `{ egress: policy }` (`{ egress: true }` is `"egress"`). */
+export type NetworkOption = Network | { egress: true | EgressPolicy };
+
+/** The egress of a sandbox created with network `egress`: its policy and its addresses. */
+export interface Egress {
+  /** null: every public address and name. */
+  allow: string[] | null;
+  deny: string[];
+  /** The sandbox's address (its eth0). */
+  address: string | null;
+  /** The host's end of the sandbox's link, where its DNS resolver answers. */
+  gateway: string | null;
+}
+
 export interface SandboxInfo {
   id: string;
   template: string;
@@ -21,7 +53,9 @@ export interface SandboxInfo {
   env: Record<string, string>;
   cwd: string;
   limits: Required<Limits>;
-  network: string;
+  network: Network;
+  /** The egress policy and addresses with network `egress`; null otherwise. */
+  egress: Egress | null;
   metadata: Record<string, string>;
   processesRunning: number;
 }
@@ -127,6 +161,35 @@ export function limitsToWire(limits: Limits): Wire {
   return wire;
 }
 
+const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x) => typeof x === "string") : []);
+
+/** The request form of `network`; a policy sends only its rules (an `Egress` may be reused). */
+export function networkToWire(network: NetworkOption): unknown {
+  // Anything but a policy (true, or what a caller without types sent) goes as it is, for the
+  // daemon to check.
+  if (typeof network !== "object" || network === null || typeof network.egress !== "object" ||
+      network.egress === null) {
+    return network;
+  }
+  const policy: Wire = {};
+  if (network.egress.allow !== undefined) {
+    policy["allow"] = network.egress.allow === null ? null : [...network.egress.allow];
+  }
+  if (network.egress.deny !== undefined) policy["deny"] = [...network.egress.deny];
+  return { egress: policy };
+}
+
+export function egressFromWire(v: unknown): Egress | null {
+  if (v === null || typeof v !== "object") return null;
+  const w = v as Wire;
+  return {
+    allow: Array.isArray(w["allow"]) ? strings(w["allow"]) : null,
+    deny: strings(w["deny"]),
+    address: optStr(w["address"]),
+    gateway: optStr(w["gateway"]),
+  };
+}
+
 export function sandboxFromWire(w: Wire): SandboxInfo {
   const l = obj(w["limits"]);
   return {
@@ -145,7 +208,8 @@ export function sandboxFromWire(w: Wire): SandboxInfo {
       diskMb: num(l["disk_mb"]),
       openFiles: num(l["open_files"]),
     },
-    network: str(w["network"]),
+    network: str(w["network"]) as Network,
+    egress: egressFromWire(w["egress"]),
     metadata: obj(w["metadata"]) as Record<string, string>,
     processesRunning: num(w["processes_running"]),
   };

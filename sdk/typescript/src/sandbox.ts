@@ -14,6 +14,7 @@ import {
   type ExitInfo,
   type ExecResult,
   type Limits,
+  type NetworkOption,
   type Port,
   type ProcessInfo,
   type ProcessLogs,
@@ -21,6 +22,7 @@ import {
   execResultFromWire,
   limitsToWire,
   logsFromWire,
+  networkToWire,
   portFromWire,
   processFromWire,
   sandboxFromWire,
@@ -54,7 +56,12 @@ export interface CreateOptions extends ConnectionOptions {
   /** Sandbox lifetime in seconds; 0: the daemon's default. */
   ttlSeconds?: number;
   limits?: Limits;
-  network?: "loopback" | "none";
+  /**
+   * `loopback` (the daemon's default), `none`, `egress` (every public address and name), or
+   * `{ egress: { allow: [...], deny: [...] } }` for egress under a policy. A daemon without
+   * egress (`egress_pool none`) answers InvalidRequestError.
+   */
+  network?: NetworkOption;
   metadata?: Record<string, string>;
 }
 
@@ -427,7 +434,7 @@ export class Sandbox implements AsyncDisposable {
       options.ttlSeconds ?? (options.timeout !== undefined ? Math.ceil(options.timeout / 1000) : undefined);
     if (ttl !== undefined) body["ttl_seconds"] = ttl;
     if (options.limits !== undefined) body["limits"] = limitsToWire(options.limits);
-    if (options.network !== undefined) body["network"] = options.network;
+    if (options.network !== undefined) body["network"] = networkToWire(options.network);
     if (options.metadata !== undefined) body["metadata"] = options.metadata;
     const wire = await client.json<Wire>("POST", "/v1/sandboxes", { json: body });
     return new Sandbox(client, sandboxFromWire(wire));

@@ -22,11 +22,14 @@ export interface Daemon {
   stop(): Promise<void>;
 }
 
-/** Starts sandstreamd (SANDSTREAMD, else build/dev/bin/sandstreamd) on 127.0.0.1:0. */
-export async function startDaemon(): Promise<Daemon> {
+/**
+ * Starts sandstreamd (SANDSTREAMD, else build/dev/bin/sandstreamd) on 127.0.0.1:0, with `args`
+ * after its own.
+ */
+export async function startDaemon(args: readonly string[] = []): Promise<Daemon> {
   const binary = process.env["SANDSTREAMD"] ?? path.join(REPO_DIR, "build/dev/bin/sandstreamd");
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "sandstream-ts-"));
-  const child = spawn(binary, ["--listen", "127.0.0.1:0", "--data-dir", dataDir], {
+  const child = spawn(binary, ["--listen", "127.0.0.1:0", "--data-dir", dataDir, ...args], {
     env: { ...process.env, SANDSTREAM_API_KEY: API_KEY },
     stdio: ["ignore", "pipe", "pipe"],
   });

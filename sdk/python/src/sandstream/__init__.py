@@ -33,7 +33,7 @@ from .errors import (
 )
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
 from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
-from .models import ExecResult, Flow, Limits, ProcessInfo, SandboxInfo
+from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, SandboxInfo
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .ports import Port
@@ -54,6 +54,7 @@ __all__ = [
     "CommandFailed",
     "Conflict",
     "ConnectionFailed",
+    "Egress",
     "Error",
     "Event",
     "ExecResult",
@@ -72,6 +73,7 @@ __all__ = [
     "Limits",
     "Logs",
     "MethodNotAllowed",
+    "Network",
     "NotFound",
     "OutputDigest",
     "PayloadTooLarge",

@@ -21,7 +21,7 @@ import httpx
 from .errors import CommandFailed, ConnectionFailed, StreamLost, error_from_code
 from .events import Error, Event, EventDecoder, Exit, SseMessage, Start, Stderr, Stdout
 from .helpers import OutputDigest
-from .models import ExecResult, Flow, Limits, ProcessInfo, SandboxInfo
+from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, SandboxInfo
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -209,8 +209,10 @@ def sandbox_body(
     limits: Limits | Mapping[str, int] | None,
     metadata: Mapping[str, str] | None,
     limit_fields: Mapping[str, int | None],
+    network: Network | Egress | Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The body of `POST /v1/sandboxes`; `timeout` is the sandbox's TTL in seconds."""
+    """The body of `POST /v1/sandboxes`; `timeout` is the sandbox's TTL in seconds. `network`
+    as a mapping is sent as given (`{"egress": {"allow": [...]}}`), for the server to check."""
     body: dict[str, Any] = {"template": template}
     if env:
         body["env"] = dict(env)
@@ -226,6 +228,12 @@ def sandbox_body(
     merged.update({k: int(v) for k, v in limit_fields.items() if v is not None})
     if merged:
         body["limits"] = merged
+    if isinstance(network, Egress):
+        body["network"] = network.to_json()
+    elif isinstance(network, Mapping):
+        body["network"] = dict(network)
+    elif network is not None:
+        body["network"] = network
     if metadata:
         body["metadata"] = dict(metadata)
     return body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -10,6 +11,11 @@ from typing import Any, Literal
 # pipe), so nothing is lost. "skip": the process is never held; a reader that falls behind the
 # window gets a `Gap` naming what it missed.
 Flow = Literal["wait", "skip"]
+
+# What a sandbox can reach. "loopback" (the server's default): its own loopback only; "none": not
+# even that; "egress": loopback and every public address and name. `Egress` narrows "egress" to
+# a policy.
+Network = Literal["none", "loopback", "egress"]
 
 
 def _opt_int(value: Any) -> int | None:
@@ -41,6 +47,61 @@ class Limits:
         return cls(**{k: _opt_int(data.get(k)) for k in cls.__dataclass_fields__})
 
 
+def _rules(value: Any, name: str) -> tuple[str, ...]:
+    # A str is a Sequence[str] too: "pypi.org" must not become nine one-letter rules.
+    if isinstance(value, str):
+        raise TypeError(f"Egress.{name} is a list of rules, not a string: [{value!r}]")
+    return tuple(str(rule) for rule in value)
+
+
+@dataclass(frozen=True)
+class Egress:
+    """Egress under a policy: as `network=` it asks for a sandbox that reaches only what the
+    policy allows; as `SandboxInfo.egress` it is the policy the server holds, with the
+    sandbox's addresses.
+
+    Rules are IPv4 addresses (`203.0.113.7`), prefixes (`198.18.0.0/15`), names (`pypi.org`)
+    and name patterns (`*.github.com`: every name under it but not itself; `*`: every name).
+    `allow=None`: every public address and name; a list: only these. `deny` wins over `allow`.
+    Private, loopback and link-local ranges, the host and other sandboxes stay out of reach
+    unless an allow rule names them.
+    """
+
+    allow: Sequence[str] | None = None
+    deny: Sequence[str] = ()
+    # Set by the server, ignored in a request: the sandbox's address, and the host's end of
+    # its link, where its DNS resolver answers.
+    address: str | None = None
+    gateway: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.allow is not None:
+            object.__setattr__(self, "allow", _rules(self.allow, "allow"))
+        object.__setattr__(self, "deny", _rules(self.deny, "deny"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The request form, `{"egress": {"allow": [...], "deny": [...]}}`."""
+        policy: dict[str, Any] = {}
+        if self.allow is not None:
+            policy["allow"] = list(self.allow)
+        if self.deny:
+            policy["deny"] = list(self.deny)
+        return {"egress": policy}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Egress | None:
+        """Parses the `egress` object of a sandbox; `None` for null."""
+        if not isinstance(data, dict):
+            return None
+        allow = data.get("allow")
+        return cls(
+            allow=None if allow is None else [str(rule) for rule in allow],
+            deny=[str(rule) for rule in data.get("deny") or []],
+            address=_opt_str(data.get("address")),
+            gateway=_opt_str(data.get("gateway")),
+        )
+
+
 @dataclass(frozen=True)
 class SandboxInfo:
     """A sandbox as the server describes it."""
@@ -55,6 +116,7 @@ class SandboxInfo:
     cwd: str
     limits: Limits
     network: str
+    egress: Egress | None
     metadata: dict[str, str]
     processes_running: int
 
@@ -72,6 +134,7 @@ class SandboxInfo:
             cwd=str(data.get("cwd", "")),
             limits=Limits.from_json(data.get("limits")),
             network=str(data.get("network", "")),
+            egress=Egress.from_json(data.get("egress")),
             metadata=dict(data.get("metadata") or {}),
             processes_running=_opt_int(data.get("processes_running")) or 0,
         )

@@ -54,7 +54,7 @@ from .errors import (
 from .events import Error, Event, EventDecoder, Exit, SseParser
 from .files import FileEvent, FileInfo, _FilesBase, watch_event
 from .interpreter import CellRun, CodeContext, Execution, ExecutionError, Result
-from .models import ExecResult, Flow, Limits, ProcessInfo, SandboxInfo
+from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, SandboxInfo
 from .ports import (
     Port,
     close_port_call,
@@ -256,13 +256,17 @@ class Sandbox:
         cpu_percent: int | None = None,
         disk_mb: int | None = None,
         open_files: int | None = None,
+        network: Network | Egress | Mapping[str, Any] | None = None,
         metadata: Mapping[str, str] | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.Client | None = None,
         config: ClientConfig | None = None,
     ) -> Sandbox:
-        """Creates a sandbox. `timeout` is its time to live in seconds (server default if None)."""
+        """Creates a sandbox. `timeout` is its time to live in seconds (server default if None).
+        `network`: "loopback" (the server's default), "none", "egress" (every public address
+        and name) or `Egress(allow=[...], deny=[...])` for egress under a policy; a server
+        without egress raises `InvalidRequest`."""
         api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
         body = sandbox_body(
             template,
@@ -278,6 +282,7 @@ class Sandbox:
                 "disk_mb": disk_mb,
                 "open_files": open_files,
             },
+            network,
         )
         try:
             info = api.call(create_sandbox_call(body))
