@@ -67,7 +67,9 @@ def start_daemon(data_dir: Path, argv_prefix: list[str] | None = None, binary: P
     if exe is None:
         pytest.skip("sandstreamd is not built (build/dev/bin/sandstreamd; or set SANDSTREAMD)")
     data_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY}
+    # No egress, whatever the environment says: these daemons run in this machine's own
+    # network namespace, where no test may turn on forwarding.
+    env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY, "SANDSTREAM_EGRESS_POOL": "none"}
     extra = os.environ.get("SANDSTREAMD_ARGS", "").split()  # e.g. "--runtime directory"
     argv = [*(argv_prefix or []), str(exe), "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra, *(args or [])]
     log = open(data_dir.parent / f"{data_dir.name}.stderr.log", "w")

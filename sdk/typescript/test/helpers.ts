@@ -30,7 +30,9 @@ export async function startDaemon(args: readonly string[] = []): Promise<Daemon>
   const binary = process.env["SANDSTREAMD"] ?? path.join(REPO_DIR, "build/dev/bin/sandstreamd");
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "sandstream-ts-"));
   const child = spawn(binary, ["--listen", "127.0.0.1:0", "--data-dir", dataDir, ...args], {
-    env: { ...process.env, SANDSTREAM_API_KEY: API_KEY },
+    // No egress, whatever the environment says: these daemons run in this machine's own
+    // network namespace, where no test may turn on forwarding.
+    env: { ...process.env, SANDSTREAM_API_KEY: API_KEY, SANDSTREAM_EGRESS_POOL: "none" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   // The daemon's log stays quiet unless it fails; then its tail (an ASan report, say) is shown.
