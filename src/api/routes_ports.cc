@@ -5,8 +5,6 @@
 // both ways as they come: a streamed response arrives unbuffered, an upgrade (WebSocket) goes
 // on as raw bytes. The upstream is told `Connection: close`, so one exchange is one connection
 // and every request passes the key check and the path rewrite; the key never reaches it.
-#include <fcntl.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -24,10 +22,8 @@
 #include "api/router.h"
 #include "api/routes.h"
 #include "api/server.h"
-#include "base/async.h"
 #include "base/clock.h"
 #include "base/timer.h"
-#include "platform/fd.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -175,60 +171,6 @@ asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to,
   }
 }
 
-// One direction of a relay through a pipe with splice(2): the bytes go from socket to socket
-// inside the kernel, never copied through the daemon, which is what lets a proxied transfer
-// keep up with a direct one. Each chunk waits for the reactor first, so a sender that never
-// pauses still lets every other connection have its turn. nullopt when no pipe could be had:
-// the caller copies instead.
-asio::awaitable<std::optional<bool>> SplicePump(tcp::socket& from, tcp::socket& to,
-                                                SteadyClock::duration write_timeout,
-                                                uint64_t& bytes) {
-  auto pipe = MakePipe(false);
-  if (!pipe) co_return std::nullopt;
-  GrowPipe(pipe->write.get(), static_cast<int>(kRelayChunkMax));
-  boost::system::error_code ec;
-  from.non_blocking(true, ec);
-  if (!ec) to.non_blocking(true, ec);
-  if (ec) co_return std::nullopt;
-  constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
-  Timer timer(to.get_executor());
-  for (;;) {
-    auto [wait_ec] = co_await from.async_wait(tcp::socket::wait_read, Tuple());
-    if (wait_ec) co_return false;
-    const ssize_t n = ::splice(from.native_handle(), nullptr, pipe->write.get(), nullptr,
-                               kRelayChunkMax, kFlags);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n < 0) co_return false;
-    if (n == 0) {
-      to.shutdown(tcp::socket::shutdown_send, ec);
-      co_return true;
-    }
-    for (size_t left = static_cast<size_t>(n); left > 0;) {
-      const ssize_t m = ::splice(pipe->read.get(), nullptr, to.native_handle(), nullptr, left,
-                                 kFlags);
-      if (m > 0) {
-        left -= static_cast<size_t>(m);
-        bytes += static_cast<uint64_t>(m);
-        continue;
-      }
-      if (m < 0 && errno == EINTR) continue;
-      if (m == 0 || errno != EAGAIN) co_return false;
-      timer.expires_after(write_timeout);
-      auto writable = co_await (to.async_wait(tcp::socket::wait_write, Tuple()) ||
-                                timer.async_wait(Tuple()));
-      if (writable.index() == 1 || std::get<0>(std::get<0>(writable))) co_return false;
-    }
-  }
-}
-
-// A relay's direction by splice, or by copying where that cannot be.
-asio::awaitable<bool> Relay1(tcp::socket& from, tcp::socket& to,
-                             SteadyClock::duration write_timeout, uint64_t& bytes) {
-  std::optional<bool> spliced = co_await SplicePump(from, to, write_timeout, bytes);
-  if (spliced) co_return *spliced;
-  co_return co_await Pump(from, to, write_timeout, bytes);
-}
-
 struct Relay {
   tcp::socket& client;
   tcp::socket& upstream;
@@ -295,7 +237,7 @@ asio::awaitable<void> Downstream(Relay& r) {
   std::optional<std::string> rest = co_await ForwardHead(r);
   if (rest && co_await WriteWithin(r.client, asio::buffer(*rest), r.write_timeout)) {
     r.down += rest->size();
-    clean = co_await Relay1(r.upstream, r.client, r.write_timeout, r.down);
+    clean = co_await Pump(r.upstream, r.client, r.write_timeout, r.down);
   }
   r.answered = true;
   r.grace.cancel();
@@ -307,7 +249,7 @@ asio::awaitable<void> Downstream(Relay& r) {
 }
 
 asio::awaitable<void> Upstream(Relay& r) {
-  const bool clean = co_await Relay1(r.client, r.upstream, r.write_timeout, r.up);
+  const bool clean = co_await Pump(r.client, r.upstream, r.write_timeout, r.up);
   boost::system::error_code ignored;
   if (clean && !r.answered && r.status == 0) {
     r.grace.expires_after(kClientGoneGrace);
