@@ -160,6 +160,7 @@ Result<void> Egress::Attach(uint32_t slot, int netns_fd, const EgressPolicy& pol
   table.marks = MarksOf(options_.mark_mask);
   std::lock_guard lock(mu_);
   pins_.erase(slot);
+  adopted_.erase(slot);
   auto nft = NftLocked();
   Result<void> added = nft ? (*nft)->AddSandbox(table) : Result<void>(std::move(nft).error());
   if (added && Faulted()) {
@@ -177,6 +178,7 @@ Result<void> Egress::Detach(uint32_t slot) {
   {
     std::lock_guard lock(mu_);
     pins_.erase(slot);
+    adopted_.erase(slot);
     auto nft = NftLocked();
     if (!nft) return std::move(nft).error();
     if (auto r = (*nft)->DeleteSandbox(Table(slot)); !r) return r;
@@ -208,15 +210,23 @@ Result<void> Egress::Pin(uint32_t slot, uint32_t addr, std::chrono::seconds ttl)
   auto nft = NftLocked();
   if (!nft) return std::move(nft).error();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clamped).count();
-  // Always as a refresh: an element may be there already from before a restart (pins_ is
-  // this daemon's memory only), and on 6.1 a plain add would keep its old expiry.
-  Result<void> pinned = (*nft)->Pin(Table(slot), addr, static_cast<uint32_t>(ms), true);
+  // A longer pin of an address already open replaces its element: on 6.1 a plain add would
+  // keep the old expiry. So does the first of a sandbox an earlier daemon pinned for (this
+  // one's memory starts empty). A new address is a plain add: a replacement of an element that
+  // is not there fails, and the kernel takes milliseconds to abort that transaction.
+  const bool refresh = !fresh || adopted_.contains(slot);
+  Result<void> pinned = (*nft)->Pin(Table(slot), addr, static_cast<uint32_t>(ms), refresh);
   if (!pinned) {
     if (fresh) pins.erase(it);
     return pinned;
   }
   it->second = until;
   return Ok{};
+}
+
+void Egress::Adopted(uint32_t slot) {
+  std::lock_guard lock(mu_);
+  adopted_.insert(slot);
 }
 
 void Egress::CleanupLeftovers(const std::vector<uint32_t>& live) {
@@ -235,6 +245,8 @@ void Egress::CleanupLeftovers(const std::vector<uint32_t>& live) {
         if (is_live(name, "ss_")) continue;
         log::Info("egress: removing a leftover table", {{"table", name}});
         (void)(*nft)->DeleteSandbox(name);
+        const auto slot = static_cast<uint32_t>(std::stoul(name.substr(3)));
+        (void)FlushConntrackFrom(Address(slot));
       }
     }
   }

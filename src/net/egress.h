@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,12 @@ class Egress {
   // Lets slot's sandbox reach `addr` for `ttl` (clamped, plus a grace) from now: an answer of
   // its resolver. A pin is never shortened.
   Result<void> Pin(uint32_t slot, uint32_t addr, std::chrono::seconds ttl);
-  // At start: removes tables and links of slots not in `live` (sandboxes that are gone).
+  // At start: removes tables and links of slots not in `live` (sandboxes that are gone), and
+  // the connections their addresses had.
   void CleanupLeftovers(const std::vector<uint32_t>& live);
+  // Slot's sandbox was taken back from an earlier daemon: its table may hold pins this one
+  // does not know, which its first pin of each address replaces rather than adds to.
+  void Adopted(uint32_t slot);
 
   // Fault injection for tests (sandbox/fault.h): Attach's steps fail, with errno EIO, where
   // `fault` says so.
@@ -97,6 +102,7 @@ class Egress {
   // Per slot, address -> when its pin expires: the kernel of Debian 12 (6.1) does not extend
   // an element's timeout on a re-add, so a longer pin replaces the element.
   std::map<uint32_t, std::map<uint32_t, std::chrono::steady_clock::time_point>> pins_;
+  std::set<uint32_t> adopted_;  // slots whose table an earlier daemon filled
 };
 
 // The host's own IPv4 addresses (getifaddrs), for CompileEgress.

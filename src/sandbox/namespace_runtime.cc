@@ -446,19 +446,6 @@ class NamespaceSandbox final : public Sandbox {
       (void)co_await Readable{init_pidfd_.get(), In(std::chrono::milliseconds(50))};
       ReapInit();
     }
-    // Before the id range (and with it the slot) can be handed out again.
-    if (egress_slot_) {
-      auto detach = [egress = state_->options.egress, slot = *egress_slot_] {
-        return egress->Detach(slot);
-      };
-      auto detached = co_await OnThread(std::move(detach), kNetTimeout);
-      if (!detached) {
-        if (result.ok()) result = Error{ErrorCode::kInternal, "net: detach did not finish"};
-      } else if (!*detached && result.ok()) {
-        result = std::move(*detached).error();
-      }
-      egress_slot_.reset();
-    }
     FreeStateAndIds(result);
     co_return result;
   }
@@ -498,6 +485,21 @@ class NamespaceSandbox final : public Sandbox {
     if (ec && result.ok()) {
       result = Error{ErrorCode::kInternal, "remove " + dir_ + ": " + ec.message()};
     }
+    if (egress_slot_ && ids_first_) {
+      // Its table and the connections its address had go on a thread of their own (a flush
+      // walks the whole conntrack table: milliseconds the deletion need not wait for), and the
+      // id range, with it the slot, is free again only once they have.
+      std::thread([state = state_, slot = *egress_slot_, first = *ids_first_] {
+        if (auto r = state->options.egress->Detach(slot); !r) {
+          log::Warn("egress: detach failed", {{"slot", std::to_string(slot)},
+                                              {"error", r.error().message}});
+        }
+        std::lock_guard lock(state->mu);
+        state->ids.Release(first);
+      }).detach();
+      egress_slot_.reset();
+      ids_first_.reset();
+    }
     if (ids_first_) {
       std::lock_guard lock(state_->mu);
       state_->ids.Release(*ids_first_);
@@ -515,14 +517,6 @@ class NamespaceSandbox final : public Sandbox {
     spawner_.Kill();
     if (cgroup_) cgroup_->KillAndForget();
     ReapInit();
-    if (egress_slot_) {
-      // Nothing here may wait: the table and the conntrack entries go on a thread of their
-      // own (a slot reused meanwhile waits in Attach for its old link, not for these).
-      std::thread([egress = state_->options.egress, slot = *egress_slot_] {
-        (void)egress->Detach(slot);
-      }).detach();
-      egress_slot_.reset();
-    }
     Result<void> ignored = Ok{};
     FreeStateAndIds(ignored);
   }
@@ -803,7 +797,10 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
   }
   sandbox->ids_first_ = st.st_uid;
   // Its link and table are kernel state that outlived the daemon.
-  if (spec.egress && s.options.egress) sandbox->egress_slot_ = sandbox->Slot();
+  if (spec.egress && s.options.egress) {
+    sandbox->egress_slot_ = sandbox->Slot();
+    s.options.egress->Adopted(*sandbox->egress_slot_);
+  }
   Result<void> reattached = co_await sandbox->Reattach();
   if (!reattached) {
     (void)co_await sandbox->Destroy();
