@@ -407,10 +407,22 @@ Result<Answer> ReadAnswer(std::span<uint8_t> response, uint16_t expected_id, std
   auto chain = FollowChain(l, Lowercase(qname));
   if (!chain) return std::move(chain).error();
   answer.chain = std::move(*chain);
+  // A compression pointer may point into a TTL field (any earlier bytes are fair game to
+  // one): clamping would then rewrite a name. Such a message is refused, untouched.
+  const std::vector<uint8_t> before(response.begin(), response.end());
+  for (const Rr& rr : l.answers) Put32(response, rr.ttl_at, ClampTtl(rr.ttl, max_ttl));
+  if (auto again = Walk(response); !again || again->answers.size() != l.answers.size() ||
+                                   !std::equal(l.answers.begin(), l.answers.end(),
+                                               again->answers.begin(),
+                                               [](const Rr& a, const Rr& b) {
+                                                 return a.owner == b.owner && a.target == b.target;
+                                               })) {
+    std::copy(before.begin(), before.end(), response.begin());
+    return BadAnswer("a name points into a TTL");
+  }
   bool target_answered = false;
   for (const Rr& rr : l.answers) {
     const uint32_t ttl = ClampTtl(rr.ttl, max_ttl);
-    Put32(response, rr.ttl_at, ttl);
     if (rr.cls != kClassIn || !OnChain(answer.chain, rr.owner)) continue;
     if (rr.type == kTypeA) answer.a.push_back({Get32(response, rr.rdata_at), ttl});
     if (rr.type == qtype && rr.owner == answer.chain.back()) target_answered = true;
