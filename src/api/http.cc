@@ -57,6 +57,7 @@ http::status StatusFor(ErrorCode code) {
     case ErrorCode::kShuttingDown: return http::status::service_unavailable;
     case ErrorCode::kTooManyConnections: return http::status::service_unavailable;
     case ErrorCode::kBadGateway: return http::status::bad_gateway;
+    case ErrorCode::kForbidden: return http::status::forbidden;
   }
   return http::status::internal_server_error;
 }

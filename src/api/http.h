@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/result.h"
+#include "service/access.h"
 
 namespace sandstream {
 class Service;
@@ -33,6 +34,7 @@ struct Context {
   std::vector<std::string> params;                        // path captures, in order
   std::map<std::string, std::string, std::less<>> query;  // decoded query parameters
   std::string allow;      // a 405's Allow header: the methods the path has
+  Principal principal{};  // who asks (the admin for open routes)
   int status = 0;         // what was answered (for logs and metrics)
   bool streamed = false;  // the handler wrote a streaming response: close afterwards
   // Routes with stream_body: the body is still unread; the handler reads it through these.

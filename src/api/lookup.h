@@ -13,7 +13,11 @@ namespace sandstream::api {
 
 inline Result<const SandboxEntry*> FindSandbox(Context& ctx) {
   const SandboxEntry* sb = ctx.service.Find(ctx.params.at(0));
-  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + ctx.params.at(0) + "'"};
+  // Another tenant's sandbox does not exist for this one (the server refuses it before the
+  // handler runs; this holds for any caller).
+  if (!sb || !ctx.principal.Sees(sb->tenant, sb->id)) {
+    return Error{ErrorCode::kNotFound, "no sandbox '" + ctx.params.at(0) + "'"};
+  }
   return sb;
 }
 

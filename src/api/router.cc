@@ -2,6 +2,7 @@
 
 #include <boost/beast/core/string.hpp>
 #include <boost/url/parse.hpp>
+#include <algorithm>
 #include <cctype>
 
 #include "base/ids.h"
@@ -82,30 +83,102 @@ std::optional<Error> RouteError(const Resolved& resolved,
 }
 
 // `with_cookie`: a preview host also takes the key from its cookie (routes_ports.cc).
-std::optional<Error> AuthError(const http::request_parser<http::string_body>& parser,
-                               const Query& query, const Route& route, const std::string& api_key,
-                               bool with_cookie = false) {
-  if (route.open) return std::nullopt;
+// The credential a request carries: its bearer token, else ?access_token=, else (the preview
+// form of a port) its preview cookie.
+std::string_view Credential(const http::request_parser<http::string_body>& parser,
+                            const Query& query, bool with_cookie) {
   const auto& header = parser.get();
   const auto field = header.find(http::field::authorization);
-  std::string_view auth =
+  const std::string_view auth =
       field == header.end() ? std::string_view() : std::string_view(field->value());
-  std::string_view key;
-  if (auth.starts_with("Bearer ")) {
-    key = auth.substr(7);
-  } else if (auto q = query.find("access_token"); q != query.end()) {
-    key = q->second;
-  } else if (with_cookie) {
+  if (auth.starts_with("Bearer ")) return auth.substr(7);
+  if (auto q = query.find("access_token"); q != query.end()) return q->second;
+  if (with_cookie) {
+    std::string_view key;
     for (const Cookie& c : Cookies(header[http::field::cookie])) {
       if (c.name == kPreviewCookie) key = c.value;
     }
+    return key;
   }
-  if (key.empty()) {
+  return {};
+}
+
+// Who the credential is, or the 401.
+Result<Principal> Authenticate(std::string_view credential, const ServerOptions& options) {
+  if (options.access) return options.access->Authenticate(credential);
+  if (credential.empty()) {
     return Error{ErrorCode::kUnauthorized,
                  "missing API key: send Authorization: Bearer <key> (or ?access_token=<key>)"};
   }
-  if (!SecretEquals(key, api_key)) return Error{ErrorCode::kUnauthorized, "wrong API key"};
+  if (!SecretEquals(credential, options.api_key)) {
+    return Error{ErrorCode::kUnauthorized, "wrong API key"};
+  }
+  Principal admin;
+  admin.credential = "admin";
+  return admin;
+}
+
+// Whether `p` may use a route that needs `need`, on the sandbox `sandbox` (the first capture of
+// a sandbox's route) and, for a port, `port`. A token's other sandbox does not exist for it.
+std::optional<Error> Forbidden(const Principal& p, Need need, std::string_view sandbox,
+                               uint16_t port) {
+  if (p.admin()) return std::nullopt;
+  if (need == Need::kAdmin) {
+    return Error{ErrorCode::kForbidden, "this needs the admin key"};
+  }
+  if (p.kind == Principal::Kind::kTenant) return std::nullopt;
+  if (need == Need::kTenant) {
+    return Error{ErrorCode::kForbidden,
+                 "a scoped token opens its sandbox's routes only, not this one: use a key"};
+  }
+  if (sandbox != p.sandbox) {
+    return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox) + "'"};
+  }
+  const auto missing = [&](const char* scope) {
+    return Error{ErrorCode::kForbidden, "token " + p.credential + " has no '" + scope + "' scope"};
+  };
+  switch (need) {
+    case Need::kRead:
+      if (!(p.grant.scopes & kScopeRead)) return missing("read");
+      break;
+    case Need::kExec:
+      if (!(p.grant.scopes & kScopeExec)) return missing("exec");
+      break;
+    case Need::kTerminal:
+      if (!(p.grant.scopes & kScopeTerminal)) return missing("terminal");
+      break;
+    case Need::kFilesRead:
+      if (!(p.grant.scopes & kScopeFilesRead)) return missing("files:read");
+      break;
+    case Need::kFilesWrite:
+      if (!(p.grant.scopes & kScopeFilesWrite)) return missing("files:write");
+      break;
+    case Need::kPort:
+      if (std::find(p.grant.ports.begin(), p.grant.ports.end(), port) == p.grant.ports.end()) {
+        return Error{ErrorCode::kForbidden,
+                     "token " + p.credential + " has no 'port:" + std::to_string(port) + "' scope"};
+      }
+      break;
+    case Need::kAdmin:
+    case Need::kTenant:
+      break;
+  }
   return std::nullopt;
+}
+
+// Authenticates the request for `route` and checks that the credential may use it.
+std::optional<Error> Admit(const http::request_parser<http::string_body>& parser, RouteMatch& m,
+                           const ServerOptions& options, bool with_cookie = false,
+                           uint16_t port = 0) {
+  if (m.route->open) return std::nullopt;
+  auto principal = Authenticate(Credential(parser, m.query, with_cookie), options);
+  if (!principal) return std::move(principal).error();
+  m.principal = std::move(*principal);
+  const std::string_view sandbox =
+      m.route->pattern.starts_with("/v1/sandboxes/{}") && !m.params.empty()
+          ? std::string_view(m.params[0])
+          : std::string_view();
+  return Forbidden(m.principal, RouteNeed(*m.route), sandbox, port);
 }
 
 }  // namespace
@@ -169,7 +242,7 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
     m.params = {proxy->sandbox_id, std::to_string(proxy->port),
                 proxy->preview ? "" : m.path.substr(0, proxy->prefix)};
     m.body_limit = options.max_file_bytes;
-    m.refusal = AuthError(parser, m.query, *m.route, options.api_key, proxy->preview);
+    m.refusal = Admit(parser, m, options, proxy->preview, proxy->port);
     return m;
   }
   Resolved resolved = Resolve(parser.get().method(), m.path);
@@ -180,7 +253,7 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
                  : m.route && m.route->raw_body  ? options.max_stdin_bytes
                                                  : options.max_body_bytes;
   m.refusal = RouteError(resolved, parser, m.path);
-  if (!m.refusal) m.refusal = AuthError(parser, m.query, *m.route, options.api_key);
+  if (!m.refusal) m.refusal = Admit(parser, m, options);
   if (auto length = parser.content_length(); !m.refusal && length && *length > m.body_limit) {
     m.refusal = BodyTooLarge(m.body_limit);
   }

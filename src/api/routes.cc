@@ -50,11 +50,48 @@ const std::vector<Route>& AllRoutes() {
       {V::get, "/v1/sandboxes/{}/ports/{}", GetPort},
       {V::delete_, "/v1/sandboxes/{}/ports/{}", ClosePort},
       {V::get, "/v1/sandboxes/{}/ports/{}/wait", WaitPort},
+      {V::post, "/v1/sandboxes/{}/tokens", CreateToken},
+      {V::get, "/v1/sandboxes/{}/tokens", ListTokens},
+      {V::delete_, "/v1/sandboxes/{}/tokens/{}", RevokeToken},
+      {V::get, "/v1/usage", GetUsage},
+      {V::post, "/v1/admin/tenants", CreateTenant},
+      {V::get, "/v1/admin/tenants", ListTenants},
+      {V::get, "/v1/admin/tenants/{}", GetTenant},
+      {V::patch, "/v1/admin/tenants/{}", UpdateTenant},
+      {V::delete_, "/v1/admin/tenants/{}", DeleteTenant},
+      {V::post, "/v1/admin/tenants/{}/keys", CreateKey},
+      {V::get, "/v1/admin/tenants/{}/keys", ListKeys},
+      {V::delete_, "/v1/admin/tenants/{}/keys/{}", RevokeKey},
       {V::get, "/", GetConsoleFile, true},
       {V::get, "/{}", GetConsoleFile, true},
       {V::get, "/assets/{}", GetConsoleFile, true},
   };
   return kRoutes;
+}
+
+Need RouteNeed(const Route& route) {
+  const Handler h = route.handler;
+  if (h == GetMetrics || route.pattern.starts_with("/v1/admin/")) return Need::kAdmin;
+  if (h == ProxyPort) return Need::kPort;
+  for (Handler read : {GetSandbox, SandboxLogs, SandboxEvents, ListProcesses, GetProcess,
+                       ProcessLogs, WaitProcess, ListSessions, GetSession, ListContexts,
+                       GetContext, GetRun, ListPorts, GetPort, WaitPort}) {
+    if (h == read) return Need::kRead;
+  }
+  for (Handler exec : {Exec, ExecStream, ExecWs, StartProcess, KillProcess, ProcessStdin,
+                       SignalProcess, CreateSession, DeleteSession, CreateContext,
+                       DeleteContext, RunCode, RestartContext}) {
+    if (h == exec) return Need::kExec;
+  }
+  if (h == ExecPty) return Need::kTerminal;
+  if (h == FilesList || h == FilesRead || h == FilesStat || h == FilesWatch) {
+    return Need::kFilesRead;
+  }
+  if (h == FilesWrite || h == FilesDelete || h == FilesMkdir || h == FilesMove) {
+    return Need::kFilesWrite;
+  }
+  // Creating, listing and deleting sandboxes, exposing and closing ports, tokens, usage.
+  return Need::kTenant;
 }
 
 const Route& ProxyRoute() {

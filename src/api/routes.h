@@ -20,6 +20,11 @@ struct Route {
   bool stream_body = false;   // the handler reads the body itself, up to max_file_bytes
 };
 
+// What a credential must be for a route (service/access.h): the admin's key; a tenant's key
+// (or the admin's); or, besides those, a scoped token of the route's sandbox with this scope.
+enum class Need { kAdmin, kTenant, kRead, kExec, kTerminal, kFilesRead, kFilesWrite, kPort };
+Need RouteNeed(const Route& route);
+
 const std::vector<Route>& AllRoutes();
 // Every request for an exposed port (router.h, MatchProxy): any method, body streamed.
 const Route& ProxyRoute();
@@ -27,6 +32,19 @@ const Route& ProxyRoute();
 // routes_system.cc
 boost::asio::awaitable<void> GetHealth(Context& ctx);
 boost::asio::awaitable<void> GetMetrics(Context& ctx);
+// routes_access.cc
+boost::asio::awaitable<void> CreateTenant(Context& ctx);
+boost::asio::awaitable<void> ListTenants(Context& ctx);
+boost::asio::awaitable<void> GetTenant(Context& ctx);
+boost::asio::awaitable<void> UpdateTenant(Context& ctx);
+boost::asio::awaitable<void> DeleteTenant(Context& ctx);
+boost::asio::awaitable<void> CreateKey(Context& ctx);
+boost::asio::awaitable<void> ListKeys(Context& ctx);
+boost::asio::awaitable<void> RevokeKey(Context& ctx);
+boost::asio::awaitable<void> GetUsage(Context& ctx);
+boost::asio::awaitable<void> CreateToken(Context& ctx);
+boost::asio::awaitable<void> ListTokens(Context& ctx);
+boost::asio::awaitable<void> RevokeToken(Context& ctx);
 // routes_sandboxes.cc
 boost::asio::awaitable<void> CreateSandbox(Context& ctx);
 boost::asio::awaitable<void> ListSandboxes(Context& ctx);

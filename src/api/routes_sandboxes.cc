@@ -46,6 +46,21 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto req = ParseSandboxRequest(*body);
   if (!req) co_return co_await ReplyError(ctx, req.error());
+  // A tenant's sandbox is its own; the admin may make one for a tenant.
+  req->tenant = ctx.principal.tenant;
+  req->by = ctx.principal.credential;
+  if (const json::value* tenant = body->if_contains("tenant"); tenant && !tenant->is_null()) {
+    if (!tenant->is_string()) co_return co_await ReplyError(ctx, Invalid("tenant must be a string"));
+    const std::string name(tenant->as_string());
+    if (!ctx.principal.admin() && name != ctx.principal.tenant) {
+      co_return co_await ReplyError(ctx, ErrorCode::kForbidden,
+                                    "only the admin makes sandboxes for another tenant");
+    }
+    if (!ctx.service.TenantOf(name)) {
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "no tenant '" + name + "'");
+    }
+    req->tenant = name;
+  }
   Result<const SandboxEntry*> sb = co_await ctx.service.CreateSandbox(std::move(*req));
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   co_await ReplyJson(ctx, http::status::created, SandboxJson(**sb));
@@ -53,7 +68,9 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
 
 asio::awaitable<void> ListSandboxes(Context& ctx) {
   json::array items;
-  for (const SandboxEntry* sb : ctx.service.List()) items.push_back(SandboxJson(*sb));
+  for (const SandboxEntry* sb : ctx.service.List()) {
+    if (ctx.principal.Sees(sb->tenant, sb->id)) items.push_back(SandboxJson(*sb));
+  }
   json::object body;
   body["sandboxes"] = std::move(items);
   co_await ReplyJson(ctx, http::status::ok, body);

@@ -72,6 +72,25 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
     out += "sandstream_dns_queries_total{outcome=\"" + outcome + "\"} " + std::to_string(n) +
            "\n";
   }
+  if (const Access* access = ctx.service.access(); access && !access->tenants().empty()) {
+    const std::pair<const char*, int64_t TenantUsage::*> gauges[] = {
+        {"sandboxes", &TenantUsage::sandboxes},
+        {"running_processes", &TenantUsage::running_processes},
+        {"memory_mb", &TenantUsage::memory_mb},
+        {"cpu_percent", &TenantUsage::cpu_percent},
+        {"disk_mb", &TenantUsage::disk_mb},
+        {"streams", &TenantUsage::streams}};
+    std::vector<std::pair<std::string, TenantUsage>> usage;
+    for (const auto& [name, t] : access->tenants()) usage.emplace_back(name, ctx.service.Usage(name));
+    for (const auto& [gauge, field] : gauges) {
+      const std::string metric = std::string("sandstream_tenant_") + gauge;
+      out += "# HELP " + metric + " What a tenant's sandboxes take now (" + gauge + ").\n";
+      out += "# TYPE " + metric + " gauge\n";
+      for (const auto& [name, u] : usage) {
+        out += metric + "{tenant=\"" + name + "\"} " + std::to_string(u.*field) + "\n";
+      }
+    }
+  }
   out += "# HELP sandstream_exec_duration_seconds Buffered exec, request to result.\n";
   out += "# TYPE sandstream_exec_duration_seconds histogram\n";
   uint64_t cumulative = 0;

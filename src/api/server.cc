@@ -49,6 +49,45 @@ asio::awaitable<void> Drain(beast::tcp_stream& stream, SteadyClock::duration tim
 
 }  // namespace
 
+std::optional<Error> Server::Admission(const RouteMatch& match) {
+  if (!match.route) return std::nullopt;
+  if (!match.params.empty() && match.route->pattern.starts_with("/v1/sandboxes/{}")) {
+    // Another tenant's sandbox does not exist for this one: the same 404 as a missing one.
+    const SandboxEntry* sb = service_.Find(match.params[0]);
+    if (sb && !match.principal.Sees(sb->tenant, sb->id)) {
+      return Error{ErrorCode::kNotFound, "no sandbox '" + match.params[0] + "'"};
+    }
+  }
+  const std::string& tenant = match.principal.tenant;
+  const Tenant* t = service_.TenantOf(tenant);
+  if (!t) return std::nullopt;
+  if (const int64_t rps = t->quotas.requests_per_second; rps > 0) {
+    // A bucket of a second's worth, refilled continuously.
+    Rate& rate = rates_[tenant];
+    const SteadyTime now = SteadyNow();
+    const double seconds = std::chrono::duration<double>(now - rate.refilled).count();
+    rate.tokens = std::min<double>(static_cast<double>(rps),
+                                   rate.refilled == SteadyTime{} ? static_cast<double>(rps)
+                                                                 : rate.tokens + seconds * rps);
+    rate.refilled = now;
+    if (rate.tokens < 1) {
+      return Error{ErrorCode::kQuotaExceeded, "tenant '" + tenant +
+                                                  "' is at its quota requests_per_second " +
+                                                  std::to_string(rps)};
+    }
+    rate.tokens -= 1;
+  }
+  const Handler h = match.route->handler;
+  const bool streams = h == SandboxLogs || h == SandboxEvents || h == ProcessLogs ||
+                       h == ExecStream || h == ExecWs || h == ExecPty || h == FilesWatch ||
+                       h == ProxyPort;
+  if (streams && t->quotas.streams > 0 && service_.Usage(tenant).streams >= t->quotas.streams) {
+    return Error{ErrorCode::kQuotaExceeded, "tenant '" + tenant + "' is at its quota streams " +
+                                                std::to_string(t->quotas.streams)};
+  }
+  return std::nullopt;
+}
+
 asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, std::optional<Error> error) {
   if (error) {
     co_await ReplyError(ctx, *error);
@@ -78,7 +117,25 @@ Result<tcp::endpoint> Server::Listen(const std::string& listen) {
   return acceptor_.local_endpoint();
 }
 
+asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
+  Timer tick(ex_);
+  for (;;) {
+    tick.expires_after(std::chrono::seconds(1));
+    auto [ec] = co_await tick.async_wait(Tuple());
+    if (ec || stopping_) co_return;
+    if (!options_.access) continue;
+    for (StreamHandle* h : streams_) {
+      if (h->token.empty() || h->stopping || options_.access->TokenLive(h->token)) continue;
+      h->reason = Error{ErrorCode::kUnauthorized,
+                        "token " + h->token + " has expired or was revoked"};
+      h->stopping = true;
+      if (h->wake) h->wake();
+    }
+  }
+}
+
 asio::awaitable<void> Server::Run() {
+  Spawn(ex_, EndStreamsOfDeadTokens(), "token sweep");
   Timer backoff(ex_);
   bool starved = false;  // accept is failing (out of descriptors): logged once per episode
   bool full = false;     // at max_connections: logged once per episode
@@ -195,6 +252,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     }
 
     RouteMatch match = MatchRoute(parser, options_);
+    if (!match.refusal) match.refusal = Admission(match);
     const bool stream_body = match.route && match.route->stream_body;
     parser.body_limit(match.body_limit);
     // The route, the key and the announced size are answered from the header: a request
@@ -233,6 +291,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     ctx.query = std::move(match.query);
     ctx.params = std::move(match.params);
     ctx.allow = std::move(match.allow);
+    ctx.principal = std::move(match.principal);
     // An answer given before the body is read ends the connection, and says so.
     if (refused && body_unread) ctx.streamed = true;
 
@@ -240,11 +299,15 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     co_await Handle(ctx, match.route, std::move(refusal));
     ++service_.metrics().http_requests_total[ctx.status];
     const auto ms = std::chrono::duration<double, std::milli>(SteadyNow() - started).count();
+    // The audit trail: who (tenant, key or token) did what; never a query string (it may hold
+    // an access_token).
     log::Info("request", {{"request", ctx.request_id},
                           {"method", std::string(req.method_string())},
                           {"path", match.path},
                           {"status", std::to_string(ctx.status)},
-                          {"ms", std::to_string(ms)}});
+                          {"ms", std::to_string(ms)},
+                          {"tenant", ctx.principal.tenant},
+                          {"credential", ctx.principal.credential}});
     if ((refused && body_unread) || (stream_body && !parser.is_done())) {
       // The client may still be sending the body nobody will read.
       co_await Drain(stream, kDrainTime);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <list>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -16,11 +17,14 @@
 #include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
+#include "service/access.h"
 
 namespace sandstream::api {
 
 struct ServerOptions {
   std::string api_key;
+  // Who a credential is (tenants' keys, scoped tokens); null: the api_key alone, as the admin.
+  const Access* access = nullptr;
   uint64_t max_body_bytes = 1u << 20;
   uint64_t max_stdin_bytes = 16u << 20;
   uint64_t max_file_bytes = 1u << 30;  // file uploads (routes with stream_body)
@@ -40,11 +44,16 @@ struct ServerOptions {
   std::string public_url;
 };
 
-// A live streaming response, so shutdown can reach it.
+// A live streaming response, so shutdown (or the end of the token it was opened with) can
+// reach it.
 struct StreamHandle {
   std::function<void()> wake;
   bool stopping = false;
+  std::string token;             // the scoped token it was opened with; empty for a key
+  std::optional<Error> reason;   // why it was stopped, when not for the daemon's shutdown
 };
+
+struct RouteMatch;
 
 class Server {
  public:
@@ -72,7 +81,13 @@ class Server {
   bool stopping() const { return stopping_; }
 
  private:
+  // After the credential, before the body: a sandbox the route names that exists but not for
+  // the request's principal (its 404), and the tenant's requests_per_second and streams quotas
+  // (429).
+  std::optional<Error> Admission(const RouteMatch& match);
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
+  // Every second: streams opened with a token that has expired or was revoked are ended.
+  boost::asio::awaitable<void> EndStreamsOfDeadTokens();
   // Answers a connection past max_connections with a 503 and closes it.
   boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket socket);
   // Answers `error` on a connection whose request was not read, then reads and drops what the
@@ -87,6 +102,11 @@ class Server {
   ServerOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::list<StreamHandle*> streams_;
+  struct Rate {
+    double tokens = 0;
+    SteadyTime refilled{};
+  };
+  std::map<std::string, Rate, std::less<>> rates_;  // by tenant, with a rate quota
   std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
   std::list<boost::beast::tcp_stream*> connections_;
   TaskGroup sessions_;

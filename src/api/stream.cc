@@ -42,8 +42,10 @@ SseResponse::SseResponse(Context& ctx)
   handle_.wake = [state = state_] {
     if (state->wake) state->wake();
   };
+  if (ctx_.principal.kind == Principal::Kind::kToken) handle_.token = ctx_.principal.credential;
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
+  ctx_.service.StreamOpened(ctx_.principal.tenant);
   head_ =
       "HTTP/1.1 200 OK\r\n"
       "Server: sandstreamd\r\n"
@@ -70,6 +72,7 @@ SseResponse::SseResponse(Context& ctx)
 
 SseResponse::~SseResponse() {
   --ctx_.service.metrics().streams_open;
+  ctx_.service.StreamClosed(ctx_.principal.tenant);
   ctx_.server.RemoveStream(registration_);
   state_->wake = nullptr;
   boost::system::error_code ignored;
@@ -107,7 +110,11 @@ asio::awaitable<bool> SseResponse::Flush() {
 
 asio::awaitable<void> SseResponse::Finish(StreamEnd end, sse::Format format) {
   if (end == StreamEnd::kStopping) {
-    sse::AppendError(out_, format, ErrorCode::kShuttingDown, "sandstreamd is shutting down");
+    if (handle_.reason) {
+      sse::AppendError(out_, format, handle_.reason->code, handle_.reason->message);
+    } else {
+      sse::AppendError(out_, format, ErrorCode::kShuttingDown, "sandstreamd is shutting down");
+    }
   }
   if (!co_await Flush() || !chunked_) co_return;
   auto [ec, n] = co_await WriteAll(ctx_, asio::buffer("0\r\n\r\n", 5));

@@ -1,5 +1,7 @@
 #include "api/websocket.h"
 
+#include <boost/json.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -33,7 +35,7 @@ WebSocket::WebSocket(Context& ctx)
       write_deadline_(ctx.stream.get_executor()),
       drained_(ctx.stream.get_executor()),
       stop_(ctx.stream.get_executor()),
-      handle_{[this] { stop_.Notify(); }, false},
+      handle_{[this] { stop_.Notify(); }, false, {}, {}},
       tasks_(ctx.stream.get_executor()) {}
 
 WebSocket::~WebSocket() {
@@ -61,8 +63,10 @@ asio::awaitable<bool> WebSocket::Accept() {
     co_return false;
   }
   ctx_.status = 101;
+  if (ctx_.principal.kind == Principal::Kind::kToken) handle_.token = ctx_.principal.credential;
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
+  ctx_.service.StreamOpened(ctx_.principal.tenant);
   tasks_.Spawn(ShutdownWatch());
   co_return true;
 }
@@ -168,6 +172,14 @@ asio::awaitable<bool> WebSocket::Sink::Flush() {
 asio::awaitable<void> WebSocket::ShutdownWatch() {
   while (!finished_ && !handle_.stopping) co_await stop_.Wait();
   if (!handle_.stopping) co_return;
+  if (handle_.reason) {
+    boost::json::object ended{{"type", "error"},
+                              {"code", ErrorCodeName(handle_.reason->code)},
+                              {"message", handle_.reason->message}};
+    Send(boost::json::serialize(ended), false);
+    Close(websocket::close_code::policy_error, "unauthorized");
+    co_return;
+  }
   Send(R"({"type":"error","code":"shutting_down","message":"sandstreamd is shutting down"})",
        false);
   Close(websocket::close_code::going_away, "shutting down");
@@ -185,7 +197,10 @@ asio::awaitable<void> WebSocket::Finish() {
   }
   if (writing_) ctx_.stream.cancel();
   co_await tasks_.Join();
-  if (ctx_.status == 101) --ctx_.service.metrics().streams_open;
+  if (ctx_.status == 101) {
+    --ctx_.service.metrics().streams_open;
+    ctx_.service.StreamClosed(ctx_.principal.tenant);
+  }
 }
 
 }  // namespace sandstream::api

@@ -23,6 +23,7 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kShuttingDown: return "shutting_down";
     case ErrorCode::kTooManyConnections: return "too_many_connections";
     case ErrorCode::kBadGateway: return "bad_gateway";
+    case ErrorCode::kForbidden: return "forbidden";
   }
   return "internal";
 }

@@ -24,6 +24,7 @@ enum class ErrorCode {
   kShuttingDown,
   kTooManyConnections,
   kBadGateway,
+  kForbidden,
 };
 
 // The wire name of a code (`invalid_request`), as in spec/errors.md.

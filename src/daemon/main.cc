@@ -189,7 +189,14 @@ int main(int argc, char** argv) {
   // Before anything can be seen from outside (the listening line): a SIGTERM from then on is a
   // graceful stop, served once the loop runs, never the default action.
   asio::signal_set signals(io, SIGINT, SIGTERM);
+  // Tenants, their keys and scoped tokens; the configured key is the admin's.
+  Access access(*key, store->get());
+  if (auto loaded = access.Load(); !loaded) {
+    std::cerr << "sandstreamd: " << loaded.error().message << "\n";
+    return 1;
+  }
   ServiceOptions service_options = MakeServiceOptions(*config);
+  service_options.access = &access;
   service_options.egress = egress;
   if (egress) service_options.dns_upstreams = egress->options().resolvers;
   Service service(io.get_executor(), **runtime, **store, std::move(service_options));
@@ -197,6 +204,7 @@ int main(int argc, char** argv) {
 
   api::ServerOptions server_options;
   server_options.api_key = *key;
+  server_options.access = &access;
   server_options.max_body_bytes = static_cast<uint64_t>(config->max_body_bytes);
   server_options.max_stdin_bytes = static_cast<uint64_t>(config->max_stdin_bytes);
   server_options.max_file_bytes = static_cast<uint64_t>(config->max_file_bytes);

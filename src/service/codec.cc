@@ -82,6 +82,7 @@ json::object SandboxJson(const SandboxEntry& sb) {
   json::object env;
   for (const auto& [k, v] : sb.env) env[k] = v;
   return {{"id", sb.id},
+          {"tenant", sb.tenant.empty() ? json::value(nullptr) : json::value(sb.tenant)},
           {"template", sb.template_name},
           {"status", sb.deleting ? "deleting" : sb.lost ? "lost" : "running"},
           {"lost_reason", sb.lost ? json::value(*sb.lost) : json::value(nullptr)},

@@ -43,6 +43,11 @@ size_t Service::running_processes() const {
   return n;
 }
 
+void Service::Audit(std::string_view sandbox_id, std::string_view type, std::string message,
+                    json::object fields) {
+  if (SandboxEntry* sb = Entry(sandbox_id)) Journal(*sb, type, "info", std::move(message), std::move(fields));
+}
+
 void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
                       std::string message, json::object fields) {
   const SystemTime now = SystemNow();
@@ -135,6 +140,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
 
   auto sb = std::make_unique<SandboxEntry>(ex_);
   sb->id = NewId("sb_");
+  sb->tenant = req.tenant;
   sb->template_name = template_name;
   sb->env = std::move(req.env);
   sb->cwd = req.cwd;
@@ -157,8 +163,11 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   spec.network = sb->network;
   spec.egress = sb->egress;
   spec.allow_nested_userns = sb->allow_nested_userns;
+  if (auto quotas = CheckCreateQuotas(sb->tenant, limits); !quotas) co_return std::move(quotas).error();
   ++creating_;
+  const auto creating = creating_by_tenant_.emplace(sb->tenant, limits);
   Result<std::unique_ptr<sandbox::Sandbox>> runtime = co_await Await(runtime_.Create(spec));
+  creating_by_tenant_.erase(creating);
   --creating_;
   if (!runtime) {
     log::Warn("sandbox setup failed", {{"sandbox", sb->id}, {"error", runtime.error().message}});
@@ -180,7 +189,10 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   WatchLife(*raw);
   ++metrics_.sandboxes_created_total;
   Journal(*raw, "sandbox.created", "info", "sandbox created from template " + template_name,
-          {{"sandbox_id", raw->id}, {"template", template_name}});
+          {{"sandbox_id", raw->id},
+           {"template", template_name},
+           {"tenant", raw->tenant.empty() ? json::value(nullptr) : json::value(raw->tenant)},
+           {"by", req.by}});
   ArmTtl(*raw);
   Persist(*raw);
   log::Info("sandbox created", {{"sandbox", raw->id}, {"template", template_name}});
@@ -308,6 +320,73 @@ Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec
   }
   if (sb.RunningProcesses() + sb.spawning >= options_.max_processes_per_sandbox) {
     return Error{ErrorCode::kQuotaExceeded, "too many running processes in " + sb.id};
+  }
+  if (const Tenant* t = TenantOf(sb.tenant); t && t->quotas.running_processes > 0) {
+    const TenantUsage used = Usage(sb.tenant);
+    if (used.running_processes >= t->quotas.running_processes) {
+      return Error{ErrorCode::kQuotaExceeded,
+                   "tenant '" + sb.tenant + "' is at its quota running_processes " +
+                       std::to_string(t->quotas.running_processes)};
+    }
+  }
+  return Ok{};
+}
+
+void Service::StreamOpened(const std::string& tenant) {
+  if (!tenant.empty()) ++streams_[tenant];
+}
+
+void Service::StreamClosed(const std::string& tenant) {
+  if (tenant.empty()) return;
+  auto it = streams_.find(tenant);
+  if (it != streams_.end() && --it->second <= 0) streams_.erase(it);
+}
+
+const Tenant* Service::TenantOf(std::string_view tenant) const {
+  if (tenant.empty() || !options_.access) return nullptr;
+  return options_.access->FindTenant(tenant);
+}
+
+TenantUsage Service::Usage(std::string_view tenant) const {
+  TenantUsage u;
+  for (const auto& [id, sb] : sandboxes_) {
+    if (sb->tenant != tenant) continue;
+    ++u.sandboxes;
+    u.running_processes += static_cast<int64_t>(sb->RunningProcesses() + sb->spawning);
+    u.memory_mb += sb->limits.memory_mb;
+    u.cpu_percent += sb->limits.cpu_percent;
+    u.disk_mb += sb->limits.disk_mb;
+  }
+  if (auto it = streams_.find(tenant); it != streams_.end()) u.streams = it->second;
+  return u;
+}
+
+Result<void> Service::CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const {
+  const Tenant* t = TenantOf(tenant);
+  if (!t) return Ok{};
+  TenantUsage used = Usage(tenant);
+  // Sandboxes still being created count as they will.
+  for (auto [it, end] = creating_by_tenant_.equal_range(std::string(tenant)); it != end; ++it) {
+    ++used.sandboxes;
+    used.memory_mb += it->second.memory_mb;
+    used.cpu_percent += it->second.cpu_percent;
+    used.disk_mb += it->second.disk_mb;
+  }
+  const struct {
+    const char* name;
+    int64_t quota;
+    int64_t after;
+  } checks[] = {{"sandboxes", t->quotas.sandboxes, used.sandboxes + 1},
+                {"memory_mb", t->quotas.memory_mb, used.memory_mb + limits.memory_mb},
+                {"cpu_percent", t->quotas.cpu_percent, used.cpu_percent + limits.cpu_percent},
+                {"disk_mb", t->quotas.disk_mb, used.disk_mb + limits.disk_mb}};
+  for (const auto& c : checks) {
+    if (c.quota > 0 && c.after > c.quota) {
+      return Error{ErrorCode::kQuotaExceeded, "tenant '" + std::string(tenant) +
+                                                  "' would pass its quota " + c.name + " " +
+                                                  std::to_string(c.quota) + " (" +
+                                                  std::to_string(c.after) + " with this sandbox)"};
+    }
   }
   return Ok{};
 }
@@ -555,6 +634,7 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   if (!sb) co_return Ok{};
   Journal(*sb, "sandbox.deleted", "info", "sandbox deleted");
   sb->journal->End();
+  if (options_.access) options_.access->ForgetSandbox(id);
   if (auto r = store_.DeleteSandbox(id); !r) {
     log::Error("deleting sandbox row failed", {{"sandbox", id}, {"error", r.error().message}});
   }
@@ -624,6 +704,7 @@ void Service::Restore() {
     }
     auto sb = std::make_unique<SandboxEntry>(ex_);
     sb->id = row.id;
+    if (auto* t = o.if_contains("tenant"); t && t->is_string()) sb->tenant = t->as_string();
     sb->template_name = json::value_to<std::string>(o["template"]);
     for (const auto& [k, v] : o["env"].as_object()) {
       if (v.is_string()) sb->env[std::string(k)] = std::string(v.as_string());

@@ -20,6 +20,7 @@
 #include "process/process.h"
 #include "sandbox/files.h"
 #include "sandbox/runtime.h"
+#include "service/access.h"
 #include "service/metrics.h"
 #include "service/resolver.h"
 #include "service/store.h"
@@ -27,6 +28,8 @@
 namespace sandstream {
 
 struct ServiceOptions {
+  // Tenants and their quotas, keys and tokens; null: the admin alone (tests).
+  Access* access = nullptr;
   // Egress, when the daemon offers it, and the resolvers its sandboxes' DNS goes to.
   std::shared_ptr<net::Egress> egress;
   std::vector<uint32_t> dns_upstreams;
@@ -69,10 +72,22 @@ struct SandboxRequest {
   std::optional<net::EgressPolicy> egress;  // with network "egress"
   bool allow_nested_userns = false;
   boost::json::object metadata;
+  std::string tenant;  // whose it will be ("" for the admin's)
+  std::string by;      // the credential that asks ("admin", a key id): the audit's who
 };
 
 class Session;
 class CodeContext;
+
+// What a tenant's sandboxes take now (its quotas' measure).
+struct TenantUsage {
+  int64_t sandboxes = 0;
+  int64_t running_processes = 0;
+  int64_t memory_mb = 0;
+  int64_t cpu_percent = 0;
+  int64_t disk_mb = 0;
+  int64_t streams = 0;
+};
 
 // A live sandbox as the service keeps it. The API reads it through Service::Find's const view
 // and changes it only through Service (and the service layer's Session and CodeContext, which
@@ -82,6 +97,7 @@ struct SandboxEntry {
       : spawn_turns(ex), spawns_done(ex) {}
 
   std::string id;
+  std::string tenant;  // its owner ("" for the admin's): other tenants never see it
   std::string template_name;
   std::map<std::string, std::string> env;
   std::string cwd;
@@ -185,9 +201,21 @@ class Service {
   // lease, a huge directory, a slow disk): the io_context thread never waits on them.
   boost::asio::thread_pool& blocking_pool() { return blocking_pool_; }
   size_t sandbox_count() const { return sandboxes_.size(); }
+  TenantUsage Usage(std::string_view tenant) const;
+  // The tenant's record when it has one (quotas), else null (the admin's sandboxes).
+  const Tenant* TenantOf(std::string_view tenant) const;
+  Access* access() const { return options_.access; }
+  // A streaming response (SSE, WebSocket) of `tenant` opens or ends: its streams quota's
+  // measure (the server refuses a stream's request past it).
+  void StreamOpened(const std::string& tenant);
+  void StreamClosed(const std::string& tenant);
   size_t egress_sandboxes() const;
   size_t running_processes() const;
   std::string_view runtime_name() const { return runtime_.name(); }
+  // An event of the sandbox's journal for what was done to it through the API (a token made
+  // or revoked), with who did it in `fields`.
+  void Audit(std::string_view sandbox_id, std::string_view type, std::string message,
+             boost::json::object fields);
   // Writes the sandbox's record (with its sessions and code contexts) to the store.
   void Persist(const SandboxEntry& sb);
 
@@ -223,6 +251,7 @@ class Service {
 
   Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
                                           bool* attached);
+  Result<void> CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const;
   // Not deleting, not lost, the daemon not stopping.
   Result<void> CheckLive(const SandboxEntry& sb) const;
   Result<void> CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const;
@@ -237,6 +266,9 @@ class Service {
   std::map<std::string, std::unique_ptr<SandboxEntry>, std::less<>> sandboxes_;
   std::vector<std::string> order_;  // creation order, for listing
   size_t creating_ = 0;             // sandboxes being created (counted against max_sandboxes)
+  // The same by tenant, with their limits (counted against its quotas).
+  std::multimap<std::string, sandbox::Limits> creating_by_tenant_;
+  std::map<std::string, int64_t, std::less<>> streams_;  // open streams by tenant
   bool shutting_down_ = false;
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};

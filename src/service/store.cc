@@ -33,7 +33,9 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
         "CREATE TABLE IF NOT EXISTS processes (sandbox_id TEXT NOT NULL "
         "REFERENCES sandboxes(id) ON DELETE CASCADE, id TEXT NOT NULL, "
         "seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL, "
-        "UNIQUE (sandbox_id, id))"}) {
+        "UNIQUE (sandbox_id, id))",
+        "CREATE TABLE IF NOT EXISTS access (kind TEXT NOT NULL, id TEXT NOT NULL, "
+        "record TEXT NOT NULL, PRIMARY KEY (kind, id))"}) {
     if (auto r = store->Exec(sql); !r) return std::move(r).error();
   }
   return store;
@@ -107,6 +109,33 @@ Result<std::vector<Store::SandboxRow>> Store::Sandboxes() {
   while (sqlite3_step(raw) == SQLITE_ROW) {
     rows.push_back({reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)),
                     reinterpret_cast<const char*>(sqlite3_column_text(raw, 1))});
+  }
+  return rows;
+}
+
+Result<void> Store::PutAccess(const std::string& kind, const std::string& id,
+                             const std::string& record) {
+  return Run("INSERT INTO access (kind, id, record) VALUES (?1, ?2, ?3) "
+             "ON CONFLICT (kind, id) DO UPDATE SET record = excluded.record",
+             {kind, id, record});
+}
+
+Result<void> Store::DeleteAccess(const std::string& kind, const std::string& id) {
+  return Run("DELETE FROM access WHERE kind = ?1 AND id = ?2", {kind, id});
+}
+
+Result<std::vector<Store::AccessRow>> Store::AccessRows() {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, "SELECT kind, id, record FROM access ORDER BY rowid", -1, &raw,
+                         nullptr) != SQLITE_OK) {
+    return DbError(db_, "prepare");
+  }
+  Stmt stmt(raw);
+  std::vector<AccessRow> rows;
+  while (sqlite3_step(raw) == SQLITE_ROW) {
+    rows.push_back({reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(raw, 1)),
+                    reinterpret_cast<const char*>(sqlite3_column_text(raw, 2))});
   }
   return rows;
 }

@@ -24,6 +24,13 @@ class Store {
     std::string record;  // JSON of the process, exit and tail included
   };
 
+  // A tenant, an API key or a scoped token (access.h): its kind, id and JSON record.
+  struct AccessRow {
+    std::string kind;
+    std::string id;
+    std::string record;
+  };
+
   struct StmtDeleter {
     void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
   };
@@ -41,6 +48,11 @@ class Store {
   // newest `finished_per_sandbox` (what the service keeps in memory), so that a restart loads
   // a bounded number of rows whatever the database holds.
   Result<std::vector<ProcessRow>> Processes(size_t finished_per_sandbox);
+
+  Result<void> PutAccess(const std::string& kind, const std::string& id,
+                         const std::string& record);
+  Result<void> DeleteAccess(const std::string& kind, const std::string& id);
+  Result<std::vector<AccessRow>> AccessRows();
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

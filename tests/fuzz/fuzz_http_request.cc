@@ -57,7 +57,8 @@ void CheckMatch(const api::RouteMatch& match) {
   if (match.refusal) {
     const ErrorCode code = match.refusal->code;
     FUZZ_CHECK(code == ErrorCode::kNotFound || code == ErrorCode::kMethodNotAllowed ||
-               code == ErrorCode::kUnauthorized || code == ErrorCode::kPayloadTooLarge);
+               code == ErrorCode::kUnauthorized || code == ErrorCode::kPayloadTooLarge ||
+               code == ErrorCode::kForbidden);
     FUZZ_CHECK((code == ErrorCode::kMethodNotAllowed) == !match.allow.empty());
   }
 }

@@ -1,0 +1,416 @@
+#include "service/access.h"
+
+#include <openssl/evp.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <charconv>
+
+#include "base/log.h"
+
+namespace sandstream {
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kKeyPrefix = "ssk_";
+constexpr std::string_view kTokenPrefix = "sst_";
+
+std::string Hex(const unsigned char* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (size_t i = 0; i < size; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 15];
+  }
+  return out;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = ::getrandom(buf.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return Hex(buf.data(), bytes);
+}
+
+std::string Sha256Hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
+  return Hex(digest, size);
+}
+
+// Constant time in the length of `b` (both are hex digests of one length here).
+bool Same(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// "ssk_<16 hex>_<64 hex>": the record's id ("key_<16 hex>") and whether it has that shape.
+std::optional<std::string> IdOf(std::string_view credential, std::string_view prefix,
+                                std::string_view id_prefix) {
+  if (!credential.starts_with(prefix) || credential.size() != prefix.size() + 16 + 1 + 64 ||
+      credential[prefix.size() + 16] != '_') {
+    return std::nullopt;
+  }
+  return std::string(id_prefix) + std::string(credential.substr(prefix.size(), 16));
+}
+
+json::object TenantJson(const Tenant& t) {
+  return {{"name", t.name},
+          {"quotas", QuotasJson(t.quotas)},
+          {"created_at", FormatRfc3339(t.created_at)}};
+}
+
+json::object KeyJson(const KeyInfo& k) {
+  return {{"tenant", k.tenant}, {"hash", k.hash}, {"created_at", FormatRfc3339(k.created_at)}};
+}
+
+json::object TokenJson(const TokenInfo& t) {
+  json::array scopes;
+  for (const auto& name : ScopeNames(t.grant)) scopes.emplace_back(name);
+  return {{"tenant", t.tenant},
+          {"sandbox", t.sandbox},
+          {"scopes", std::move(scopes)},
+          {"hash", t.hash},
+          {"created_at", FormatRfc3339(t.created_at)},
+          {"expires_at", FormatRfc3339(t.expires_at)}};
+}
+
+std::string Text(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+SystemTime Time(const json::object& o, std::string_view key) {
+  return ParseRfc3339(Text(o, key)).value_or(SystemTime{});
+}
+
+struct QuotaField {
+  const char* name;
+  int64_t Quotas::*field;
+};
+constexpr QuotaField kQuotaFields[] = {
+    {"sandboxes", &Quotas::sandboxes},
+    {"running_processes", &Quotas::running_processes},
+    {"memory_mb", &Quotas::memory_mb},
+    {"cpu_percent", &Quotas::cpu_percent},
+    {"disk_mb", &Quotas::disk_mb},
+    {"streams", &Quotas::streams},
+    {"requests_per_second", &Quotas::requests_per_second},
+};
+
+}  // namespace
+
+Result<Grant> ParseScopes(const std::vector<std::string>& names) {
+  Grant g;
+  if (names.empty()) return Error{ErrorCode::kInvalidRequest, "scopes must name at least one scope"};
+  for (const auto& name : names) {
+    if (name == "read") {
+      g.scopes |= kScopeRead;
+    } else if (name == "exec") {
+      g.scopes |= kScopeExec;
+    } else if (name == "terminal") {
+      g.scopes |= kScopeTerminal;
+    } else if (name == "files:read") {
+      g.scopes |= kScopeFilesRead;
+    } else if (name == "files:write") {
+      g.scopes |= kScopeFilesWrite;
+    } else if (name.starts_with("port:")) {
+      const std::string_view digits = std::string_view(name).substr(5);
+      uint32_t port = 0;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+      if (ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535 ||
+          digits.front() == '0') {
+        return Error{ErrorCode::kInvalidRequest, "scope '" + name + "': a port is 1 to 65535"};
+      }
+      g.scopes |= kScopePort;
+      if (std::find(g.ports.begin(), g.ports.end(), port) == g.ports.end()) {
+        g.ports.push_back(static_cast<uint16_t>(port));
+      }
+    } else {
+      return Error{ErrorCode::kInvalidRequest,
+                   "unknown scope '" + name +
+                       "' (read, exec, terminal, files:read, files:write, port:N)"};
+    }
+  }
+  return g;
+}
+
+std::vector<std::string> ScopeNames(const Grant& grant) {
+  std::vector<std::string> out;
+  const std::pair<Scope, const char*> names[] = {{kScopeRead, "read"},
+                                                 {kScopeExec, "exec"},
+                                                 {kScopeTerminal, "terminal"},
+                                                 {kScopeFilesRead, "files:read"},
+                                                 {kScopeFilesWrite, "files:write"}};
+  for (const auto& [scope, name] : names) {
+    if (grant.scopes & scope) out.emplace_back(name);
+  }
+  for (uint16_t port : grant.ports) out.push_back("port:" + std::to_string(port));
+  return out;
+}
+
+json::object QuotasJson(const Quotas& q) {
+  json::object o;
+  for (const auto& f : kQuotaFields) o[f.name] = q.*(f.field);
+  return o;
+}
+
+Result<Quotas> QuotasFromJson(const json::value& v) {
+  Quotas q;
+  if (v.is_null()) return q;
+  if (!v.is_object()) return Error{ErrorCode::kInvalidRequest, "quotas must be an object"};
+  for (const auto& [name, value] : v.as_object()) {
+    const QuotaField* field = nullptr;
+    for (const auto& f : kQuotaFields) {
+      if (name == f.name) field = &f;
+    }
+    if (!field) {
+      return Error{ErrorCode::kInvalidRequest,
+                   "unknown quota '" + std::string(name) +
+                       "' (sandboxes, running_processes, memory_mb, cpu_percent, disk_mb, "
+                       "streams, requests_per_second)"};
+    }
+    if (value.is_null()) continue;
+    if (!value.is_int64() || value.as_int64() < 0 || value.as_int64() > (int64_t{1} << 40)) {
+      return Error{ErrorCode::kInvalidRequest,
+                   "quotas." + std::string(name) + " must be an integer from 0 (none) up"};
+    }
+    q.*(field->field) = value.as_int64();
+  }
+  return q;
+}
+
+bool Access::ValidTenantName(std::string_view name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    (i > 0 && (c == '-' || c == '_'));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<void> Access::Load() {
+  if (!store_) return Ok{};
+  auto rows = store_->AccessRows();
+  if (!rows) return std::move(rows).error();
+  for (const auto& row : *rows) {
+    json::object o;
+    try {
+      o = json::parse(row.record).as_object();
+    } catch (const std::exception&) {
+      log::Warn("access: unreadable record", {{"kind", row.kind}, {"id", row.id}});
+      continue;
+    }
+    if (row.kind == "tenant") {
+      auto quotas = QuotasFromJson(o["quotas"]);
+      tenants_[row.id] = Tenant{row.id, quotas ? *quotas : Quotas{}, Time(o, "created_at")};
+    } else if (row.kind == "key") {
+      keys_[row.id] = KeyInfo{row.id, Text(o, "tenant"), Text(o, "hash"), Time(o, "created_at")};
+    } else if (row.kind == "token") {
+      std::vector<std::string> names;
+      if (auto* a = o.if_contains("scopes"); a && a->is_array()) {
+        for (const auto& n : a->as_array()) {
+          if (n.is_string()) names.emplace_back(n.as_string());
+        }
+      }
+      auto grant = ParseScopes(names);
+      if (!grant) continue;
+      tokens_[row.id] = TokenInfo{row.id,         Text(o, "tenant"), Text(o, "sandbox"), *grant,
+                                  Text(o, "hash"), Time(o, "created_at"), Time(o, "expires_at")};
+    }
+  }
+  DropExpiredTokens();
+  return Ok{};
+}
+
+void Access::DropExpiredTokens() const {
+  const SystemTime now = SystemNow();
+  for (auto it = tokens_.begin(); it != tokens_.end();) {
+    if (it->second.expires_at > now) {
+      ++it;
+      continue;
+    }
+    if (store_) (void)store_->DeleteAccess("token", it->first);
+    it = tokens_.erase(it);
+  }
+}
+
+Result<Principal> Access::Authenticate(std::string_view credential) const {
+  if (credential.empty()) {
+    return Error{ErrorCode::kUnauthorized,
+                 "missing API key: send Authorization: Bearer <key> (or ?access_token=<key>)"};
+  }
+  const std::string hash = Sha256Hex(credential);
+  Principal p;
+  if (Same(hash, Sha256Hex(admin_key_))) {
+    p.credential = "admin";
+    return p;
+  }
+  if (auto id = IdOf(credential, kKeyPrefix, "key_")) {
+    auto it = keys_.find(*id);
+    if (it != keys_.end() && Same(hash, it->second.hash) && tenants_.contains(it->second.tenant)) {
+      p.kind = Principal::Kind::kTenant;
+      p.tenant = it->second.tenant;
+      p.credential = it->first;
+      return p;
+    }
+  } else if (auto tid = IdOf(credential, kTokenPrefix, "tok_")) {
+    auto it = tokens_.find(*tid);
+    if (it != tokens_.end() && Same(hash, it->second.hash)) {
+      if (it->second.expires_at <= SystemNow()) {
+        return Error{ErrorCode::kUnauthorized, "token " + it->first + " has expired"};
+      }
+      p.kind = Principal::Kind::kToken;
+      p.tenant = it->second.tenant;
+      p.credential = it->first;
+      p.sandbox = it->second.sandbox;
+      p.grant = it->second.grant;
+      p.expires_at = it->second.expires_at;
+      return p;
+    }
+  }
+  return Error{ErrorCode::kUnauthorized, "wrong API key (or a revoked key or token)"};
+}
+
+const Tenant* Access::FindTenant(std::string_view name) const {
+  auto it = tenants_.find(name);
+  return it == tenants_.end() ? nullptr : &it->second;
+}
+
+Result<Tenant> Access::CreateTenant(const std::string& name, const Quotas& quotas) {
+  if (!ValidTenantName(name)) {
+    return Error{ErrorCode::kInvalidRequest, "a tenant's name is [a-z0-9][a-z0-9_-]{0,62}"};
+  }
+  if (tenants_.contains(name)) {
+    return Error{ErrorCode::kConflict, "tenant '" + name + "' exists already"};
+  }
+  Tenant t{name, quotas, SystemNow()};
+  if (store_) {
+    if (auto r = store_->PutAccess("tenant", name, json::serialize(TenantJson(t))); !r) {
+      return std::move(r).error();
+    }
+  }
+  tenants_[name] = t;
+  return t;
+}
+
+Result<Tenant> Access::SetQuotas(const std::string& name, const Quotas& quotas) {
+  auto it = tenants_.find(name);
+  if (it == tenants_.end()) return Error{ErrorCode::kNotFound, "no tenant '" + name + "'"};
+  Tenant t = it->second;
+  t.quotas = quotas;
+  if (store_) {
+    if (auto r = store_->PutAccess("tenant", name, json::serialize(TenantJson(t))); !r) {
+      return std::move(r).error();
+    }
+  }
+  it->second = t;
+  return t;
+}
+
+Result<void> Access::DeleteTenant(const std::string& name) {
+  if (!tenants_.contains(name)) return Error{ErrorCode::kNotFound, "no tenant '" + name + "'"};
+  for (const auto& key : Keys(name)) (void)RevokeKey(name, key.id);
+  if (store_) {
+    if (auto r = store_->DeleteAccess("tenant", name); !r) return r;
+  }
+  tenants_.erase(name);
+  return Ok{};
+}
+
+Result<std::pair<KeyInfo, std::string>> Access::CreateKey(const std::string& tenant) {
+  if (!tenants_.contains(tenant)) return Error{ErrorCode::kNotFound, "no tenant '" + tenant + "'"};
+  const std::string short_id = RandomHex(8);
+  const std::string key = std::string(kKeyPrefix) + short_id + "_" + RandomHex(32);
+  KeyInfo info{"key_" + short_id, tenant, Sha256Hex(key), SystemNow()};
+  if (store_) {
+    if (auto r = store_->PutAccess("key", info.id, json::serialize(KeyJson(info))); !r) {
+      return std::move(r).error();
+    }
+  }
+  keys_[info.id] = info;
+  return std::pair{info, key};
+}
+
+std::vector<KeyInfo> Access::Keys(std::string_view tenant) const {
+  std::vector<KeyInfo> out;
+  for (const auto& [id, k] : keys_) {
+    if (k.tenant == tenant) out.push_back(k);
+  }
+  return out;
+}
+
+Result<void> Access::RevokeKey(std::string_view tenant, const std::string& id) {
+  auto it = keys_.find(id);
+  if (it == keys_.end() || it->second.tenant != tenant) {
+    return Error{ErrorCode::kNotFound,
+                 "no key '" + id + "' of tenant '" + std::string(tenant) + "'"};
+  }
+  if (store_) {
+    if (auto r = store_->DeleteAccess("key", id); !r) return r;
+  }
+  keys_.erase(it);
+  return Ok{};
+}
+
+Result<std::pair<TokenInfo, std::string>> Access::CreateToken(const std::string& tenant,
+                                                              const std::string& sandbox,
+                                                              const Grant& grant,
+                                                              std::chrono::seconds ttl) {
+  DropExpiredTokens();
+  const std::string short_id = RandomHex(8);
+  const std::string token = std::string(kTokenPrefix) + short_id + "_" + RandomHex(32);
+  const SystemTime now = SystemNow();
+  TokenInfo info{"tok_" + short_id, tenant, sandbox, grant, Sha256Hex(token), now, now + ttl};
+  if (store_) {
+    if (auto r = store_->PutAccess("token", info.id, json::serialize(TokenJson(info))); !r) {
+      return std::move(r).error();
+    }
+  }
+  tokens_[info.id] = info;
+  return std::pair{info, token};
+}
+
+std::vector<TokenInfo> Access::Tokens(std::string_view sandbox) const {
+  DropExpiredTokens();
+  std::vector<TokenInfo> out;
+  for (const auto& [id, t] : tokens_) {
+    if (t.sandbox == sandbox) out.push_back(t);
+  }
+  return out;
+}
+
+Result<void> Access::RevokeToken(std::string_view sandbox, const std::string& id) {
+  auto it = tokens_.find(id);
+  if (it == tokens_.end() || it->second.sandbox != sandbox) {
+    return Error{ErrorCode::kNotFound,
+                 "no token '" + id + "' of sandbox '" + std::string(sandbox) + "'"};
+  }
+  if (store_) {
+    if (auto r = store_->DeleteAccess("token", id); !r) return r;
+  }
+  tokens_.erase(it);
+  return Ok{};
+}
+
+void Access::ForgetSandbox(std::string_view sandbox) {
+  for (const auto& t : Tokens(sandbox)) (void)RevokeToken(sandbox, t.id);
+}
+
+bool Access::TokenLive(std::string_view id) const {
+  auto it = tokens_.find(id);
+  return it != tokens_.end() && it->second.expires_at > SystemNow();
+}
+
+}  // namespace sandstream

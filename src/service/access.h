@@ -1,0 +1,161 @@
+// Who may do what. Three kinds of credential open the API:
+//  - the admin key (the daemon's api_key: the single key of earlier versions keeps working, as
+//    the admin's): every sandbox, and the tenants and their keys;
+//  - a tenant's key: that tenant's sandboxes only (another's is a 404, as if it did not exist),
+//    within the tenant's quotas;
+//  - a scoped token: one sandbox, for the scopes it names, until it expires, is revoked or the
+//    sandbox is deleted; made for a browser, where whatever is in a URL is in its history.
+// Keys and tokens are random secrets shown once when made; the daemon keeps their SHA-256 only.
+// One io_context thread uses it (no locks); the store keeps every change.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "service/store.h"
+
+namespace sandstream {
+
+// What a scoped token may do in its sandbox.
+enum Scope : uint32_t {
+  kScopeRead = 1,         // the sandbox, its processes, sessions and contexts, logs and events
+  kScopeExec = 2,         // run commands, processes, code; stdin and signals
+  kScopeTerminal = 4,     // terminals (exec/pty)
+  kScopeFilesRead = 8,    // list, read, stat and watch files
+  kScopeFilesWrite = 16,  // write, delete, make directories, move
+  kScopePort = 32,        // the exposed ports it names
+};
+using Scopes = uint32_t;
+
+// "read", "exec", "terminal", "files:read", "files:write", "port:N".
+struct Grant {
+  Scopes scopes = 0;
+  std::vector<uint16_t> ports;
+};
+Result<Grant> ParseScopes(const std::vector<std::string>& names);
+std::vector<std::string> ScopeNames(const Grant& grant);
+
+// Per tenant; 0 means none.
+struct Quotas {
+  int64_t sandboxes = 0;          // live sandboxes
+  int64_t running_processes = 0;  // in all its sandboxes
+  int64_t memory_mb = 0;          // the sum of its sandboxes' memory limits
+  int64_t cpu_percent = 0;        // the sum of their CPU limits
+  int64_t disk_mb = 0;            // the sum of their disk limits
+  int64_t streams = 0;            // open streaming responses (SSE, WebSockets, relays)
+  int64_t requests_per_second = 0;
+};
+
+struct Tenant {
+  std::string name;
+  Quotas quotas;
+  SystemTime created_at;
+};
+
+struct KeyInfo {
+  std::string id;  // "key_" + 16 hex digits; the key itself starts with it
+  std::string tenant;
+  std::string hash;  // hex SHA-256 of the key
+  SystemTime created_at;
+};
+
+struct TokenInfo {
+  std::string id;  // "tok_" + 16 hex digits
+  std::string tenant;
+  std::string sandbox;
+  Grant grant;
+  std::string hash;
+  SystemTime created_at;
+  SystemTime expires_at;
+};
+
+// Who a request is.
+struct Principal {
+  enum class Kind { kAdmin, kTenant, kToken };
+  Kind kind = Kind::kAdmin;
+  std::string tenant;      // the tenant it acts for; "" for the admin
+  std::string credential;  // "admin", a key id or a token id: who did it, for the audit
+  // A token's:
+  std::string sandbox;
+  Grant grant;
+  SystemTime expires_at{};
+
+  bool admin() const { return kind == Kind::kAdmin; }
+  // Whether a sandbox of `owner` named `id` exists for this principal at all.
+  bool Sees(std::string_view owner, std::string_view id) const {
+    switch (kind) {
+      case Kind::kAdmin:
+        return true;
+      case Kind::kTenant:
+        return owner == tenant;
+      case Kind::kToken:
+        return owner == tenant && id == sandbox;
+    }
+    return false;
+  }
+};
+
+class Access {
+ public:
+  // `store` may be null (nothing is kept: tests and tools).
+  Access(std::string admin_key, Store* store) : admin_key_(std::move(admin_key)), store_(store) {}
+
+  // The tenants, keys and tokens the store holds; expired tokens are dropped.
+  Result<void> Load();
+
+  // The principal a credential (a bearer token, an access_token) names, or a 401 saying why.
+  Result<Principal> Authenticate(std::string_view credential) const;
+
+  // Tenant names: [a-z0-9][a-z0-9_-]{0,62}.
+  const std::map<std::string, Tenant, std::less<>>& tenants() const { return tenants_; }
+  const Tenant* FindTenant(std::string_view name) const;
+  Result<Tenant> CreateTenant(const std::string& name, const Quotas& quotas);
+  Result<Tenant> SetQuotas(const std::string& name, const Quotas& quotas);
+  // With its keys; the caller has made sure it has no sandbox left.
+  Result<void> DeleteTenant(const std::string& name);
+
+  // A new key of `tenant`: its record, and the key itself, which is never shown again.
+  Result<std::pair<KeyInfo, std::string>> CreateKey(const std::string& tenant);
+  std::vector<KeyInfo> Keys(std::string_view tenant) const;
+  Result<void> RevokeKey(std::string_view tenant, const std::string& id);
+
+  // A token for `sandbox` (of `tenant`) with `grant` for `ttl`: its record and the token.
+  static constexpr std::chrono::seconds kMaxTokenTtl{7 * 24 * 3600};
+  Result<std::pair<TokenInfo, std::string>> CreateToken(const std::string& tenant,
+                                                        const std::string& sandbox,
+                                                        const Grant& grant,
+                                                        std::chrono::seconds ttl);
+  std::vector<TokenInfo> Tokens(std::string_view sandbox) const;
+  Result<void> RevokeToken(std::string_view sandbox, const std::string& id);
+  // The sandbox is deleted: its tokens go with it.
+  void ForgetSandbox(std::string_view sandbox);
+  // Whether token `id` still opens its sandbox (streams opened with it end when it does not).
+  bool TokenLive(std::string_view id) const;
+
+  static bool ValidTenantName(std::string_view name);
+
+ private:
+  void DropExpiredTokens() const;
+
+  std::string admin_key_;
+  Store* store_;
+  std::map<std::string, Tenant, std::less<>> tenants_;
+  std::map<std::string, KeyInfo, std::less<>> keys_;
+  mutable std::map<std::string, TokenInfo, std::less<>> tokens_;
+};
+
+// Quotas as JSON ({"sandboxes": 10, ...}, 0 for none) and back (unknown names and negative
+// numbers refused, absent ones 0).
+boost::json::object QuotasJson(const Quotas& q);
+Result<Quotas> QuotasFromJson(const boost::json::value& v);
+
+}  // namespace sandstream
