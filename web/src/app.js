@@ -1,11 +1,15 @@
 // The sandstream console: sign in with the API key, manage sandboxes, open a terminal
 // (exec/pty over a WebSocket, drawn by xterm.js), run a command and watch its stdout and stderr
 // arrive live (exec/stream), list processes and follow their logs, expose ports and open them in
-// a new tab. Talks only to the daemon that served it, with the key in sessionStorage.
+// a new tab. Talks only to the daemon that served it. The key lives in sessionStorage (never
+// localStorage) and goes only into Authorization headers: every URL the browser opens with
+// ?access_token= (terminal WebSocket, port preview) carries a short-lived token of that sandbox.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 
 const $ = (id) => document.getElementById(id);
+// Consoles before this one kept the key in localStorage, where it outlived the tab.
+localStorage.removeItem("sandstream.key");
 const state = { key: sessionStorage.getItem("sandstream.key") || "", sandbox: null, term: null,
                 ws: null, terminalId: null, run: null, runProcess: null, logs: null };
 
@@ -24,6 +28,16 @@ async function api(method, path, body) {
     throw err;
   }
   return data;
+}
+
+// A token of the sandbox for `scopes` (read, exec, terminal, port:N), for a URL the browser opens
+// itself: a URL ends up in histories and logs, so it never carries the key.
+async function scopedToken(sandboxId, scopes, ttlSeconds) {
+  return api("POST", `/v1/sandboxes/${sandboxId}/tokens`, { scopes, ttl_seconds: ttlSeconds });
+}
+
+function revokeToken(sandboxId, token) {
+  api("DELETE", `/v1/sandboxes/${sandboxId}/tokens/${token.id}`).catch(() => {});
 }
 
 // Reads a text/event-stream response, calling onEvent(name, data) per event.
@@ -213,8 +227,13 @@ for (const t of document.querySelectorAll(".tab")) t.addEventListener("click", (
 const fit = new FitAddon();
 const encoder = new TextEncoder();
 
-function wsUrl(path, params) {
-  const q = new URLSearchParams({ access_token: state.key, ...params });
+// A terminal's connection lasts as long as its token; when it expires the terminal (which outlives
+// its connections) is reattached with a new one.
+const TERMINAL_TOKEN_SECONDS = 900;
+const PREVIEW_TOKEN_SECONDS = 3600;
+
+function wsUrl(path, token, params) {
+  const q = new URLSearchParams({ ...params, access_token: token });
   return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${path}?${q}`;
 }
 
@@ -236,18 +255,37 @@ function openTerminal() {
   state.term.focus();
 }
 
-function connectTerminal() {
+async function connectTerminal() {
   const term = state.term;
+  const sandboxId = state.sandbox.id;
+  // Holds the place of the socket while its token is made; closing it abandons the connection.
+  const pending = { readyState: WebSocket.CONNECTING, send() {}, close() {} };
+  state.ws = pending;
+  $("terminal-status").textContent = "connecting...";
+  $("terminal-reconnect").hidden = true;
+  let token;
+  try {
+    token = await scopedToken(sandboxId, ["terminal"], TERMINAL_TOKEN_SECONDS);
+  } catch (err) {
+    if (state.ws !== pending) return;
+    state.ws = null;
+    $("terminal-status").textContent = `${err.code || "error"}: ${err.message}`;
+    $("terminal-reconnect").hidden = false;
+    return;
+  }
+  if (state.ws !== pending) {
+    revokeToken(sandboxId, token);
+    return;
+  }
   const params = { rows: term.rows, cols: term.cols };
   if (state.terminalId) params.terminal_id = state.terminalId;
   // A reattached terminal replays its retained output: start from a clean screen.
   if (state.terminalId) term.reset();
-  const ws = new WebSocket(wsUrl(`/v1/sandboxes/${state.sandbox.id}/exec/pty`, params));
+  const ws = new WebSocket(wsUrl(`/v1/sandboxes/${sandboxId}/exec/pty`, token.token, params));
   ws.binaryType = "arraybuffer";
   state.ws = ws;
   let exited = false;
-  $("terminal-status").textContent = "connecting...";
-  $("terminal-reconnect").hidden = true;
+  let expired = false;
   ws.onmessage = (ev) => {
     if (typeof ev.data !== "string") {
       term.write(new Uint8Array(ev.data));
@@ -262,14 +300,19 @@ function connectTerminal() {
       state.terminalId = null;
       term.write(`\r\n[exited: code ${msg.exit_code}, ${msg.reason}]\r\n`);
       $("terminal-status").textContent = `exited with code ${msg.exit_code}`;
+    } else if (msg.type === "error" && msg.code === "unauthorized") {
+      expired = true;
     } else if (msg.type === "error") {
       term.write(`\r\n[${msg.code}: ${msg.message}]\r\n`);
     }
   };
   ws.onclose = () => {
+    revokeToken(sandboxId, token);
     if (state.ws !== ws) return;
     state.ws = null;
-    if (!exited && state.terminalId) {
+    if (expired && !exited && state.terminalId) {
+      connectTerminal();
+    } else if (!exited && state.terminalId) {
       $("terminal-status").textContent = `disconnected from ${state.terminalId}`;
       $("terminal-reconnect").hidden = false;
     }
@@ -426,10 +469,20 @@ async function followLogs(p) {
 
 // ---- exposed ports ----
 
-// The preview (host form) opened with the key: the daemon answers 302 and keeps the key in an
-// HttpOnly cookie of that host alone, so the page's own scripts never see it.
-function previewHref(port) {
-  return `${port.url}?access_token=${encodeURIComponent(state.key)}`;
+// The preview (host form) opened with a token of scope port:N, made when the link is clicked: the
+// daemon answers 302 and keeps the token in an HttpOnly cookie of that host alone, so the page's
+// own scripts never see it. The tab is opened at once, while the click still allows a popup.
+async function openPreview(sandboxId, port) {
+  const tab = window.open("", "_blank");
+  if (!tab) return;
+  tab.opener = null;
+  try {
+    const token = await scopedToken(sandboxId, [`port:${port.port}`], PREVIEW_TOKEN_SECONDS);
+    tab.location.replace(`${port.url}?access_token=${encodeURIComponent(token.token)}`);
+  } catch (err) {
+    tab.close();
+    showError("ports-error", err);
+  }
 }
 
 async function refreshPorts() {
@@ -450,9 +503,14 @@ async function refreshPorts() {
       const open = document.createElement("a");
       open.className = "open-port";
       open.textContent = "Open";
-      open.href = previewHref(p);
+      open.href = p.url;
       open.target = "_blank";
       open.rel = "noopener";
+      const sandboxId = state.sandbox.id;
+      open.addEventListener("click", (e) => {
+        e.preventDefault();
+        openPreview(sandboxId, p);
+      });
       const close = button("Close", async () => {
         try {
           await api("DELETE", `/v1/sandboxes/${state.sandbox.id}/ports/${p.port}`);

@@ -2,7 +2,9 @@
 // real sandstreamd serving web/dist: sign in with the key, create a sandbox, type into its
 // terminal and read the answer, run a command and see its first line before it ends, expose a
 // port and open the page a sandbox serves on it through its preview host, ask for a sandbox's
-// network. Leaves a screenshot in test-artifacts/console.png.
+// network; and through all of it, no URL the browser requests carries the key (scoped tokens go
+// in ?access_token=) and the key stays out of localStorage. Leaves a screenshot in
+// test-artifacts/console.png.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -27,6 +29,9 @@ let daemonUrl;
 let browser;
 let page;
 const scratch = [];
+// Every URL the browser requested, in any page of the context (tabs the console opens too),
+// WebSocket handshakes included.
+const requested = [];
 
 // A GET sent byte for byte: fetch() would normalize the dot segments away.
 function rawGet(target) {
@@ -93,6 +98,10 @@ before(async () => {
            "--no-first-run"],
     viewport: { width: 1200, height: 900 },
   });
+  browser.on("request", (r) => requested.push(r.url()));
+  const recordSockets = (p) => p.on("websocket", (ws) => requested.push(ws.url()));
+  browser.on("page", recordSockets);
+  for (const p of browser.pages()) recordSockets(p);
   page = browser.pages()[0] ?? (await browser.newPage());
 });
 
@@ -127,6 +136,10 @@ test("the console is served without a CDN and refuses paths outside its director
 
 test("sign in, create a sandbox, type into its terminal, watch a command run live", async () => {
   await page.goto(`${daemonUrl}/`);
+  // A copy left in localStorage by an older console is cleared.
+  await page.evaluate((key) => localStorage.setItem("sandstream.key", key), API_KEY);
+  await page.reload();
+  assert.equal(await page.evaluate(() => localStorage.getItem("sandstream.key")), null);
 
   await page.fill("#api-key", "wrong");
   await page.click("#sign-in-form button");
@@ -135,12 +148,19 @@ test("sign in, create a sandbox, type into its terminal, watch a command run liv
   await page.fill("#api-key", API_KEY);
   await page.click("#sign-in-form button");
   await page.waitForSelector("#console:not([hidden])");
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("sandstream.key")), API_KEY);
+  assert.equal(await page.evaluate(() => localStorage.length), 0, "nothing in localStorage");
 
   await page.click("#create-sandbox");
   await page.waitForSelector("#sandbox-rows tr.selected");
   const sandboxId = await page.textContent("#sandbox-title");
   assert.match(sandboxId, /^sb_/);
   await page.waitForSelector("#terminal-status:has-text('terminal term_')");
+  const pty = requested.filter((u) => new URL(u).pathname === `/v1/sandboxes/${sandboxId}/exec/pty`);
+  assert.equal(pty.length, 1, "one terminal connection");
+  assert.match(new URL(pty[0]).searchParams.get("access_token"), /^sst_/, "a scoped token");
+  const tokens = (await call("GET", `/v1/sandboxes/${sandboxId}/tokens`)).tokens;
+  assert.deepEqual(tokens.map((t) => t.scopes), [["terminal"]]);
 
   await page.click("#terminal");
   await page.keyboard.type("echo console-$((6*7))\n");
@@ -246,9 +266,10 @@ test("a page in a sandbox opens through the preview host, its relative assets wi
     assert.equal(port.url, `http://8000-${sb.id}.localhost:${listen}/`);
     const preview = await browser.newPage();
     try {
-      const response = await preview.goto(`${port.url}?access_token=${API_KEY}`);
+      const token = await call("POST", `/v1/sandboxes/${sb.id}/tokens`, { scopes: ["port:8000"] });
+      const response = await preview.goto(`${port.url}?access_token=${token.token}`);
       assert.equal(response.status(), 200);
-      // The key went into the host's HttpOnly cookie and left the address bar.
+      // The token went into the host's HttpOnly cookie and left the address bar.
       assert.equal(preview.url(), port.url);
       const seen = await siteSeen(preview);
       assert.equal(seen.title, "hello from the sandbox");
@@ -277,7 +298,8 @@ test("the ports tab exposes a port, opens it in a new tab and closes it", async 
     const url = `http://8000-${sb.id}.localhost:${listen}/`;
     assert.equal(await page.textContent(`${row} td:nth-child(2)`), url);
     const link = page.locator(`${row} a.open-port`);
-    assert.equal(await link.getAttribute("href"), `${url}?access_token=${API_KEY}`);
+    // The link holds no credential: a click makes a token of port:8000 and opens it with that.
+    assert.equal(await link.getAttribute("href"), url);
     assert.equal(await link.getAttribute("target"), "_blank");
     assert.equal(await link.getAttribute("rel"), "noopener");
 
@@ -290,6 +312,11 @@ test("the ports tab exposes a port, opens it in a new tab and closes it", async 
     } finally {
       await opened.close();
     }
+    const scopes = (await call("GET", `/v1/sandboxes/${sb.id}/tokens`)).tokens.map((t) => t.scopes);
+    assert.deepEqual(scopes.filter((s) => s[0].startsWith("port:")), [["port:8000"]]);
+    const opens = requested.filter((u) => u.startsWith(`${url}?access_token=`));
+    assert.equal(opens.length, 1);
+    assert.match(new URL(opens[0]).searchParams.get("access_token"), /^sst_/);
 
     await page.click(`${row} .close-port`);
     await page.waitForSelector(row, { state: "detached" });
@@ -331,4 +358,11 @@ test("the new sandbox form asks for a network, and the list shows it", async () 
   assert.equal(await page.textContent("#console-error"), "");
   await page.click(`#sandbox-rows tr[data-id="${id}"] .delete-sandbox`);
   await page.waitForSelector(`#sandbox-rows tr[data-id="${id}"]`, { state: "detached" });
+});
+
+test("no URL the browser requested carries the key", () => {
+  assert.ok(requested.length > 20, `only ${requested.length} requests recorded`);
+  assert.ok(requested.some((u) => /access_token=sst_/.test(u)), "scoped tokens were used");
+  const leaked = requested.filter((u) => u.includes(API_KEY) || u.includes(encodeURIComponent(API_KEY)));
+  assert.deepEqual(leaked, []);
 });

@@ -24,8 +24,13 @@ export class InvalidJsonError extends ApiError {
 export class InvalidRequestError extends ApiError {
   override name = "InvalidRequestError";
 }
+/** No key, or a wrong, revoked or expired key or token. */
 export class UnauthorizedError extends ApiError {
   override name = "UnauthorizedError";
+}
+/** A tenant's key on an admin route, or a scoped token on a route it has no scope for. */
+export class ForbiddenError extends ApiError {
+  override name = "ForbiddenError";
 }
 export class NotFoundError extends ApiError {
   override name = "NotFoundError";
@@ -78,6 +83,7 @@ export const ERROR_TABLE: Readonly<Record<string, readonly [ApiErrorClass, numbe
   invalid_json: [InvalidJsonError, 400],
   invalid_request: [InvalidRequestError, 400],
   unauthorized: [UnauthorizedError, 401],
+  forbidden: [ForbiddenError, 403],
   not_found: [NotFoundError, 404],
   method_not_allowed: [MethodNotAllowedError, 405],
   timeout: [TimeoutError, 408],
@@ -96,6 +102,7 @@ export const ERROR_TABLE: Readonly<Record<string, readonly [ApiErrorClass, numbe
 const STATUS_FALLBACK: Readonly<Record<number, string>> = {
   400: "invalid_request",
   401: "unauthorized",
+  403: "forbidden",
   404: "not_found",
   405: "method_not_allowed",
   408: "timeout",

@@ -1,6 +1,8 @@
 // The sandstream SDK's public surface.
 
 export { Sandbox } from "./sandbox.js";
+export { Admin, usage } from "./access.js";
+export type { Key, Quotas, Scope, Tenant, Token, Usage } from "./access.js";
 export type {
   ChunkCallback,
   Command,
@@ -13,6 +15,7 @@ export type {
   LogMatch,
   StartProcessOptions,
   StreamLogsOptions,
+  TokenUrlOptions,
   WaitForLogOptions,
   WaitForPortOptions,
 } from "./sandbox.js";

@@ -58,6 +58,8 @@ export interface SandboxInfo {
   egress: Egress | null;
   metadata: Record<string, string>;
   processesRunning: number;
+  /** The tenant it belongs to; null for the admin's own. */
+  tenant: string | null;
 }
 
 export interface ProcessInfo {
@@ -212,6 +214,7 @@ export function sandboxFromWire(w: Wire): SandboxInfo {
     egress: egressFromWire(w["egress"]),
     metadata: obj(w["metadata"]) as Record<string, string>,
     processesRunning: num(w["processes_running"]),
+    tenant: optStr(w["tenant"]),
   };
 }
 
@@ -248,12 +251,13 @@ export function portFromWire(w: Wire): Port {
 }
 
 /**
- * `port.url` with `?access_token=` for a browser: the daemon moves the key into an HttpOnly
- * cookie of that host alone and redirects to `port.url`. Hand it only to someone who may hold
- * the key.
+ * `port.url` with `?access_token=` for a browser: the daemon moves the token into an HttpOnly
+ * cookie of that host alone and redirects to `port.url`. Pass a scoped token of scope `port:N`
+ * (`sandbox.browserUrl(port)` makes one), never the API key: a URL ends up in histories, logs
+ * and `Referer` headers.
  */
-export function previewUrl(port: Port, apiKey: string): string {
-  return `${port.url}?access_token=${encodeURIComponent(apiKey)}`;
+export function previewUrl(port: Port, token: string): string {
+  return `${port.url}?access_token=${encodeURIComponent(token)}`;
 }
 
 export function exitFromWire(w: Wire): ExitInfo {

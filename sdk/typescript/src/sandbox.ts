@@ -2,7 +2,8 @@
 // Cloudflare stream shape), background processes and stdin. Streams resume after a cut with
 // Last-Event-ID and an Idempotency-Key, so a command never runs twice and no exit is guessed.
 
-import { Client, type ConnectionOptions, type StreamOpener } from "./client.js";
+import { type Scope, type Tenant, type Token, tokenFromWire, usage } from "./access.js";
+import { Client, type ConnectionOptions, type Query, type StreamOpener } from "./client.js";
 import {
   NotFoundError,
   ProcessExitedError,
@@ -24,6 +25,7 @@ import {
   logsFromWire,
   networkToWire,
   portFromWire,
+  previewUrl,
   processFromWire,
   sandboxFromWire,
 } from "./models.js";
@@ -63,6 +65,18 @@ export interface CreateOptions extends ConnectionOptions {
    */
   network?: NetworkOption;
   metadata?: Record<string, string>;
+  /** The admin key only: make it for this tenant, within its quotas. */
+  tenant?: string;
+}
+
+/** A URL for a browser, opened with a scoped token (see `Sandbox.tokenUrl`). */
+export interface TokenUrlOptions {
+  /** Added to the URL's query. */
+  query?: Query;
+  /** The token's lifetime; default the daemon's (an hour), at most 7 days. */
+  ttlSeconds?: number;
+  /** A `ws:`/`wss:` URL, for a WebSocket route (exec/pty, exec/ws). */
+  websocket?: boolean;
 }
 
 /** The command request shared by exec, execStream and startProcess. */
@@ -358,11 +372,71 @@ export class Sandbox implements AsyncDisposable {
 
   // Exposed ports.
 
+  // Scoped tokens.
+
+  /**
+   * Makes a token that opens this sandbox alone, for `scopes`, until `ttlSeconds` pass (default
+   * the daemon's: an hour; at most 7 days), it is revoked or the sandbox is deleted. Its secret,
+   * `token.token`, is shown this once. Needs a key, not a token.
+   */
+  async createToken(scopes: readonly Scope[], options: { ttlSeconds?: number } = {}): Promise<Token & { token: string }> {
+    const json: Record<string, unknown> = { scopes };
+    if (options.ttlSeconds !== undefined) json["ttl_seconds"] = options.ttlSeconds;
+    const wire = await this.client.json<Wire>("POST", `${this.#path}/tokens`, { json });
+    return tokenFromWire(wire) as Token & { token: string };
+  }
+
+  /** The sandbox's live tokens, without their secrets. */
+  async listTokens(): Promise<Token[]> {
+    const wire = await this.client.json<{ tokens: Wire[] }>("GET", `${this.#path}/tokens`);
+    return wire.tokens.map(tokenFromWire);
+  }
+
+  /** Revokes a token (or a token id); requests and streams made with it end. */
+  async revokeToken(token: Token | string): Promise<void> {
+    const id = typeof token === "string" ? token : token.id;
+    await this.client.send("DELETE", `${this.#path}/tokens/${encodeURIComponent(id)}`);
+  }
+
+  /**
+   * A URL of this sandbox's `path` (`/processes/p1/logs`, `/exec/pty`, ...) for a browser's
+   * EventSource or WebSocket, which cannot set headers: it carries a new token of `scopes` in
+   * `?access_token=`, never the API key (URLs end up in histories, logs and `Referer` headers).
+   */
+  async tokenUrl(path: string, scopes: readonly Scope[], options: TokenUrlOptions = {}): Promise<string> {
+    const token = await this.createToken(scopes, options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds });
+    const url = this.client.buildUrl(`${this.#path}${path}`, { ...options.query, access_token: token.token });
+    return options.websocket === true ? url.replace(/^http/, "ws") : url;
+  }
+
+  /**
+   * A URL that follows a process's output from a browser's `EventSource`
+   * (`logs?follow=1&format=...`), with a `read` token.
+   */
+  async logsUrl(
+    processId: string,
+    options: { format?: "cloudflare"; flow?: Flow; ttlSeconds?: number } = {},
+  ): Promise<string> {
+    const query: Query = { follow: 1, format: options.format, flow: options.flow };
+    const ttl = options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds };
+    return this.tokenUrl(`/processes/${encodeURIComponent(processId)}/logs`, ["read"], { query, ...ttl });
+  }
+
+  /**
+   * A URL that opens the server on `port` in a browser tab: the port is exposed, a token of
+   * scope `port:N` made, and `previewUrl` given that token, never the key.
+   */
+  async browserUrl(port: number, options: { ttlSeconds?: number } = {}): Promise<string> {
+    const exposed = await this.exposePort(port);
+    const token = await this.createToken([`port:${exposed.port}`], options);
+    return previewUrl(exposed, token.token);
+  }
+
   /**
    * Exposes a port of the sandbox through the daemon; resolves to it with its two URLs: `url`
    * (the host form, for pages with absolute paths) and `pathUrl`. Exposing it again resolves
    * to the same Port. A server on the sandbox's loopback is enough; requests to either URL
-   * need the API key (`Authorization: Bearer`, or `?access_token=`).
+   * need a key or a token of scope `port:N` (`Authorization: Bearer`, or `?access_token=`).
    */
   async exposePort(port: number): Promise<Port> {
     return portFromWire(await this.client.json<Wire>("POST", `${this.#path}/ports`, { json: { port } }));
@@ -436,6 +510,7 @@ export class Sandbox implements AsyncDisposable {
     if (options.limits !== undefined) body["limits"] = limitsToWire(options.limits);
     if (options.network !== undefined) body["network"] = networkToWire(options.network);
     if (options.metadata !== undefined) body["metadata"] = options.metadata;
+    if (options.tenant !== undefined) body["tenant"] = options.tenant;
     const wire = await client.json<Wire>("POST", "/v1/sandboxes", { json: body });
     return new Sandbox(client, sandboxFromWire(wire));
   }
@@ -447,11 +522,16 @@ export class Sandbox implements AsyncDisposable {
     return new Sandbox(client, sandboxFromWire(wire));
   }
 
-  /** Every sandbox of the daemon, oldest first. */
+  /** Every sandbox of the daemon (a tenant's key: its own), oldest first. */
   static async list(options: ConnectionOptions = {}): Promise<SandboxInfo[]> {
     const client = new Client(options);
     const wire = await client.json<{ sandboxes: Wire[] }>("GET", "/v1/sandboxes");
     return wire.sandboxes.map(sandboxFromWire);
+  }
+
+  /** What the key's tenant takes now, and its quotas; the same as the module's `usage()`. */
+  static async usage(options: ConnectionOptions = {}): Promise<Tenant> {
+    return usage(options);
   }
 
   get #path(): string {

@@ -40,6 +40,7 @@ test("every code of spec/errors.md maps to its class and status", () => {
     invalid_json: 400,
     invalid_request: 400,
     unauthorized: 401,
+    forbidden: 403,
     not_found: 404,
     method_not_allowed: 405,
     timeout: 408,

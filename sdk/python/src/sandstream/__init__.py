@@ -7,12 +7,14 @@
 """
 
 from ._core import ClientConfig
-from .aio import AsyncFiles, AsyncProcess, AsyncProcesses, AsyncSandbox, AsyncSession
+from .access import Key, Tenant, Token
+from .aio import AsyncAdmin, AsyncFiles, AsyncProcess, AsyncProcesses, AsyncSandbox, AsyncSession
 from .errors import (
     BadGateway,
     CommandFailed,
     Conflict,
     ConnectionFailed,
+    Forbidden,
     InternalError,
     InvalidJson,
     InvalidRequest,
@@ -37,12 +39,14 @@ from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, Sand
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .ports import Port
-from .sandbox import Files, Process, Processes, Sandbox, Session
+from .sandbox import Admin, Files, Process, Processes, Sandbox, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Admin",
     "AnsiStripper",
+    "AsyncAdmin",
     "AsyncFiles",
     "AsyncProcess",
     "AsyncProcesses",
@@ -63,12 +67,14 @@ __all__ = [
     "FileEvent",
     "FileInfo",
     "Files",
+    "Forbidden",
     "Exit",
     "Flow",
     "Gap",
     "InternalError",
     "InvalidJson",
     "InvalidRequest",
+    "Key",
     "LineBuffer",
     "Limits",
     "Logs",
@@ -96,7 +102,9 @@ __all__ = [
     "Stderr",
     "Stdout",
     "StreamLost",
+    "Tenant",
     "Timeout",
+    "Token",
     "Unauthorized",
     "UnsupportedMediaType",
     "strip_ansi",

@@ -43,9 +43,15 @@ class InvalidRequest(SandboxError):
 
 
 class Unauthorized(SandboxError):
-    """No API key, or a wrong one (401)."""
+    """No key, or a wrong, revoked or expired key or token (401)."""
 
     code = "unauthorized"
+
+
+class Forbidden(SandboxError):
+    """A tenant's key on an admin route, or a scoped token on a route it has no scope for (403)."""
+
+    code = "forbidden"
 
 
 class NotFound(SandboxError):
@@ -85,7 +91,8 @@ class UnsupportedMediaType(SandboxError):
 
 
 class QuotaExceeded(SandboxError):
-    """Too many sandboxes or processes for the server's configured maximum (429)."""
+    """Too many sandboxes or processes for the server's configured maximum, or a tenant past one
+    of its quotas, named with its value in the message (429)."""
 
     code = "quota_exceeded"
 
@@ -133,6 +140,7 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         InvalidJson,
         InvalidRequest,
         Unauthorized,
+        Forbidden,
         NotFound,
         MethodNotAllowed,
         Timeout,

@@ -119,6 +119,7 @@ class SandboxInfo:
     egress: Egress | None
     metadata: dict[str, str]
     processes_running: int
+    tenant: str | None = None  # its owner; None: the admin's own
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SandboxInfo:
@@ -137,6 +138,7 @@ class SandboxInfo:
             egress=Egress.from_json(data.get("egress")),
             metadata=dict(data.get("metadata") or {}),
             processes_running=_opt_int(data.get("processes_running")) or 0,
+            tenant=_opt_str(data.get("tenant")),
         )
 
 

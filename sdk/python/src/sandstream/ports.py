@@ -28,11 +28,12 @@ class Port:
         """The host (and port) of `url`: `8000-sb_....localhost:8080`."""
         return urlsplit(self.url).netloc
 
-    def browser_url(self, api_key: str) -> str:
-        """`url` with `?access_token=` for a browser: the daemon moves the key into an HttpOnly
-        cookie of that host alone and redirects to `url`. Hand it only to someone who may hold
-        the key."""
-        return f"{self.url}?access_token={quote(api_key, safe='')}"
+    def browser_url(self, token: str) -> str:
+        """`url` with `?access_token=` for a browser: the daemon moves the token into an
+        HttpOnly cookie of that host alone and redirects to `url`. Pass a scoped token of scope
+        `port:N` (`sandbox.browser_url(port)` makes one), never the API key: a URL ends up in
+        histories, logs and `Referer` headers."""
+        return f"{self.url}?access_token={quote(token, safe='')}"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Port:
