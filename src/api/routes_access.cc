@@ -97,6 +97,10 @@ asio::awaitable<void> GetTenant(Context& ctx) {
 asio::awaitable<void> UpdateTenant(Context& ctx) {
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
+  // Every quota is set from the body: none at all is a mistake, not "no quotas".
+  if (ctx.req.body().empty()) {
+    co_return co_await ReplyError(ctx, Invalid("the body must be {\"quotas\": {...}}"));
+  }
   auto body = ParseBody(ctx);
   if (!body) co_return co_await ReplyError(ctx, body.error());
   for (const auto& [k, unused] : *body) {

@@ -108,6 +108,15 @@ ClientResult<json::object> Client::ExposePort(std::string_view sandbox_id, int p
   return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/ports", &body));
 }
 
+ClientResult<json::object> Client::CreateToken(std::string_view sandbox_id,
+                                              const std::vector<std::string>& scopes,
+                                              int64_t ttl_seconds) {
+  json::array names;
+  for (const auto& s : scopes) names.emplace_back(s);
+  json::object body{{"scopes", std::move(names)}, {"ttl_seconds", ttl_seconds}};
+  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/tokens", &body));
+}
+
 ClientResult<json::array> Client::ListPorts(std::string_view sandbox_id) {
   return ArrayField(Call(verb::get, SandboxPath(sandbox_id) + "/ports", nullptr), "ports");
 }

@@ -32,6 +32,10 @@ class Client {
   // .../ports/{port}. WaitPort is GET .../ports/{port}/wait: it answers once something accepts
   // connections on the port, or with the server's `timeout` error after `seconds`.
   ClientResult<boost::json::object> ExposePort(std::string_view sandbox_id, int port);
+  // A scoped token of the sandbox (POST .../tokens): {"id", "token", "scopes", "expires_at"...}.
+  ClientResult<boost::json::object> CreateToken(std::string_view sandbox_id,
+                                                const std::vector<std::string>& scopes,
+                                                int64_t ttl_seconds);
   ClientResult<boost::json::array> ListPorts(std::string_view sandbox_id);
   ClientResult<void> ClosePort(std::string_view sandbox_id, int port);
   ClientResult<void> WaitPort(std::string_view sandbox_id, int port, double seconds);

@@ -62,11 +62,13 @@ Commands:
   shell SANDBOX [--terminal ID] [--] [CMD [ARG]...]
                           attach this terminal to a login shell (or CMD) on a terminal in
                           SANDBOX; --terminal reattaches to one that is still running
-  port expose SANDBOX PORT [--json]
+  port expose SANDBOX PORT [--json] [--browser [--ttl SECONDS]]
                           expose PORT of SANDBOX through the server and print the two URLs
                           that reach the server listening on it, with the API key: url (by
                           host: {port}-{sandbox}.{preview domain}, for pages with absolute
-                          paths; a browser opens it with ?access_token=KEY) and path_url
+                          paths) and path_url; with --browser also browser_url, the url with
+                          a token that opens this port only (for --ttl, default 3600 s),
+                          never the key, to open in a browser or share
   port list SANDBOX [--json]
                           list a sandbox's exposed ports and their URLs
   port close SANDBOX PORT stop exposing PORT (connections already relayed go on)
@@ -674,9 +676,29 @@ int CmdPortExpose(const Context& context, const Args& args) {
   if (args.positional.size() != 2) return Usage("port expose needs a sandbox id and a port");
   auto port = ParsePort(args.positional[1]);
   if (!port) return Usage("PORT must be a number from 1 to 65535");
-  auto exposed = context.MakeClient().ExposePort(args.positional[0], *port);
+  Client client = context.MakeClient();
+  auto exposed = client.ExposePort(args.positional[0], *port);
   if (!exposed) return Fail(exposed.error());
-  return PrintPort(*exposed, args.Has("json"));
+  if (!args.Has("browser")) {
+    if (args.Get("ttl")) return Usage("--ttl goes with --browser");
+    return PrintPort(*exposed, args.Has("json"));
+  }
+  int64_t ttl = 3600;
+  if (auto text = args.Get("ttl")) {
+    auto parsed = ParseInt(*text, 1);
+    if (!parsed) return Usage("--ttl must be a number of seconds");
+    ttl = *parsed;
+  }
+  auto token = client.CreateToken(args.positional[0], {"port:" + std::to_string(*port)}, ttl);
+  if (!token) return Fail(token.error());
+  json::object out = *exposed;
+  out["browser_url"] = Text(out, "url") + "?access_token=" + Text(*token, "token");
+  out["token_expires_at"] = Text(*token, "expires_at");
+  if (args.Has("json")) return PrintLine(json::serialize(out)) ? 0 : kExitBrokenPipe;
+  return PrintTable({{"url", Text(out, "url")},
+                     {"path_url", Text(out, "path_url")},
+                     {"browser_url", Text(out, "browser_url")},
+                     {"expires", Text(out, "token_expires_at")}});
 }
 
 int CmdPortList(const Context& context, const Args& args) {
@@ -761,6 +783,7 @@ constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
 constexpr Flag kKillFlags[] = {{"signal", 's'}};
 constexpr Flag kShellFlags[] = {{"terminal"}};
 constexpr Flag kPortWaitFlags[] = {{"timeout"}};
+constexpr Flag kPortExposeFlags[] = {{"json", 0, false}, {"browser", 0, false}, {"ttl"}};
 
 constexpr Command kCommands[] = {
     {"sandbox", "create", kCreateFlags, -1, false, CmdSandboxCreate},
@@ -773,7 +796,7 @@ constexpr Command kCommands[] = {
     {"", "logs", kLogsFlags, -1, false, CmdLogs},
     {"", "kill", kKillFlags, -1, false, CmdKill},
     {"", "shell", kShellFlags, 1, false, CmdShell},
-    {"port", "expose", kJsonFlags, -1, false, CmdPortExpose},
+    {"port", "expose", kPortExposeFlags, -1, false, CmdPortExpose},
     {"port", "list", kJsonFlags, -1, false, CmdPortList},
     {"port", "close", {}, -1, false, CmdPortClose},
     {"port", "wait", kPortWaitFlags, -1, false, CmdPortWait},

@@ -42,6 +42,9 @@ class World:
     context: str        # a bash code context of `sandbox`
     run: int            # the execution_count of a finished run of `context`
     port: int           # a port of `sandbox` something listens on, exposed
+    tenant: str         # a tenant with a key
+    key: str            # the id of that key
+    token: str          # the id of a read token of `sandbox`
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +89,14 @@ def world(daemon: helpers.Daemon, client: httpx.Client) -> World:
     assert r.status_code == 201, r.text
     assert client.get(f"/v1/sandboxes/{sb}/ports/{port}/wait").status_code == 200
     assert client.post(f"/v1/sandboxes/{sb}/ports", json={"port": port}).status_code == 201
-    return World(daemon.url, sb, "fuzz-ended", "fuzz-session", ctx, run, port)
+    assert client.post("/v1/admin/tenants", json={"name": "fuzz-tenant"}).status_code == 201
+    r = client.post("/v1/admin/tenants/fuzz-tenant/keys")
+    assert r.status_code == 201, r.text
+    key = r.json()["id"]
+    r = client.post(f"/v1/sandboxes/{sb}/tokens", json={"scopes": ["read"]})
+    assert r.status_code == 201, r.text
+    return World(daemon.url, sb, "fuzz-ended", "fuzz-session", ctx, run, port, "fuzz-tenant", key,
+                 r.json()["id"])
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from functools import cache
 from typing import Any
 
@@ -109,7 +110,10 @@ FRESH = {"deleteSandbox": "/v1/sandboxes/{id}",
          "writeStdin": "/v1/sandboxes/{id}/processes/{pid}",
          "deleteSession": "/v1/sandboxes/{id}/sessions/{sid}",
          "deleteContext": "/v1/sandboxes/{id}/contexts/{cid}",
-         "closePort": "/v1/sandboxes/{id}/ports/{port}"}
+         "closePort": "/v1/sandboxes/{id}/ports/{port}",
+         "deleteTenant": "/v1/admin/tenants/{tenant}",
+         "revokeKey": "/v1/admin/tenants/{tenant}/keys/{key_id}",
+         "revokeToken": "/v1/sandboxes/{id}/tokens/{token_id}"}
 
 
 def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
@@ -124,7 +128,8 @@ def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
     op = operation_id(case)
     sb = f"/v1/sandboxes/{world.sandbox}"
     real: dict[str, Any] = {"id": world.sandbox, "pid": world.process, "sid": world.session,
-                            "cid": world.context, "n": world.run, "port": world.port}
+                            "cid": world.context, "n": world.run, "port": world.port,
+                            "tenant": world.tenant, "key_id": world.key, "token_id": world.token}
     if op == "deleteSandbox":
         real["id"] = helpers.create_sandbox(client)["id"]
     elif op in ("killProcess", "signalProcess"):
@@ -138,6 +143,13 @@ def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
     elif op == "closePort":
         real["port"] = world.port + 1
         assert client.post(f"{sb}/ports", json={"port": real["port"]}).status_code in (200, 201)
+    elif op == "deleteTenant":
+        real["tenant"] = f"fuzz-{secrets.token_hex(4)}"
+        assert client.post("/v1/admin/tenants", json={"name": real["tenant"]}).status_code == 201
+    elif op == "revokeKey":
+        real["key_id"] = created(client, f"/v1/admin/tenants/{world.tenant}/keys", {})
+    elif op == "revokeToken":
+        real["token_id"] = created(client, f"{sb}/tokens", {"scopes": ["read"]})
     for name in case.path_parameters:
         case.path_parameters[name] = real[name]
     return [FRESH[op].format(**real)] if op in FRESH else []

@@ -229,6 +229,19 @@ def test_port_wait_expose_list_close(env: dict[str, str], daemon: Daemon, client
     port = json.loads(as_json.stdout)
     assert (port["port"], port["url"], port["path_url"]) == (8000, url, path_url)
 
+    # For a browser: a token that opens this port only, never the key.
+    browser = run_cli(env, "port", "expose", sb, "8000", "--browser", "--ttl", "120", "--json")
+    assert browser.returncode == 0, browser.stderr
+    opened = json.loads(browser.stdout)
+    assert API_KEY not in opened["browser_url"]
+    assert opened["browser_url"].startswith(url + "?access_token=sst_")
+    token = opened["browser_url"].split("access_token=")[1]
+    page = httpx.get(path_url, params={"access_token": token})
+    assert page.status_code == 200 and page.text == "hello port\n"
+    other = httpx.get(f"{daemon.url}/v1/sandboxes/{sb}", params={"access_token": token})
+    assert other.status_code == 403, other.text
+    assert run_cli(env, "port", "expose", sb, "8000", "--ttl", "5").returncode == 2
+
     table = run_cli(env, "port", "list", sb)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.decode().splitlines()
