@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -333,6 +334,7 @@ def test_bad_policies_are_refused(c: httpx.Client) -> None:
 
 
 def test_delete_leaves_no_link_table_or_pin(c: httpx.Client, lab: EgressLab) -> None:
+    assert shutil.which("nft"), "nft (Debian's nftables) reads the tables back"
     ids = []
     for _ in range(5):
         sb = create_sandbox(c, network={"egress": {"allow": ["pypi.org"]}})

@@ -312,8 +312,9 @@ class NetKernelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, nf_tables)";
+    // As root, a missing tool is a failure, not a skip: these tests must not pass unrun.
     if (Sh("command -v nft nsenter ip").find("nft") == std::string::npos) {
-      GTEST_SKIP() << "needs the nft, ip and nsenter binaries";
+      FAIL() << "needs the nft (Debian's nftables), ip and nsenter binaries";
     }
   }
 };
