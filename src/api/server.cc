@@ -81,7 +81,7 @@ std::optional<Error> Server::Admission(const RouteMatch& match) {
   const bool streams = h == SandboxLogs || h == SandboxEvents || h == ProcessLogs ||
                        h == ExecStream || h == ExecWs || h == ExecPty || h == FilesWatch ||
                        h == ProxyPort;
-  if (streams && t->quotas.streams > 0 && service_.Usage(tenant).streams >= t->quotas.streams) {
+  if (streams && t->quotas.streams > 0 && service_.StreamsOf(tenant) >= t->quotas.streams) {
     return Error{ErrorCode::kQuotaExceeded, "tenant '" + tenant + "' is at its quota streams " +
                                                 std::to_string(t->quotas.streams)};
   }

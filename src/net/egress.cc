@@ -230,12 +230,19 @@ void Egress::Adopted(uint32_t slot) {
 }
 
 void Egress::CleanupLeftovers(const std::vector<uint32_t>& live) {
-  auto is_live = [&](std::string_view name, std::string_view prefix) {
-    if (!name.starts_with(prefix)) return true;
+  // The slot a name of ours ("ss_7", "ss-7") is for; nullopt for a name that is not ours.
+  auto slot_of = [](std::string_view name, std::string_view prefix) -> std::optional<uint32_t> {
+    if (!name.starts_with(prefix)) return std::nullopt;
     const std::string digits(name.substr(prefix.size()));
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return true;
-    const auto slot = static_cast<uint32_t>(std::stoul(digits));
-    return std::find(live.begin(), live.end(), slot) != live.end();
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    return static_cast<uint32_t>(std::stoul(digits));
+  };
+  auto is_live = [&](std::string_view name, std::string_view prefix) {
+    const auto slot = slot_of(name, prefix);
+    return !slot || std::find(live.begin(), live.end(), *slot) != live.end();
   };
   std::lock_guard lock(mu_);
   auto nft = NftLocked();
@@ -245,8 +252,7 @@ void Egress::CleanupLeftovers(const std::vector<uint32_t>& live) {
         if (is_live(name, "ss_")) continue;
         log::Info("egress: removing a leftover table", {{"table", name}});
         (void)(*nft)->DeleteSandbox(name);
-        const auto slot = static_cast<uint32_t>(std::stoul(name.substr(3)));
-        (void)FlushConntrackFrom(Address(slot));
+        (void)FlushConntrackFrom(Address(*slot_of(name, "ss_")));
       }
     }
   }

@@ -357,7 +357,7 @@ TenantUsage Service::Usage(std::string_view tenant) const {
     u.cpu_percent += sb->limits.cpu_percent;
     u.disk_mb += sb->limits.disk_mb;
   }
-  if (auto it = streams_.find(tenant); it != streams_.end()) u.streams = it->second;
+  u.streams = StreamsOf(tenant);
   return u;
 }
 

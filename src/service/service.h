@@ -208,6 +208,10 @@ class Service {
   // A streaming response (SSE, WebSocket) of `tenant` opens or ends: its streams quota's
   // measure (the server refuses a stream's request past it).
   void StreamOpened(const std::string& tenant);
+  int64_t StreamsOf(std::string_view tenant) const {
+    auto it = streams_.find(tenant);
+    return it == streams_.end() ? 0 : it->second;
+  }
   void StreamClosed(const std::string& tenant);
   size_t egress_sandboxes() const;
   size_t running_processes() const;
