@@ -1,0 +1,151 @@
+#include "image/import.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "image/digest.h"
+#include "image/tar.h"
+#include "image/tree.h"
+#include "image/unpack.h"
+
+namespace sandstream::image {
+
+Result<std::unique_ptr<StagedTree>> StagedTree::Make(Store& store, std::string_view what) {
+  std::lock_guard lock(store.mu_);
+  auto name = MakeRandomDir(store.tmp_.get(), what);
+  if (!name) return std::move(name).error();
+  UniqueFd fd(::openat(store.tmp_.get(), name->c_str(),
+                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    const int err = errno;
+    ::unlinkat(store.tmp_.get(), name->c_str(), AT_REMOVEDIR);
+    return SysError(ErrorCode::kInternal, std::string(what) + ": open staging directory", err);
+  }
+  store.staging_.insert(*name);
+  return std::unique_ptr<StagedTree>(new StagedTree(store, std::move(*name), std::move(fd)));
+}
+
+StagedTree::~StagedTree() {
+  fd_.reset();
+  // Nothing to report to: a tree that cannot go now is left for Collect.
+  (void)RemoveTree(store_.tmp_.get(), name_, "tmp/" + name_);
+  std::lock_guard lock(store_.mu_);
+  store_.staging_.erase(name_);
+}
+
+Result<void> StagedTree::Commit(int dir, const std::string& hex, const std::string& entry) {
+  const int from = entry.empty() ? store_.tmp_.get() : fd_.get();
+  const std::string& name = entry.empty() ? name_ : entry;
+  if (::renameat2(from, name.c_str(), dir, hex.c_str(), RENAME_NOREPLACE) == 0) return Ok{};
+  if (errno == EEXIST || errno == ENOTEMPTY) return Ok{};
+  return SysError(ErrorCode::kInternal, "commit " + hex + ": rename", errno);
+}
+
+Import::~Import() {
+  for (const auto& pin : pins_) store_.Unpin(pin);
+}
+
+Result<std::string> Import::Hash(int fd, uint64_t offset, uint64_t length,
+                                 const LayerSpec& spec) {
+  const std::string& shown = spec.digest.empty() ? spec.diff_id : spec.digest;
+  FileSource file(fd, offset, length, spec.what);
+  ProgressSource progress(file, [&](uint64_t done) { Report("verify", shown, done, length); });
+  HashingSource hashed(progress);
+  if (auto ok = Drain(hashed); !ok) return std::move(ok).error();
+  return hashed.Digest();
+}
+
+Result<std::string> Import::Unpack(int fd, uint64_t offset, uint64_t length,
+                                   const LayerSpec& spec, int root) {
+  const std::string& shown = spec.digest.empty() ? spec.diff_id : spec.digest;
+  FileSource file(fd, offset, length, spec.what);
+  ProgressSource progress(file, [&](uint64_t done) { Report("unpack", shown, done, length); });
+  HashingSource blob(progress);
+  auto plain = Decompress(blob, spec.compression, spec.what);
+  HashingSource uncompressed(*plain);
+  BudgetSource budgeted(uncompressed, budget_, spec.what);
+  TarReader tar(budgeted, spec.what);
+  const UnpackLimits limits{store_.limits_.max_entries, &budget_};
+  if (auto ok = UnpackLayer(tar, root, spec.what, limits); !ok) return std::move(ok).error();
+  // The diff_id covers the whole stream, zeros after the end of the archive included.
+  if (auto ok = Drain(budgeted); !ok) return std::move(ok).error();
+  if (!spec.digest.empty() && blob.Digest() != spec.digest) {
+    return Error{ErrorCode::kInvalidRequest, spec.what + ": the blob changed while it was read"};
+  }
+  if (uncompressed.Digest() != spec.diff_id) {
+    return Error{ErrorCode::kInvalidRequest,
+                 spec.what + ": diff_id mismatch: the layer unpacks to " +
+                     uncompressed.Digest() + ", the image's config says " + spec.diff_id};
+  }
+  return blob.Digest();
+}
+
+Result<LayerRef> Import::Layer(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec) {
+  LayerRef ref{spec.digest, spec.diff_id, length};
+  const bool ready = ready_.count(spec.diff_id) != 0;
+  if (!ready) pins_.push_back(spec.diff_id);
+  if (ready || store_.PinLayer(spec.diff_id)) {
+    ready_.insert(spec.diff_id);
+    // A blob nothing names is named by its hash: an uncompressed one is its diff_id.
+    if (ref.digest.empty() && spec.compression == Compression::kNone) ref.digest = spec.diff_id;
+    if (ref.digest.empty()) {
+      auto digest = Hash(fd, offset, length, spec);
+      if (!digest) return std::move(digest).error();
+      ref.digest = std::move(*digest);
+    }
+    Report("done", ref.digest, length, length);
+    return ref;
+  }
+  // The blob is hashed whole before any of it is decompressed: no decompressor ever reads bytes
+  // that its digest does not vouch for.
+  if (!spec.digest.empty()) {
+    auto digest = Hash(fd, offset, length, spec);
+    if (!digest) return std::move(digest).error();
+    if (*digest != spec.digest) {
+      return Error{ErrorCode::kInvalidRequest,
+                   spec.what + ": digest mismatch: the blob hashes to " + *digest};
+    }
+  }
+  auto staged = StagedTree::Make(store_, spec.what);
+  if (!staged) return std::move(staged).error();
+  auto digest = Unpack(fd, offset, length, spec, (*staged)->fd());
+  if (!digest) return std::move(digest).error();
+  ref.digest = std::move(*digest);
+  layers_.emplace_back(std::string(DigestHex(spec.diff_id)), std::move(*staged));
+  ready_.insert(spec.diff_id);
+  Report("done", ref.digest, length, length);
+  return ref;
+}
+
+Result<void> Import::Commit() {
+  if (layers_.empty() && blobs_.empty()) return Ok{};
+  // Written through before anything is renamed into place: a crash leaves a layer whole or
+  // in tmp/, never a torn one under its name.
+  if (::syncfs(store_.tmp_.get()) != 0) return SysError(ErrorCode::kInternal, "syncfs", errno);
+  for (const auto& [hex, tree] : layers_) {
+    if (auto ok = tree->Commit(store_.layers_.get(), hex); !ok) return ok;
+  }
+  for (const auto& [digest, content] : blobs_) {
+    auto tree = StagedTree::Make(store_, "blob " + digest);
+    if (!tree) return std::move(tree).error();
+    UniqueFd fd(::openat((*tree)->fd(), "blob", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd) return SysError(ErrorCode::kInternal, "blob " + digest + ": create", errno);
+    for (size_t done = 0; done < content.size();) {
+      const ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return SysError(ErrorCode::kInternal, "blob " + digest + ": write", errno);
+      done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd.get()) != 0) return SysError(ErrorCode::kInternal, "blob fsync", errno);
+    if (auto ok = (*tree)->Commit(store_.blobs_.get(), std::string(DigestHex(digest)), "blob");
+        !ok) {
+      return ok;
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace sandstream::image

@@ -1,0 +1,79 @@
+// Inside the store (not for the daemon): a directory staged in tmp/ that goes away unless
+// committed, and an import as one transaction of layers and blobs, committed only whole.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "image/store.h"
+
+namespace sandstream::image {
+
+class StagedTree {
+ public:
+  static Result<std::unique_ptr<StagedTree>> Make(Store& store, std::string_view what);
+  ~StagedTree();
+  StagedTree(const StagedTree&) = delete;
+  StagedTree& operator=(const StagedTree&) = delete;
+
+  int fd() const { return fd_.get(); }
+  // Renames the tree (or, with `entry`, that entry of it) to `hex` in `dir`. One already there
+  // (another import's, of the same content) is kept and ours goes.
+  Result<void> Commit(int dir, const std::string& hex, const std::string& entry = "");
+
+ private:
+  StagedTree(Store& store, std::string name, UniqueFd fd)
+      : store_(store), name_(std::move(name)), fd_(std::move(fd)) {}
+  Store& store_;
+  std::string name_;
+  UniqueFd fd_;
+};
+
+// What a layer blob is, as far as the import knows before reading it.
+struct LayerSpec {
+  std::string digest;  // of the blob; "" when nothing names it (a docker save's layer.tar)
+  std::string diff_id;
+  Compression compression = Compression::kNone;
+  std::string what;  // how errors name the layer: "layer sha256:..."
+};
+
+class Import {
+ public:
+  Import(Store& store, const Progress& progress, Budget& budget)
+      : store_(store), progress_(progress), budget_(budget) {}
+  ~Import();
+  Import(const Import&) = delete;
+  Import& operator=(const Import&) = delete;
+
+  // Makes ready the layer whose blob is `length` bytes of `fd` at `offset`: checked, then
+  // unpacked into tmp/; nothing when the store or this import has it already.
+  Result<LayerRef> Layer(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
+  // A manifest or config to store with the layers.
+  void Blob(std::string digest, std::string content) {
+    blobs_.emplace_back(std::move(digest), std::move(content));
+  }
+  // Moves every staged layer and blob into place.
+  Result<void> Commit();
+
+ private:
+  void Report(std::string_view step, std::string_view digest, uint64_t done, uint64_t total) {
+    if (progress_) progress_(step, digest, done, total);
+  }
+  Result<std::string> Hash(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
+  Result<std::string> Unpack(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec,
+                             int root);
+
+  Store& store_;
+  const Progress& progress_;
+  Budget& budget_;
+  std::vector<std::string> pins_;
+  std::set<std::string> ready_;  // diff_ids in the store or staged
+  std::vector<std::pair<std::string, std::unique_ptr<StagedTree>>> layers_;  // hex, tree
+  std::vector<std::pair<std::string, std::string>> blobs_;                   // digest, content
+};
+
+}  // namespace sandstream::image
