@@ -130,7 +130,8 @@ Result<void> Snapshot::Dir(const std::string& dir) {
   UniqueFd sdir, ddir;
   for (const auto& name : names) {
     const std::string path = Join(dir, name);
-    if (path.size() + 1 > kMaxPathBytes) return Bad(path, "path longer than 4094 bytes");
+    // Room for a directory's "/" and a whiteout's ".wh.": the tar names stay within the limit.
+    if (path.size() + 4 > kMaxPathBytes) return Bad(path, "path longer than 4091 bytes");
     if (name.rfind(kWhiteoutPrefix, 0) == 0) {
       return Bad(path, "a name starting \".wh.\", which layers keep for whiteouts");
     }

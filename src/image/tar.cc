@@ -98,7 +98,9 @@ Result<std::string> NormalizeEntryName(std::string_view name) {
     name.remove_prefix(slash == std::string_view::npos ? name.size() : slash + 1);
     if (part.empty() || part == ".") continue;
     if (part == "..") return bad("path climbs out ('..')");
-    if (part.size() > 255) return bad("a path component longer than 255 bytes");
+    // A whiteout marker may be 4 bytes longer than the name it hides ('.wh.' and 255).
+    const size_t max = part.substr(0, 4) == ".wh." ? 259 : 255;
+    if (part.size() > max) return bad("a path component longer than 255 bytes");
     if (!out.empty()) out += '/';
     out += part;
   }

@@ -40,7 +40,8 @@ inline constexpr size_t kMaxPathBytes = 4095;
 
 // An entry's name made relative and plain: leading "/" and "./" dropped, "." and empty
 // components dropped, a trailing "/" dropped; "" is the archive's root. A `..` component, a NUL,
-// an empty name, a component longer than 255 bytes or a name over kMaxPathBytes is an error
+// an empty name, a component longer than 255 bytes (a whiteout marker's: 259) or a name over
+// kMaxPathBytes is an error
 // whose message says which (the caller names the entry).
 Result<std::string> NormalizeEntryName(std::string_view name);
 

@@ -187,6 +187,8 @@ TEST(TarNamesTest, NormalizesAndRefuses) {
   EXPECT_FALSE(NormalizeEntryName(".."));
   EXPECT_FALSE(NormalizeEntryName(std::string("a\0b", 3)));
   EXPECT_FALSE(NormalizeEntryName(std::string(256, 'n')));
+  EXPECT_TRUE(NormalizeEntryName(".wh." + std::string(255, 'n')));  // hides a 255-byte name
+  EXPECT_FALSE(NormalizeEntryName(".wh." + std::string(256, 'n')));
   EXPECT_FALSE(NormalizeEntryName(std::string(4096, '/')));
   EXPECT_EQ(Quote(std::string("a\n'b", 4)), "'a\\x0a\\x27b'");
 }
