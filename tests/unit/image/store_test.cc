@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -198,6 +199,44 @@ TEST_F(StoreTest, UnpacksEverythingALayerHolds) {
   const ino_t inode = Lstat(l / "etc/hosts").st_ino;
   ASSERT_TRUE(ImportTar(tar));
   EXPECT_EQ(Lstat(l / "etc/hosts").st_ino, inode);
+}
+
+// GNU tar as a second writer: both its formats read as it wrote them.
+TEST_F(StoreTest, ImportsWhatGnuTarWrites) {
+  const fs::path src = base_ / "src";
+  const std::string deep = std::string(100, 'd') + "/" + std::string(100, 'e') + "/" +
+                           std::string(100, 'f');
+  fs::create_directories(src / deep);
+  std::ofstream(src / deep / "leaf") << "deep";
+  std::ofstream(src / "suid") << "x";
+  ASSERT_EQ(::chown((src / "suid").c_str(), 123, 456), 0);  // before chmod: it clears setuid
+  ASSERT_EQ(::chmod((src / "suid").c_str(), 04750), 0);
+  ASSERT_EQ(::setxattr((src / "suid").c_str(), "security.capability", kCapNetRaw.data(),
+                       kCapNetRaw.size(), 0), 0);
+  ASSERT_EQ(::link((src / "suid").c_str(), (src / "hard").c_str()), 0);
+  ASSERT_EQ(::symlink("/etc/os-release", (src / "abs").c_str()), 0);
+  ASSERT_EQ(::mkfifo((src / "fifo").c_str(), 0600), 0);
+  for (const std::string format : {"posix", "gnu"}) {
+    const fs::path out = base_ / (format + ".tar");
+    // Only the POSIX format holds xattrs.
+    const std::string command =
+        "tar --format=" + format +
+        (format == "posix" ? " --xattrs --xattrs-include='*'" : "") + " -C " + src.string() +
+        " -cf " + out.string() + " .";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    auto ref = ImportTar(Slurp(out));
+    ASSERT_TRUE(ref) << format << ": " << ref.error().message;
+    const fs::path l = store_->LayerPath(ref->diff_id);
+    EXPECT_EQ(Slurp(l / deep / "leaf"), "deep") << format;
+    EXPECT_EQ(Lstat(l / "suid").st_mode & 07777, 04750u) << format;
+    EXPECT_EQ(Lstat(l / "suid").st_uid, 123u) << format;
+    EXPECT_EQ(Lstat(l / "hard").st_ino, Lstat(l / "suid").st_ino) << format;
+    EXPECT_EQ(fs::read_symlink(l / "abs"), "/etc/os-release") << format;
+    EXPECT_TRUE(S_ISFIFO(Lstat(l / "fifo").st_mode)) << format;
+    if (format == "posix") {
+      EXPECT_EQ(Xattr(l / "suid", "security.capability"), kCapNetRaw);
+    }
+  }
 }
 
 TEST_F(StoreTest, WhiteoutsAndOpaqueDirectoriesAreWhatOverlayfsTakes) {
