@@ -95,7 +95,10 @@ class Archive {
 
   // The file `name` stands for, links followed.
   Result<Member> Find(const std::string& name) const {
-    std::string at = name;
+    // Named as manifest.json spells it ("./abc.json" too): looked up as entries are listed.
+    auto normalized = NormalizeEntryName(name);
+    if (!normalized) return Bad(Quote(name) + ": " + normalized.error().message);
+    std::string at = std::move(*normalized);
     for (int hop = 0; hop <= kMaxLinkHops; ++hop) {
       auto it = members_.find(at);
       if (it == members_.end()) return Bad(Quote(name) + " is missing");
@@ -130,7 +133,8 @@ class Archive {
     auto text = Read(name);
     if (!text) return text;
     if (const std::string got = Sha256Of(*text); got != d.digest) {
-      return Error{ErrorCode::kInvalidRequest, what + ": digest mismatch: the blob hashes to " + got};
+      return Error{ErrorCode::kInvalidRequest,
+                   what + ": digest mismatch: the blob hashes to " + got};
     }
     return text;
   }
@@ -267,7 +271,9 @@ Result<Image> Store::ImportArchive(int archive_fd, const Progress& progress) {
       auto text = archive.ReadBlob(*picked, "index");
       if (!text) return std::move(text).error();
       auto next = PickFromIndex(*text);
-      if (!next) return Error{next.error().code, "index " + picked->digest + ": " + next.error().message};
+      if (!next) {
+        return Error{next.error().code, "index " + picked->digest + ": " + next.error().message};
+      }
       picked = std::move(next);
     }
     if (!IsManifestType(picked->media_type)) {
@@ -292,7 +298,9 @@ Result<Image> Store::ImportArchive(int archive_fd, const Progress& progress) {
       spec.compression = *LayerCompression(layer.media_type);
       spec.what = "layer " + layer.digest;
       auto m = archive.Find("blobs/sha256/" + std::string(DigestHex(layer.digest)));
-      if (!m) return Error{ErrorCode::kInvalidRequest, spec.what + ": the archive has no blob for it"};
+      if (!m) {
+        return Error{ErrorCode::kInvalidRequest, spec.what + ": the archive has no blob for it"};
+      }
       if (m->size != layer.size) {
         return Error{ErrorCode::kInvalidRequest,
                      spec.what + ": size mismatch: the blob has " + std::to_string(m->size) +
@@ -301,8 +309,11 @@ Result<Image> Store::ImportArchive(int archive_fd, const Progress& progress) {
       specs.push_back(std::move(spec));
       members.push_back("blobs/sha256/" + std::string(DigestHex(layer.digest)));
     }
+    const std::string config_member =
+        "blobs/sha256/" + std::string(DigestHex(image.config_digest));
     for (const auto& d : docker) {
-      if (d.config == "blobs/sha256/" + std::string(DigestHex(image.config_digest))) {
+      auto config_name = NormalizeEntryName(d.config);
+      if (config_name && *config_name == config_member) {
         image.repo_tags = d.repo_tags;
       }
     }

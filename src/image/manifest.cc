@@ -223,7 +223,9 @@ Result<ConfigDocument> ParseConfig(std::string_view text) {
   auto diff_ids = Strings(rootfs->as_object(), "diff_ids", "config.rootfs");
   if (!diff_ids) return std::move(diff_ids).error();
   for (const auto& id : *diff_ids) {
-    if (!ValidDigest(id)) return Bad("config.rootfs.diff_ids", "'" + id + "' is not a sha256 digest");
+    if (!ValidDigest(id)) {
+      return Bad("config.rootfs.diff_ids", "'" + id + "' is not a sha256 digest");
+    }
   }
   doc.diff_ids = std::move(*diff_ids);
 

@@ -208,9 +208,10 @@ Result<void> Snapshot::File(int sdir, int ddir, const std::string& path, const s
       e.linkname = it->second;
       if (auto ok = tar_.WriteHeader(e); !ok) return ok;
       const size_t slash = it->second.rfind('/');
-      UniqueFd tdir = OpenBeneath(dst_, slash == std::string::npos ? "" : it->second.substr(0, slash),
+      const std::string& first = it->second;
+      UniqueFd tdir = OpenBeneath(dst_, slash == std::string::npos ? "" : first.substr(0, slash),
                                   O_PATH | O_DIRECTORY);
-      const std::string tbase = slash == std::string::npos ? it->second : it->second.substr(slash + 1);
+      const std::string tbase = slash == std::string::npos ? first : first.substr(slash + 1);
       if (!tdir || ::linkat(tdir.get(), tbase.c_str(), ddir, name.c_str(), 0) != 0) {
         return Sys(path, "link", errno);
       }
@@ -280,8 +281,12 @@ Result<void> Snapshot::Other(int sdir, int ddir, const std::string& dir, const s
     e = Header(path, EntryType::kSymlink, st);
     std::string target(kMaxPathBytes + 1, '\0');
     const ssize_t n = ::readlinkat(sdir, name.c_str(), target.data(), target.size());
-    if (n < 0) return errno == ENOENT || errno == EINVAL ? Changed(path) : Sys(path, "readlink", errno);
-    if (n == 0 || static_cast<size_t>(n) > kMaxPathBytes) return Bad(path, "an unusable link target");
+    if (n < 0) {
+      return errno == ENOENT || errno == EINVAL ? Changed(path) : Sys(path, "readlink", errno);
+    }
+    if (n == 0 || static_cast<size_t>(n) > kMaxPathBytes) {
+      return Bad(path, "an unusable link target");
+    }
     target.resize(static_cast<size_t>(n));
     e.linkname = target;
     if (::symlinkat(target.c_str(), ddir, name.c_str()) != 0) return Sys(path, "symlink", errno);

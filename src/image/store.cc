@@ -105,7 +105,9 @@ Result<LayerRef> Store::ImportLayer(int blob_fd, std::string_view media_type,
   }
   const std::string what = "layer " + std::string(digest);
   auto compression = LayerCompression(media_type);
-  if (!compression) return Error{compression.error().code, what + ": " + compression.error().message};
+  if (!compression) {
+    return Error{compression.error().code, what + ": " + compression.error().message};
+  }
   struct stat st{};
   if (::fstat(blob_fd, &st) != 0) return SysError(ErrorCode::kInternal, what + ": stat", errno);
   if (!S_ISREG(st.st_mode)) return Error{ErrorCode::kInternal, what + ": not a regular file"};
@@ -124,7 +126,9 @@ Result<void> Store::Collect(const std::set<std::string>& keep) {
   {
     std::lock_guard lock(mu_);
     auto layers = ListDir(layers_.get());
-    if (!layers) return Error{layers.error().code, "image store: layers: " + layers.error().message};
+    if (!layers) {
+      return Error{layers.error().code, "image store: layers: " + layers.error().message};
+    }
     for (const auto& hex : *layers) {
       const std::string diff_id = "sha256:" + hex;
       if (keep.count(diff_id) || pinned_.count(diff_id)) continue;

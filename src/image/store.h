@@ -76,7 +76,9 @@ class Store {
   Result<LayerRef> ImportLayer(int blob_fd, std::string_view media_type, std::string_view digest,
                                std::string_view diff_id, const Progress& progress,
                                Budget* budget = nullptr);
-  Budget NewBudget() const { return Budget{limits_.max_unpacked_bytes, limits_.max_unpacked_bytes}; }
+  Budget NewBudget() const {
+    return Budget{limits_.max_unpacked_bytes, limits_.max_unpacked_bytes};
+  }
 
   // A layer of the directory tree `dir` (a sandbox's overlay upper directory): its canonical
   // tar (tar.h) names it, and the tree is copied in as that tar would unpack. Overlay whiteouts

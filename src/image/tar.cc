@@ -364,7 +364,8 @@ Result<size_t> TarReader::ReadData(char* buf, size_t size) {
   auto got = in_.Read(buf, size);
   if (!got) return got;
   if (*got == 0) {
-    return Error{ErrorCode::kInvalidRequest, what_ + ": truncated tar (an entry's data ends early)"};
+    return Error{ErrorCode::kInvalidRequest,
+                 what_ + ": truncated tar (an entry's data ends early)"};
   }
   data_left_ -= *got;
   position_ += *got;

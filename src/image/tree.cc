@@ -99,7 +99,9 @@ Result<std::string> MakeRandomDir(int dir, std::string_view what) {
   for (;;) {
     std::string name = NewId("");
     if (::mkdirat(dir, name.c_str(), 0700) == 0) return name;
-    if (errno != EEXIST) return SysError(ErrorCode::kInternal, std::string(what) + ": mkdir", errno);
+    if (errno != EEXIST) {
+      return SysError(ErrorCode::kInternal, std::string(what) + ": mkdir", errno);
+    }
   }
 }
 

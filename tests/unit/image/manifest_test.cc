@@ -42,9 +42,12 @@ TEST(IndexTest, PicksLinuxAmd64AndSkipsAttestations) {
 
 TEST(IndexTest, WrongTypesAreErrorsNamingTheField) {
   struct Case {
-    const char* json;
+    std::string json;
     const char* field;
   };
+  // An index with one descriptor, up to its size (each case's own fields follow).
+  const std::string desc =
+      R"({"schemaVersion":2,"manifests":[{"mediaType":"a","digest":")" + D('a') + "\",";
   const Case cases[] = {
       {"[]", "index"},
       {"{", "JSON"},
@@ -55,14 +58,10 @@ TEST(IndexTest, WrongTypesAreErrorsNamingTheField) {
        "mediaType"},
       {R"({"schemaVersion":2,"manifests":[{"mediaType":"a","digest":"sha256:zz","size":1}]})",
        "digest"},
-      {R"({"schemaVersion":2,"manifests":[{"mediaType":"a","digest":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","size":-1}]})",
-       "size"},
-      {R"({"schemaVersion":2,"manifests":[{"mediaType":"a","digest":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","size":1.5}]})",
-       "size"},
-      {R"({"schemaVersion":2,"manifests":[{"mediaType":"a","digest":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","size":1,"platform":"linux"}]})",
-       "platform"},
-      {R"({"schemaVersion":2,"manifests":[{"mediaType":"a","digest":"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","size":1,"annotations":{"k":1}}]})",
-       "annotations"},
+      {desc + R"("size":-1}]})", "size"},
+      {desc + R"("size":1.5}]})", "size"},
+      {desc + R"("size":1,"platform":"linux"}]})", "platform"},
+      {desc + R"("size":1,"annotations":{"k":1}}]})", "annotations"},
   };
   for (const auto& c : cases) {
     auto d = PickFromIndex(c.json);

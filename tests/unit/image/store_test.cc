@@ -142,10 +142,13 @@ TEST_F(StoreTest, UnpacksEverythingALayerHolds) {
   t.Symlink("usr/bin/dangling", "/nowhere/at/all");
   t.Hardlink("usr/bin/sudo2", "usr/bin/sudo");
   t.Hardlink("usr/bin/abs2", "usr/bin/abs");
-  t.Add(Entry("usr/bin/ping").Data("ELF ping").Mode(0755).Pax({{"SCHILY.xattr.security.capability", kCapNetRaw},
-                      {"SCHILY.xattr.user.overlay.redirect", "/etc"},
-                      {"SCHILY.xattr.trusted.overlay.opaque", "y"},
-                      {"SCHILY.xattr.user.note", "dropped"}}));
+  t.Add(Entry("usr/bin/ping")
+            .Data("ELF ping")
+            .Mode(0755)
+            .Pax({{"SCHILY.xattr.security.capability", kCapNetRaw},
+                  {"SCHILY.xattr.user.overlay.redirect", "/etc"},
+                  {"SCHILY.xattr.trusted.overlay.opaque", "y"},
+                  {"SCHILY.xattr.user.note", "dropped"}}));
   t.Add(Entry("run/fifo").Type('6').Mode(0620).Uid(7).Gid(8));
   t.Add(Entry(std::string(120, 'x') + "/" + std::string(120, 'y')).Data("long").GnuLong());
   t.File("etc/hosts", "second\n");  // a later entry of the same name replaces it
@@ -359,14 +362,16 @@ TEST_F(StoreTest, RefusesBlobsThatAreNotWhatTheyClaim) {
   const std::string tar = Tar().File("a", "a").Finish();
   {
     UniqueFd fd = File(tar);
-    auto r = store_->ImportLayer(fd.get(), kOciLayerType, Sha256Of("other"), Sha256Of(tar), nullptr);
+    auto r =
+        store_->ImportLayer(fd.get(), kOciLayerType, Sha256Of("other"), Sha256Of(tar), nullptr);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("digest mismatch"), std::string::npos) << r.error().message;
     ExpectEmptyAndOutsideUntouched();
   }
   {
     UniqueFd fd = File(tar);
-    auto r = store_->ImportLayer(fd.get(), kOciLayerType, Sha256Of(tar), Sha256Of("other"), nullptr);
+    auto r =
+        store_->ImportLayer(fd.get(), kOciLayerType, Sha256Of(tar), Sha256Of("other"), nullptr);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("diff_id mismatch"), std::string::npos) << r.error().message;
     ExpectEmptyAndOutsideUntouched();
@@ -382,7 +387,8 @@ TEST_F(StoreTest, RefusesBlobsThatAreNotWhatTheyClaim) {
   }
   {
     UniqueFd fd = File(tar);
-    auto r = store_->ImportLayer(fd.get(), "application/x-tar", Sha256Of(tar), Sha256Of(tar), nullptr);
+    auto r = store_->ImportLayer(fd.get(), "application/x-tar", Sha256Of(tar), Sha256Of(tar),
+                                 nullptr);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ErrorCode::kUnsupportedMediaType);
     UniqueFd again = File(tar);
@@ -548,10 +554,11 @@ TEST_F(StoreTest, ImportsBothKindsOfDockerSave) {
   const Layer top = MakeLayer(Tar().File("top", "t").Finish());
   const std::string config2 = test::ConfigJson({base.diff_id, top.diff_id});
   const std::string manifest_json =
-      R"([{"Config":"blobs/sha256/)" + Sha256Of(config2).substr(7) +
+      R"([{"Config":"./blobs/sha256/)" + Sha256Of(config2).substr(7) +
       R"(","RepoTags":["demo:25"],"Layers":["blobs/sha256/)" + base.digest.substr(7) +
       R"(","blobs/sha256/)" + top.digest.substr(7) + R"("]}])";
-  auto v25 = ImportArchive(test::OciArchive(config2, {base, top}, {{"manifest.json", manifest_json}}));
+  auto v25 =
+      ImportArchive(test::OciArchive(config2, {base, top}, {{"manifest.json", manifest_json}}));
   ASSERT_TRUE(v25) << v25.error().message;
   EXPECT_EQ(v25->repo_tags, std::vector<std::string>{"demo:25"});
   EXPECT_EQ(Slurp(fs::path(store_->LayerPath(top.diff_id)) / "top"), "t");
@@ -594,7 +601,8 @@ TEST_F(StoreTest, ARefusedArchiveLeavesNothing) {
     for (const std::string& blob : {manifest, t.config_a, t.base.blob}) {
       l.File("blobs/sha256/" + Sha256Of(blob).substr(7), blob);
     }
-    refused(l.Finish(), ErrorCode::kInvalidRequest, "layer " + t.a.digest + ": the archive has no blob");
+    refused(l.Finish(), ErrorCode::kInvalidRequest,
+            "layer " + t.a.digest + ": the archive has no blob");
   }
   {
     Layer liar = t.a;
@@ -605,7 +613,8 @@ TEST_F(StoreTest, ARefusedArchiveLeavesNothing) {
   {
     Layer wrong_size = t.a;
     wrong_size.listed_size = wrong_size.blob.size() + 1;
-    refused(test::OciArchive(t.config_a, {t.base, wrong_size}), ErrorCode::kInvalidRequest, "size mismatch");
+    refused(test::OciArchive(t.config_a, {t.base, wrong_size}), ErrorCode::kInvalidRequest,
+            "size mismatch");
   }
   refused(Tar().File("hello", "x").Finish(), ErrorCode::kInvalidRequest, "neither");
   refused(std::string(3000, 'z'), ErrorCode::kInvalidRequest, "checksum");

@@ -59,12 +59,13 @@ TEST(TarReaderTest, ReadsUstarGnuAndPaxNames) {
   t.Raw(Tar::Header(Entry("in-prefix.txt"), 3, std::string(120, 'p')) + test::Pad("abc"));
   t.Add(Entry(long_name).Data("gnu").GnuLong());
   t.Add(Entry("l").Type('2').Link(std::string(300, 't')).GnuLong());
-  t.Add(Entry("short").Data("pax").Pax({{"path", long_name + "-pax"},
-                      {"uid", "4000000000"},
-                      {"gid", "7"},
-                      {"mtime", "1700000000.25"},
-                      {"SCHILY.xattr.security.capability", std::string("\x01\x00\x00\x02", 4)},
-                      {"SCHILY.xattr.user.note", "x"}}));
+  t.Add(Entry("short").Data("pax").Pax(
+      {{"path", long_name + "-pax"},
+       {"uid", "4000000000"},
+       {"gid", "7"},
+       {"mtime", "1700000000.25"},
+       {"SCHILY.xattr.security.capability", std::string("\x01\x00\x00\x02", 4)},
+       {"SCHILY.xattr.user.note", "x"}}));
   auto r = ReadTar(t.Finish());
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->entries.size(), 5u);
