@@ -43,18 +43,24 @@ Result<UniqueFd> LoadEmbeddedExecutable(Embedded which) {
   return fd;
 }
 
-void ExecEmbeddedInChild(int exe_fd, char* const argv[], int control_fd, int report_fd) {
-  // fd 3 is where the executable expects its control socket; move anything else that sits there.
-  if (report_fd == 3) report_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 4);
-  if (exe_fd == 3) exe_fd = ::fcntl(3, F_DUPFD_CLOEXEC, 4);
+void ExecEmbeddedInChild(int exe_fd, char* const argv[], int control_fd, int report_fd,
+                         int keep_fd) {
+  // fds 3 and 4 are where the executable expects its control socket and the kept fd; move
+  // anything else that sits there.
+  for (int* fd : {&report_fd, &exe_fd, &keep_fd}) {
+    if (*fd == 3 || (*fd == 4 && fd != &keep_fd)) *fd = ::fcntl(*fd, F_DUPFD_CLOEXEC, 5);
+  }
   if (report_fd < 0 || exe_fd < 0) ::_exit(127);
   if (control_fd != 3) {
     if (::dup2(control_fd, 3) < 0) ReportAndExit(report_fd, "exec: dup2 control", errno);
   } else if (::fcntl(3, F_SETFD, 0) != 0) {
     ReportAndExit(report_fd, "exec: keep control fd", errno);
   }
+  if (keep_fd >= 0 && (keep_fd != 4 ? ::dup2(keep_fd, 4) : ::fcntl(4, F_SETFD, 0)) < 0) {
+    ReportAndExit(report_fd, "exec: keep fd", errno);
+  }
   // Whatever else the daemon had open must not reach the sandbox.
-  if (::syscall(SYS_close_range, 4, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
+  if (::syscall(SYS_close_range, keep_fd >= 0 ? 5 : 4, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
     ReportAndExit(report_fd, "exec: close_range", errno);
   }
   char* const envp[] = {nullptr};

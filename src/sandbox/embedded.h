@@ -14,9 +14,9 @@ enum class Embedded { kInit, kSpawner };
 Result<UniqueFd> LoadEmbeddedExecutable(Embedded which);
 
 // In the child: moves `control_fd` to fd 3 (where both executables expect their control
-// socket), marks every other fd above 2 close-on-exec and execs `exe_fd` with `argv`.
-// Async-signal-safe; on failure reports and exits.
+// socket) and `keep_fd`, if any, to fd 4 (held for the daemon), marks every other fd above 2
+// close-on-exec and execs `exe_fd` with `argv`. Async-signal-safe; on failure reports and exits.
 [[noreturn]] void ExecEmbeddedInChild(int exe_fd, char* const argv[], int control_fd,
-                                      int report_fd);
+                                      int report_fd, int keep_fd = -1);
 
 }  // namespace sandstream::sandbox

@@ -1,7 +1,8 @@
 // PID 1 of every sandbox: reaps orphans, turns SIGTERM from outside the sandbox into a graceful
 // end of it (the sandbox's own processes cannot end it), and obeys the daemon on its control
 // socket (fd 3): 'K' kills every other process and answers 'k'; EOF means the daemon is gone
-// and the sandbox ends with it. Static, no dependencies.
+// and the sandbox ends with it. Holds fd 4, when the daemon gave one, for the daemon to reach
+// through /proc (the sandbox's writable layer). Static, no dependencies.
 #include <errno.h>
 #include <linux/capability.h>
 #include <poll.h>

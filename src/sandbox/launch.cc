@@ -102,7 +102,7 @@ void RunProcessInChild(const LaunchSpec& l) {
   if (oom < 0 || ::write(oom, "500", 3) != 3) ReportAndExit(report, "oom_score_adj", errno);
   ::close(oom);
   SetRlimitsInChild(l.open_files, report);
-  DropPrivilegesInChild(l.uid, l.uid, 0, report);
+  DropPrivilegesInChild(l.uid, l.gid, 0, report);
   if (::chdir(l.cwd) != 0) ReportAndExit(report, "chdir", errno);
   if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, l.seccomp, 0, 0) != 0) {
     ReportAndExit(report, "seccomp: load", errno);

@@ -19,6 +19,7 @@ struct LaunchSpec {
   const sock_fprog* seccomp = nullptr;
   int64_t open_files = 1024;
   uid_t uid = 0;
+  gid_t gid = 0;
   bool tty = false;   // 0, 1 and 2 are a terminal: become its session leader
   int stdin_fd = -1;  // -1: /dev/null
   int stdout_fd = -1;

@@ -66,6 +66,9 @@ class PlanBuilder {
                                      owner, owner, label});
   }
 
+ MountStep& Last() { return plan_->steps.back(); }
+  void Keep(const std::string& path) { plan_->keep = path; }
+
  private:
   RootPlan* plan_;
 };
@@ -167,17 +170,29 @@ void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root
 }
 
 void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec& spec,
-                     int template_fd) {
+                     const std::vector<int>& layer_fds) {
   // The writable layer is a sized tmpfs: cheap to drop and a disk quota at once.
   const std::string layer = "layer";
   AddWritableLayer(b, spec);
   b.Add(MountOp::kMkdir, layer + "/upper", "mounts: mkdir: layer/upper");
   b.Add(MountOp::kMkdir, layer + "/work", "mounts: mkdir: layer/work");
-  b.Add(MountOp::kOverlay, root, "mounts: overlay: " + spec.template_root, {},
-        "lowerdir=/proc/self/fd/" + std::to_string(template_fd) + ",upperdir=" + layer + "/upper,workdir=" + layer +
+  b.Add(MountOp::kMkdir, layer + "/lower", "mounts: mkdir: layer/lower", {}, {}, 0700);
+  b.Keep(layer);
+  // Overlay takes its lower layers as paths of this mount namespace: each idmapped layer is
+  // attached under layer/lower, and listed topmost first.
+  std::string lowers;
+  for (size_t i = 0; i < layer_fds.size(); ++i) {
+    const std::string at = layer + "/lower/" + std::to_string(i);
+    b.Add(MountOp::kMkdir, at, "mounts: mkdir: " + at, {}, {}, 0700);
+    b.Add(MountOp::kAttach, at, "mounts: attach: " + spec.layers[i]);
+    b.Last().fd = layer_fds[i];
+    lowers = at + (lowers.empty() ? "" : ":") + lowers;
+  }
+  b.Add(MountOp::kOverlay, root, "mounts: overlay: " + spec.template_name, {},
+        "lowerdir=" + lowers + ",upperdir=" + layer + "/upper,workdir=" + layer +
             "/work,userxattr");
-  // Files of the template that must name this sandbox; bound over, since the template's
-  // own /etc belongs to ids the sandbox does not map.
+  // Files of the template that must name this sandbox; bound over, so that they do so even
+  // where the template's /etc is read-only to the sandbox's root.
   std::vector<std::pair<const char*, std::string>> own = {{"hostname", spec.id + "\n"},
                                                            {"hosts", HostsFile(spec.id)}};
   if (!spec.resolv_conf.empty()) own.emplace_back("resolv.conf", spec.resolv_conf);
@@ -219,6 +234,10 @@ void RunStep(const MountStep& s, int report_fd) {
   switch (s.op) {
     case MountOp::kTmpfs:
       if (::mount("tmpfs", path, "tmpfs", s.flags, s.options.c_str()) != 0) Fail(s, report_fd);
+      return;
+    case MountOp::kAttach:
+      if (::move_mount(s.fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) != 0) Fail(s, report_fd);
+      ::close(s.fd);
       return;
     case MountOp::kOverlay:
       if (::mount("overlay", path, "overlay", 0, s.options.c_str()) != 0) Fail(s, report_fd);
@@ -264,7 +283,7 @@ void RunStep(const MountStep& s, int report_fd) {
         if (errno != EEXIST) Fail(s, report_fd);
         return;
       }
-      if (s.uid != 0 && ::chown(path, s.uid, s.gid) != 0) Fail(s, report_fd);
+      if ((s.uid != 0 || s.gid != 0) && ::chown(path, s.uid, s.gid) != 0) Fail(s, report_fd);
       return;
     case MountOp::kSymlink:
       if (::symlink(s.source.c_str(), path) != 0) Fail(s, report_fd);
@@ -336,29 +355,35 @@ int64_t WritableMb(const Limits& limits) {
 }
 
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
-                       const std::string& sandbox_dir, int template_fd) {
+                       const std::string& sandbox_dir, const std::vector<int>& layer_fds) {
   RootPlan plan;
   plan.new_root = "root";
   plan.pivot_label = "mounts: pivot_root: " + sandbox_dir + "/root";
   PlanBuilder b(&plan);
-  if (spec.template_root.empty()) {
+  if (spec.layers.empty()) {
     AddBaseRoot(b, host, plan.new_root, spec);
   } else {
-    AddTemplateRoot(b, plan.new_root, spec, template_fd);
+    AddTemplateRoot(b, plan.new_root, spec, layer_fds);
   }
   b.Add(MountOp::kMkdir, plan.new_root + "/workspace", "mounts: mkdir: /workspace", {}, {}, 0755,
-        kSandboxUserId);
+        spec.user_uid);
+  b.Last().gid = spec.user_gid;
   AddRuntimeMounts(b, plan.new_root);
   return plan;
 }
 
-void BuildRootInChild(const RootPlan& plan, int report_fd) {
+int BuildRootInChild(const RootPlan& plan, int report_fd) {
   // On systemd hosts / is shared: without this, the sandbox's mounts would propagate out.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     ReportAndExit(report_fd, "mounts: make / private", errno);
   }
   ::umask(0);
   for (const auto& step : plan.steps) RunStep(step, report_fd);
+  int keep = -1;
+  if (!plan.keep.empty()) {
+    keep = ::open(plan.keep.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (InjectedFault() || keep < 0) ReportAndExit(report_fd, "mounts: keep layer", errno);
+  }
   if (::chdir(plan.new_root.c_str()) != 0) ReportAndExit(report_fd, plan.pivot_label.c_str(), errno);
   // pivot_root(".", ".") stacks the old root on the new one; detaching "." then drops it,
   // with no put_old directory to create and remove.
@@ -368,6 +393,7 @@ void BuildRootInChild(const RootPlan& plan, int report_fd) {
   if (::umount2(".", MNT_DETACH) != 0) ReportAndExit(report_fd, "mounts: detach old root", errno);
   if (::chdir("/") != 0) ReportAndExit(report_fd, "mounts: chdir /", errno);
   ::umask(022);
+  return keep;
 }
 
 }  // namespace sandstream::sandbox

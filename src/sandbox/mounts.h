@@ -28,6 +28,7 @@ enum class MountOp {
   kWriteFile,     // create path with `source` as its content, mode and owner
   kProc,          // a new proc instance (of the sandbox's pid namespace)
   kDevpts,        // a new devpts instance with `options`
+  kAttach,        // attach the detached mount `fd` (a template layer) at the directory path
 };
 
 struct MountStep {
@@ -40,12 +41,16 @@ struct MountStep {
   uid_t uid = 0;  // owner inside the sandbox
   gid_t gid = 0;
   std::string label;  // "mounts: bind-ro: /usr", the failing step's name
+  int fd = -1;        // kAttach: the mount's fd number in the child
 };
 
 struct RootPlan {
   std::string new_root;
   std::vector<MountStep> steps;
   std::string pivot_label;
+  // A directory PID 1 holds open for the daemon once the old root is gone: the overlay's
+  // writable layer, which snapshots copy. Empty: none.
+  std::string keep;
 };
 
 // What the `base` template takes from the host, read once when the runtime starts.
@@ -69,13 +74,14 @@ inline constexpr uid_t kSandboxUserId = 1000;
 // Paths in the plan are relative to `sandbox_dir`, the sandbox's private state directory
 // (owned by its root, so that no ancestor needs to be searchable by the sandbox's ids); the
 // root is assembled at <sandbox_dir>/root in the child's mount namespace, invisible to the
-// host. A template root is reached through `template_fd` (O_PATH), for the same reason.
+// host. The template's layers (spec.layers) are detached mounts the child holds as
+// `layer_fds`, in the same order.
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
-                       const std::string& sandbox_dir, int template_fd);
+                       const std::string& sandbox_dir, const std::vector<int>& layer_fds);
 
 // In the child (root of its user and mount namespaces, cwd the sandbox's directory): makes
-// every mount private, executes the plan and pivots into the new root. Async-signal-safe; on
-// failure reports and exits.
-void BuildRootInChild(const RootPlan& plan, int report_fd);
+// every mount private, executes the plan and pivots into the new root. Returns plan.keep
+// opened (O_PATH), or -1. Async-signal-safe; on failure reports and exits.
+int BuildRootInChild(const RootPlan& plan, int report_fd);
 
 }  // namespace sandstream::sandbox

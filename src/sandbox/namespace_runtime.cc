@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -143,8 +145,10 @@ Result<void> ExemptFromOomKiller(pid_t pid) {
 struct InitLaunch {
   const RootPlan* plan;
   const char* dir;
-  const char* template_root;  // nullptr for the base template
-  int template_fd;
+  // The numbers under which the child keeps the template's idmapped layers, which come with
+  // the parent's go-ahead (the plan refers to them).
+  const int* layer_fds;
+  size_t layer_count;
   const char* hostname;
   size_t hostname_len;
   int sync_fd;
@@ -154,26 +158,47 @@ struct InitLaunch {
   bool loopback;  // network "loopback": lo up; "none": no interface up at all
 };
 
-[[noreturn]] void RunInitSetup(const InitLaunch& l) {
+// Reads the parent's go-ahead, with the template's layers as detached mounts, and puts them
+// under the numbers the plan names. False if the parent gave up.
+bool AwaitGoAhead(const InitLaunch& l) {
   char go = 0;
+  iovec iov{&go, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxTemplateLayers)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
   ssize_t n;
   do {
-    n = ::read(l.sync_fd, &go, 1);
+    n = ::recvmsg(l.sync_fd, &msg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
-  if (n != 1) ::_exit(1);  // the parent gave up; it reports its own error
+  if (n != 1) return false;
+  const cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  const size_t received =
+      c != nullptr && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS
+          ? (c->cmsg_len - CMSG_LEN(0)) / sizeof(int)
+          : 0;
+  if (received != l.layer_count || (msg.msg_flags & MSG_CTRUNC) != 0) {
+    ReportAndExit(l.report_fd, "template: receive layers", EPROTO);
+  }
+  for (size_t i = 0; i < received; ++i) {
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+    if (InjectedFault() || ::dup3(fd, l.layer_fds[i], O_CLOEXEC) < 0) {
+      ReportAndExit(l.report_fd, "template: receive layers", errno);
+    }
+    ::close(fd);
+  }
+  return true;
+}
+
+[[noreturn]] void RunInitSetup(const InitLaunch& l) {
+  if (!AwaitGoAhead(l)) ::_exit(1);  // the parent gave up; it reports its own error
 
   // Still the host's uid 0 here, so the path's ancestors are searchable whatever their mode;
   // from now on every path of the plan is relative to this directory.
   if (InjectedFault() || ::chdir(l.dir) != 0) ReportAndExit(l.report_fd, "state: chdir", errno);
-  if (l.template_root != nullptr) {
-    // Overlay layers must be mounts of this mount namespace: the parent's fd names the
-    // template in the host's, so reopen it here, under the number the plan refers to.
-    int fd = ::open(l.template_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || ::dup3(fd, l.template_fd, O_CLOEXEC) < 0) {
-      ReportAndExit(l.report_fd, "template: open", errno);
-    }
-    ::close(fd);
-  }
   BecomeNamespaceRootInChild(l.report_fd);
   // Only now, inside the sandbox's cgroups, so that they are the namespace's root.
   if (InjectedFault() || ::unshare(CLONE_NEWCGROUP) != 0) {
@@ -189,26 +214,31 @@ struct InitLaunch {
     ReportAndExit(l.report_fd, "ipc: shm_rmid_forced", errno);
   }
   ::close(rmid);
-  BuildRootInChild(*l.plan, l.report_fd);
+  const int layer = BuildRootInChild(*l.plan, l.report_fd);
   if (l.loopback) LoopbackUpInChild(l.report_fd);
   if (InjectedFault() || ::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
   char name[] = "sandstream-init";
   char* const argv[] = {name, nullptr};
-  ExecEmbeddedInChild(l.init_exe, argv, l.control_fd, l.report_fd);
+  ExecEmbeddedInChild(l.init_exe, argv, l.control_fd, l.report_fd, layer);
 }
 
 class NamespaceSandbox final : public Sandbox {
  public:
-  NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> state, std::string id,
-                   std::string dir, Limits limits, bool allow_nested_userns)
-      : state_(std::move(state)), id_(std::move(id)), dir_(std::move(dir)), limits_(limits),
-        allow_nested_userns_(allow_nested_userns),
+  NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> state, const SandboxSpec& spec,
+                   std::string dir)
+      : state_(std::move(state)), id_(spec.id), dir_(std::move(dir)), limits_(spec.limits),
+        allow_nested_userns_(spec.allow_nested_userns), layered_(!spec.layers.empty()),
+        user_uid_(spec.user_uid), user_gid_(spec.user_gid),
         spawner_([state = state_](UniqueFd pidfd) { state->Dying(std::move(pidfd)); }) {}
   // Destroy() is the way to end a sandbox; this only makes sure nothing is left running.
   ~NamespaceSandbox() override { DestroyNow(); }
 
   const std::string& id() const override { return id_; }
   std::string RootPath() const override { return "/proc/" + std::to_string(init_pid_) + "/root"; }
+  // PID 1 holds the layer's tmpfs open as fd 4 (BuildRootInChild); nothing mounts it anywhere.
+  std::string WritableLayer() const override {
+    return layered_ ? "/proc/" + std::to_string(init_pid_) + "/fd/4/upper" : std::string();
+  }
   uint64_t OomKills() const override { return cgroup_ ? cgroup_->OomKills() : 0; }
   std::optional<uint32_t> HostId(uint32_t inside) const override {
     if (!ids_first_ || inside >= state_->options.host_id_range) return std::nullopt;
@@ -236,6 +266,8 @@ class NamespaceSandbox final : public Sandbox {
     ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program()
                                        : state_->seccomp.program();
     ctx.open_files = std::min<int64_t>(limits_.open_files, state_->nofile_hard);
+    ctx.user_uid = user_uid_;
+    ctx.user_gid = user_gid_;
     if (spec.pty) {
       // The sandbox's own devpts: inside, the terminal is /dev/pts/N and `tty` says so.
       ctx.ptmx = "/proc/" + std::to_string(init_pid_) + "/root/dev/pts/ptmx";
@@ -526,6 +558,9 @@ class NamespaceSandbox final : public Sandbox {
   std::string dir_;
   Limits limits_;
   bool allow_nested_userns_;
+  bool layered_;
+  uid_t user_uid_;
+  gid_t user_gid_;
   bool destroyed_ = false;
   bool adopted_init_ = false;  // PID 1 is an earlier daemon's child: not this one's to reap
   Spawner spawner_;
@@ -555,6 +590,61 @@ Op<Result<void>> AttachEgress(NamespaceRuntime::State& s, NamespaceSandbox& sand
   co_return std::move(*attached);
 }
 
+// Each layer as a detached, read-only mount that shows its files' owners through the user
+// namespace of `pid` (the sandbox's PID 1): the layer's uid 0 is the sandbox's root. Only the
+// host's root can make it (the layer's filesystem belongs to the host's user namespace).
+Result<std::vector<UniqueFd>> IdmapLayers(pid_t pid, const std::vector<std::string>& paths,
+                                          const std::vector<UniqueFd>& layers) {
+  std::vector<UniqueFd> mounts;
+  if (layers.empty()) return mounts;
+  const std::string userns_path = "/proc/" + std::to_string(pid) + "/ns/user";
+  UniqueFd userns(::open(userns_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (InjectedFault() || !userns) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "template: open " + userns_path, errno);
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    mounts.emplace_back(
+        ::open_tree(layers[i].get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+    if (InjectedFault() || !mounts.back()) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "template: clone: " + paths[i], errno);
+    }
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    attr.userns_fd = static_cast<uint64_t>(userns.get());
+    if (InjectedFault() ||
+        ::mount_setattr(mounts.back().get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "template: idmap: " + paths[i], errno);
+    }
+  }
+  return mounts;
+}
+
+// The child's go-ahead: one byte, with the layers' mounts.
+Result<void> SendGoAhead(int sync_fd, const std::vector<UniqueFd>& mounts) {
+  char go = 'g';
+  iovec iov{&go, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxTemplateLayers)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (!mounts.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * mounts.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * mounts.size());
+    for (size_t i = 0; i < mounts.size(); ++i) {
+      const int fd = mounts[i].get();
+      std::memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof fd);
+    }
+  }
+  if (InjectedFault() || ::sendmsg(sync_fd, &msg, MSG_NOSIGNAL) != 1) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
+  }
+  return Ok{};
+}
+
 // The steps of Create after the id range: directories, cgroups, the clone of PID 1 and its
 // setup, each naming itself in its error.
 Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
@@ -568,7 +658,7 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
   if (InjectedFault() || ::mkdir(root.c_str(), 0755) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + root, errno);
   }
-  if (!spec.template_root.empty()) {
+  if (!spec.layers.empty()) {
     const std::string layer = dir + "/layer";
     if (InjectedFault() || ::mkdir(layer.c_str(), 0755) != 0) {
       co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + layer, errno);
@@ -578,19 +668,27 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
   if (InjectedFault() || ::chown(dir.c_str(), *sandbox.ids_first_, *sandbox.ids_first_) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "state: chown: " + dir, errno);
   }
-  UniqueFd template_fd;
-  if (!spec.template_root.empty()) {
-    template_fd.reset(::open(spec.template_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!template_fd) {
-      co_return SysError(ErrorCode::kSandboxSetupFailed, "template: open: " + spec.template_root,
-                         errno);
+  // Each layer's number is reserved here, before the clone, so that the plan can name it: the
+  // child puts the layer's idmapped mount there once the parent has made it.
+  if (spec.layers.size() > kMaxTemplateLayers) {
+    co_return Error{ErrorCode::kInvalidRequest, "template: more than " +
+                                                    std::to_string(kMaxTemplateLayers) +
+                                                    " layers"};
+  }
+  std::vector<UniqueFd> layers;
+  std::vector<int> layer_fds;
+  for (const auto& path : spec.layers) {
+    layers.emplace_back(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (InjectedFault() || !layers.back()) {
+      co_return SysError(ErrorCode::kSandboxSetupFailed, "template: open: " + path, errno);
     }
+    layer_fds.push_back(layers.back().get());
   }
   auto cgroup = s.cgroups->Create(spec.id, spec.limits);
   if (!cgroup) co_return std::move(cgroup).error();
   sandbox.cgroup_ = std::move(*cgroup);
 
-  const RootPlan plan = BuildRootPlan(s.host, spec, dir, template_fd.get());
+  const RootPlan plan = BuildRootPlan(s.host, spec, dir, layer_fds);
   int sync[2];
   if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
@@ -606,8 +704,8 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
 
   const InitLaunch launch{&plan,
                           dir.c_str(),
-                          template_fd ? spec.template_root.c_str() : nullptr,
-                          template_fd.get(),
+                          layer_fds.data(),
+                          layer_fds.size(),
                           spec.id.c_str(),
                           spec.id.size(),
                           sync_child.get(),
@@ -646,9 +744,9 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
     auto attached = co_await AttachEgress(s, sandbox, *spec.egress);
     if (!attached) co_return std::move(attached).error();
   }
-  if (InjectedFault() || ::write(sync_parent.get(), "g", 1) != 1) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
-  }
+  auto idmapped = IdmapLayers(pid, spec.layers, layers);
+  if (!idmapped) co_return std::move(idmapped).error();
+  if (auto r = SendGoAhead(sync_parent.get(), *idmapped); !r) co_return std::move(r).error();
   Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "");
   if (!exec) co_return std::move(exec).error();
   const bool ready = co_await ReadByte(control_parent.get(), 'R', kReadyTimeoutMs);
@@ -732,19 +830,9 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) 
                     "network: egress is off in this daemon's configuration (egress_pool)"};
   }
   SandboxSpec resolved = spec;
-  if (resolved.template_root.empty() && !resolved.template_name.empty() &&
-      resolved.template_name != "base") {
-    const std::string dir = s.options.template_dir + "/" + resolved.template_name;
-    std::error_code ec;
-    if (s.options.template_dir.empty() || !fs::is_directory(dir, ec)) {
-      co_return Error{ErrorCode::kInvalidRequest, "template: unknown: " + resolved.template_name};
-    }
-    resolved.template_root = dir;
-  }
 
   const std::string dir = s.options.state_dir + "/" + spec.id;
-  auto sandbox = std::make_unique<NamespaceSandbox>(state_, spec.id, dir, spec.limits,
-                                                    spec.allow_nested_userns);
+  auto sandbox = std::make_unique<NamespaceSandbox>(state_, spec, dir);
   {
     std::lock_guard lock(s.mu);
     sandbox->ids_first_ = s.ids.Acquire();
@@ -782,8 +870,7 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
   if (::stat(dir.c_str(), &st) != 0) {
     co_return SysError(ErrorCode::kNotFound, "state: " + dir, errno);
   }
-  auto sandbox = std::make_unique<NamespaceSandbox>(state_, spec.id, dir, spec.limits,
-                                                    spec.allow_nested_userns);
+  auto sandbox = std::make_unique<NamespaceSandbox>(state_, spec, dir);
   // The directory belongs to the sandbox's root: its owner is the first id of its range.
   bool acquired = false;
   {

@@ -26,8 +26,6 @@ struct NamespaceRuntimeOptions {
   uint32_t max_sandboxes = 4096;
   // Sandbox cgroups live in <daemon's own cgroup>/<cgroup_parent>/<id>, in every hierarchy.
   std::string cgroup_parent = "sandstream";
-  // Named templates: <template_dir>/<name> is a directory holding a full root filesystem.
-  std::string template_dir;
   // Egress for sandboxes that ask for it; null: none.
   std::shared_ptr<net::Egress> egress;
 };
@@ -41,9 +39,9 @@ class NamespaceRuntime final : public Runtime {
 
   std::string_view name() const override { return "namespace"; }
   const Result<void>& ready() const { return ready_; }
-  // The root of a sandbox is the host's system directories (read-only) when both
-  // spec.template_root and spec.template_name ("base") say so, else the template's directory
-  // under an overlay whose writable layer is a tmpfs of limits.disk_mb.
+  // The root of a sandbox is the host's system directories (read-only) when spec.layers is
+  // empty, else the template's layers, idmapped to the sandbox's ids, under an overlay whose
+  // writable layer is a tmpfs of limits.disk_mb.
   Op<Result<std::unique_ptr<Sandbox>>> Create(SandboxSpec spec) override;
   // Reconnects to the sandbox's keeper at <state_dir>/<id>/keeper.sock and takes back PID 1,
   // the cgroups, the id range (the owner of the state directory) and the kept processes.

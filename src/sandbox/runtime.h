@@ -30,10 +30,21 @@ struct Limits {
   int64_t open_files = 1024;  // RLIMIT_NOFILE
 };
 
+// The most layers a template may have: they travel to the sandbox's setup in one SCM_RIGHTS
+// message (the kernel takes 253 fds at most), and overlayfs stacks at most 500.
+inline constexpr size_t kMaxTemplateLayers = 128;
+
 struct SandboxSpec {
   std::string id;             // "sb_..."; also the hostname inside
   std::string template_name;  // resolved template name ("base")
-  std::string template_root;  // a directory holding a full root; empty: built from host dirs
+  // The template's layers, bottom first: directories whose files are owned by the template's
+  // own ids (0 is its root), seen so inside through idmapped mounts under the sandbox's
+  // writable overlay layer. Empty: the root is built from the host's system directories.
+  std::vector<std::string> layers;
+  // The sandbox's user, whom processes run as unless as root, and who owns /workspace: `user`
+  // (1000) or its template's.
+  uint32_t user_uid = 1000;
+  uint32_t user_gid = 1000;
   Limits limits;
   // "loopback" (a private loopback, the default), "none" (no interface up, not even lo) or
   // "egress" (loopback and a veth pair to the host under `egress`, net/egress.h).
@@ -56,7 +67,7 @@ struct ProcessSpec {
   std::string cwd;                // a path inside the sandbox
   bool merge_stderr = false;      // stderr shares the stdout pipe
   bool open_stdin = true;         // false: stdin is /dev/null
-  bool as_root = false;           // run as root (uid 0) of the sandbox instead of `user` (1000)
+  bool as_root = false;           // run as root (uid 0) of the sandbox instead of its user
   std::optional<PtySize> pty;     // run on a new terminal of the sandbox's own devpts, as its
                                   // session leader; merge_stderr and open_stdin do not apply
   // An fd of the daemon's for this process that must outlive the daemon with it (its output
@@ -156,6 +167,10 @@ class Sandbox {
   virtual std::optional<EgressAddresses> Egress() const { return std::nullopt; }
   // Where the sandbox's root filesystem is visible to the daemon (for the files API).
   virtual std::string RootPath() const = 0;
+  // Where the daemon reads the overlay layer that holds what the sandbox changed in its
+  // template's layers (whiteouts and opaque directories as overlayfs keeps them, owners as
+  // host ids); empty when its root has no template layers.
+  virtual std::string WritableLayer() const { return {}; }
   // The host uid (and gid) that id `inside` of the sandbox maps to, so the daemon can act as
   // that user on the sandbox's files; nullopt when the runtime maps no ids.
   virtual std::optional<uint32_t> HostId(uint32_t inside) const {

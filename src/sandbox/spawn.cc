@@ -116,7 +116,8 @@ Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec) {
       if (e.rfind("PATH=", 0) == 0) request.search_path = e.substr(5);
     }
   }
-  request.uid = spec.as_root ? 0 : kSandboxUserId;
+  request.uid = spec.as_root ? 0 : ctx.user_uid;
+  request.gid = spec.as_root ? 0 : ctx.user_gid;
   request.open_files = ctx.open_files;
   request.seccomp = ctx.seccomp;
 

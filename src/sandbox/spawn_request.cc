@@ -26,7 +26,7 @@ bool ParseSpawnRequest(char* buf, size_t len, const int* fds, size_t fd_count,
   std::memcpy(&h, buf, sizeof h);
   if (h.magic != kSpawnRequestMagic) return false;
   if ((h.flags & ~uint32_t{kSpawnTty | kSpawnStdin | kSpawnSearchPath}) != 0) return false;
-  if (h.open_files <= 0 || h.uid > kMaxSpawnUid || h.argc == 0) return false;
+  if (h.open_files <= 0 || h.uid > kMaxSpawnUid || h.gid > kMaxSpawnUid || h.reserved != 0 || h.argc == 0) return false;
   if (h.filter_len == 0 || h.filter_len > kMaxSeccompInstructions) return false;
   const bool has_stdin = (h.flags & kSpawnStdin) != 0;
   if (h.held > kMaxHeldFds) return false;
@@ -80,6 +80,7 @@ bool ParseSpawnRequest(char* buf, size_t len, const int* fds, size_t fd_count,
   l.seccomp = &out->filter;
   l.open_files = h.open_files;
   l.uid = h.uid;
+  l.gid = h.gid;
   l.tty = (h.flags & kSpawnTty) != 0;
   size_t f = 0;
   l.stdin_fd = has_stdin ? fds[f++] : -1;

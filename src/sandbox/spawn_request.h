@@ -18,7 +18,7 @@ inline constexpr size_t kMaxSpawnRequestBytes = size_t{4} << 20;
 inline constexpr uint32_t kMaxSeccompInstructions = BPF_MAXINSNS;
 inline constexpr uid_t kMaxSpawnUid = 65534;
 // The version of everything below; a keeper says it in its hello.
-inline constexpr uint32_t kKeeperVersion = 3;
+inline constexpr uint32_t kKeeperVersion = 4;
 // Fds the keeper holds for one process (the daemon's pipe ends, its exit pipe's read end, its
 // output log) or for the sandbox (PID 1's pidfd and control socket).
 inline constexpr size_t kMaxHeldFds = 6;
@@ -41,11 +41,13 @@ struct SpawnRequestHeader {
   uint32_t flags;
   int64_t open_files;
   uint32_t uid;
+  uint32_t gid;
   uint32_t argc;  // >= 1
   uint32_t envc;
   uint32_t filter_len;  // 1 .. kMaxSeccompInstructions
   uint32_t held;        // 0 .. kMaxHeldFds
   uint32_t tag;         // the daemon's, returned with the held fds
+  uint32_t reserved;    // 0
 };
 static_assert(sizeof(SpawnRequestHeader) % alignof(char*) == 0);
 static_assert(sizeof(sock_filter) % alignof(char*) == 0);

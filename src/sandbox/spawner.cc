@@ -105,6 +105,7 @@ Result<std::string> EncodeSpawnRequest(const SpawnRequest& request) {
             (request.search_path ? kSpawnSearchPath : 0u);
   h.open_files = request.open_files;
   h.uid = request.uid;
+  h.gid = request.gid;
   h.argc = static_cast<uint32_t>(argc);
   h.envc = static_cast<uint32_t>(envc);
   h.filter_len = request.seccomp->len;

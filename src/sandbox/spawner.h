@@ -52,6 +52,7 @@ struct SpawnRequest {
   std::string cwd;                         // absolute
   std::optional<std::string> search_path;  // PATH to search argv[0] in (none with a '/')
   uid_t uid = 0;
+  gid_t gid = 0;
   int64_t open_files = 1024;
   const sock_fprog* seccomp = nullptr;
   bool tty = false;

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : "";
     if (arg == "--state") options.state_dir = value, ++i;
-    else if (arg == "--template") spec.template_root = value, ++i;
+    else if (arg == "--template") spec.layers.emplace_back(value), ++i;
     else if (arg == "--memory") spec.limits.memory_mb = std::atoll(value), ++i;
     else if (arg == "--pids") spec.limits.pids = std::atoll(value), ++i;
     else if (arg == "--disk") spec.limits.disk_mb = std::atoll(value), ++i;

@@ -74,6 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   again.cwd = l.cwd;
   if (l.search_path) again.search_path = std::string(l.search_path);
   again.uid = l.uid;
+  again.gid = l.gid;
   again.open_files = l.open_files;
   again.seccomp = &out.filter;
   again.tty = l.tty;

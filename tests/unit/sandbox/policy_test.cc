@@ -737,7 +737,7 @@ TEST_F(SandboxPolicyTest, SetupFailureNamesTheStepAndLeaksNothing) {
 
   SandboxSpec missing;
   missing.id = UniqueId("tmpl");
-  missing.template_root = "/nonexistent-template";
+  missing.layers = {"/nonexistent-template"};
   auto sb2 = RunBlocking(RuntimeEnvironment::runtime->Create(missing));
   ASSERT_FALSE(sb2.ok());
   EXPECT_EQ(sb2.error().message.rfind("template: open: /nonexistent-template: ENOENT", 0), 0u)

@@ -27,6 +27,7 @@ SpawnRequest Sample() {
   r.cwd = "/workspace/sub";
   r.search_path = "/usr/bin:/bin";
   r.uid = 1000;
+  r.gid = 1001;
   r.open_files = 4096;
   r.seccomp = &kProgram;
   r.has_stdin = true;
@@ -74,6 +75,7 @@ TEST(SpawnRequestTest, RoundTrip) {
   EXPECT_STREQ(l.cwd, "/workspace/sub");
   EXPECT_STREQ(l.search_path, "/usr/bin:/bin");
   EXPECT_EQ(l.uid, 1000u);
+  EXPECT_EQ(l.gid, 1001u);
   EXPECT_EQ(l.open_files, 4096);
   EXPECT_FALSE(l.tty);
   EXPECT_EQ(l.stdin_fd, 10);
@@ -153,6 +155,8 @@ TEST(SpawnRequestTest, LyingHeadersAreRefused) {
   EXPECT_FALSE(Parses(with([](SpawnRequestHeader& h) { h.filter_len = 0xffffffffu; })));
   EXPECT_FALSE(Parses(with([](SpawnRequestHeader& h) { h.open_files = 0; })));
   EXPECT_FALSE(Parses(with([](SpawnRequestHeader& h) { h.uid = 65536; })));
+  EXPECT_FALSE(Parses(with([](SpawnRequestHeader& h) { h.gid = 65536; })));
+  EXPECT_FALSE(Parses(with([](SpawnRequestHeader& h) { h.reserved = 1; })));
   // Without its PATH the strings no longer line up with the counts.
   EXPECT_FALSE(Parses(with([](SpawnRequestHeader& h) { h.flags &= ~uint32_t{kSpawnSearchPath}; })));
 }
