@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "api/server.h"
+#include "base/async.h"
 #include "base/log.h"
 
 namespace sandstream::api {
@@ -134,6 +135,40 @@ asio::awaitable<void> ReplyError(Context& ctx, ErrorCode code, std::string messa
 
 asio::awaitable<void> ReplyEmpty(Context& ctx, http::status status) {
   return Reply(ctx, status, {}, {});
+}
+
+asio::awaitable<std::optional<Error>> ReceiveBody(Context& ctx, const BodySink& sink,
+                                                  std::string_view limit_name, uint64_t limit) {
+  if (!ctx.body_parser) {
+    Result<void> taken = co_await sink(ctx.req.body());
+    co_return taken ? std::nullopt : std::optional(taken.error());
+  }
+  auto& parser = *ctx.body_parser;
+  std::optional<Error> failure;
+  while (!parser.is_done() && !failure) {
+    ctx.stream.expires_after(std::chrono::seconds(60));
+    auto [ec, n] = co_await http::async_read_some(ctx.stream, *ctx.body_buffer, parser, Tuple());
+    (void)n;
+    std::string& chunk = parser.get().body();
+    if (!chunk.empty()) {
+      Result<void> taken = co_await sink(chunk);
+      if (!taken) failure = std::move(taken).error();
+    }
+    chunk.clear();
+    if (ec == http::error::body_limit) {
+      failure = Error{ErrorCode::kPayloadTooLarge, std::string(limit_name) + " is larger than " +
+                                                       "its limit (" + std::to_string(limit) +
+                                                       " bytes)"};
+      break;
+    }
+    if (ec) {
+      failure = Error{ErrorCode::kInvalidRequest, "upload interrupted: " + ec.message()};
+      ctx.streamed = true;
+      break;
+    }
+  }
+  ctx.stream.expires_never();
+  co_return failure;
 }
 
 }  // namespace sandstream::api

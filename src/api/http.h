@@ -1,6 +1,7 @@
 // The request context every route handler gets, and the ways to answer it.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -72,6 +73,15 @@ boost::asio::awaitable<void> ReplyError(Context& ctx, const Error& error);
 // destroys a brace-initialized temporary (`Error{...}`) in a co_await expression twice.
 boost::asio::awaitable<void> ReplyError(Context& ctx, ErrorCode code, std::string message);
 boost::asio::awaitable<void> ReplyEmpty(Context& ctx, http::status status);
+
+// Takes the body of a stream_body route as it comes, each piece to `sink`, until its end or
+// the first failure: the sink's, the client's, or the route's body limit (a 413 naming
+// `limit_name`). Bodies read whole already (HTTP/1.0) go to the sink at once. Before an answer
+// to a body not read to its end, the handler must say the connection closes.
+using BodySink = std::function<boost::asio::awaitable<Result<void>>(std::string_view)>;
+boost::asio::awaitable<std::optional<Error>> ReceiveBody(Context& ctx, const BodySink& sink,
+                                                         std::string_view limit_name,
+                                                         uint64_t limit);
 
 // The single ErrorCode -> HTTP status table (spec/errors.md).
 http::status StatusFor(ErrorCode code);

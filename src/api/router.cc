@@ -249,7 +249,9 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   m.route = resolved.route;
   m.params = std::move(resolved.params);
   m.allow = std::move(resolved.allow);
-  m.body_limit = m.route && m.route->stream_body ? options.max_file_bytes
+  // An image archive is the one streamed body that is not a file of a sandbox.
+  m.body_limit = m.route && m.route->handler == CreateTemplate ? options.max_image_bytes
+                 : m.route && m.route->stream_body             ? options.max_file_bytes
                  : m.route && m.route->raw_body  ? options.max_stdin_bytes
                                                  : options.max_body_bytes;
   m.refusal = RouteError(resolved, parser, m.path);

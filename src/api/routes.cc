@@ -13,6 +13,8 @@ const std::vector<Route>& AllRoutes() {
       {V::delete_, "/v1/sandboxes/{}", DeleteSandbox},
       {V::get, "/v1/sandboxes/{}/logs", SandboxLogs},
       {V::get, "/v1/sandboxes/{}/events", SandboxEvents},
+      {V::post, "/v1/sandboxes/{}/snapshot", SnapshotSandbox},
+      {V::post, "/v1/sandboxes/{}/fork", ForkSandbox},
       {V::post, "/v1/sandboxes/{}/exec", Exec},
       {V::post, "/v1/sandboxes/{}/exec/stream", ExecStream},
       {V::post, "/v1/sandboxes/{}/processes", StartProcess},
@@ -53,6 +55,10 @@ const std::vector<Route>& AllRoutes() {
       {V::post, "/v1/sandboxes/{}/tokens", CreateToken},
       {V::get, "/v1/sandboxes/{}/tokens", ListTokens},
       {V::delete_, "/v1/sandboxes/{}/tokens/{}", RevokeToken},
+      {V::post, "/v1/templates", CreateTemplate, false, false, true},
+      {V::get, "/v1/templates", ListTemplates},
+      {V::get, "/v1/templates/{}", GetTemplate},
+      {V::delete_, "/v1/templates/{}", DeleteTemplate},
       {V::get, "/v1/usage", GetUsage},
       {V::post, "/v1/admin/tenants", CreateTenant},
       {V::get, "/v1/admin/tenants", ListTenants},
@@ -90,7 +96,8 @@ Need RouteNeed(const Route& route) {
   if (h == FilesWrite || h == FilesDelete || h == FilesMkdir || h == FilesMove) {
     return Need::kFilesWrite;
   }
-  // Creating, listing and deleting sandboxes, exposing and closing ports, tokens, usage.
+  // Creating, listing and deleting sandboxes, exposing and closing ports, tokens, usage,
+  // templates.
   return Need::kTenant;
 }
 

@@ -47,6 +47,12 @@ boost::asio::awaitable<void> ListTokens(Context& ctx);
 boost::asio::awaitable<void> RevokeToken(Context& ctx);
 // routes_sandboxes.cc
 boost::asio::awaitable<void> CreateSandbox(Context& ctx);
+boost::asio::awaitable<void> CreateTemplate(Context& ctx);
+boost::asio::awaitable<void> ListTemplates(Context& ctx);
+boost::asio::awaitable<void> GetTemplate(Context& ctx);
+boost::asio::awaitable<void> DeleteTemplate(Context& ctx);
+boost::asio::awaitable<void> SnapshotSandbox(Context& ctx);
+boost::asio::awaitable<void> ForkSandbox(Context& ctx);
 boost::asio::awaitable<void> ListSandboxes(Context& ctx);
 boost::asio::awaitable<void> GetSandbox(Context& ctx);
 boost::asio::awaitable<void> DeleteSandbox(Context& ctx);

@@ -340,36 +340,12 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   std::optional<Error> failure;
   Result<FileSink> sink = co_await FileSink::Open(ctx.service, ctx.params.at(0), *file);
   if (!sink) failure = sink.error();
-  if (ctx.body_parser) {
-    auto& parser = *ctx.body_parser;
-    while (!parser.is_done() && !failure) {
-      ctx.stream.expires_after(std::chrono::seconds(60));
-      auto [ec, n] = co_await http::async_read_some(ctx.stream, *ctx.body_buffer, parser, Tuple());
-      (void)n;
-      std::string& chunk = parser.get().body();
-      if (!chunk.empty()) {
-        Result<void> written = co_await sink->Write(chunk);
-        if (!written) failure = std::move(written).error();
-      }
-      chunk.clear();
-      if (ec == http::error::body_limit) {
-        failure = Error{ErrorCode::kPayloadTooLarge,
-                        "file upload is larger than max_file_bytes (" +
-                            std::to_string(ctx.server.options().max_file_bytes) + " bytes)"};
-        break;
-      }
-      if (ec) {
-        failure = Error{ErrorCode::kInvalidRequest, "upload interrupted: " + ec.message()};
-        ctx.streamed = true;
-        break;
-      }
-    }
-    ctx.stream.expires_never();
-    if (parser.is_done()) ctx.req.keep_alive(keep_alive);
-  } else if (!failure) {
-    Result<void> written = co_await sink->Write(ctx.req.body());
-    if (!written) failure = std::move(written).error();
+  if (!failure) {
+    const BodySink write = [&](std::string_view chunk) { return sink->Write(chunk); };
+    failure = co_await ReceiveBody(ctx, write, "file upload (max_file_bytes)",
+                                   ctx.server.options().max_file_bytes);
   }
+  if (!ctx.body_parser || ctx.body_parser->is_done()) ctx.req.keep_alive(keep_alive);
   if (sink) {
     Result<void> closed = co_await sink->Close();
     if (!closed && !failure) failure = std::move(closed).error();

@@ -28,6 +28,7 @@ struct ServerOptions {
   uint64_t max_body_bytes = 1u << 20;
   uint64_t max_stdin_bytes = 16u << 20;
   uint64_t max_file_bytes = 1u << 30;  // file uploads (routes with stream_body)
+  uint64_t max_image_bytes = uint64_t{4} << 30;  // image archives (POST /v1/templates)
   std::chrono::seconds keepalive{15};
   std::chrono::seconds idle_connection{120};
   // A write that makes no progress for this long ends its connection (a client that stopped

@@ -22,6 +22,9 @@ struct Config {
   int64_t max_body_bytes = 1 << 20;          // largest JSON request body
   int64_t max_stdin_bytes = 16 << 20;        // largest stdin upload
   int64_t max_file_bytes = 1 << 30;          // largest file upload through the files API
+  int64_t max_image_bytes = int64_t{4} << 30;          // largest image archive imported as a template
+  int64_t max_image_unpacked_bytes = int64_t{16} << 30;// largest image, all its layers unpacked
+  int64_t max_image_entries = 1000000;                 // most files in one layer
   double exec_default_timeout_seconds = 600; // total timeout of exec and exec/stream when the request sets none (0: none)
   double max_timeout_seconds = 604800;       // largest timeout a request may ask for
   int64_t exec_output_limit_bytes = 10 << 20;// buffered exec keeps at most this much of stdout and of stderr

@@ -45,17 +45,6 @@ Result<std::string> ResolveApiKey(const Config& config, bool* generated) {
   return key;
 }
 
-std::map<std::string, std::string> DiscoverTemplates(const Config& config) {
-  // "base" is built from the host's system directories; "code-interpreter" maps to it until a
-  // template of that name is registered. A directory under templates_dir registers a template.
-  std::map<std::string, std::string> templates{{"base", ""}, {"code-interpreter", ""}};
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(config.templates_dir, ec)) {
-    if (entry.is_directory(ec)) templates[entry.path().filename().string()] = entry.path().string();
-  }
-  return templates;
-}
-
 // The console's directory: the configured one, else an installed copy beside the binary, else
 // the source tree's build output. Empty when there is none.
 std::string ResolveWebDir(const Config& config) {
@@ -107,7 +96,11 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.teardown_on_exit = c.teardown_on_exit;
   o.base_env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "LANG=C.UTF-8", "HOME=/workspace", "TERM=xterm-256color"};
-  o.templates = DiscoverTemplates(c);
+  o.templates_dir = c.templates_dir;
+  o.images_dir = c.data_dir + "/images";
+  o.image_limits = {static_cast<uint64_t>(c.max_image_bytes),
+                    static_cast<uint64_t>(c.max_image_unpacked_bytes),
+                    static_cast<uint64_t>(c.max_image_entries)};
   return o;
 }
 
@@ -208,6 +201,7 @@ int main(int argc, char** argv) {
   server_options.max_body_bytes = static_cast<uint64_t>(config->max_body_bytes);
   server_options.max_stdin_bytes = static_cast<uint64_t>(config->max_stdin_bytes);
   server_options.max_file_bytes = static_cast<uint64_t>(config->max_file_bytes);
+  server_options.max_image_bytes = static_cast<uint64_t>(config->max_image_bytes);
   server_options.keepalive = std::chrono::seconds(config->keepalive_seconds);
   server_options.write_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config->write_timeout_seconds * 1000));

@@ -85,6 +85,17 @@ Result<std::string> Import::Unpack(int fd, uint64_t offset, uint64_t length,
 
 Result<LayerRef> Import::Layer(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec) {
   LayerRef ref{spec.digest, spec.diff_id, length};
+  // The blob is hashed whole before any of it is decompressed: no decompressor ever reads bytes
+  // that its digest does not vouch for. Checked even when the layer is stored already: an
+  // archive whose blob is not what it names is refused whatever the store holds.
+  if (!spec.digest.empty()) {
+    auto digest = Hash(fd, offset, length, spec);
+    if (!digest) return std::move(digest).error();
+    if (*digest != spec.digest) {
+      return Error{ErrorCode::kInvalidRequest,
+                   spec.what + ": digest mismatch: the blob hashes to " + *digest};
+    }
+  }
   const bool ready = ready_.count(spec.diff_id) != 0;
   if (!ready) pins_.push_back(spec.diff_id);
   if (ready || store_.PinLayer(spec.diff_id)) {
@@ -98,16 +109,6 @@ Result<LayerRef> Import::Layer(int fd, uint64_t offset, uint64_t length, const L
     }
     Report("done", ref.digest, length, length);
     return ref;
-  }
-  // The blob is hashed whole before any of it is decompressed: no decompressor ever reads bytes
-  // that its digest does not vouch for.
-  if (!spec.digest.empty()) {
-    auto digest = Hash(fd, offset, length, spec);
-    if (!digest) return std::move(digest).error();
-    if (*digest != spec.digest) {
-      return Error{ErrorCode::kInvalidRequest,
-                   spec.what + ": digest mismatch: the blob hashes to " + *digest};
-    }
   }
   auto staged = StagedTree::Make(store_, spec.what);
   if (!staged) return std::move(staged).error();

@@ -1,6 +1,7 @@
 #include "service/service.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -31,9 +32,34 @@ size_t SandboxEntry::RunningProcesses() const {
   return n;
 }
 
+namespace {
+
+std::vector<std::string> LayerIds(const image::Image& image) {
+  std::vector<std::string> ids;
+  for (const auto& layer : image.layers) ids.push_back(layer.diff_id);
+  return ids;
+}
+
+// The image store; one that cannot be opened (its directory) leaves the daemon without image
+// templates, said at each import, rather than without a start.
+std::unique_ptr<image::Store> OpenImages(const ServiceOptions& options) {
+  auto images = image::Store::Open(options.images_dir, options.image_limits);
+  if (images) return std::move(*images);
+  log::Error("image store unavailable", {{"error", images.error().message}});
+  return nullptr;
+}
+
+}  // namespace
+
 Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& store,
                  ServiceOptions options)
-    : ex_(std::move(ex)), runtime_(runtime), store_(store), options_(std::move(options)) {}
+    : ex_(std::move(ex)),
+      runtime_(runtime),
+      store_(store),
+      options_(std::move(options)),
+      templates_(options_.templates_dir, OpenImages(options_), store_) {
+  templates_.Load();
+}
 
 Service::~Service() = default;
 
@@ -95,10 +121,15 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
                     "sandbox limit reached (" + std::to_string(options_.max_sandboxes) + ")"};
   }
   std::string template_name = req.template_name;
-  auto tmpl = options_.templates.find(template_name);
-  if (tmpl == options_.templates.end()) {
+  const bool admin = req.by == "admin";
+  const Template* tmpl = templates_.Find(template_name);
+  if (!tmpl || !tmpl->ready || !MayUseTemplate(*tmpl, req.tenant, admin)) {
     std::string known;
-    for (const auto& [name, root] : options_.templates) known += (known.empty() ? "" : ", ") + name;
+    for (const Template* t : templates_.List()) {
+      if (t->ready && MayUseTemplate(*t, req.tenant, admin)) {
+        known += (known.empty() ? "" : ", ") + t->name;
+      }
+    }
     co_return Error{ErrorCode::kInvalidRequest,
                     "unknown template '" + template_name + "' (known: " + known + ")"};
   }
@@ -142,8 +173,11 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   sb->id = NewId("sb_");
   sb->tenant = req.tenant;
   sb->template_name = template_name;
+  sb->template_env = tmpl->env;
   sb->env = std::move(req.env);
-  sb->cwd = req.cwd;
+  sb->cwd = !req.cwd.empty()               ? req.cwd
+            : !tmpl->working_dir.empty() ? tmpl->working_dir
+                                           : "/workspace";
   sb->limits = limits;
   sb->network = req.network;
   sb->egress = std::move(req.egress);
@@ -156,9 +190,10 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
 
   sandbox::SandboxSpec spec;
   spec.id = sb->id;
-  // A template without a root of its own ("code-interpreter" until one is registered) is base.
-  spec.template_name = tmpl->second.empty() ? "base" : template_name;
-  spec.template_root = tmpl->second;
+  spec.template_name = template_name;
+  spec.layers = templates_.LayerPaths(*tmpl);
+  spec.user_uid = tmpl->uid;
+  spec.user_gid = tmpl->gid;
   spec.limits = limits;
   spec.network = sb->network;
   spec.egress = sb->egress;
@@ -197,6 +232,153 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   Persist(*raw);
   log::Info("sandbox created", {{"sandbox", raw->id}, {"template", template_name}});
   co_return raw;
+}
+
+asio::awaitable<Result<const Template*>> Service::ImportTemplate(std::string name,
+                                                                std::string tenant,
+                                                                UniqueFd archive,
+                                                                TemplateProgress progress) {
+  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
+    co_return std::move(reserved).error();
+  }
+  // The store reports from its thread; the caller hears it on the event loop, in order.
+  image::Progress report = [ex = ex_, progress](std::string_view step, std::string_view digest,
+                                                uint64_t done, uint64_t total) {
+    json::object o{{"step", step}, {"digest", digest}, {"done", done}, {"total", total}};
+    asio::post(ex, [progress, o = std::move(o)]() mutable { progress(std::move(o)); });
+  };
+  struct Imported {
+    Result<image::Image> image;
+    Result<std::pair<uint32_t, uint32_t>> user;
+  };
+  auto job = [&templates = templates_, fd = archive.get(), report]() -> Imported {
+    image::Store& images = templates.images();
+    Imported out{images.ImportArchive(fd, report), std::pair<uint32_t, uint32_t>{0, 0}};
+    if (!out.image) return out;
+    std::vector<std::string> dirs;
+    for (const auto& layer : out.image->layers) dirs.push_back(images.LayerPath(layer.diff_id));
+    templates.Pin(LayerIds(*out.image));
+    out.user = ResolveUser(dirs, out.image->config.user);
+    return out;
+  };
+  Imported imported = co_await OffThread(image_pool_, std::move(job));
+  // Pinned until the template names them (or is given up): a collection meanwhile keeps them.
+  const std::vector<std::string> layers = imported.image ? LayerIds(*imported.image)
+                                                         : std::vector<std::string>{};
+  if (!imported.image || !imported.user) {
+    templates_.Abandon(name);
+    templates_.Unpin(layers);
+    // Layers unpacked before a later step failed belong to no template: collected now.
+    asio::post(image_pool_, [this] { (void)templates_.Collect(); });
+    co_return !imported.image ? imported.image.error() : imported.user.error();
+  }
+  const image::Image& im = *imported.image;
+  Template t;
+  t.name = name;
+  t.kind = "image";
+  t.tenant = tenant;
+  t.layers = layers;
+  for (const auto& layer : im.layers) t.size_bytes += layer.size;
+  t.env = im.config.env;
+  t.working_dir = im.config.working_dir;
+  t.user = im.config.user;
+  std::tie(t.uid, t.gid) = *imported.user;
+  t.source = "archive";
+  t.digest = im.manifest_digest;
+  t.tags = im.repo_tags;
+  t.created_at = SystemNow();
+  Result<const Template*> committed = templates_.Commit(std::move(t));
+  templates_.Unpin(layers);
+  if (committed) {
+    log::Info("template imported", {{"template", name}, {"digest", im.manifest_digest}});
+  }
+  co_return committed;
+}
+
+asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sandbox_id,
+                                                                 std::string name) {
+  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  const Template* parent = templates_.Find(sb->template_name);
+  const std::string upper = sb->runtime->WritableLayer();
+  const std::optional<uint32_t> base = sb->runtime->HostId(0);
+  if (!parent || (parent->kind != "image" && parent->kind != "snapshot") || upper.empty() ||
+      !base) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "snapshot: sandbox " + sandbox_id + " is made from template '" +
+                        sb->template_name + "', which has no image layers to build on; snapshot "
+                        "a sandbox made from an imported image"};
+  }
+  const std::string tenant = sb->tenant;  // `sb` may be gone once the copy is done
+  if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
+    co_return std::move(reserved).error();
+  }
+  Template t = *parent;
+  auto job = [&templates = templates_, upper, base = *base]() -> Result<image::LayerRef> {
+    auto layer = templates.images().LayerFromDirectory(upper, base, 65536);
+    if (layer) templates.Pin({layer->diff_id});
+    return layer;
+  };
+  Result<image::LayerRef> layer = co_await OffThread(image_pool_, std::move(job));
+  if (!layer) {
+    templates_.Abandon(name);
+    co_return Error{layer.error().code, "snapshot: " + layer.error().message};
+  }
+  t.name = name;
+  t.kind = "snapshot";
+  t.tenant = tenant;
+  t.layers.push_back(layer->diff_id);
+  t.size_bytes += layer->size;
+  t.source = sandbox_id;
+  t.created_at = SystemNow();
+  Result<const Template*> committed = templates_.Commit(std::move(t));
+  templates_.Unpin({layer->diff_id});
+  if (committed) {
+    Audit(sandbox_id, "sandbox.snapshot", "snapshot taken as template " + name,
+          {{"template", name}});
+    log::Info("sandbox snapshotted", {{"sandbox", sandbox_id}, {"template", name}});
+  }
+  co_return committed;
+}
+
+Result<UniqueFd> Service::NewImageArchive() const {
+  const std::string dir = options_.images_dir + "/uploads";
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return SysError(ErrorCode::kInternal, "template: mkdir " + dir, errno);
+  }
+  UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd) return SysError(ErrorCode::kInternal, "template: open an archive file in " + dir, errno);
+  return fd;
+}
+
+asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
+  const Template* t = templates_.Find(name);
+  if (!t) co_return Error{ErrorCode::kNotFound, "no template '" + name + "'"};
+  if (t->kind == "base" || t->kind == "directory") {
+    co_return Error{ErrorCode::kConflict,
+                    "template '" + name + "' is " +
+                        (t->kind == "base" ? "built in" : "a directory of templates_dir") +
+                        ": it cannot be deleted through the API"};
+  }
+  if (!t->ready) co_return Error{ErrorCode::kConflict, "template '" + name + "' is being made"};
+  for (const auto& [id, sb] : sandboxes_) {
+    if (sb->template_name == name) {
+      co_return Error{ErrorCode::kConflict,
+                      "template '" + name + "' is in use by sandbox " + id + "; delete it first"};
+    }
+  }
+  if (auto removed = templates_.Remove(name); !removed) co_return std::move(removed).error();
+  // Its layers go once no other template names them, off the event loop.
+  Result<void> collected =
+      co_await OffThread(image_pool_, [this] { return templates_.Collect(); });
+  if (!collected) {
+    log::Warn("collecting template layers failed", {{"error", collected.error().message}});
+  }
+  log::Info("template deleted", {{"template", name}});
+  co_return Ok{};
 }
 
 void Service::WatchLife(const SandboxEntry& sb) {
@@ -267,9 +449,11 @@ std::vector<const SandboxEntry*> Service::List() const {
 std::vector<std::string> Service::ComposeEnv(const SandboxEntry& sb,
                                              const std::map<std::string, std::string>& extra) const {
   std::map<std::string, std::string> merged;
-  for (const auto& kv : options_.base_env) {
-    const auto eq = kv.find('=');
-    merged[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+  for (const auto* list : {&options_.base_env, &sb.template_env}) {
+    for (const auto& kv : *list) {
+      const auto eq = kv.find('=');
+      merged[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    }
   }
   for (const auto& [k, v] : sb.env) merged[k] = v;
   for (const auto& [k, v] : extra) merged[k] = v;
@@ -735,12 +919,21 @@ void Service::Restore() {
     }
     if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
     sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
-    auto tmpl = options_.templates.find(sb->template_name);
-    const std::string root = tmpl == options_.templates.end() ? "" : tmpl->second;
-    sandbox::SandboxSpec spec{sb->id,      root.empty() ? "base" : sb->template_name,
-                              root,        sb->limits,
-                              sb->network, sb->egress,
-                              {},          sb->allow_nested_userns};
+    sandbox::SandboxSpec spec;
+    spec.id = sb->id;
+    spec.template_name = sb->template_name;
+    // A template in use is never deleted; one that is gone anyway (its directory removed by
+    // hand) leaves the sandbox running on what it had, and a fresh one base.
+    if (const Template* tmpl = templates_.Find(sb->template_name)) {
+      sb->template_env = tmpl->env;
+      spec.layers = templates_.LayerPaths(*tmpl);
+      spec.user_uid = tmpl->uid;
+      spec.user_gid = tmpl->gid;
+    }
+    spec.limits = sb->limits;
+    spec.network = sb->network;
+    spec.egress = sb->egress;
+    spec.allow_nested_userns = sb->allow_nested_userns;
     // Before the daemon serves anything: waiting here holds up no request.
     auto runtime = sandbox::RunBlocking(runtime_.Adopt(spec));
     std::string lost;

@@ -24,6 +24,7 @@
 #include "service/metrics.h"
 #include "service/resolver.h"
 #include "service/store.h"
+#include "service/templates.h"
 
 namespace sandstream {
 
@@ -57,15 +58,17 @@ struct ServiceOptions {
   // (for reconnects), then only the retained tail: memory follows live processes, not history.
   std::chrono::seconds finished_window_grace{60};
   std::vector<std::string> base_env;  // every process starts from these ("PATH=...")
-  // Template name -> root directory ("" builds the root from the host's system dirs).
-  std::map<std::string, std::string> templates;
+  // Directory templates (one per directory), and the image store's root and limits.
+  std::string templates_dir;
+  std::string images_dir;
+  image::StoreLimits image_limits;
 };
 
 // What the client asked for, validated by the API layer; defaults filled by the service.
 struct SandboxRequest {
   std::string template_name = "base";
   std::map<std::string, std::string> env;
-  std::string cwd = "/workspace";
+  std::string cwd;  // "": the template's working directory, else /workspace
   std::optional<int64_t> ttl_seconds;
   std::map<std::string, int64_t> limits;  // by wire name: memory_mb, pids, ...
   std::string network = "loopback";
@@ -99,6 +102,7 @@ struct SandboxEntry {
   std::string id;
   std::string tenant;  // its owner ("" for the admin's): other tenants never see it
   std::string template_name;
+  std::vector<std::string> template_env;  // the template's (an image's Env), under `env`
   std::map<std::string, std::string> env;
   std::string cwd;
   sandbox::Limits limits;
@@ -190,6 +194,27 @@ class Service {
   std::vector<std::string> ComposeEnv(const SandboxEntry& sb,
                                       const std::map<std::string, std::string>& extra) const;
 
+  // Templates: every one a principal of `tenant` may use (admin: all), one by name, and those
+  // made through the API: an image archive imported (`archive`, a file the import reads),
+  // reporting its progress on the event loop as it goes; or deleted, when no sandbox uses it.
+  const Templates& templates() const { return templates_; }
+  bool MayUseTemplate(const Template& t, std::string_view tenant, bool admin) const {
+    return admin || t.tenant.empty() || t.tenant == tenant;
+  }
+  using TemplateProgress = std::function<void(boost::json::object)>;
+  boost::asio::awaitable<Result<const Template*>> ImportTemplate(std::string name,
+                                                                 std::string tenant,
+                                                                 UniqueFd archive,
+                                                                 TemplateProgress progress);
+  boost::asio::awaitable<Result<void>> DeleteTemplate(std::string name);
+  // A template of sandbox `sandbox_id`'s files now: its template's layers and, on top, a copy
+  // of what it changed in them (its running processes keep running; each file is copied as it
+  // is when read). It belongs to the sandbox's tenant.
+  boost::asio::awaitable<Result<const Template*>> SnapshotSandbox(std::string sandbox_id,
+                                                                  std::string name);
+  // An unnamed file for an image archive on its way in, gone once closed.
+  Result<UniqueFd> NewImageArchive() const;
+
   // Kills everything (the daemon is stopping) and waits for the exits (at most the kill grace).
   boost::asio::awaitable<void> Shutdown();
   bool shutting_down() const { return shutting_down_; }
@@ -274,11 +299,15 @@ class Service {
   std::multimap<std::string, sandbox::Limits> creating_by_tenant_;
   std::map<std::string, int64_t, std::less<>> streams_;  // open streams by tenant
   bool shutting_down_ = false;
+  Templates templates_;
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};
   // The resolvers' pins (netlink, microseconds each), on a thread of their own: never queued
   // behind file syscalls a sandbox can slow down.
   boost::asio::thread_pool net_pool_{1};
+  // Imports and snapshots, one at a time: minutes of disk work that must not hold the pool
+  // the sandboxes' file syscalls take.
+  boost::asio::thread_pool image_pool_{1};
 };
 
 }  // namespace sandstream

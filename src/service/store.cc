@@ -35,7 +35,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
         "seq INTEGER PRIMARY KEY AUTOINCREMENT, record TEXT NOT NULL, "
         "UNIQUE (sandbox_id, id))",
         "CREATE TABLE IF NOT EXISTS access (kind TEXT NOT NULL, id TEXT NOT NULL, "
-        "record TEXT NOT NULL, PRIMARY KEY (kind, id))"}) {
+        "record TEXT NOT NULL, PRIMARY KEY (kind, id))",
+        "CREATE TABLE IF NOT EXISTS templates (name TEXT PRIMARY KEY, record TEXT NOT NULL)"}) {
     if (auto r = store->Exec(sql); !r) return std::move(r).error();
   }
   return store;
@@ -165,6 +166,31 @@ Result<std::vector<Store::ProcessRow>> Store::Processes(size_t finished_per_sand
     rows.push_back({reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)),
                     reinterpret_cast<const char*>(sqlite3_column_text(raw, 1)),
                     reinterpret_cast<const char*>(sqlite3_column_text(raw, 2))});
+  }
+  return rows;
+}
+
+
+Result<void> Store::PutTemplate(const std::string& name, const std::string& record) {
+  return Run("INSERT INTO templates (name, record) VALUES (?1, ?2) "
+             "ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+             {name, record});
+}
+
+Result<void> Store::DeleteTemplate(const std::string& name) {
+  return Run("DELETE FROM templates WHERE name = ?1", {name});
+}
+
+Result<std::vector<std::string>> Store::Templates() {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, "SELECT record FROM templates ORDER BY rowid", -1, &raw,
+                         nullptr) != SQLITE_OK) {
+    return DbError(db_, "prepare");
+  }
+  Stmt stmt(raw);
+  std::vector<std::string> rows;
+  while (sqlite3_step(raw) == SQLITE_ROW) {
+    rows.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(raw, 0)));
   }
   return rows;
 }

@@ -54,6 +54,11 @@ class Store {
   Result<void> DeleteAccess(const std::string& kind, const std::string& id);
   Result<std::vector<AccessRow>> AccessRows();
 
+  // Templates made through the API (templates.h): by name, their JSON records.
+  Result<void> PutTemplate(const std::string& name, const std::string& record);
+  Result<void> DeleteTemplate(const std::string& name);
+  Result<std::vector<std::string>> Templates();
+
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Result<void> Exec(const char* sql);

@@ -154,7 +154,7 @@ class ServerHarness {
     if (!store) throw std::runtime_error("store: " + store.error().message);
     store_ = std::move(*store);
     ServiceOptions options;
-    options.templates = {{"base", ""}};
+    options.images_dir = dir_.path() + "/images";
     options.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
     options.kill_grace = std::chrono::milliseconds(200);
     options.teardown_on_exit = true;

@@ -52,7 +52,7 @@ class ServiceTest : public ::testing::Test {
     auto store = Store::Open(dir_.path() + "/state.db");
     ASSERT_TRUE(store) << store.error().message;
     store_ = std::move(*store);
-    options.templates = {{"base", ""}};
+    options.images_dir = dir_.path() + "/images";
     options.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
     options.kill_grace = 200ms;
     options.teardown_on_exit = true;

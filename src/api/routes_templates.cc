@@ -1,0 +1,198 @@
+// Templates: list, get, import an image archive (its progress as SSE when asked), delete.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <memory>
+
+#include "api/lookup.h"
+#include "api/request.h"
+#include "api/routes.h"
+#include "api/stream.h"
+#include "base/async.h"
+#include "base/ids.h"
+#include "service/codec.h"
+#include "platform/fd.h"
+#include "service/service.h"
+
+namespace sandstream::api {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+// A template the principal may see: its own, the admin's (everyone's), or any for the admin.
+Result<const Template*> FindTemplate(Context& ctx, std::string_view name) {
+  const Template* t = ctx.service.templates().Find(name);
+  if (!t || !ctx.service.MayUseTemplate(*t, ctx.principal.tenant, ctx.principal.admin())) {
+    return Error{ErrorCode::kNotFound, "no template '" + std::string(name) + "'"};
+  }
+  return t;
+}
+
+bool IsArchiveType(std::string_view type) {
+  const std::string_view base = type.substr(0, type.find(';'));
+  return base == "application/x-tar" || base == "application/tar" ||
+         base == "application/octet-stream" ||
+         base == "application/vnd.oci.image.layout.v1+tar";
+}
+
+// Imports, then ends `progress` with the template or the error.
+asio::awaitable<void> Import(Service& service, std::string name, std::string tenant,
+                             UniqueFd archive, Service::TemplateProgress report,
+                             std::shared_ptr<EventLog> progress) {
+  auto made = co_await service.ImportTemplate(name, tenant, std::move(archive), report);
+  if (made) {
+    progress->Append("template", json::serialize(TemplateJson(**made)), {}, true);
+    co_return;
+  }
+  const json::object error{{"code", ErrorCodeName(made.error().code)},
+                           {"message", made.error().message}};
+  progress->Append("error", json::serialize(json::object{{"error", error}}), {}, true);
+}
+
+}  // namespace
+
+asio::awaitable<void> ListTemplates(Context& ctx) {
+  json::array items;
+  for (const Template* t : ctx.service.templates().List()) {
+    if (ctx.service.MayUseTemplate(*t, ctx.principal.tenant, ctx.principal.admin())) {
+      items.push_back(TemplateJson(*t));
+    }
+  }
+  json::object body;
+  body["templates"] = std::move(items);
+  co_await ReplyJson(ctx, http::status::ok, body);
+}
+
+asio::awaitable<void> GetTemplate(Context& ctx) {
+  auto t = FindTemplate(ctx, ctx.params.at(0));
+  if (!t) co_return co_await ReplyError(ctx, t.error());
+  co_await ReplyJson(ctx, http::status::ok, TemplateJson(**t));
+}
+
+asio::awaitable<void> DeleteTemplate(Context& ctx) {
+  auto t = FindTemplate(ctx, ctx.params.at(0));
+  if (!t) co_return co_await ReplyError(ctx, t.error());
+  if (!ctx.principal.admin() && (*t)->tenant != ctx.principal.tenant) {
+    co_return co_await ReplyError(ctx, ErrorCode::kForbidden,
+                                  "template '" + (*t)->name + "' is the admin's");
+  }
+  auto deleted = co_await ctx.service.DeleteTemplate(ctx.params.at(0));
+  if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
+  co_await ReplyEmpty(ctx, http::status::no_content);
+}
+
+// POST /v1/templates?name=NAME with an image archive as the body (an OCI image layout or a
+// `docker save`, as a tar). The archive goes to an unnamed file first, then the import reads
+// it; the answer is the template (201), or its progress as SSE ending with it when the client
+// accepts text/event-stream.
+asio::awaitable<void> CreateTemplate(Context& ctx) {
+  const bool keep_alive = ctx.req.keep_alive();
+  if (ctx.body_parser && !ctx.body_parser->is_done()) ctx.req.keep_alive(false);
+  const std::string name(ctx.Query("name").value_or(""));
+  if (name.empty()) {
+    co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
+                                  "name is required (?name=), the template's name");
+  }
+  if (!IsArchiveType(ctx.Header(http::field::content_type))) {
+    co_return co_await ReplyError(
+        ctx, ErrorCode::kUnsupportedMediaType,
+        "the body is an image archive: Content-Type application/x-tar (an OCI image layout or "
+        "a docker save)");
+  }
+  if (ctx.service.templates().Find(name)) {
+    co_return co_await ReplyError(ctx, ErrorCode::kConflict, "template '" + name + "' exists");
+  }
+  auto archive = ctx.service.NewImageArchive();
+  if (!archive) co_return co_await ReplyError(ctx, archive.error());
+  const int fd = archive->get();
+  const BodySink write = [&](std::string_view chunk) -> asio::awaitable<Result<void>> {
+    co_return co_await OffThread(ctx.service.blocking_pool(),
+                                 [fd, chunk] { return sandstream::WriteAll(fd, chunk); });
+  };
+  std::optional<Error> failure = co_await ReceiveBody(
+      ctx, write, "image archive (max_image_bytes)", ctx.server.options().max_image_bytes);
+  if (failure) co_return co_await ReplyError(ctx, *failure);
+  ctx.req.keep_alive(keep_alive);
+
+  const bool stream = WantsStream(ctx, false);
+  auto progress = std::make_shared<EventLog>(LogLimits{1u << 20, 4096});
+  auto report = [progress](json::object step) {
+    progress->Append("progress", json::serialize(step));
+  };
+  if (!stream) {
+    auto made = co_await ctx.service.ImportTemplate(name, ctx.principal.tenant,
+                                                    std::move(*archive), report);
+    if (!made) co_return co_await ReplyError(ctx, made.error());
+    co_return co_await ReplyJson(ctx, http::status::created, TemplateJson(**made));
+  }
+  // The import runs on; the stream follows its log until the last event (the template, or the
+  // error), and a client that leaves does not stop it.
+  Spawn(ctx.service.executor(),
+        Import(ctx.service, name, ctx.principal.tenant, std::move(*archive), report, progress),
+        "template import");
+  co_await ServeEvents(ctx, progress, 0, true, RenderEvent);
+}
+
+namespace {
+
+// The snapshot's name from the body ({"name"}), or `fallback` when it has none.
+Result<std::string> SnapshotName(Context& ctx, std::string fallback) {
+  auto body = ParseBody(ctx);
+  if (!body) return std::move(body).error();
+  const json::value* name = body->if_contains("name");
+  if (name == nullptr || name->is_null()) {
+    if (fallback.empty()) return Invalid("name is required: the template the snapshot becomes");
+    return fallback;
+  }
+  if (!name->is_string()) return Invalid("name must be a string");
+  return std::string(name->as_string());
+}
+
+}  // namespace
+
+// POST /v1/sandboxes/{id}/snapshot {"name"}: the sandbox's files now, as a template.
+asio::awaitable<void> SnapshotSandbox(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto name = SnapshotName(ctx, "");
+  if (!name) co_return co_await ReplyError(ctx, name.error());
+  auto made = co_await ctx.service.SnapshotSandbox(ctx.params.at(0), *name);
+  if (!made) co_return co_await ReplyError(ctx, made.error());
+  co_await ReplyJson(ctx, http::status::created, TemplateJson(**made));
+}
+
+// POST /v1/sandboxes/{id}/fork {"name"?}: a snapshot, and a sandbox made from it with the
+// first one's settings (env, cwd, limits, network, metadata, owner).
+asio::awaitable<void> ForkSandbox(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  const std::string id = ctx.params.at(0);
+  auto name = SnapshotName(ctx, "fork-" + NewId("").substr(0, 12));
+  if (!name) co_return co_await ReplyError(ctx, name.error());
+  SandboxRequest req;
+  req.template_name = *name;
+  req.env = (*sb)->env;
+  req.cwd = (*sb)->cwd;
+  req.ttl_seconds = (*sb)->ttl_seconds > 0 ? std::optional((*sb)->ttl_seconds) : std::nullopt;
+  const json::object limits = LimitsJson((*sb)->limits);
+  for (const auto& [k, v] : limits) req.limits[std::string(k)] = v.to_number<int64_t>();
+  req.network = (*sb)->network;
+  req.egress = (*sb)->egress;
+  req.allow_nested_userns = (*sb)->allow_nested_userns;
+  req.metadata = (*sb)->metadata;
+  req.tenant = (*sb)->tenant;
+  req.by = ctx.principal.credential;
+  auto made = co_await ctx.service.SnapshotSandbox(id, *name);
+  if (!made) co_return co_await ReplyError(ctx, made.error());
+  Result<const SandboxEntry*> fork = co_await ctx.service.CreateSandbox(std::move(req));
+  if (!fork) {
+    // Nothing half-made: the snapshot goes too.
+    (void)co_await ctx.service.DeleteTemplate(*name);
+    co_return co_await ReplyError(ctx, fork.error());
+  }
+  co_await ReplyJson(ctx, http::status::created, SandboxJson(**fork));
+}
+
+}  // namespace sandstream::api
