@@ -4,6 +4,7 @@
 
 #include "api/routes.h"
 #include "api/server.h"
+#include "base/version.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -35,7 +36,7 @@ asio::awaitable<void> GetHealth(Context& ctx) {
   const auto up = std::chrono::duration_cast<std::chrono::seconds>(SteadyNow() - kStarted).count();
   json::object body;
   body["status"] = ctx.service.shutting_down() ? "stopping" : "ok";
-  body["version"] = SANDSTREAM_VERSION;
+  body["version"] = kVersion;
   body["runtime"] = ctx.service.runtime_name();
   body["uptime_seconds"] = up;
   co_await ReplyJson(ctx, http::status::ok, body);

@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
 
+#include "base/version.h"
 #include "cli/interrupt.h"
 
 namespace sandstream::cli {
@@ -22,7 +23,6 @@ namespace json = boost::json;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-constexpr std::string_view kUserAgent = "sandstream-cli/0.1";
 constexpr size_t kMaxBufferedBody = 64 << 20;
 
 // A blocking socket whose reads first wait, with ppoll, for data, the read timeout or a signal:
@@ -155,7 +155,7 @@ ClientResult<HttpResponse> HttpClient::Exchange(const HttpRequest& request, cons
   std::string host =
       endpoint_.host.find(':') != std::string::npos ? "[" + endpoint_.host + "]" : endpoint_.host;
   req.set(http::field::host, host + ":" + endpoint_.port);
-  req.set(http::field::user_agent, kUserAgent);
+  req.set(http::field::user_agent, std::string("sandstream-cli/") + kVersion);
   req.set(http::field::connection, "close");
   if (!api_key_.empty()) req.set(http::field::authorization, "Bearer " + api_key_);
   for (const auto& [name, value] : request.headers) req.set(name, value);

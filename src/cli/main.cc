@@ -20,6 +20,7 @@
 #include <boost/json.hpp>
 
 #include "base/ids.h"
+#include "base/version.h"
 #include "cli/client.h"
 #include "cli/interrupt.h"
 #include "cli/process_stream.h"
@@ -97,6 +98,7 @@ Global options:
                           http://127.0.0.1:8080)
   --key KEY               API key (default: $SANDSTREAM_API_KEY)
   -h, --help              this text
+  --version               print sandstream's version
 
 CMD runs directly, its name looked up in the sandbox's PATH; for a shell line use
 `-- sh -c 'LINE'`. exec and run wait for this reader: when it falls a window behind (a slow
@@ -124,7 +126,7 @@ struct Flag {
   bool takes_value = true;
 };
 
-constexpr Flag kGlobalFlags[] = {{"url"}, {"key"}, {"help", 'h', false}};
+constexpr Flag kGlobalFlags[] = {{"url"}, {"key"}, {"help", 'h', false}, {"version", 0, false}};
 constexpr Flag kExecFlags[] = {
     {"cwd"}, {"env", 'e'}, {"timeout"}, {"idle-timeout"}, {"merge-stderr", 0, false}};
 
@@ -816,6 +818,10 @@ int Main(int argc, char** argv) {
     std::fwrite(kHelp.data(), 1, kHelp.size(), stdout);
     return 0;
   }
+  if (leading.Has("version")) {
+    std::printf("sandstream %s\n", kVersion);
+    return 0;
+  }
   if (first == words.size()) return Usage("missing command");
 
   std::string_view name = words[first];
@@ -846,6 +852,10 @@ int Main(int argc, char** argv) {
   }
   if (args.Has("help")) {
     std::fwrite(kHelp.data(), 1, kHelp.size(), stdout);
+    return 0;
+  }
+  if (args.Has("version")) {
+    std::printf("sandstream %s\n", kVersion);
     return 0;
   }
 

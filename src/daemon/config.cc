@@ -238,11 +238,13 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
 
 }  // namespace
 
-Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_config, bool* help) {
+Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_config, bool* help,
+                          bool* version) {
   Config c;
   std::vector<std::string> problems;
   *print_config = false;
   *help = false;
+  *version = false;
 
   std::string config_file;
   if (const char* env = std::getenv("SANDSTREAM_CONFIG")) config_file = env;
@@ -292,6 +294,10 @@ Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_conf
     }
     if (a == "--help" || a == "-h") {
       *help = true;
+      continue;
+    }
+    if (a == "--version") {
+      *version = true;
       continue;
     }
     if (!a.starts_with("--")) {
@@ -413,7 +419,7 @@ std::string ConfigJson(const Config& c) {
 
 std::string ConfigHelp() {
   std::string out =
-      "usage: sandstreamd [--config FILE] [--print-config] [--NAME VALUE ...]\n\n"
+      "usage: sandstreamd [--config FILE] [--print-config] [--version] [--NAME VALUE ...]\n\n"
       "Every setting can come from the JSON config file, the environment (SANDSTREAM_NAME) or a\n"
       "flag (--name-with-dashes VALUE); later sources win. Settings and their defaults:\n\n";
   Config defaults;

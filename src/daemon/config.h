@@ -68,7 +68,9 @@ struct Config {
 
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.
 // `argv` excludes the program name. Unknown flags and bad values are all reported together.
-Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_config, bool* help);
+// --print-config, --help (-h) and --version set their flag.
+Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_config, bool* help,
+                          bool* version);
 // max_connections, lowered to what `open_files_limit` (RLIMIT_NOFILE) leaves after the
 // descriptors that max_sandboxes may hold.
 int64_t ConnectionLimit(const Config& config, uint64_t open_files_limit);

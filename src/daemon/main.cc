@@ -17,6 +17,7 @@
 #include "api/server.h"
 #include "base/ids.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "daemon/config.h"
 #include "daemon/runtime_factory.h"
 #include "platform/fd.h"
@@ -136,9 +137,15 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   bool print_config = false;
   bool help = false;
-  auto config = LoadConfig(std::vector<std::string>(argv + 1, argv + argc), &print_config, &help);
+  bool version = false;
+  auto config = LoadConfig(std::vector<std::string>(argv + 1, argv + argc), &print_config, &help,
+                           &version);
   if (help) {
     std::cout << ConfigHelp();
+    return 0;
+  }
+  if (version) {
+    std::cout << "sandstreamd " << kVersion << "\n";
     return 0;
   }
   if (!config) {
@@ -241,7 +248,7 @@ int main(int argc, char** argv) {
   }
   std::string address = endpoint->address().to_string();
   if (endpoint->address().is_v6()) address = "[" + address + "]";
-  std::printf("sandstreamd %s listening on http://%s:%u\n", SANDSTREAM_VERSION, address.c_str(),
+  std::printf("sandstreamd %s listening on http://%s:%u\n", kVersion, address.c_str(),
               endpoint->port());
   if (generated) {
     std::printf("API key (generated, stored in %s/api_key): %s\n", config->data_dir.c_str(),

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-BIN = os.environ.get("SANDSTREAM_BIN", "/work/main/build/dev/bin/sandstreamd")
+REPO = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("SANDSTREAM_BIN", str(REPO / "build/dev/bin/sandstreamd"))
 API_KEY = "testkey"
 READY_RE = re.compile(r"^sandstreamd .*listening on (http://[0-9.]+:(\d+))")
 START_SECONDS = 30.0

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import API_KEY, Daemon, create_sandbox
+from helpers import API_KEY, REPO, Daemon, create_sandbox
 
-CLI = os.environ.get("SANDSTREAM_CLI", "/work/main/build/dev/bin/sandstream")
+CLI = os.environ.get("SANDSTREAM_CLI", str(REPO / "build/dev/bin/sandstream"))
 
 
 def cli_env(url: str, key: str = API_KEY) -> dict[str, str]:

@@ -1,5 +1,6 @@
 // The sandstream SDK's public surface.
 
+export { VERSION } from "./version.js";
 export { Sandbox } from "./sandbox.js";
 export { Admin, usage } from "./access.js";
 export type { Key, Quotas, Scope, Tenant, Token, Usage } from "./access.js";

@@ -57,9 +57,10 @@ class ConfigTest : public ::testing::Test {
   }
 
   Result<Config> Load(const std::vector<std::string>& args) {
-    print_config_ = true;  // LoadConfig must reset both
+    print_config_ = true;  // LoadConfig must reset all three
     help_ = true;
-    return LoadConfig(args, &print_config_, &help_);
+    version_ = true;
+    return LoadConfig(args, &print_config_, &help_, &version_);
   }
 
   // The message of a failed load; fails the test if the load succeeded.
@@ -83,6 +84,7 @@ class ConfigTest : public ::testing::Test {
 
   bool print_config_ = false;
   bool help_ = false;
+  bool version_ = false;
 
  private:
   std::map<std::string, std::string> saved_;
@@ -96,6 +98,7 @@ TEST_F(ConfigTest, DefaultsDenyAndBoundEverything) {
   const Config& c = *r;
   EXPECT_FALSE(print_config_);
   EXPECT_FALSE(help_);
+  EXPECT_FALSE(version_);
   EXPECT_EQ(c.listen, "127.0.0.1:8080");
   EXPECT_EQ(c.api_key, "");
   EXPECT_EQ(c.runtime, "namespace");
@@ -371,7 +374,7 @@ TEST_F(ConfigTest, DefaultsMustNotExceedTheirMaximums) {
   ASSERT_TRUE(r.ok()) << r.error().message;
 }
 
-TEST_F(ConfigTest, PrintConfigAndHelpAreFlags) {
+TEST_F(ConfigTest, PrintConfigHelpAndVersionAreFlags) {
   auto r = Load({"--print-config"});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(print_config_);
@@ -383,6 +386,11 @@ TEST_F(ConfigTest, PrintConfigAndHelpAreFlags) {
   r = Load({"-h"});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(help_);
+  r = Load({"--version"});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(version_);
+  EXPECT_FALSE(help_);
+  EXPECT_FALSE(print_config_);
 }
 
 TEST_F(ConfigTest, PreviewDomainIsALowercaseDnsName) {

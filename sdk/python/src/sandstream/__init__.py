@@ -40,8 +40,7 @@ from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .ports import Port
 from .sandbox import Admin, Files, Process, Processes, Sandbox, Session
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "Admin",

@@ -22,6 +22,7 @@ from .errors import CommandFailed, ConnectionFailed, StreamLost, error_from_code
 from .events import Error, Event, EventDecoder, Exit, SseMessage, Start, Stderr, Stdout
 from .helpers import OutputDigest
 from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, SandboxInfo
+from ._version import __version__
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -64,7 +65,7 @@ class ClientConfig:
 
     def headers(self) -> dict[str, str]:
         """Headers sent with every request."""
-        headers = {"User-Agent": "sandstream-python/0.1"}
+        headers = {"User-Agent": f"sandstream-python/{__version__}"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
