@@ -23,10 +23,12 @@ DEFAULT_TEST_TIMEOUT = 60
 
 
 class Daemon:
-    """One sandstreamd process started on 127.0.0.1:0."""
+    """One sandstreamd process started on 127.0.0.1:0: BIN, or `binary`."""
 
     def __init__(self, data_dir: Path, args: list[str], env: dict[str, str], log_path: Path,
-                 wrapper: list[str] | None = None, listen: str = "127.0.0.1:0"):
+                 wrapper: list[str] | None = None, listen: str = "127.0.0.1:0",
+                 binary: str | None = None):
+        self.binary = binary or BIN
         self.data_dir = data_dir
         self.args = args
         self.env = env
@@ -49,8 +51,8 @@ class Daemon:
 
     def start(self) -> None:
         """Starts the daemon and waits for its `listening on` line."""
-        if not os.access(BIN, os.X_OK):
-            pytest.fail(f"sandstreamd binary not found at {BIN} (set SANDSTREAM_BIN)")
+        if not os.access(self.binary, os.X_OK):
+            pytest.fail(f"sandstreamd binary not found at {self.binary} (set SANDSTREAM_BIN)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # Stopped, a test's daemon ends its sandboxes (the default keeps them for the next
         # start); a test of that default passes --teardown-on-exit false.
@@ -59,7 +61,7 @@ class Daemon:
         # daemons a namespace of their own and --egress-pool).
         env = {**os.environ, "SANDSTREAM_API_KEY": API_KEY, "SANDSTREAM_TEARDOWN_ON_EXIT": "true",
                "SANDSTREAM_EGRESS_POOL": "none", **self.env}
-        cmd = [*self.wrapper, BIN, "--listen", self.listen, "--data-dir", str(self.data_dir),
+        cmd = [*self.wrapper, self.binary, "--listen", self.listen, "--data-dir", str(self.data_dir),
                *self.args]
         log = open(self.log_path, "ab")
         # Its own session: a wrong group kill by the daemon must not reach the test runner.
