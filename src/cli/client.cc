@@ -57,6 +57,10 @@ ClientResult<json::value> Client::Call(verb method, std::string target, const js
   request.method = method;
   request.target = std::move(target);
   if (body != nullptr) request.body = json::serialize(*body);
+  return Call(std::move(request));
+}
+
+ClientResult<json::value> Client::Call(HttpRequest request) {
   request.headers.emplace_back("Accept", "application/json");
   ClientResult<HttpResponse> response = http_.Send(request);
   if (!response) return response.error();
@@ -101,6 +105,30 @@ ClientResult<json::object> Client::SignalProcess(std::string_view sandbox_id,
 ClientResult<json::object> Client::KillProcess(std::string_view sandbox_id,
                                                std::string_view process_id) {
   return AsObject(Call(verb::delete_, ProcessPath(sandbox_id, process_id), nullptr));
+}
+
+ClientResult<json::object> Client::ImportTemplate(std::string_view name, const std::string& file) {
+  HttpRequest request;
+  request.method = verb::post;
+  request.target = "/v1/templates?name=" + Segment(name);
+  request.body_file = file;
+  request.headers.emplace_back("Content-Type", "application/x-tar");
+  return AsObject(Call(std::move(request)));
+}
+
+ClientResult<json::array> Client::ListTemplates() {
+  return ArrayField(Call(verb::get, "/v1/templates", nullptr), "templates");
+}
+
+ClientResult<void> Client::DeleteTemplate(std::string_view name) {
+  ClientResult<json::value> result = Call(verb::delete_, "/v1/templates/" + Segment(name), nullptr);
+  if (!result) return result.error();
+  return {};
+}
+
+ClientResult<json::object> Client::Snapshot(std::string_view sandbox_id, std::string_view name) {
+  json::object body{{"name", name}};
+  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/snapshot", &body));
 }
 
 ClientResult<json::object> Client::ExposePort(std::string_view sandbox_id, int port) {

@@ -53,11 +53,20 @@ class Client {
                                         bool follow, int tail, std::string_view flow,
                                         const std::string& last_event_id, const BodySink& sink);
 
+  // Templates: POST /v1/templates?name= with the archive file as the body (streamed from the
+  // file), GET /v1/templates (its "templates"), DELETE /v1/templates/{name}, and a snapshot of a
+  // sandbox (POST .../snapshot).
+  ClientResult<boost::json::object> ImportTemplate(std::string_view name, const std::string& file);
+  ClientResult<boost::json::array> ListTemplates();
+  ClientResult<void> DeleteTemplate(std::string_view name);
+  ClientResult<boost::json::object> Snapshot(std::string_view sandbox_id, std::string_view name);
+
   HttpClient& http() { return http_; }
 
  private:
   ClientResult<boost::json::value> Call(boost::beast::http::verb method, std::string target,
                                         const boost::json::object* body);
+  ClientResult<boost::json::value> Call(HttpRequest request);
 
   HttpClient http_;
 };

@@ -166,7 +166,20 @@ ClientResult<HttpResponse> HttpClient::Exchange(const HttpRequest& request, cons
   req.prepare_payload();
 
   PolledSocket stream(socket, read_timeout_, on_interrupt_);
-  http::write(stream, req, ec);
+  if (request.body_file.empty()) {
+    http::write(stream, req, ec);
+  } else {
+    http::request<http::file_body> upload(std::move(req.base()));
+    upload.body().open(request.body_file.c_str(), beast::file_mode::scan, ec);
+    if (ec) {
+      ClientError error;
+      error.kind = ClientError::Kind::kTransport;
+      error.message = request.body_file + ": " + ec.message();
+      return error;
+    }
+    upload.prepare_payload();
+    http::write(stream, upload, ec);
+  }
   if (ec) return TransportError("send request", ec, true);
 
   auto failed = [&](std::string_view step) -> ClientError {

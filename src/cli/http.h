@@ -45,6 +45,7 @@ struct HttpRequest {
   boost::beast::http::verb method = boost::beast::http::verb::get;
   std::string target;  // below the endpoint's base path, with its query
   std::string body;    // sent as JSON when non-empty
+  std::string body_file;  // else this file, streamed as it is read (its type in `headers`)
   std::vector<std::pair<std::string, std::string>> headers;
 };
 

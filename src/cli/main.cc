@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -76,6 +77,14 @@ Commands:
   port wait SANDBOX PORT [--timeout SECONDS]
                           return once something in SANDBOX accepts connections on PORT,
                           exposed or not (default timeout 30 s; then exit status 2)
+  template import NAME FILE [--json]
+                          make template NAME from an image archive: an OCI image layout or a
+                          `docker save` tar (`docker save IMAGE -o FILE`), sent as it is read
+  template ls [--json]    list the templates this key may use
+  template rm NAME...     delete image or snapshot templates no sandbox uses
+  snapshot SANDBOX NAME [--json]
+                          make template NAME of SANDBOX's files now (a sandbox made from an
+                          image or a snapshot); its processes keep running
 
 Network options (sandbox create, run):
   --network MODE          loopback (the default): the sandbox's own loopback only; none: not
@@ -787,6 +796,61 @@ constexpr Flag kShellFlags[] = {{"terminal"}};
 constexpr Flag kPortWaitFlags[] = {{"timeout"}};
 constexpr Flag kPortExposeFlags[] = {{"json", 0, false}, {"browser", 0, false}, {"ttl"}};
 
+int CmdTemplateImport(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("template import needs a name and an archive file");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(args.positional[1], ec)) {
+    return Usage(args.positional[1] + " is not a file (an image archive: a tar)");
+  }
+  Client client = context.MakeClient();
+  // The server unpacks after the upload: a large image takes a while to answer.
+  client.http().set_read_timeout(std::chrono::minutes(30));
+  auto made = client.ImportTemplate(args.positional[0], args.positional[1]);
+  if (!made) return Fail(made.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*made)) ? 0 : kExitBrokenPipe;
+  return PrintTable({{"name", Text(*made, "name")},
+                     {"digest", Text(*made, "digest")},
+                     {"layers", Text(*made, "layers_count")},
+                     {"user", Text(*made, "user")}});
+}
+
+int CmdTemplateLs(const Context& context, const Args& args) {
+  if (!args.positional.empty()) return Usage("template ls takes no arguments");
+  auto templates = context.MakeClient().ListTemplates();
+  if (!templates) return Fail(templates.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*templates)) ? 0 : kExitBrokenPipe;
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "KIND", "STATUS", "LAYERS", "SIZE", "SOURCE", "CREATED"}};
+  for (const json::value& v : *templates) {
+    if (!v.is_object()) continue;
+    const json::object& t = v.as_object();
+    rows.push_back({Text(t, "name"), Text(t, "kind"), Text(t, "status"), Text(t, "layers_count"),
+                    Text(t, "size_bytes"), Text(t, "source"), Text(t, "created_at")});
+  }
+  return PrintTable(rows);
+}
+
+int CmdTemplateRm(const Context& context, const Args& args) {
+  if (args.positional.empty()) return Usage("template rm needs at least one template name");
+  Client client = context.MakeClient();
+  int status = 0;
+  for (const auto& name : args.positional) {
+    auto deleted = client.DeleteTemplate(name);
+    if (!deleted) status = Fail(deleted.error());
+  }
+  return status;
+}
+
+int CmdSnapshot(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("snapshot needs a sandbox id and a template name");
+  Client client = context.MakeClient();
+  client.http().set_read_timeout(std::chrono::minutes(30));
+  auto made = client.Snapshot(args.positional[0], args.positional[1]);
+  if (!made) return Fail(made.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*made)) ? 0 : kExitBrokenPipe;
+  return PrintLine(Text(*made, "name")) ? 0 : kExitBrokenPipe;
+}
+
 constexpr Command kCommands[] = {
     {"sandbox", "create", kCreateFlags, -1, false, CmdSandboxCreate},
     {"sandbox", "ls", kJsonFlags, -1, false, CmdSandboxLs},
@@ -799,6 +863,10 @@ constexpr Command kCommands[] = {
     {"", "kill", kKillFlags, -1, false, CmdKill},
     {"", "shell", kShellFlags, 1, false, CmdShell},
     {"port", "expose", kPortExposeFlags, -1, false, CmdPortExpose},
+    {"template", "import", kJsonFlags, -1, false, CmdTemplateImport},
+    {"template", "ls", kJsonFlags, -1, false, CmdTemplateLs},
+    {"template", "rm", {}, -1, false, CmdTemplateRm},
+    {"", "snapshot", kJsonFlags, -1, false, CmdSnapshot},
     {"port", "list", kJsonFlags, -1, false, CmdPortList},
     {"port", "close", {}, -1, false, CmdPortClose},
     {"port", "wait", kPortWaitFlags, -1, false, CmdPortWait},
@@ -826,11 +894,12 @@ int Main(int argc, char** argv) {
 
   std::string_view name = words[first];
   std::string_view group;
-  if (name == "sandbox" || name == "port") {
+  if (name == "sandbox" || name == "port" || name == "template") {
     group = name;
     if (++first == words.size()) {
-      return Usage(name == "sandbox" ? "sandbox needs a subcommand: create, ls or rm"
-                                     : "port needs a subcommand: expose, list, close or wait");
+      return Usage(name == "sandbox"  ? "sandbox needs a subcommand: create, ls or rm"
+                   : name == "port"   ? "port needs a subcommand: expose, list, close or wait"
+                                      : "template needs a subcommand: import, ls or rm");
     }
     name = words[first];
   }

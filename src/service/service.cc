@@ -59,6 +59,12 @@ Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& sto
       options_(std::move(options)),
       templates_(options_.templates_dir, OpenImages(options_), store_) {
   templates_.Load();
+  // What an earlier daemon left half made (an import it died in) or no template names.
+  asio::post(image_pool_, [this] {
+    if (auto collected = templates_.Collect(); !collected) {
+      log::Warn("collecting image layers failed", {{"error", collected.error().message}});
+    }
+  });
 }
 
 Service::~Service() = default;

@@ -671,3 +671,30 @@ def test_unreachable_server_and_bad_usage_exit_2() -> None:
     assert b"Exit status" in helped.stdout
     assert b"--flow wait|skip" in helped.stdout
     assert b"--allow RULE" in helped.stdout and b"--deny RULE" in helped.stdout
+
+
+def test_template_import_ls_snapshot_and_rm(env: dict[str, str], client: httpx.Client,
+                                            tmp_path: Any) -> None:
+    import images
+
+    archive = tmp_path / "tiny.tar"
+    archive.write_bytes(images.tiny_image().docker_archive())
+    made = run_cli(env, "template", "import", "cli-tiny", str(archive), "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["kind"] == "image"
+    listed = run_cli(env, "template", "ls")
+    assert listed.returncode == 0 and re.search(rb"^cli-tiny +image +ready +2 ", listed.stdout, re.M)
+    sb = create_sandbox(client, template="cli-tiny")
+    try:
+        snap = run_cli(env, "snapshot", sb["id"], "cli-snap")
+        assert snap.returncode == 0 and snap.stdout == b"cli-snap\n", snap.stderr
+        busy = run_cli(env, "template", "rm", "cli-tiny")
+        assert busy.returncode == 2 and b"conflict" in busy.stderr
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+    gone = run_cli(env, "template", "rm", "cli-snap", "cli-tiny")
+    assert gone.returncode == 0, gone.stderr
+    assert client.get("/v1/templates/cli-tiny").status_code == 404
+    missing = run_cli(env, "template", "import", "x", str(tmp_path / "nope.tar"))
+    assert missing.returncode == 2 and b"not a file" in missing.stderr
+    assert run_cli(env, "template").returncode == 2

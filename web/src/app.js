@@ -82,7 +82,7 @@ async function signIn(key) {
   $("sign-in").hidden = true;
   $("console").hidden = false;
   $("sign-out").hidden = false;
-  await refreshSandboxes();
+  await Promise.all([refreshSandboxes(), refreshTemplates()]);
 }
 
 $("sign-in-form").addEventListener("submit", (e) => {
@@ -96,6 +96,27 @@ $("sign-out").addEventListener("click", () => {
 });
 
 // ---- sandboxes ----
+
+// The new-sandbox form offers every ready template the key may use (built in, directories,
+// imported images, snapshots), by kind.
+async function refreshTemplates() {
+  try {
+    const { templates } = await api("GET", "/v1/templates");
+    const select = $("create-template");
+    const chosen = select.value || "base";
+    select.replaceChildren();
+    for (const t of templates) {
+      if (t.status !== "ready") continue;
+      const option = document.createElement("option");
+      option.value = t.name;
+      option.textContent = t.kind === "base" || t.kind === "directory" ? t.name : `${t.name} (${t.kind})`;
+      select.append(option);
+    }
+    select.value = templates.some((t) => t.name === chosen) ? chosen : "base";
+  } catch (err) {
+    showError("console-error", err);
+  }
+}
 
 async function refreshSandboxes() {
   try {

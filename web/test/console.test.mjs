@@ -150,6 +150,9 @@ test("sign in, create a sandbox, type into its terminal, watch a command run liv
   await page.waitForSelector("#console:not([hidden])");
   assert.equal(await page.evaluate(() => sessionStorage.getItem("sandstream.key")), API_KEY);
   assert.equal(await page.evaluate(() => localStorage.length), 0, "nothing in localStorage");
+  // The new-sandbox form lists the daemon's templates, base chosen.
+  await page.waitForSelector("#create-template option[value=code-interpreter]", { state: "attached" });
+  assert.equal(await page.inputValue("#create-template"), "base");
 
   await page.click("#create-sandbox");
   await page.waitForSelector("#sandbox-rows tr.selected");

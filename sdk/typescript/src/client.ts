@@ -113,7 +113,7 @@ export class Client {
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(options.json);
     } else if (options.body !== undefined) {
-      headers["Content-Type"] = "application/octet-stream";
+      if (headers["Content-Type"] === undefined) headers["Content-Type"] = "application/octet-stream";
       init.body = options.body;
       if (options.body instanceof ReadableStream) init.duplex = "half";
     }

@@ -2,6 +2,14 @@
 // Cloudflare stream shape), background processes and stdin. Streams resume after a cut with
 // Last-Event-ID and an Idempotency-Key, so a command never runs twice and no exit is guessed.
 
+import {
+  deleteTemplate,
+  getTemplate,
+  importTemplate,
+  listTemplates,
+  templateFromWire,
+  type Template,
+} from "./templates.js";
 import { type Scope, type Tenant, type Token, tokenFromWire, usage } from "./access.js";
 import { Client, type ConnectionOptions, type Query, type StreamOpener } from "./client.js";
 import {
@@ -527,6 +535,48 @@ export class Sandbox implements AsyncDisposable {
     const client = new Client(options);
     const wire = await client.json<{ sandboxes: Wire[] }>("GET", "/v1/sandboxes");
     return wire.sandboxes.map(sandboxFromWire);
+  }
+
+  /** Makes a template from an image archive; see the module's `importTemplate()`. */
+  static async importTemplate(
+    name: string,
+    archive: Uint8Array | ReadableStream<Uint8Array>,
+    options: ConnectionOptions = {},
+  ): Promise<Template> {
+    return importTemplate(name, archive, options);
+  }
+
+  /** The templates this key may use. */
+  static async listTemplates(options: ConnectionOptions = {}): Promise<Template[]> {
+    return listTemplates(options);
+  }
+
+  /** One template; NotFoundError if this key may not use one of that name. */
+  static async getTemplate(name: string, options: ConnectionOptions = {}): Promise<Template> {
+    return getTemplate(name, options);
+  }
+
+  /** Deletes an image or snapshot template; ConflictError while a sandbox uses it. */
+  static async deleteTemplate(name: string, options: ConnectionOptions = {}): Promise<void> {
+    return deleteTemplate(name, options);
+  }
+
+  /**
+   * A template of this sandbox's files now (its template's layers and what it changed); its
+   * processes keep running and each file is copied as it is when read. Only sandboxes made from
+   * an image or a snapshot can be snapshotted.
+   */
+  async snapshot(name: string): Promise<Template> {
+    return templateFromWire(await this.client.json<Wire>("POST", `${this.#path}/snapshot`, { json: { name } }));
+  }
+
+  /**
+   * A snapshot (template `name`, or a generated one) and a new sandbox made from it with this
+   * one's env, cwd, limits, network, time to live and metadata.
+   */
+  async fork(options: { name?: string } = {}): Promise<Sandbox> {
+    const wire = await this.client.json<Wire>("POST", `${this.#path}/fork`, { json: { name: options.name ?? null } });
+    return new Sandbox(new Client(this.client.options), sandboxFromWire(wire));
   }
 
   /** What the key's tenant takes now, and its quotas; the same as the module's `usage()`. */

@@ -36,6 +36,7 @@ from .errors import (
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
 from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
 from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, SandboxInfo
+from .templates import Template
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .ports import Port
@@ -92,6 +93,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxInfo",
+    "Template",
     "SandboxSetupFailed",
     "SandstreamError",
     "Session",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import inspect
+import os
 import time
 # unasync: async only
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -93,6 +94,17 @@ from .ports import (
     wait_port_call,
 )
 from .sessions import _SessionBase, create_session_call
+from .templates import (
+    ARCHIVE_HEADERS,
+    Template,
+    archive_chunks,
+    delete_template_call,
+    fork_call,
+    get_template_call,
+    import_template_call,
+    list_templates_call,
+    snapshot_call,
+)
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -165,6 +177,7 @@ class _AsyncApi:
         call: Call[T],
         *,
         content: bytes | AsyncIterable[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
         timeout: httpx.Timeout | None = None,
     ) -> T:
         """Sends a request described by the shared code and parses its answer."""
@@ -174,6 +187,7 @@ class _AsyncApi:
             json=call.json,
             params=call.params,
             content=content,
+            headers=headers,
             timeout=timeout,
             idempotency_key=call.idempotency_key,
         )
@@ -370,6 +384,94 @@ class AsyncSandbox:
         api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
         try:
             return await api.call(list_sandboxes_call())
+        finally:
+            await api.aclose()
+
+    # unasync: async only
+    @staticmethod
+    async def import_template(
+        name: str,
+        archive: bytes | str | os.PathLike[str],
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> Template:
+        """Makes template `name` from an image archive: an OCI image layout or a `docker save`
+        tar, as bytes or the path of a file (streamed, never held whole). Every layer is checked
+        against its digest and stored once; a bad archive raises `InvalidRequest` naming what
+        is wrong. With a tenant's key the template is the tenant's own."""
+        content = archive if isinstance(archive, bytes) else _aiter(archive_chunks(archive))
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return await api.call(import_template_call(name), content=content,
+                                  headers=ARCHIVE_HEADERS, timeout=api.config.stream_timeout())
+        finally:
+            await api.aclose()
+    # unasync: sync only
+    # @staticmethod
+    # def import_template(
+    #     name: str,
+    #     archive: bytes | str | os.PathLike[str],
+    #     *,
+    #     base_url: str | None = None,
+    #     api_key: str | None = None,
+    #     http_client: httpx.Client | None = None,
+    # ) -> Template:
+    #     """Makes template `name` from an image archive: an OCI image layout or a `docker save`
+    #     tar, as bytes or the path of a file (streamed, never held whole). Every layer is checked
+    #     against its digest and stored once; a bad archive raises `InvalidRequest` naming what
+    #     is wrong. With a tenant's key the template is the tenant's own."""
+    #     content = archive if isinstance(archive, bytes) else archive_chunks(archive)
+    #     api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+    #     try:
+    #         return api.call(import_template_call(name), content=content,
+    #                         headers=ARCHIVE_HEADERS, timeout=api.config.stream_timeout())
+    #     finally:
+    #         api.close()
+    # unasync: end
+
+    @staticmethod
+    async def list_templates(
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> builtins.list[Template]:
+        """The templates this key may use: built in, directories, images and snapshots."""
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return await api.call(list_templates_call())
+        finally:
+            await api.aclose()
+
+    @staticmethod
+    async def get_template(
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> Template:
+        """One template; `NotFound` if this key may not use one of that name."""
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return await api.call(get_template_call(name))
+        finally:
+            await api.aclose()
+
+    @staticmethod
+    async def delete_template(
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        """Deletes an image or snapshot template; `Conflict` while a sandbox uses it."""
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            await api.call(delete_template_call(name))
         finally:
             await api.aclose()
 
@@ -638,6 +740,20 @@ class AsyncSandbox:
         """Stops a context's interpreter."""
         await self._api.call(interpreter.delete_context_call(self._path, context))
         self._default_contexts = interpreter.forget_context(self._default_contexts, context)
+
+    async def snapshot(self, name: str) -> Template:
+        """A template of this sandbox's files now (its template's layers and what it changed);
+        its processes keep running, and each file is copied as it is when read. Only sandboxes
+        made from an image or a snapshot can be snapshotted."""
+        return await self._api.call(snapshot_call(self._path, name),
+                                    timeout=self._api.config.stream_timeout())
+
+    async def fork(self, name: str | None = None) -> AsyncSandbox:
+        """A snapshot (template `name`, or a generated one) and a new sandbox made from it with
+        this one's env, cwd, limits, network, time to live and metadata."""
+        info = await self._api.call(fork_call(self._path, name),
+                                    timeout=self._api.config.stream_timeout())
+        return type(self)(info, _AsyncApi(self._api.config, None))
 
     async def expose_port(self, port: int) -> Port:
         """Exposes a port of the sandbox through the daemon and returns it with its two URLs:

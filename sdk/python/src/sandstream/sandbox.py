@@ -6,6 +6,7 @@ event streams behind `exec_stream` and `Process.logs`."""
 from __future__ import annotations
 
 import builtins
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -81,6 +82,17 @@ from .ports import (
     wait_port_call,
 )
 from .sessions import _SessionBase, create_session_call
+from .templates import (
+    ARCHIVE_HEADERS,
+    Template,
+    archive_chunks,
+    delete_template_call,
+    fork_call,
+    get_template_call,
+    import_template_call,
+    list_templates_call,
+    snapshot_call,
+)
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -144,6 +156,7 @@ class _Api:
         call: Call[T],
         *,
         content: bytes | Iterable[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
         timeout: httpx.Timeout | None = None,
     ) -> T:
         """Sends a request described by the shared code and parses its answer."""
@@ -153,6 +166,7 @@ class _Api:
             json=call.json,
             params=call.params,
             content=content,
+            headers=headers,
             timeout=timeout,
             idempotency_key=call.idempotency_key,
         )
@@ -342,6 +356,71 @@ class Sandbox:
         api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
         try:
             return api.call(list_sandboxes_call())
+        finally:
+            api.close()
+
+    @staticmethod
+    def import_template(
+        name: str,
+        archive: bytes | str | os.PathLike[str],
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> Template:
+        """Makes template `name` from an image archive: an OCI image layout or a `docker save`
+        tar, as bytes or the path of a file (streamed, never held whole). Every layer is checked
+        against its digest and stored once; a bad archive raises `InvalidRequest` naming what
+        is wrong. With a tenant's key the template is the tenant's own."""
+        content = archive if isinstance(archive, bytes) else archive_chunks(archive)
+        api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return api.call(import_template_call(name), content=content,
+                            headers=ARCHIVE_HEADERS, timeout=api.config.stream_timeout())
+        finally:
+            api.close()
+
+    @staticmethod
+    def list_templates(
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> builtins.list[Template]:
+        """The templates this key may use: built in, directories, images and snapshots."""
+        api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return api.call(list_templates_call())
+        finally:
+            api.close()
+
+    @staticmethod
+    def get_template(
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> Template:
+        """One template; `NotFound` if this key may not use one of that name."""
+        api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return api.call(get_template_call(name))
+        finally:
+            api.close()
+
+    @staticmethod
+    def delete_template(
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        """Deletes an image or snapshot template; `Conflict` while a sandbox uses it."""
+        api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            api.call(delete_template_call(name))
         finally:
             api.close()
 
@@ -588,6 +667,20 @@ class Sandbox:
         """Stops a context's interpreter."""
         self._api.call(interpreter.delete_context_call(self._path, context))
         self._default_contexts = interpreter.forget_context(self._default_contexts, context)
+
+    def snapshot(self, name: str) -> Template:
+        """A template of this sandbox's files now (its template's layers and what it changed);
+        its processes keep running, and each file is copied as it is when read. Only sandboxes
+        made from an image or a snapshot can be snapshotted."""
+        return self._api.call(snapshot_call(self._path, name),
+                              timeout=self._api.config.stream_timeout())
+
+    def fork(self, name: str | None = None) -> Sandbox:
+        """A snapshot (template `name`, or a generated one) and a new sandbox made from it with
+        this one's env, cwd, limits, network, time to live and metadata."""
+        info = self._api.call(fork_call(self._path, name),
+                              timeout=self._api.config.stream_timeout())
+        return type(self)(info, _Api(self._api.config, None))
 
     def expose_port(self, port: int) -> Port:
         """Exposes a port of the sandbox through the daemon and returns it with its two URLs:

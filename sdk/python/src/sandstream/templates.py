@@ -1,0 +1,100 @@
+"""Templates: images imported as templates (`AsyncSandbox.import_template()`), snapshots and
+forks of a sandbox (`sandbox.snapshot()`, `sandbox.fork()`), and the list of templates.
+
+What both clients share, without I/O: the `Template` value, the requests of the templates API
+and the chunks an archive file is sent in. The sandbox classes of `aio.py` (and `sandbox.py`,
+generated from it) send them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from ._core import Call, ignore_body
+from .models import SandboxInfo
+
+# What an archive is sent as; the daemon takes an OCI image layout or a `docker save` tar.
+ARCHIVE_HEADERS = {"Content-Type": "application/x-tar"}
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Template:
+    """What a sandbox's root is made from: `base`, a directory template, an imported image or
+    a snapshot of a sandbox."""
+
+    name: str
+    kind: str  # "base", "directory", "image" or "snapshot"
+    status: str  # "ready", or "creating" while it is imported
+    tenant: str | None = None  # its owner; None: everyone's
+    source: str | None = None  # "archive", the directory, or the sandbox snapshotted
+    digest: str | None = None  # the image manifest's
+    tags: tuple[str, ...] = ()
+    layers_count: int = 0
+    size_bytes: int = 0
+    env: tuple[str, ...] = ()  # the image's Env, under a sandbox's own
+    working_dir: str | None = None  # a sandbox's default cwd
+    user: str = ""  # whom processes run as, unless as root
+    created_at: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Template:
+        """Parses a Template object."""
+        def opt(key: str) -> str | None:
+            value = data.get(key)
+            return None if value is None else str(value)
+
+        return cls(name=str(data["name"]), kind=str(data["kind"]), status=str(data["status"]),
+                   tenant=opt("tenant"), source=opt("source"), digest=opt("digest"),
+                   tags=tuple(str(t) for t in data.get("tags") or []),
+                   layers_count=int(data.get("layers_count") or 0),
+                   size_bytes=int(data.get("size_bytes") or 0),
+                   env=tuple(str(e) for e in data.get("env") or []),
+                   working_dir=opt("working_dir"), user=str(data.get("user") or ""),
+                   created_at=opt("created_at"))
+
+
+def template_path(name: str) -> str:
+    """`/v1/templates/{name}`."""
+    return f"/v1/templates/{quote(name, safe='')}"
+
+
+def import_template_call(name: str) -> Call[Template]:
+    """`POST /v1/templates?name=` (the archive is the body)."""
+    return Call("POST", "/v1/templates", Template.from_json, params={"name": name})
+
+
+def list_templates_call() -> Call[list[Template]]:
+    """`GET /v1/templates`."""
+    return Call("GET", "/v1/templates",
+                lambda data: [Template.from_json(t) for t in data.get("templates", [])])
+
+
+def get_template_call(name: str) -> Call[Template]:
+    """`GET /v1/templates/{name}`."""
+    return Call("GET", template_path(name), Template.from_json)
+
+
+def delete_template_call(name: str) -> Call[None]:
+    """`DELETE /v1/templates/{name}`."""
+    return Call("DELETE", template_path(name), ignore_body)
+
+
+def snapshot_call(sandbox_path: str, name: str) -> Call[Template]:
+    """`POST .../snapshot`."""
+    return Call("POST", sandbox_path + "/snapshot", Template.from_json, json={"name": name})
+
+
+def fork_call(sandbox_path: str, name: str | None) -> Call[SandboxInfo]:
+    """`POST .../fork`."""
+    return Call("POST", sandbox_path + "/fork", SandboxInfo.from_json, json={"name": name})
+
+
+def archive_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    """The file at `path`, a MiB at a time: an archive is streamed, never held whole."""
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            yield chunk

@@ -1,0 +1,62 @@
+"""Templates against the real daemon: an image archive imported from bytes and from a file,
+sandboxes made from it, a snapshot and a fork, listing and deleting, with both clients."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandstream import AsyncSandbox, Sandbox, Template
+from sandstream.errors import Conflict, InvalidRequest, NotFound
+
+from .conftest import Daemon
+
+# The integration tests' small images, built in memory.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "integration"))
+import images  # noqa: E402
+
+
+def test_import_create_snapshot_fork_and_delete(daemon: Daemon, tmp_path: Path) -> None:
+    archive = tmp_path / "tiny.tar"
+    archive.write_bytes(images.tiny_image().docker_archive())
+    t = Sandbox.import_template("sdk-tiny", archive)
+    assert isinstance(t, Template) and t.kind == "image" and t.user == "app"
+    assert t.layers_count == 2 and "GREETING=from-image" in t.env
+    assert "sdk-tiny" in [x.name for x in Sandbox.list_templates()]
+    assert Sandbox.get_template("sdk-tiny") == t
+    with Sandbox.create("sdk-tiny") as sb:
+        assert sb.exec("id -u; pwd").stdout == "1234\n/app\n"
+        sb.exec("echo kept > /home/app/f")
+        snap = sb.snapshot("sdk-snap")
+        assert snap.kind == "snapshot" and snap.source == sb.id and snap.layers_count == 3
+        with sb.fork() as forked:
+            assert forked.id != sb.id
+            assert forked.exec("cat /home/app/f").stdout == "kept\n"
+        with pytest.raises(Conflict):
+            Sandbox.delete_template("sdk-tiny")
+    with Sandbox.create("sdk-snap") as again:
+        assert again.exec("cat /home/app/f").stdout == "kept\n"
+    for name in ("sdk-snap", "sdk-tiny"):
+        Sandbox.delete_template(name)
+    with pytest.raises(NotFound):
+        Sandbox.get_template("sdk-tiny")
+    leftovers = [x.name for x in Sandbox.list_templates() if x.name.startswith("fork-")]
+    for name in leftovers:
+        Sandbox.delete_template(name)
+
+
+def test_a_bad_archive_raises_invalid_request(daemon: Daemon) -> None:
+    with pytest.raises(InvalidRequest, match="digest"):
+        Sandbox.import_template("sdk-bad", images.tiny_image().oci_archive(corrupt_layer=True))
+    with pytest.raises(NotFound):
+        Sandbox.get_template("sdk-bad")
+
+
+async def test_the_async_client_imports_from_bytes(daemon: Daemon) -> None:
+    t = await AsyncSandbox.import_template("sdk-async", images.tiny_image().oci_archive())
+    assert t.status == "ready"
+    async with await AsyncSandbox.create("sdk-async") as sb:
+        assert (await sb.exec("ls /opaque")).stdout == "upper-only\n"
+    await AsyncSandbox.delete_template("sdk-async")
