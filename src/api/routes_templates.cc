@@ -101,10 +101,11 @@ asio::awaitable<void> CreateTemplate(Context& ctx) {
         "the body is an image archive: Content-Type application/x-tar (an OCI image layout or "
         "a docker save)");
   }
+  // Before the upload, which may be gigabytes: the import checks again when it takes the name.
   if (ctx.service.templates().Find(name)) {
     co_return co_await ReplyError(ctx, ErrorCode::kConflict, "template '" + name + "' exists");
   }
-  auto archive = ctx.service.NewImageArchive();
+  auto archive = ctx.service.templates().NewArchive();
   if (!archive) co_return co_await ReplyError(ctx, archive.error());
   const int fd = archive->get();
   const BodySink write = [&](std::string_view chunk) -> asio::awaitable<Result<void>> {
@@ -164,34 +165,14 @@ asio::awaitable<void> SnapshotSandbox(Context& ctx) {
 }
 
 // POST /v1/sandboxes/{id}/fork {"name"?}: a snapshot, and a sandbox made from it with the
-// first one's settings (env, cwd, limits, network, metadata, owner).
+// first one's settings.
 asio::awaitable<void> ForkSandbox(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  const std::string id = ctx.params.at(0);
   auto name = SnapshotName(ctx, "fork-" + NewId("").substr(0, 12));
   if (!name) co_return co_await ReplyError(ctx, name.error());
-  SandboxRequest req;
-  req.template_name = *name;
-  req.env = (*sb)->env;
-  req.cwd = (*sb)->cwd;
-  req.ttl_seconds = (*sb)->ttl_seconds > 0 ? std::optional((*sb)->ttl_seconds) : std::nullopt;
-  const json::object limits = LimitsJson((*sb)->limits);
-  for (const auto& [k, v] : limits) req.limits[std::string(k)] = v.to_number<int64_t>();
-  req.network = (*sb)->network;
-  req.egress = (*sb)->egress;
-  req.allow_nested_userns = (*sb)->allow_nested_userns;
-  req.metadata = (*sb)->metadata;
-  req.tenant = (*sb)->tenant;
-  req.by = ctx.principal.credential;
-  auto made = co_await ctx.service.SnapshotSandbox(id, *name);
-  if (!made) co_return co_await ReplyError(ctx, made.error());
-  Result<const SandboxEntry*> fork = co_await ctx.service.CreateSandbox(std::move(req));
-  if (!fork) {
-    // Nothing half-made: the snapshot goes too.
-    (void)co_await ctx.service.DeleteTemplate(*name);
-    co_return co_await ReplyError(ctx, fork.error());
-  }
+  auto fork = co_await ctx.service.ForkSandbox(ctx.params.at(0), *name, ctx.principal.credential);
+  if (!fork) co_return co_await ReplyError(ctx, fork.error());
   co_await ReplyJson(ctx, http::status::created, SandboxJson(**fork));
 }
 

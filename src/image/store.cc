@@ -120,6 +120,12 @@ Result<LayerRef> Store::ImportLayer(int blob_fd, std::string_view media_type,
   return ref;
 }
 
+Result<UniqueFd> Store::NewArchiveFile() const {
+  UniqueFd fd(::openat(tmp_.get(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd) return SysError(ErrorCode::kInternal, "image store: open an archive file in tmp/", errno);
+  return fd;
+}
+
 Result<void> Store::Collect(const std::set<std::string>& keep) {
   // Layers go first to tmp/ (one rename, under the lock that imports pin under), then away.
   std::vector<std::string> doomed;

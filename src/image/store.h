@@ -94,6 +94,9 @@ class Store {
   bool HasLayer(std::string_view diff_id) const;
   // A stored manifest or config.
   Result<std::string> ReadBlob(std::string_view digest) const;
+  // An unnamed file in tmp/ for an archive on its way in (for ImportArchive): gone once closed,
+  // whatever happens, and never seen by Collect.
+  Result<UniqueFd> NewArchiveFile() const;
 
   // Removes every layer whose diff_id and every blob whose digest is not in `keep`, and what is
   // left in tmp/ by a crash. An import in flight keeps what it uses; a caller must still not

@@ -34,6 +34,16 @@ size_t SandboxEntry::RunningProcesses() const {
 
 namespace {
 
+// The limits by their wire names (SandboxRequest::limits).
+struct LimitField {
+  const char* name;
+  int64_t sandbox::Limits::*field;
+};
+constexpr LimitField kLimitFields[] = {
+    {"memory_mb", &sandbox::Limits::memory_mb}, {"pids", &sandbox::Limits::pids},
+    {"cpu_percent", &sandbox::Limits::cpu_percent}, {"disk_mb", &sandbox::Limits::disk_mb},
+    {"open_files", &sandbox::Limits::open_files}};
+
 std::vector<std::string> LayerIds(const image::Image& image) {
   std::vector<std::string> ids;
   for (const auto& layer : image.layers) ids.push_back(layer.diff_id);
@@ -140,14 +150,6 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
                     "unknown template '" + template_name + "' (known: " + known + ")"};
   }
   sandbox::Limits limits = options_.default_limits;
-  struct LimitField {
-    const char* name;
-    int64_t sandbox::Limits::*field;
-  };
-  static constexpr LimitField kLimitFields[] = {
-      {"memory_mb", &sandbox::Limits::memory_mb}, {"pids", &sandbox::Limits::pids},
-      {"cpu_percent", &sandbox::Limits::cpu_percent}, {"disk_mb", &sandbox::Limits::disk_mb},
-      {"open_files", &sandbox::Limits::open_files}};
   for (const auto& [name, value] : req.limits) {
     const LimitField* f = nullptr;
     for (const auto& lf : kLimitFields) {
@@ -292,6 +294,7 @@ asio::awaitable<Result<const Template*>> Service::ImportTemplate(std::string nam
   std::tie(t.uid, t.gid) = *imported.user;
   t.source = "archive";
   t.digest = im.manifest_digest;
+  t.config_digest = im.config_digest;
   t.tags = im.repo_tags;
   t.created_at = SystemNow();
   Result<const Template*> committed = templates_.Commit(std::move(t));
@@ -350,14 +353,30 @@ asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sa
   co_return committed;
 }
 
-Result<UniqueFd> Service::NewImageArchive() const {
-  const std::string dir = options_.images_dir + "/uploads";
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return SysError(ErrorCode::kInternal, "template: mkdir " + dir, errno);
-  }
-  UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-  if (!fd) return SysError(ErrorCode::kInternal, "template: open an archive file in " + dir, errno);
-  return fd;
+asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sandbox_id,
+                                                                  std::string name,
+                                                                  std::string by) {
+  const SandboxEntry* sb = Find(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
+  // Its settings now: the sandbox may change or go while the snapshot is taken.
+  SandboxRequest req;
+  req.template_name = name;
+  req.env = sb->env;
+  req.cwd = sb->cwd;
+  if (sb->ttl_seconds > 0) req.ttl_seconds = sb->ttl_seconds;
+  for (const auto& lf : kLimitFields) req.limits[lf.name] = sb->limits.*(lf.field);
+  req.network = sb->network;
+  req.egress = sb->egress;
+  req.allow_nested_userns = sb->allow_nested_userns;
+  req.metadata = sb->metadata;
+  req.tenant = sb->tenant;
+  req.by = std::move(by);
+  auto made = co_await SnapshotSandbox(std::move(sandbox_id), name);
+  if (!made) co_return std::move(made).error();
+  Result<const SandboxEntry*> fork = co_await CreateSandbox(std::move(req));
+  // Nothing half made: without its sandbox the snapshot goes too.
+  if (!fork) (void)co_await DeleteTemplate(std::move(name));
+  co_return fork;
 }
 
 asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {

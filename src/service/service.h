@@ -212,8 +212,11 @@ class Service {
   // is when read). It belongs to the sandbox's tenant.
   boost::asio::awaitable<Result<const Template*>> SnapshotSandbox(std::string sandbox_id,
                                                                   std::string name);
-  // An unnamed file for an image archive on its way in, gone once closed.
-  Result<UniqueFd> NewImageArchive() const;
+  // A snapshot of sandbox `sandbox_id` as template `name`, and a sandbox made from it with the
+  // first one's env, cwd, limits, network, TTL, metadata and owner; `by` asks (the audit's who).
+  boost::asio::awaitable<Result<const SandboxEntry*>> ForkSandbox(std::string sandbox_id,
+                                                                  std::string name,
+                                                                  std::string by);
 
   // Kills everything (the daemon is stopping) and waits for the exits (at most the kill grace).
   boost::asio::awaitable<void> Shutdown();

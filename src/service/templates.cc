@@ -50,6 +50,7 @@ std::string StringOf(const json::object& o, std::string_view key) {
 json::object Record(const Template& t) {
   json::object o = TemplateJson(t);
   o["layers"] = Strings(t.layers);
+  o["config_digest"] = t.config_digest;
   o["uid"] = t.uid;
   o["gid"] = t.gid;
   return o;
@@ -72,6 +73,7 @@ Template FromRecord(const json::object& o) {
   }
   t.source = StringOf(o, "source");
   t.digest = StringOf(o, "digest");
+  t.config_digest = StringOf(o, "config_digest");
   t.tags = StringsOf(o.if_contains("tags"));
   if (const auto* size = o.if_contains("size_bytes"); size && size->is_int64()) {
     t.size_bytes = static_cast<uint64_t>(size->as_int64());
@@ -260,6 +262,11 @@ void Templates::Unpin(const std::vector<std::string>& layers) {
   }
 }
 
+Result<UniqueFd> Templates::NewArchive() const {
+  if (!images_) return Error{ErrorCode::kInternal, "the image store is unavailable (see the log)"};
+  return images_->NewArchiveFile();
+}
+
 Result<void> Templates::Collect() {
   // A layer can only come to be named by a template through a pin, so what is kept now stays
   // enough while the layers go, without holding the lock over the disk work.
@@ -267,7 +274,12 @@ Result<void> Templates::Collect() {
   {
     std::lock_guard lock(mu_);
     keep.insert(pinned_.begin(), pinned_.end());
-    for (const auto& [name, t] : templates_) keep.insert(t.layers.begin(), t.layers.end());
+    for (const auto& [name, t] : templates_) {
+      keep.insert(t.layers.begin(), t.layers.end());
+      for (const std::string* blob : {&t.digest, &t.config_digest}) {
+        if (!blob->empty()) keep.insert(*blob);
+      }
+    }
   }
   return images_ ? images_->Collect(keep) : Result<void>(Ok{});
 }

@@ -35,7 +35,8 @@ struct Template {
   uint32_t uid = 1000;              // ... and as ids, read from the image's /etc/passwd
   uint32_t gid = 1000;
   std::string source;  // "archive", a reference pulled, or the sandbox snapshotted
-  std::string digest;  // the image manifest's, or "" 
+  std::string digest;         // the image manifest's (a snapshot's: its image's), or ""
+  std::string config_digest;  // the image config's: with `digest`, blobs the store keeps
   std::vector<std::string> tags;
   uint64_t size_bytes = 0;
   SystemTime created_at{};
@@ -64,7 +65,9 @@ class Templates {
   void Abandon(const std::string& name);
   // Forgets an image or snapshot template (its layers stay until Collect()).
   Result<void> Remove(const std::string& name);
-  // Layers just made for a template not committed yet: Collect() keeps them. Any thread.
+  // Layers just made for a template not committed yet: Collect() keeps them. Any thread. Not
+  // the store's own pins, which end when an import returns: these last until the template names
+  // the layers, and Collect() reads them with the templates at one moment.
   void Pin(const std::vector<std::string>& layers);
   void Unpin(const std::vector<std::string>& layers);
   // Removes every layer that neither a template nor a pin names. Blocking: call it off the
@@ -72,6 +75,8 @@ class Templates {
   Result<void> Collect();
 
   image::Store& images() { return *images_; }  // after a Reserve() that succeeded
+  // A file for an image archive on its way in (image::Store::NewArchiveFile).
+  Result<UniqueFd> NewArchive() const;
 
  private:
   std::string templates_dir_;
