@@ -37,11 +37,30 @@ bool IsArchiveType(std::string_view type) {
          base == "application/vnd.oci.image.layout.v1+tar";
 }
 
-// Imports, then ends `progress` with the template or the error.
+// What a template is made from: an uploaded archive, or an image in a registry.
+struct ImageSource {
+  UniqueFd archive;
+  std::optional<image::Reference> reference;
+  image::Credentials credentials;
+};
+
+asio::awaitable<Result<const Template*>> MakeTemplate(Service& service, std::string name,
+                                                      std::string tenant, ImageSource source,
+                                                      Service::TemplateProgress report) {
+  if (source.reference) {
+    co_return co_await service.PullTemplate(std::move(name), std::move(tenant),
+                                            std::move(*source.reference),
+                                            std::move(source.credentials), std::move(report));
+  }
+  co_return co_await service.ImportTemplate(std::move(name), std::move(tenant),
+                                            std::move(source.archive), std::move(report));
+}
+
+// Makes the template, then ends `progress` with it or the error.
 asio::awaitable<void> Import(Service& service, std::string name, std::string tenant,
-                             UniqueFd archive, Service::TemplateProgress report,
+                             ImageSource source, Service::TemplateProgress report,
                              std::shared_ptr<EventLog> progress) {
-  auto made = co_await service.ImportTemplate(name, tenant, std::move(archive), report);
+  auto made = co_await MakeTemplate(service, name, tenant, std::move(source), report);
   if (made) {
     progress->Append("template", json::serialize(TemplateJson(**made)), {}, true);
     co_return;
@@ -49,6 +68,81 @@ asio::awaitable<void> Import(Service& service, std::string name, std::string ten
   const json::object error{{"code", ErrorCodeName(made.error().code)},
                            {"message", made.error().message}};
   progress->Append("error", json::serialize(json::object{{"error", error}}), {}, true);
+}
+
+// The answer to a template's creation: the template (201), or, to a client that accepts
+// text/event-stream, the progress as SSE ending with it.
+asio::awaitable<void> ReplyWithTemplate(Context& ctx, std::string name, ImageSource source) {
+  auto progress = std::make_shared<EventLog>(LogLimits{1u << 20, 4096});
+  auto report = [progress](json::object step) {
+    progress->Append("progress", json::serialize(step));
+  };
+  if (!WantsStream(ctx, false)) {
+    auto made = co_await MakeTemplate(ctx.service, std::move(name), ctx.principal.tenant,
+                                      std::move(source), report);
+    if (!made) co_return co_await ReplyError(ctx, made.error());
+    co_return co_await ReplyJson(ctx, http::status::created, TemplateJson(**made));
+  }
+  // The import runs on; the stream follows its log until the last event (the template, or the
+  // error), and a client that leaves does not stop it.
+  Spawn(ctx.service.executor(),
+        Import(ctx.service, std::move(name), ctx.principal.tenant, std::move(source), report,
+               progress),
+        "template import");
+  co_await ServeEvents(ctx, progress, 0, true, RenderEvent);
+}
+
+// A string field of `o`, or "" when it is absent or null.
+Result<std::string> OptionalString(const json::object& o, std::string_view key,
+                                   std::string_view where) {
+  const json::value* v = o.if_contains(key);
+  if (!v || v->is_null()) return std::string();
+  if (!v->is_string()) {
+    return Invalid(std::string(where) + std::string(key) + " must be a string");
+  }
+  return std::string(v->as_string());
+}
+
+// {"name", "image", "auth": {"username", "password"}}: what a pull is asked for.
+Result<ImageSource> ParsePull(const json::object& body, std::string& name) {
+  for (const auto& [key, value] : body) {
+    if (key != "name" && key != "image" && key != "auth") {
+      return Invalid("unknown field '" + std::string(key) + "'");
+    }
+  }
+  auto named = OptionalString(body, "name", "");
+  if (!named) return std::move(named).error();
+  if (!named->empty()) name = std::move(*named);
+  auto image = OptionalString(body, "image", "");
+  if (!image) return std::move(image).error();
+  if (image->empty()) {
+    return Invalid("image is required: a reference such as registry.example.com/team/app:1.0");
+  }
+  auto reference = image::ParseReference(*image);
+  if (!reference) return std::move(reference).error();
+  ImageSource source;
+  source.reference = std::move(*reference);
+  if (const json::value* auth = body.if_contains("auth"); auth && !auth->is_null()) {
+    if (!auth->is_object()) return Invalid("auth must be an object {username, password}");
+    for (const auto& [key, value] : auth->as_object()) {
+      if (key != "username" && key != "password") {
+        return Invalid("unknown field 'auth." + std::string(key) + "'");
+      }
+    }
+    auto username = OptionalString(auth->as_object(), "username", "auth.");
+    if (!username) return std::move(username).error();
+    auto password = OptionalString(auth->as_object(), "password", "auth.");
+    if (!password) return std::move(password).error();
+    if (username->empty()) return Invalid("auth.username is required with auth");
+    source.credentials = {std::move(*username), std::move(*password)};
+  }
+  return source;
+}
+
+bool IsJsonType(std::string_view type) {
+  std::string_view base = type.substr(0, type.find(';'));
+  while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
+  return base == "application/json";
 }
 
 }  // namespace
@@ -83,57 +177,63 @@ asio::awaitable<void> DeleteTemplate(Context& ctx) {
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
-// POST /v1/templates?name=NAME with an image archive as the body (an OCI image layout or a
-// `docker save`, as a tar). The archive goes to an unnamed file first, then the import reads
-// it; the answer is the template (201), or its progress as SSE ending with it when the client
-// accepts text/event-stream.
+// POST /v1/templates: from an image archive as the body (?name=NAME; an OCI image layout or a
+// `docker save`, as a tar), which goes to an unnamed file first, then the import reads it; or,
+// with a JSON body {"name", "image", "auth"?}, from an image pulled from a registry.
 asio::awaitable<void> CreateTemplate(Context& ctx) {
   const bool keep_alive = ctx.req.keep_alive();
   if (ctx.body_parser && !ctx.body_parser->is_done()) ctx.req.keep_alive(false);
-  const std::string name(ctx.Query("name").value_or(""));
-  if (name.empty()) {
-    co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
-                                  "name is required (?name=), the template's name");
-  }
-  if (!IsArchiveType(ctx.Header(http::field::content_type))) {
+  std::string name(ctx.Query("name").value_or(""));
+  const std::string_view type = ctx.Header(http::field::content_type);
+  const bool pull = IsJsonType(type);
+  if (!pull && !IsArchiveType(type)) {
     co_return co_await ReplyError(
         ctx, ErrorCode::kUnsupportedMediaType,
-        "the body is an image archive: Content-Type application/x-tar (an OCI image layout or "
-        "a docker save)");
+        "the body is an image archive (Content-Type application/x-tar: an OCI image layout or a "
+        "docker save), or a pull's JSON (application/json: {\"name\", \"image\"})");
+  }
+  ImageSource source;
+  if (pull) {
+    std::string text;
+    const BodySink keep = [&text](std::string_view chunk) -> asio::awaitable<Result<void>> {
+      text.append(chunk);
+      co_return Ok{};
+    };
+    std::optional<Error> failure = co_await ReceiveBody(
+        ctx, keep, "request body (max_body_bytes)", ctx.server.options().max_body_bytes);
+    if (failure) co_return co_await ReplyError(ctx, *failure);
+    ctx.req.keep_alive(keep_alive);
+    ctx.req.body() = std::move(text);
+    auto body = ParseBody(ctx);
+    if (!body) co_return co_await ReplyError(ctx, body.error());
+    auto parsed = ParsePull(*body, name);
+    if (!parsed) co_return co_await ReplyError(ctx, parsed.error());
+    source = std::move(*parsed);
+  }
+  if (name.empty()) {
+    co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
+                                  pull ? "name is required: the template's name"
+                                       : "name is required (?name=), the template's name");
   }
   // Before the upload, which may be gigabytes: the import checks again when it takes the name.
   if (ctx.service.templates().Find(name)) {
     co_return co_await ReplyError(ctx, ErrorCode::kConflict, "template '" + name + "' exists");
   }
-  auto archive = ctx.service.templates().NewArchive();
-  if (!archive) co_return co_await ReplyError(ctx, archive.error());
-  const int fd = archive->get();
-  const BodySink write = [&](std::string_view chunk) -> asio::awaitable<Result<void>> {
-    co_return co_await OffThread(ctx.service.blocking_pool(),
-                                 [fd, chunk] { return sandstream::WriteAll(fd, chunk); });
-  };
-  std::optional<Error> failure = co_await ReceiveBody(
-      ctx, write, "image archive (max_image_bytes)", ctx.server.options().max_image_bytes);
-  if (failure) co_return co_await ReplyError(ctx, *failure);
-  ctx.req.keep_alive(keep_alive);
-
-  const bool stream = WantsStream(ctx, false);
-  auto progress = std::make_shared<EventLog>(LogLimits{1u << 20, 4096});
-  auto report = [progress](json::object step) {
-    progress->Append("progress", json::serialize(step));
-  };
-  if (!stream) {
-    auto made = co_await ctx.service.ImportTemplate(name, ctx.principal.tenant,
-                                                    std::move(*archive), report);
-    if (!made) co_return co_await ReplyError(ctx, made.error());
-    co_return co_await ReplyJson(ctx, http::status::created, TemplateJson(**made));
+  if (!pull) {
+    auto archive = ctx.service.templates().NewArchive();
+    if (!archive) co_return co_await ReplyError(ctx, archive.error());
+    const int fd = archive->get();
+    const BodySink write = [&](std::string_view chunk) -> asio::awaitable<Result<void>> {
+      co_return co_await OffThread(ctx.service.blocking_pool(),
+                                   [fd, chunk] { return sandstream::WriteAll(fd, chunk); });
+    };
+    std::optional<Error> failure = co_await ReceiveBody(
+        ctx, write, "image archive (max_image_bytes)", ctx.server.options().max_image_bytes);
+    if (failure) co_return co_await ReplyError(ctx, *failure);
+    ctx.req.keep_alive(keep_alive);
+    source.archive = std::move(*archive);
   }
-  // The import runs on; the stream follows its log until the last event (the template, or the
-  // error), and a client that leaves does not stop it.
-  Spawn(ctx.service.executor(),
-        Import(ctx.service, name, ctx.principal.tenant, std::move(*archive), report, progress),
-        "template import");
-  co_await ServeEvents(ctx, progress, 0, true, RenderEvent);
+  co_await ReplyWithTemplate(ctx, std::move(name), std::move(source));
 }
 
 namespace {

@@ -42,6 +42,9 @@ const Field kFields[] = {
     {"max_image_bytes", &Config::max_image_bytes},
     {"max_image_unpacked_bytes", &Config::max_image_unpacked_bytes},
     {"max_image_entries", &Config::max_image_entries},
+    {"registry_allow", &Config::registry_allow},
+    {"registry_plain_http", &Config::registry_plain_http},
+    {"registry_private_hosts", &Config::registry_private_hosts},
     {"exec_default_timeout_seconds", &Config::exec_default_timeout_seconds},
     {"max_timeout_seconds", &Config::max_timeout_seconds},
     {"exec_output_limit_bytes", &Config::exec_output_limit_bytes},
@@ -186,6 +189,20 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
     if (!ok) problems.push_back("public_url must be http:// or https:// and a host[:port], no path");
   }
   ValidateEgress(c, problems);
+  for (auto [name, list] : {std::pair{"registry_allow", &c.registry_allow},
+                            std::pair{"registry_plain_http", &c.registry_plain_http},
+                            std::pair{"registry_private_hosts", &c.registry_private_hosts}}) {
+    for (const auto& host : RegistryHosts(*list)) {
+      const bool ok = host.size() <= 255 && host.front() != ':' &&
+                      std::all_of(host.begin(), host.end(), [](unsigned char ch) {
+                        return std::isalnum(ch) || ch == '.' || ch == '-' || ch == ':' ||
+                               ch == '[' || ch == ']';
+                      });
+      if (!ok) {
+        problems.push_back(std::string(name) + ": '" + host + "' is not a host[:port]");
+      }
+    }
+  }
   for (const auto& f : kFields) {
     if (const auto* m = std::get_if<int64_t Config::*>(&f.member)) {
       const bool may_be_zero = std::string_view(f.name) == "sandbox_default_ttl_seconds";
@@ -415,6 +432,18 @@ std::string ConfigJson(const Config& c) {
         f.member);
   }
   return json::serialize(o);
+}
+
+std::vector<std::string> RegistryHosts(const std::string& list) {
+  std::vector<std::string> hosts;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t begin = item.find_first_not_of(" \t");
+    if (begin == std::string::npos) continue;
+    const size_t end = item.find_last_not_of(" \t");
+    hosts.push_back(item.substr(begin, end - begin + 1));
+  }
+  return hosts;
 }
 
 std::string ConfigHelp() {

@@ -25,6 +25,9 @@ struct Config {
   int64_t max_image_bytes = int64_t{4} << 30;          // largest image archive imported as a template
   int64_t max_image_unpacked_bytes = int64_t{16} << 30;// largest image, all its layers unpacked
   int64_t max_image_entries = 1000000;                 // most files in one layer
+  std::string registry_allow;                // the only registries templates are pulled from, comma-separated host[:port] (empty: any; docker.io for Docker Hub)
+  std::string registry_plain_http;           // registries pulled from over plain HTTP, comma-separated host[:port] (a host alone: any port); they may be on any address
+  std::string registry_private_hosts;        // registries pulled from over HTTPS although on loopback, private or link-local addresses, comma-separated host[:port] (others: public addresses only)
   double exec_default_timeout_seconds = 600; // total timeout of exec and exec/stream when the request sets none (0: none)
   double max_timeout_seconds = 604800;       // largest timeout a request may ask for
   int64_t exec_output_limit_bytes = 10 << 20;// buffered exec keeps at most this much of stdout and of stderr
@@ -82,6 +85,8 @@ bool EgressEnabled(const Config& config);
 std::optional<std::vector<uint32_t>> EgressResolvers(const Config& config);
 // egress_mark_mask as a number, nullopt unless it has 3 bits or more.
 std::optional<uint32_t> EgressMarkMask(const Config& config);
+// registry_allow, registry_plain_http or registry_private_hosts as its entries.
+std::vector<std::string> RegistryHosts(const std::string& list);
 std::string ConfigHelp();
 
 }  // namespace sandstream

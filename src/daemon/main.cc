@@ -102,6 +102,9 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.image_limits = {static_cast<uint64_t>(c.max_image_bytes),
                     static_cast<uint64_t>(c.max_image_unpacked_bytes),
                     static_cast<uint64_t>(c.max_image_entries)};
+  o.registry_allow = RegistryHosts(c.registry_allow);
+  o.registry_plain_http = RegistryHosts(c.registry_plain_http);
+  o.registry_private_hosts = RegistryHosts(c.registry_private_hosts);
   return o;
 }
 

@@ -17,8 +17,6 @@ namespace {
 
 namespace json = boost::json;
 
-// index.json, manifest.json, a manifest, a config: at most this big.
-constexpr size_t kMaxDocumentBytes = 4 << 20;
 // Links followed from one name, at most (docker save links a layer repeated in two images).
 constexpr int kMaxLinkHops = 8;
 
@@ -196,33 +194,6 @@ Result<std::vector<DockerImage>> ParseDockerManifest(std::string_view text) {
   return images;
 }
 
-std::string LayerTypeFor(Compression c) {
-  switch (c) {
-    case Compression::kGzip: return std::string(kOciLayerType) + "+gzip";
-    case Compression::kZstd: return std::string(kOciLayerType) + "+zstd";
-    case Compression::kNone: break;
-  }
-  return std::string(kOciLayerType);
-}
-
-// The OCI manifest of an image that came without one (an older docker save).
-std::string SynthesizeManifest(const std::string& config_digest, uint64_t config_size,
-                               const std::vector<LayerRef>& layers,
-                               const std::vector<Compression>& compressions) {
-  json::object m;
-  m["schemaVersion"] = 2;
-  m["mediaType"] = kOciManifestType;
-  m["config"] = {{"mediaType", kOciConfigType}, {"digest", config_digest}, {"size", config_size}};
-  json::array list;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    list.push_back(json::object{{"mediaType", LayerTypeFor(compressions[i])},
-                                {"digest", layers[i].digest},
-                                {"size", layers[i].size}});
-  }
-  m["layers"] = std::move(list);
-  return json::serialize(m);
-}
-
 }  // namespace
 
 Result<Image> Store::ImportArchive(int archive_fd, const Progress& progress) {
@@ -262,37 +233,19 @@ Result<Image> Store::ImportArchive(int archive_fd, const Progress& progress) {
   if (oci) {
     auto index = archive.Read("index.json");
     if (!index) return std::move(index).error();
-    auto picked = PickFromIndex(*index);
-    if (!picked) return Error{picked.error().code, "archive: " + picked.error().message};
-    const Descriptor top = *picked;
-    // An index may point at another (a multi-platform image inside a layout).
-    for (int depth = 0; IsIndexType(picked->media_type); ++depth) {
-      if (depth == 4) return Bad("indexes nest too deep");
-      auto text = archive.ReadBlob(*picked, "index");
-      if (!text) return std::move(text).error();
-      auto next = PickFromIndex(*text);
-      if (!next) {
-        return Error{next.error().code, "index " + picked->digest + ": " + next.error().message};
-      }
-      picked = std::move(next);
-    }
-    if (!IsManifestType(picked->media_type)) {
-      return Bad("the index points at '" + picked->media_type + "', not an image manifest");
-    }
-    auto text = archive.ReadBlob(*picked, "manifest");
-    if (!text) return std::move(text).error();
-    manifest_text = std::move(*text);
-    auto manifest = ParseManifest(manifest_text);
-    if (!manifest) {
-      return Error{manifest.error().code, "manifest " + picked->digest + ": " +
-                                              manifest.error().message};
-    }
-    auto config = archive.ReadBlob(manifest->config, "config");
+    auto resolved = FollowIndex(*index, [&](const Descriptor& d, std::string_view kind) {
+      return archive.ReadBlob(d, kind);
+    });
+    if (!resolved) return Error{resolved.error().code, "archive: " + resolved.error().message};
+    manifest_text = std::move(resolved->text);
+    const Manifest& manifest = resolved->manifest;
+    const Descriptor& top = resolved->first;
+    auto config = archive.ReadBlob(manifest.config, "config");
     if (!config) return std::move(config).error();
     config_text = std::move(*config);
-    image.manifest_digest = picked->digest;
-    image.config_digest = manifest->config.digest;
-    for (const auto& layer : manifest->layers) {
+    image.manifest_digest = resolved->descriptor.digest;
+    image.config_digest = manifest.config.digest;
+    for (const auto& layer : manifest.layers) {
       LayerSpec spec;
       spec.digest = layer.digest;
       spec.compression = *LayerCompression(layer.media_type);
@@ -350,39 +303,13 @@ Result<Image> Store::ImportArchive(int archive_fd, const Progress& progress) {
     }
   }
 
-  auto config = ParseConfig(config_text);
-  if (!config) {
-    return Error{config.error().code, "config " + image.config_digest + ": " +
-                                          config.error().message};
-  }
-  image.config = std::move(config->config);
-  if (config->diff_ids.size() != specs.size()) {
-    return Bad("the manifest lists " + std::to_string(specs.size()) + " layers and the config " +
-               std::to_string(config->diff_ids.size()) + " diff_ids");
-  }
-
-  Budget budget = NewBudget();
-  Import import(*this, progress, budget);
-  std::vector<Compression> compressions;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    specs[i].diff_id = config->diff_ids[i];
-    if (specs[i].digest.empty()) specs[i].what = "layer " + specs[i].diff_id;
+  const LayerSource layer = [&](Import& import, size_t i, const LayerSpec& spec) {
     auto m = archive.Find(members[i]);
-    if (!m) return std::move(m).error();
-    auto ref = import.Layer(archive_fd, m->offset, m->size, specs[i]);
-    if (!ref) return std::move(ref).error();
-    image.layers.push_back(std::move(*ref));
-    compressions.push_back(specs[i].compression);
-  }
-  if (manifest_text.empty()) {
-    manifest_text = SynthesizeManifest(image.config_digest, config_text.size(), image.layers,
-                                       compressions);
-    image.manifest_digest = Sha256Of(manifest_text);
-  }
-  import.Blob(image.manifest_digest, std::move(manifest_text));
-  import.Blob(image.config_digest, std::move(config_text));
-  if (auto ok = import.Commit(); !ok) return std::move(ok).error();
-  return image;
+    if (!m) return Result<LayerRef>(std::move(m).error());
+    return import.Layer(archive_fd, m->offset, m->size, spec);
+  };
+  return AssembleImage(*this, std::move(image), std::move(manifest_text), std::move(config_text),
+                       std::move(specs), layer, progress);
 }
 
 }  // namespace sandstream::image

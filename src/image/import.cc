@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <boost/json.hpp>
 #include <cerrno>
 
 #include "image/digest.h"
@@ -83,6 +84,15 @@ Result<std::string> Import::Unpack(int fd, uint64_t offset, uint64_t length,
   return blob.Digest();
 }
 
+std::optional<LayerRef> Import::Reuse(const LayerSpec& spec, uint64_t size) {
+  const bool ready = ready_.count(spec.diff_id) != 0;
+  if (!ready) pins_.push_back(spec.diff_id);
+  if (!ready && !store_.PinLayer(spec.diff_id)) return std::nullopt;
+  ready_.insert(spec.diff_id);
+  Report("done", spec.digest, size, size);
+  return LayerRef{spec.digest, spec.diff_id, size};
+}
+
 Result<LayerRef> Import::Layer(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec) {
   LayerRef ref{spec.digest, spec.diff_id, length};
   // The blob is hashed whole before any of it is decompressed: no decompressor ever reads bytes
@@ -147,6 +157,106 @@ Result<void> Import::Commit() {
     }
   }
   return Ok{};
+}
+
+namespace {
+
+namespace json = boost::json;
+
+std::string LayerTypeFor(Compression c) {
+  switch (c) {
+    case Compression::kGzip: return std::string(kOciLayerType) + "+gzip";
+    case Compression::kZstd: return std::string(kOciLayerType) + "+zstd";
+    case Compression::kNone: break;
+  }
+  return std::string(kOciLayerType);
+}
+
+// The OCI manifest of an image that came without one (an older docker save).
+std::string SynthesizeManifest(const std::string& config_digest, uint64_t config_size,
+                               const std::vector<LayerRef>& layers,
+                               const std::vector<LayerSpec>& specs) {
+  json::object m;
+  m["schemaVersion"] = 2;
+  m["mediaType"] = kOciManifestType;
+  m["config"] = {{"mediaType", kOciConfigType}, {"digest", config_digest}, {"size", config_size}};
+  json::array list;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    list.push_back(json::object{{"mediaType", LayerTypeFor(specs[i].compression)},
+                                {"digest", layers[i].digest},
+                                {"size", layers[i].size}});
+  }
+  m["layers"] = std::move(list);
+  return json::serialize(m);
+}
+
+}  // namespace
+
+Result<ResolvedManifest> ReadManifest(const Descriptor& d, std::string text) {
+  auto manifest = ParseManifest(text);
+  if (!manifest) {
+    return Error{manifest.error().code, "manifest " + d.digest + ": " + manifest.error().message};
+  }
+  return ResolvedManifest{d, d, std::move(text), std::move(*manifest)};
+}
+
+Result<ResolvedManifest> FollowIndex(std::string_view index_text, const FetchDocument& fetch) {
+  auto picked = PickFromIndex(index_text);
+  if (!picked) return std::move(picked).error();
+  const Descriptor first = *picked;
+  for (int depth = 0; IsIndexType(picked->media_type); ++depth) {
+    if (depth == 4) return Error{ErrorCode::kInvalidRequest, "indexes nest too deep"};
+    auto text = fetch(*picked, "index");
+    if (!text) return std::move(text).error();
+    auto next = PickFromIndex(*text);
+    if (!next) {
+      return Error{next.error().code, "index " + picked->digest + ": " + next.error().message};
+    }
+    picked = std::move(next);
+  }
+  if (!IsManifestType(picked->media_type)) {
+    return Error{ErrorCode::kInvalidRequest,
+                 "the index points at '" + picked->media_type + "', not an image manifest"};
+  }
+  auto text = fetch(*picked, "manifest");
+  if (!text) return std::move(text).error();
+  auto resolved = ReadManifest(*picked, std::move(*text));
+  if (resolved) resolved->first = first;
+  return resolved;
+}
+
+Result<Image> AssembleImage(Store& store, Image image, std::string manifest_text,
+                            std::string config_text, std::vector<LayerSpec> specs,
+                            const LayerSource& layer, const Progress& progress) {
+  auto config = ParseConfig(config_text);
+  if (!config) {
+    return Error{config.error().code, "config " + image.config_digest + ": " +
+                                          config.error().message};
+  }
+  image.config = std::move(config->config);
+  if (config->diff_ids.size() != specs.size()) {
+    return Error{ErrorCode::kInvalidRequest,
+                 "the manifest lists " + std::to_string(specs.size()) + " layers and the config " +
+                     std::to_string(config->diff_ids.size()) + " diff_ids"};
+  }
+  Budget budget = store.NewBudget();
+  Import import(store, progress, budget);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    specs[i].diff_id = config->diff_ids[i];
+    if (specs[i].digest.empty()) specs[i].what = "layer " + specs[i].diff_id;
+    auto ref = layer(import, i, specs[i]);
+    if (!ref) return std::move(ref).error();
+    image.layers.push_back(std::move(*ref));
+  }
+  if (manifest_text.empty()) {
+    manifest_text = SynthesizeManifest(image.config_digest, config_text.size(), image.layers,
+                                       specs);
+    image.manifest_digest = Sha256Of(manifest_text);
+  }
+  import.Blob(image.manifest_digest, std::move(manifest_text));
+  import.Blob(image.config_digest, std::move(config_text));
+  if (auto ok = import.Commit(); !ok) return std::move(ok).error();
+  return image;
 }
 
 }  // namespace sandstream::image

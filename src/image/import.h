@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "image/manifest.h"
 #include "image/store.h"
 
 namespace sandstream::image {
@@ -49,6 +52,9 @@ class Import {
   Import(const Import&) = delete;
   Import& operator=(const Import&) = delete;
 
+  // The layer `spec` names when the store (or this import) has it already, pinned for the
+  // import; nullopt when it must be read. For a source that can skip fetching its blob.
+  std::optional<LayerRef> Reuse(const LayerSpec& spec, uint64_t size);
   // Makes ready the layer whose blob is `length` bytes of `fd` at `offset`: checked, then
   // unpacked into tmp/; nothing when the store or this import has it already.
   Result<LayerRef> Layer(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
@@ -75,5 +81,35 @@ class Import {
   std::vector<std::pair<std::string, std::unique_ptr<StagedTree>>> layers_;  // hex, tree
   std::vector<std::pair<std::string, std::string>> blobs_;                   // digest, content
 };
+
+// An image's documents, wherever they come from (an archive, a registry): the blob `d` names,
+// checked against its size and digest. `kind` names it in errors ("index", "manifest").
+using FetchDocument =
+    std::function<Result<std::string>(const Descriptor& d, std::string_view kind)>;
+
+struct ResolvedManifest {
+  Descriptor first;       // what the top index picked (its annotations may name the image)
+  Descriptor descriptor;  // the manifest's
+  std::string text;
+  Manifest manifest;
+};
+
+// The image manifest the index `index_text` picks (linux/amd64, or its only image), indexes it
+// points at followed (at most 4 deep).
+Result<ResolvedManifest> FollowIndex(std::string_view index_text, const FetchDocument& fetch);
+// The manifest `d` names, read from `text` (errors name its digest).
+Result<ResolvedManifest> ReadManifest(const Descriptor& d, std::string text);
+
+// Obtains layer `i` of an image (one of `spec`) into `import`: Import::Layer on its blob.
+using LayerSource = std::function<Result<LayerRef>(Import& import, size_t i,
+                                                   const LayerSpec& spec)>;
+
+// The rest of an import once an image's manifest (`manifest_text`, "" when the image came with
+// none: one is written for it) and config are read: the config parsed into `image`, each layer
+// of `specs` (their diff_ids filled from the config, which must list as many) obtained by
+// `layer`, and everything committed to the store at once.
+Result<Image> AssembleImage(Store& store, Image image, std::string manifest_text,
+                            std::string config_text, std::vector<LayerSpec> specs,
+                            const LayerSource& layer, const Progress& progress);
 
 }  // namespace sandstream::image

@@ -23,6 +23,9 @@ inline constexpr std::string_view kDockerManifestType =
 inline constexpr std::string_view kOciConfigType = "application/vnd.oci.image.config.v1+json";
 inline constexpr std::string_view kOciLayerType = "application/vnd.oci.image.layer.v1.tar";
 
+// index.json, manifest.json, an index, a manifest, a config: at most this big.
+inline constexpr size_t kMaxDocumentBytes = 4 << 20;
+
 struct Platform {
   std::string os;  // "" when the descriptor has none
   std::string architecture;

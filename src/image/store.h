@@ -42,13 +42,14 @@ struct StoreLimits {
   uint64_t max_entries = 0;         // tar entries per layer
 };
 
-// Progress of an import: step "verify" (hashing a layer's blob), "unpack" (reading it into its
-// directory), "done" (the layer is in place, or was already); the layer's digest; bytes of the
-// blob done and its size.
+// Progress of an import: step "download" (a layer's blob from a registry), "verify" (hashing
+// a layer's blob), "unpack" (reading it into its directory), "done" (the layer is in place, or
+// was already); the layer's digest; bytes of the blob done and its size.
 using Progress = std::function<void(std::string_view step, std::string_view digest,
                                     uint64_t done, uint64_t total)>;
 
 class StagedTree;
+class Registry;
 
 // On disk, under root (<data_dir>/images):
 //   blobs/sha256/<hex>   manifests and configs (JSON), by digest
@@ -68,6 +69,13 @@ class Store {
   // reused. Errors: kInvalidRequest for bad input (naming the blob or the entry),
   // kUnsupportedMediaType, kPayloadTooLarge for a limit (naming it), kInternal for the host.
   Result<Image> ImportArchive(int archive_fd, const Progress& progress);
+
+  // Pulls the image `registry` names (registry.h): its tag's (or digest's) manifest, or the
+  // manifest its index picks as ImportArchive does, the config and the layers the store does
+  // not have, each checked as an archive's are. Errors as ImportArchive's, and kNotFound (no
+  // such image), kBadGateway (the registry failed or answered wrong), kForbidden (the policy
+  // refused its address); max_archive_bytes bounds the sum of the layers' sizes.
+  Result<Image> Pull(Registry& registry, const Progress& progress);
 
   // Imports one layer blob (e.g. fetched from a registry into `blob_fd`): checks `digest`,
   // decompresses per `media_type`, checks `diff_id`, unpacks. Reuses the layer if present.

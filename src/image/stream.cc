@@ -10,7 +10,6 @@ namespace sandstream::image {
 namespace {
 
 constexpr size_t kChunk = 64 * 1024;
-constexpr uint64_t kProgressStep = 1 << 20;
 
 Error Truncated(std::string_view what) {
   return Error{ErrorCode::kInvalidRequest, std::string(what) + ": truncated (the data ends early)"};

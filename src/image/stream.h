@@ -88,7 +88,10 @@ class BudgetSource : public Source {
   std::string what_;
 };
 
-// Calls `report(done)` as bytes pass (every 1 MiB, and at the end).
+// Progress is reported at most once per this many bytes (and at the end).
+inline constexpr uint64_t kProgressStep = 1 << 20;
+
+// Calls `report(done)` as bytes pass (every kProgressStep, and at the end).
 class ProgressSource : public Source {
  public:
   ProgressSource(Source& in, std::function<void(uint64_t)> report)

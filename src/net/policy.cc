@@ -1,5 +1,7 @@
 #include "net/policy.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 
 #include "net/dns.h"
@@ -83,6 +85,32 @@ const std::vector<Ipv4Prefix>& NeverRanges() {
     return v;
   }();
   return kNever;
+}
+
+bool IsPublicAddress(std::string_view ip) {
+  const auto public_v4 = [](uint32_t a) {
+    const auto& never = NeverRanges();
+    return std::none_of(never.begin(), never.end(), [&](const Ipv4Prefix& p) {
+      return p.Contains(a);
+    });
+  };
+  if (auto v4 = ParseAddress(ip)) return public_v4(*v4);
+  in6_addr a{};
+  if (ip.size() >= INET6_ADDRSTRLEN || ::inet_pton(AF_INET6, std::string(ip).c_str(), &a) != 1) {
+    return false;
+  }
+  const uint8_t* b = a.s6_addr;
+  const auto embedded = [&] {
+    return uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15];
+  };
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  static constexpr uint8_t kNat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (std::equal(b, b + 12, kMapped) || std::equal(b, b + 12, kNat64)) {
+    return public_v4(embedded());
+  }
+  const bool global = (b[0] & 0xe0) == 0x20;
+  const bool documentation = b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8;
+  return global && !documentation;
 }
 
 EgressSets CompileEgress(const EgressPolicy& policy, const Ipv4Prefix& pool,

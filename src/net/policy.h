@@ -46,6 +46,10 @@ Result<EgressPolicy> ParseEgressPolicy(std::optional<std::vector<std::string>> a
 // What a sandbox may never reach unless a rule names it: this network, private, shared,
 // loopback, link-local, IETF protocol, multicast and reserved ranges.
 const std::vector<Ipv4Prefix>& NeverRanges();
+// Whether `ip` (IPv4 or IPv6, as text) is a public unicast address: IPv4 outside NeverRanges();
+// IPv6 in 2000::/3 but not documentation's 2001:db8::/32, or an IPv4-mapped or NAT64
+// (64:ff9b::/96) address whose IPv4 address is public.
+bool IsPublicAddress(std::string_view ip);
 
 // The address sets of a sandbox's table, by precedence (highest first): deny (the policy's
 // deny list and the whole pool, so sandboxes never reach each other), allow_private (allow

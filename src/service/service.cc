@@ -10,6 +10,7 @@
 
 #include "base/ids.h"
 #include "base/log.h"
+#include "net/policy.h"
 #include "platform/signals.h"
 #include "process/await_op.h"
 #include "service/codec.h"
@@ -246,6 +247,41 @@ asio::awaitable<Result<const Template*>> Service::ImportTemplate(std::string nam
                                                                 std::string tenant,
                                                                 UniqueFd archive,
                                                                 TemplateProgress progress) {
+  // The archive is the job's: it is closed (and, unnamed, gone) when the import is done.
+  auto file = std::make_shared<UniqueFd>(std::move(archive));
+  ImageJob job = [file](image::Store& store, const image::Progress& report) {
+    return store.ImportArchive(file->get(), report);
+  };
+  co_return co_await MakeImageTemplate(std::move(name), std::move(tenant), "archive",
+                                       std::move(job), std::move(progress));
+}
+
+asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
+                                                              std::string tenant,
+                                                              image::Reference image,
+                                                              image::Credentials credentials,
+                                                              TemplateProgress progress) {
+  image::RegistryPolicy policy;
+  policy.allowed = options_.registry_allow;
+  policy.plain_http = options_.registry_plain_http;
+  policy.private_hosts = options_.registry_private_hosts;
+  policy.public_address = net::IsPublicAddress;
+  policy.stop = &stop_pulls_;
+  const std::string source = image.String();
+  auto registry = std::make_shared<image::Registry>(std::move(image), std::move(credentials),
+                                                    std::move(policy));
+  ImageJob job = [registry](image::Store& store, const image::Progress& report) {
+    return store.Pull(*registry, report);
+  };
+  co_return co_await MakeImageTemplate(std::move(name), std::move(tenant), source,
+                                       std::move(job), std::move(progress));
+}
+
+asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string name,
+                                                                   std::string tenant,
+                                                                   std::string source,
+                                                                   ImageJob make,
+                                                                   TemplateProgress progress) {
   if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
     co_return std::move(reserved).error();
@@ -260,9 +296,9 @@ asio::awaitable<Result<const Template*>> Service::ImportTemplate(std::string nam
     Result<image::Image> image;
     Result<std::pair<uint32_t, uint32_t>> user;
   };
-  auto job = [&templates = templates_, fd = archive.get(), report]() -> Imported {
+  auto job = [&templates = templates_, make = std::move(make), report]() -> Imported {
     image::Store& images = templates.images();
-    Imported out{images.ImportArchive(fd, report), std::pair<uint32_t, uint32_t>{0, 0}};
+    Imported out{make(images, report), std::pair<uint32_t, uint32_t>{0, 0}};
     if (!out.image) return out;
     std::vector<std::string> dirs;
     for (const auto& layer : out.image->layers) dirs.push_back(images.LayerPath(layer.diff_id));
@@ -292,7 +328,7 @@ asio::awaitable<Result<const Template*>> Service::ImportTemplate(std::string nam
   t.working_dir = im.config.working_dir;
   t.user = im.config.user;
   std::tie(t.uid, t.gid) = *imported.user;
-  t.source = "archive";
+  t.source = source;
   t.digest = im.manifest_digest;
   t.config_digest = im.config_digest;
   t.tags = im.repo_tags;
@@ -1136,6 +1172,7 @@ bool Service::Readopt(SandboxEntry& sb, const json::object& o,
 
 asio::awaitable<void> Service::Shutdown() {
   shutting_down_ = true;
+  stop_pulls_ = true;
   std::vector<std::string> ids;
   for (auto& [id, sb] : sandboxes_) ids.push_back(id);
   // A spawn in flight finishes first, so that its process is recorded (or ended).

@@ -6,6 +6,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/json/object.hpp>
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "base/async.h"
 #include "base/result.h"
 #include "base/timer.h"
+#include "image/registry.h"
 #include "process/event_log.h"
 #include "process/process.h"
 #include "sandbox/files.h"
@@ -62,6 +65,11 @@ struct ServiceOptions {
   std::string templates_dir;
   std::string images_dir;
   image::StoreLimits image_limits;
+  // Registries pulled from at all (empty: any), over plain HTTP, and over HTTPS on non-public
+  // addresses (host[:port]).
+  std::vector<std::string> registry_allow;
+  std::vector<std::string> registry_plain_http;
+  std::vector<std::string> registry_private_hosts;
 };
 
 // What the client asked for, validated by the API layer; defaults filled by the service.
@@ -195,8 +203,10 @@ class Service {
                                       const std::map<std::string, std::string>& extra) const;
 
   // Templates: every one a principal of `tenant` may use (admin: all), one by name, and those
-  // made through the API: an image archive imported (`archive`, a file the import reads),
-  // reporting its progress on the event loop as it goes; or deleted, when no sandbox uses it.
+  // made through the API: an image archive imported (`archive`, a file the import reads) or an
+  // image pulled from a registry (`credentials` for it are used for this pull only, never
+  // kept), reporting its progress on the event loop as it goes; or deleted, when no sandbox
+  // uses it.
   const Templates& templates() const { return templates_; }
   bool MayUseTemplate(const Template& t, std::string_view tenant, bool admin) const {
     return admin || t.tenant.empty() || t.tenant == tenant;
@@ -206,6 +216,11 @@ class Service {
                                                                  std::string tenant,
                                                                  UniqueFd archive,
                                                                  TemplateProgress progress);
+  boost::asio::awaitable<Result<const Template*>> PullTemplate(std::string name,
+                                                               std::string tenant,
+                                                               image::Reference image,
+                                                               image::Credentials credentials,
+                                                               TemplateProgress progress);
   boost::asio::awaitable<Result<void>> DeleteTemplate(std::string name);
   // A template of sandbox `sandbox_id`'s files now: its template's layers and, on top, a copy
   // of what it changed in them (its running processes keep running; each file is copied as it
@@ -284,6 +299,15 @@ class Service {
   Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
                                           bool* attached);
   Result<void> CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const;
+  // An image template: `job` makes the image on the image thread (from an archive, a
+  // registry), then it is recorded as `name`, with `source` saying where it came from.
+  using ImageJob =
+      std::function<Result<image::Image>(image::Store& store, const image::Progress& progress)>;
+  boost::asio::awaitable<Result<const Template*>> MakeImageTemplate(std::string name,
+                                                                    std::string tenant,
+                                                                    std::string source,
+                                                                    ImageJob job,
+                                                                    TemplateProgress progress);
   // Not deleting, not lost, the daemon not stopping.
   Result<void> CheckLive(const SandboxEntry& sb) const;
   Result<void> CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const;
@@ -302,6 +326,8 @@ class Service {
   std::multimap<std::string, sandbox::Limits> creating_by_tenant_;
   std::map<std::string, int64_t, std::less<>> streams_;  // open streams by tenant
   bool shutting_down_ = false;
+  // Set at shutdown, read by pulls on the image thread: a download in flight ends.
+  std::atomic<bool> stop_pulls_{false};
   Templates templates_;
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};

@@ -27,8 +27,11 @@ helpers.BIN = os.environ.get("SANDSTREAM_BIN", str(ROOT / "build" / "schema" / "
 # Streams that never end on their own (a follow, a files watch) are cut by schemathesis after a
 # few events or its request timeout; a one-second keepalive lets it see that timeout pass.
 # Commands the fuzzer makes up run for at most ten seconds unless they ask for longer.
+# A fuzzed pull reaches nothing: the one registry allowed is a loopback port, which the policy
+# refuses before connecting (no plain HTTP, no private address named).
 DAEMON_ARGS = ["--keepalive-seconds", "1", "--exec-default-timeout-seconds", "10",
-               "--resume-grace-seconds", "1", "--kill-grace-ms", "200"]
+               "--resume-grace-seconds", "1", "--kill-grace-ms", "200",
+               "--registry-allow", "127.0.0.1:9"]
 
 
 @dataclass

@@ -184,7 +184,8 @@ def test_bad_template_requests_get_clear_errors(client: httpx.Client, tiny: imag
     archive = tiny.oci_archive()
     assert_error(client.post("/v1/templates", content=archive, headers=TAR), 400, "invalid_request")
     assert_error(import_archive(client, "Bad Name", archive), 400, "invalid_request")
-    assert_error(client.post("/v1/templates", params={"name": "x"}, json={"image": "x"}),
+    assert_error(client.post("/v1/templates", params={"name": "x"}, content=b"x",
+                             headers={"Content-Type": "text/plain"}),
                  415, "unsupported_media_type")
     assert_error(import_archive(client, "base", archive), 409, "conflict")
     assert_error(import_archive(client, "not-a-tar", b"hello" * 1000), 400, "invalid_request")

@@ -452,6 +452,19 @@ TEST_F(ConfigTest, EgressPoolResolversAndMarks) {
   EXPECT_EQ(EgressMarkMask(*mask), 0x00700000u);
 }
 
+TEST_F(ConfigTest, RegistryListsAreHostsWithPorts) {
+  auto r = Load({"--registry-plain-http", " 127.0.0.1:5000 , registry.local,",
+                 "--registry-private-hosts", "[::1]:5000"});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(RegistryHosts(r->registry_plain_http),
+            (std::vector<std::string>{"127.0.0.1:5000", "registry.local"}));
+  EXPECT_EQ(RegistryHosts(r->registry_allow), std::vector<std::string>{});
+  const std::string message = Problems({"--registry-allow", "https://registry.local/x"});
+  EXPECT_NE(message.find("registry_allow: 'https://registry.local/x' is not a host[:port]"),
+            std::string::npos)
+      << message;
+}
+
 TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   auto r = Load({"--api-key", "hunter2-very-secret", "--listen", "127.0.0.1:1234"});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -463,7 +476,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
   EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
-  EXPECT_EQ(o.size(), 51u);
+  EXPECT_EQ(o.size(), 54u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;

@@ -90,3 +90,22 @@ TEST(EgressPolicyTest, CompiledSetsKeepPrivateRangesHostAndOtherSandboxesOut) {
 
 }  // namespace
 }  // namespace sandstream::net
+
+namespace sandstream::net {
+namespace {
+
+TEST(PublicAddressTest, PrivateLoopbackLinkLocalAndMappedOnesAreNot) {
+  for (const char* yes : {"93.184.216.34", "1.1.1.1", "2606:4700::1111", "::ffff:1.1.1.1",
+                          "64:ff9b::101:101"}) {
+    EXPECT_TRUE(IsPublicAddress(yes)) << yes;
+  }
+  for (const char* no : {"127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254",
+                         "100.64.0.1", "0.0.0.0", "224.0.0.1", "::1", "::", "fe80::1", "fc00::1",
+                         "fd12:3456::1", "2001:db8::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1",
+                         "64:ff9b::a00:1", "ff02::1", "not an address", ""}) {
+    EXPECT_FALSE(IsPublicAddress(no)) << no;
+  }
+}
+
+}  // namespace
+}  // namespace sandstream::net
