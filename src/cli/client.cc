@@ -116,6 +116,14 @@ ClientResult<json::object> Client::ImportTemplate(std::string_view name, const s
   return AsObject(Call(std::move(request)));
 }
 
+ClientResult<json::object> Client::PullTemplate(std::string_view name, std::string_view image,
+                                               std::string_view username,
+                                               std::string_view password) {
+  json::object body{{"name", name}, {"image", image}};
+  if (!username.empty()) body["auth"] = {{"username", username}, {"password", password}};
+  return AsObject(Call(verb::post, "/v1/templates", &body));
+}
+
 ClientResult<json::array> Client::ListTemplates() {
   return ArrayField(Call(verb::get, "/v1/templates", nullptr), "templates");
 }

@@ -57,6 +57,11 @@ class Client {
   // file), GET /v1/templates (its "templates"), DELETE /v1/templates/{name}, and a snapshot of a
   // sandbox (POST .../snapshot).
   ClientResult<boost::json::object> ImportTemplate(std::string_view name, const std::string& file);
+  // POST /v1/templates {"name", "image", "auth"?}: a pull from a registry (no auth when
+  // `username` is empty).
+  ClientResult<boost::json::object> PullTemplate(std::string_view name, std::string_view image,
+                                                 std::string_view username,
+                                                 std::string_view password);
   ClientResult<boost::json::array> ListTemplates();
   ClientResult<void> DeleteTemplate(std::string_view name);
   ClientResult<boost::json::object> Snapshot(std::string_view sandbox_id, std::string_view name);

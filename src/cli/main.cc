@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +81,11 @@ Commands:
   template import NAME FILE [--json]
                           make template NAME from an image archive: an OCI image layout or a
                           `docker save` tar (`docker save IMAGE -o FILE`), sent as it is read
+  template pull NAME IMAGE [--username USER] [--json]
+                          make template NAME from IMAGE pulled from its registry
+                          (host[:port]/repo[:tag], Docker Hub without a host); with --username,
+                          the password is read from SANDSTREAM_REGISTRY_PASSWORD or, unset,
+                          the first line of stdin
   template ls [--json]    list the templates this key may use
   template rm NAME...     delete image or snapshot templates no sandbox uses
   snapshot SANDBOX NAME [--json]
@@ -794,6 +800,7 @@ constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
 constexpr Flag kKillFlags[] = {{"signal", 's'}};
 constexpr Flag kShellFlags[] = {{"terminal"}};
 constexpr Flag kPortWaitFlags[] = {{"timeout"}};
+constexpr Flag kPullFlags[] = {{"json", 0, false}, {"username"}};
 constexpr Flag kPortExposeFlags[] = {{"json", 0, false}, {"browser", 0, false}, {"ttl"}};
 
 int CmdTemplateImport(const Context& context, const Args& args) {
@@ -809,6 +816,30 @@ int CmdTemplateImport(const Context& context, const Args& args) {
   if (!made) return Fail(made.error());
   if (args.Has("json")) return PrintLine(json::serialize(*made)) ? 0 : kExitBrokenPipe;
   return PrintTable({{"name", Text(*made, "name")},
+                     {"digest", Text(*made, "digest")},
+                     {"layers", Text(*made, "layers_count")},
+                     {"user", Text(*made, "user")}});
+}
+
+int CmdTemplatePull(const Context& context, const Args& args) {
+  if (args.positional.size() != 2) return Usage("template pull needs a name and an image");
+  const std::string username(args.Get("username").value_or(""));
+  std::string password;
+  if (!username.empty()) {
+    // Never a flag: a flag shows in ps and in the shell's history.
+    if (const char* env = std::getenv("SANDSTREAM_REGISTRY_PASSWORD")) {
+      password = env;
+    } else {
+      std::getline(std::cin, password);
+    }
+  }
+  Client client = context.MakeClient();
+  client.http().set_read_timeout(std::chrono::minutes(30));  // the server answers when pulled
+  auto made = client.PullTemplate(args.positional[0], args.positional[1], username, password);
+  if (!made) return Fail(made.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*made)) ? 0 : kExitBrokenPipe;
+  return PrintTable({{"name", Text(*made, "name")},
+                     {"source", Text(*made, "source")},
                      {"digest", Text(*made, "digest")},
                      {"layers", Text(*made, "layers_count")},
                      {"user", Text(*made, "user")}});
@@ -864,6 +895,7 @@ constexpr Command kCommands[] = {
     {"", "shell", kShellFlags, 1, false, CmdShell},
     {"port", "expose", kPortExposeFlags, -1, false, CmdPortExpose},
     {"template", "import", kJsonFlags, -1, false, CmdTemplateImport},
+    {"template", "pull", kPullFlags, -1, false, CmdTemplatePull},
     {"template", "ls", kJsonFlags, -1, false, CmdTemplateLs},
     {"template", "rm", {}, -1, false, CmdTemplateRm},
     {"", "snapshot", kJsonFlags, -1, false, CmdSnapshot},
@@ -899,7 +931,7 @@ int Main(int argc, char** argv) {
     if (++first == words.size()) {
       return Usage(name == "sandbox"  ? "sandbox needs a subcommand: create, ls or rm"
                    : name == "port"   ? "port needs a subcommand: expose, list, close or wait"
-                                      : "template needs a subcommand: import, ls or rm");
+                                      : "template needs a subcommand: pull, import, ls or rm");
     }
     name = words[first];
   }

@@ -7,6 +7,7 @@ the store."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,22 @@ def test_basic_auth_and_redirected_blobs_never_get_the_credentials(
         assert front.cdn_authorizations == ["", "", ""]
     finally:
         front.close()
+
+
+def test_cli_template_pull_with_a_password_from_stdin(
+        puller: Any, guarded: tuple[Registry, TokenService]) -> None:
+    import subprocess
+
+    from test_cli import CLI, cli_env
+
+    env = {k: v for k, v in cli_env(puller.url).items() if k != "SANDSTREAM_REGISTRY_PASSWORD"}
+    image = f"{guarded[0].host}/tiny:1"
+    made = subprocess.run([CLI, "template", "pull", "cli-pulled", image, "--username", USER,
+                           "--json"], env=env, input=PASSWORD.encode() + b"\n",
+                          capture_output=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["source"] == image
+    refused = subprocess.run([CLI, "template", "pull", "cli-refused", image, "--username", USER],
+                             env={**env, "SANDSTREAM_REGISTRY_PASSWORD": "wrong"},
+                             capture_output=True, timeout=120)
+    assert refused.returncode == 2 and b"refused the credentials" in refused.stderr

@@ -60,3 +60,36 @@ async def test_the_async_client_imports_from_bytes(daemon: Daemon) -> None:
     async with await AsyncSandbox.create("sdk-async") as sb:
         assert (await sb.exec("ls /opaque")).stdout == "upper-only\n"
     await AsyncSandbox.delete_template("sdk-async")
+
+
+def test_pull_from_a_registry_with_both_clients(tmp_path: Path) -> None:
+    import asyncio
+
+    from sandstream.errors import NotFound as Missing
+
+    from registry import Registry
+
+    from .conftest import API_KEY, start_daemon
+
+    registry = Registry(tmp_path / "registry", tmp_path / "storage")
+    try:
+        registry.push("tiny", "1", images.tiny_image())
+        d = start_daemon(tmp_path / "data", args=["--registry-plain-http", registry.host])
+        try:
+            where = {"base_url": d.url, "api_key": API_KEY}
+            t = Sandbox.pull_template("sdk-pulled", f"{registry.host}/tiny:1", **where)
+            assert t.kind == "image" and t.source == f"{registry.host}/tiny:1"
+            with Sandbox.create("sdk-pulled", **where) as sb:
+                assert sb.exec("id -u; pwd").stdout == "1234\n/app\n"
+
+            async def pull_async() -> Template:
+                return await AsyncSandbox.pull_template("sdk-pulled-async",
+                                                        f"{registry.host}/tiny:1", **where)
+
+            assert asyncio.run(pull_async()).digest == t.digest
+            with pytest.raises(Missing):
+                Sandbox.pull_template("sdk-none", f"{registry.host}/none:1", **where)
+        finally:
+            d.stop()
+    finally:
+        registry.close()

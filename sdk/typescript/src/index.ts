@@ -2,7 +2,14 @@
 
 export { VERSION } from "./version.js";
 export { Sandbox } from "./sandbox.js";
-export { deleteTemplate, getTemplate, importTemplate, listTemplates } from "./templates.js";
+export {
+  deleteTemplate,
+  getTemplate,
+  importTemplate,
+  listTemplates,
+  pullTemplate,
+  type RegistryAuth,
+} from "./templates.js";
 export type { Template } from "./templates.js";
 export { Admin, usage } from "./access.js";
 export type { Key, Quotas, Scope, Tenant, Token, Usage } from "./access.js";

@@ -7,6 +7,8 @@ import {
   getTemplate,
   importTemplate,
   listTemplates,
+  pullTemplate,
+  type RegistryAuth,
   templateFromWire,
   type Template,
 } from "./templates.js";
@@ -544,6 +546,15 @@ export class Sandbox implements AsyncDisposable {
     options: ConnectionOptions = {},
   ): Promise<Template> {
     return importTemplate(name, archive, options);
+  }
+
+  /** Makes a template from an image in a registry; see the module's `pullTemplate()`. */
+  static async pullTemplate(
+    name: string,
+    image: string,
+    options: ConnectionOptions & { auth?: RegistryAuth } = {},
+  ): Promise<Template> {
+    return pullTemplate(name, image, options);
   }
 
   /** The templates this key may use. */

@@ -1,4 +1,5 @@
-// Templates: images imported as templates (`Sandbox.importTemplate`), snapshots and forks of a
+// Templates: images pulled or imported as templates (`Sandbox.pullTemplate`,
+// `Sandbox.importTemplate`), snapshots and forks of a
 // sandbox (`sandbox.snapshot`, `sandbox.fork`), and the list of templates.
 
 import { Client, type ConnectionOptions } from "./client.js";
@@ -13,7 +14,7 @@ export interface Template {
   status: string;
   /** Its owner; null: everyone's. */
   tenant: string | null;
-  /** "archive", the directory, or the sandbox a snapshot was taken of. */
+  /** "archive", the reference pulled, the directory, or the sandbox a snapshot was taken of. */
   source: string | null;
   /** The image manifest's digest. */
   digest: string | null;
@@ -69,6 +70,30 @@ export async function importTemplate(
     body: archive,
     headers: { "Content-Type": "application/x-tar" },
   });
+  return templateFromWire(wire);
+}
+
+/** Credentials a registry's auth challenge is answered with, for one pull. */
+export interface RegistryAuth {
+  username: string;
+  password?: string;
+}
+
+/**
+ * Makes template `name` from `image` pulled from its registry
+ * (`host[:port]/repository[:tag][@sha256:...]`; Docker Hub when it names no host). Throws
+ * NotFoundError when the registry has no such image, ForbiddenError when the daemon's registry
+ * policy refuses it, BadGatewayError when the registry fails or refuses the credentials.
+ */
+export async function pullTemplate(
+  name: string,
+  image: string,
+  options: ConnectionOptions & { auth?: RegistryAuth } = {},
+): Promise<Template> {
+  const { auth, ...connection } = options;
+  const body: Wire = { name, image };
+  if (auth) body["auth"] = { username: auth.username, password: auth.password ?? "" };
+  const wire = await new Client(connection).json<Wire>("POST", "/v1/templates", { json: body });
   return templateFromWire(wire);
 }
 

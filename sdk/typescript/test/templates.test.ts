@@ -2,13 +2,20 @@
 // snapshot and a fork, listing and deleting, and a bad archive refused.
 
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
-import { ConflictError, InvalidRequestError, NotFoundError, Sandbox } from "sandstream";
+import {
+  BadGatewayError,
+  ConflictError,
+  InvalidRequestError,
+  NotFoundError,
+  Sandbox,
+} from "sandstream";
 
-import { useDaemon, type Daemon } from "./helpers.js";
+import { API_KEY, startDaemon, useDaemon, type Daemon } from "./helpers.js";
 
 // The integration tests' small images, built in memory by their Python helper.
 const IMAGES = fileURLToPath(new URL("../../../../tests/integration", import.meta.url));
@@ -64,4 +71,56 @@ test("a bad archive is refused, naming what is wrong", async () => {
     (error: unknown) => error instanceof InvalidRequestError && /digest/.test(error.message),
   );
   await assert.rejects(Sandbox.getTemplate("ts-bad"), NotFoundError);
+});
+
+test("an image pulled from a registry is a template", async () => {
+  // The integration tests' registry (docker-registry on 127.0.0.1 behind token auth), started by
+  // their Python helper, which prints its host and the credentials and stays until stdin closes.
+  const script = [
+    "import sys, tempfile, pathlib",
+    `sys.path.insert(0, ${JSON.stringify(IMAGES)})`,
+    "import images, registry",
+    "d = pathlib.Path(tempfile.mkdtemp())",
+    "token = registry.TokenService(d, 'ts-user', 'ts-pass')",
+    "r = registry.Registry(d / 'registry', d / 'storage', token=token)",
+    "plain = registry.Registry(d / 'plain', d / 'storage')",
+    "plain.push('tiny', '1', images.tiny_image())",
+    "print(r.host, token.url.split('/')[2], flush=True)",
+    "sys.stdin.read()",
+    "r.close(); plain.close(); token.close()",
+  ].join("\n");
+  // The checkout's test environment has what the helper needs (httpx).
+  const python = fileURLToPath(new URL("../../../../.venv/bin/python", import.meta.url));
+  const helper = spawn(python, ["-c", script], { stdio: ["pipe", "pipe", "inherit"] });
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: helper.stdout! }).once("line", resolve);
+      helper.once("exit", (code) => reject(new Error(`the registry helper exited (${code})`)));
+    });
+    const [host, tokenHost] = line.split(" ");
+    const daemon = await startDaemon(["--registry-plain-http", `${host},${tokenHost}`]);
+    try {
+      const where = { url: daemon.url, apiKey: API_KEY };
+      await assert.rejects(
+        Sandbox.pullTemplate("ts-anon", `${host}/tiny:1`, where),
+        (error: unknown) => error instanceof BadGatewayError && /401/.test(error.message),
+      );
+      const t = await Sandbox.pullTemplate("ts-pulled", `${host}/tiny:1`, {
+        ...where,
+        auth: { username: "ts-user", password: "ts-pass" },
+      });
+      assert.equal(t.kind, "image");
+      assert.equal(t.source, `${host}/tiny:1`);
+      const sb = await Sandbox.create({ template: "ts-pulled", ...where });
+      try {
+        assert.equal((await sb.exec("id -u; pwd")).stdout, "1234\n/app\n");
+      } finally {
+        await sb.kill();
+      }
+    } finally {
+      await daemon.stop();
+    }
+  } finally {
+    helper.stdin!.end();
+  }
 });

@@ -91,6 +91,7 @@ from .templates import (
     get_template_call,
     import_template_call,
     list_templates_call,
+    pull_template_call,
     snapshot_call,
 )
 
@@ -377,6 +378,29 @@ class Sandbox:
         try:
             return api.call(import_template_call(name), content=content,
                             headers=ARCHIVE_HEADERS, timeout=api.config.stream_timeout())
+        finally:
+            api.close()
+
+    @staticmethod
+    def pull_template(
+        name: str,
+        image: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> Template:
+        """Makes template `name` from `image` pulled from its registry
+        (`host[:port]/repository[:tag][@sha256:...]`; Docker Hub when it names no host).
+        `username` and `password` answer the registry's auth, for this pull only. Raises
+        `NotFound` when the registry has no such image, `Forbidden` when the daemon's registry
+        policy refuses it, `BadGateway` when the registry fails or refuses the credentials."""
+        api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return api.call(pull_template_call(name, image, username, password),
+                            timeout=api.config.stream_timeout())
         finally:
             api.close()
 

@@ -30,7 +30,8 @@ class Template:
     kind: str  # "base", "directory", "image" or "snapshot"
     status: str  # "ready", or "creating" while it is imported
     tenant: str | None = None  # its owner; None: everyone's
-    source: str | None = None  # "archive", the directory, or the sandbox snapshotted
+    source: str | None = None  # "archive", the reference pulled, the directory, or the sandbox
+    # snapshotted
     digest: str | None = None  # the image manifest's
     tags: tuple[str, ...] = ()
     layers_count: int = 0
@@ -65,6 +66,15 @@ def template_path(name: str) -> str:
 def import_template_call(name: str) -> Call[Template]:
     """`POST /v1/templates?name=` (the archive is the body)."""
     return Call("POST", "/v1/templates", Template.from_json, params={"name": name})
+
+
+def pull_template_call(name: str, image: str, username: str | None,
+                       password: str | None) -> Call[Template]:
+    """`POST /v1/templates {"name", "image", "auth"?}`: a pull from a registry."""
+    body: dict[str, Any] = {"name": name, "image": image}
+    if username:
+        body["auth"] = {"username": username, "password": password or ""}
+    return Call("POST", "/v1/templates", Template.from_json, json=body)
 
 
 def list_templates_call() -> Call[list[Template]]:
