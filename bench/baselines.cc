@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -414,6 +415,40 @@ void RawRuntime::CreateIdle(int n) {
 void RawRuntime::DestroyIdle() {
   for (auto& sb : idle_) (void)sandbox::RunBlocking(sb->Destroy());
   idle_.clear();
+}
+
+double CopyAndSync(size_t bytes, const std::string& dir) {
+  const int from = ::memfd_create("bench-copy", MFD_CLOEXEC);
+  if (from < 0) throw BenchError(Errno("memfd_create"));
+  std::string chunk(1 << 20, '\0');
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  for (size_t done = 0; done < bytes; done += chunk.size()) {
+    random.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (::write(from, chunk.data(), chunk.size()) != static_cast<ssize_t>(chunk.size())) {
+      ::close(from);
+      throw BenchError(Errno("write memfd"));
+    }
+  }
+  const std::string path = dir + "/bench-copy";
+  const int to = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (to < 0) {
+    ::close(from);
+    throw BenchError(Errno("open " + path));
+  }
+  const int64_t t0 = MonotonicNs();
+  bool ok = true;
+  for (off_t at = 0; ok && at < static_cast<off_t>(bytes);) {
+    const ssize_t n = ::pread(from, chunk.data(), chunk.size(), at);
+    ok = n > 0 && ::write(to, chunk.data(), static_cast<size_t>(n)) == n;
+    at += n;
+  }
+  ok = ok && ::fsync(to) == 0;
+  const int64_t t1 = MonotonicNs();
+  ::close(to);
+  ::close(from);
+  ::unlink(path.c_str());
+  if (!ok) throw BenchError(Errno("copy to " + path));
+  return static_cast<double>(t1 - t0) / 1e6;
 }
 
 }  // namespace sandstream::bench

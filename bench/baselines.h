@@ -44,6 +44,10 @@ std::vector<int> SocketsInNetns(pid_t pid, size_t n);
 // passes the request on and copies the answer back through a 64 KiB buffer, a read then a
 // write, as the daemon's relay does, with blocking calls and nothing else. Returns the seconds
 // from the client's connect() to the end of the body; throws unless `expected` bytes arrived.
+// Figure 10b's baseline: `bytes` of random data in a tmpfs file (a memfd), copied with 1 MiB
+// reads and writes to a new file in `dir`, then fsync'd and removed; ms of the copy and sync.
+double CopyAndSync(size_t bytes, const std::string& dir);
+
 double BareRelayGet(int upstream_fd, uint16_t port, std::string_view request, uint64_t expected);
 
 // The sandbox runtime the daemon uses ("namespace" or "directory"), driven in-process with no

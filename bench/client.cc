@@ -45,13 +45,14 @@ bool RecvAppend(int fd, std::string& in) {
 }
 
 std::string RequestHead(std::string_view method, std::string_view target, std::string_view api_key,
-                        size_t body_size, std::string_view extra_headers = {}) {
+                        size_t body_size, std::string_view extra_headers = {},
+                        std::string_view content_type = "application/json") {
   std::string head;
   head.reserve(256);
   head.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
   head.append("Host: 127.0.0.1\r\nAuthorization: Bearer ").append(api_key).append("\r\n");
   if (body_size > 0) {
-    head.append("Content-Type: application/json\r\nContent-Length: ")
+    head.append("Content-Type: ").append(content_type).append("\r\nContent-Length: ")
         .append(std::to_string(body_size))
         .append("\r\n");
   }
@@ -183,8 +184,8 @@ bool HttpClient::ReadMore() {
 }
 
 HttpResponse HttpClient::Request(std::string_view method, std::string_view target,
-                                 std::string_view body) {
-  const std::string head = RequestHead(method, target, api_key_, body.size());
+                                 std::string_view body, std::string_view content_type) {
+  const std::string head = RequestHead(method, target, api_key_, body.size(), {}, content_type);
   // A kept-alive connection the server has since closed fails on the first read: retry once.
   for (int attempt = 0;; ++attempt) {
     const bool reused = fd_ >= 0;
@@ -260,8 +261,8 @@ HttpResponse HttpClient::Request(std::string_view method, std::string_view targe
 }
 
 std::string HttpClient::Expect(int expected, std::string_view method, std::string_view target,
-                               std::string_view body) {
-  HttpResponse res = Request(method, target, body);
+                               std::string_view body, std::string_view content_type) {
+  HttpResponse res = Request(method, target, body, content_type);
   if (res.status != expected) {
     throw BenchError(std::string(method) + " " + std::string(target) + ": status " +
                      std::to_string(res.status) + ", expected " + std::to_string(expected) + ": " +

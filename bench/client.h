@@ -31,10 +31,12 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   HttpResponse Request(std::string_view method, std::string_view target,
-                       std::string_view body = {});
+                       std::string_view body = {},
+                       std::string_view content_type = "application/json");
   // Request() that throws unless the status is `expected`.
   std::string Expect(int expected, std::string_view method, std::string_view target,
-                     std::string_view body = {});
+                     std::string_view body = {},
+                     std::string_view content_type = "application/json");
 
  private:
   void Connect();

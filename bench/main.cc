@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include "baselines.h"
 #include "client.h"
 #include "daemon.h"
+#include "image.h"
 #include "netns.h"
 #include "stats.h"
 
@@ -40,7 +42,7 @@ namespace json = boost::json;
 constexpr const char* kApiKey = "sandstream-bench-key";
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
-constexpr int kFigures = 9;
+constexpr int kFigures = 10;
 constexpr int kInFlight = 8;  // figure 6d/6e
 // Figure 9: the egress daemon's pool, and its upstream DNS, a stub in the bench that answers
 // every A query with kStubAnswer; both in the figure's private network namespace.
@@ -651,6 +653,94 @@ class Bench {
   // GET on a direct loopback connection to that server from a socket in the sandbox's network
   // namespace (made as the daemon makes its own): what the daemon's relay costs, and nothing
   // else. Run by run interleaved; the bench's HTTP client keeps nothing it reads.
+  // Figure 10: sandboxes made from an imported image and from a snapshot, and the snapshot.
+  void Templates() {
+    const int n = options_.quick ? 10 : 100;
+    const int mib = options_.quick ? 16 : 100;
+    const std::string archive = ShellImageArchive();
+    int64_t t0 = MonotonicNs();
+    http_->Expect(201, "POST", "/v1/templates?name=bench-image", archive, "application/x-tar");
+    const double import_ms = static_cast<double>(MonotonicNs() - t0) / 1e6;
+
+    // A create + `echo hi` + delete from `body`; the create and exec are timed.
+    auto create_echo = [&](std::string_view body) {
+      const int64_t start = MonotonicNs();
+      const std::string sb = CreateSandbox(body);
+      const std::string res =
+          http_->Expect(200, "POST", "/v1/sandboxes/" + sb + "/exec", R"({"cmd":"echo hi"})");
+      const int64_t end = MonotonicNs();
+      if (StringField(ParseObject(res), "stdout") != "hi\n") {
+        throw BenchError("echo hi answered " + res);
+      }
+      DeleteSandbox(sb);
+      return static_cast<double>(end - start) / 1e6;
+    };
+    Samples image, base;
+    for (int i = -2; i < n; ++i) {
+      const double from_image = create_echo(R"({"template":"bench-image"})");
+      const double from_base = create_echo("{}");
+      if (i < 0) continue;
+      image.Add(from_image);
+      base.Add(from_base);
+    }
+    rows_.push_back({"10a. create from a 3-layer imported image + `echo hi`",
+                     Ms(image.P(.5)) + " (" + Ms(image.P(.9)) + ")",
+                     "figure 4 from template base, interleaved", Ms(base.P(.5)),
+                     Ratio(image.P(.5), base.P(.5)), "p50 <= 10 ms" + Met(image.P(.5) <= 10)});
+
+    // 10b: a snapshot of a sandbox that wrote `mib` MiB, against the same bytes copied on the
+    // host from a tmpfs into the data dir's filesystem and synced (what a snapshot must do).
+    const std::string writer = CreateSandbox(R"({"template":"bench-image","disk_mb":)" +
+                                             std::to_string(mib + 64) +
+                                             R"(,"memory_mb":)" + std::to_string(mib * 2 + 256) +
+                                             "}");
+    const std::string fill = "head -c " + std::to_string(mib) + "M /dev/urandom > /opt/data";
+    const json::object wrote = ParseObject(http_->Expect(
+        200, "POST", "/v1/sandboxes/" + writer + "/exec",
+        json::serialize(json::object{{"cmd", fill}})));
+    if (wrote.at("exit_code") != json::value(0)) {
+      throw BenchError("writing " + std::to_string(mib) + " MiB answered " + json::serialize(wrote));
+    }
+    const int rounds = options_.quick ? 1 : 3;
+    Samples snapshot, copy;
+    std::string snap;
+    for (int i = 0; i < rounds; ++i) {
+      if (!snap.empty()) http_->Expect(204, "DELETE", "/v1/templates/" + snap);
+      snap = "bench-snap-" + std::to_string(i);
+      t0 = MonotonicNs();
+      http_->Expect(201, "POST", "/v1/sandboxes/" + writer + "/snapshot",
+                    json::serialize(json::object{{"name", snap}}));
+      snapshot.Add(static_cast<double>(MonotonicNs() - t0) / 1e6);
+      copy.Add(CopyAndSync(static_cast<size_t>(mib) << 20, daemon_->data_dir()));
+    }
+    DeleteSandbox(writer);
+    rows_.push_back({"10b. snapshot of a sandbox with " + std::to_string(mib) + " MiB written",
+                     Ms(snapshot.P(.5)), "the bytes copied tmpfs -> data dir + fsync",
+                     Ms(copy.P(.5)), Ratio(snapshot.P(.5), copy.P(.5)), "measured"});
+
+    // 10c: create + `echo hi` from that snapshot (four layers), against 10a's image.
+    Samples from_snapshot, from_image;
+    const std::string snap_body = json::serialize(json::object{{"template", snap}});
+    for (int i = -2; i < n; ++i) {
+      const double a = create_echo(snap_body);
+      const double b = create_echo(R"({"template":"bench-image"})");
+      if (i < 0) continue;
+      from_snapshot.Add(a);
+      from_image.Add(b);
+    }
+    rows_.push_back({"10c. create from that snapshot + `echo hi`",
+                     Ms(from_snapshot.P(.5)) + " (" + Ms(from_snapshot.P(.9)) + ")",
+                     "10a's image, interleaved", Ms(from_image.P(.5)),
+                     Ratio(from_snapshot.P(.5), from_image.P(.5)), "measured"});
+    http_->Expect(204, "DELETE", "/v1/templates/" + snap);
+    http_->Expect(204, "DELETE", "/v1/templates/bench-image");
+    Detail("10", "n=" + std::to_string(n) + " interleaved; image " + Dist(image, Ms) + "; base " +
+                     Dist(base, Ms) + "; from the snapshot " + Dist(from_snapshot, Ms) +
+                     "; import of the image (" + std::to_string(archive.size() >> 10) +
+                     " KiB, once) " + Ms(import_ms) + "; snapshot rounds " +
+                     std::to_string(rounds) + ", copy " + Dist(copy, Ms));
+  }
+
   void ExposedPort() {
     const uint64_t bytes = options_.quick ? 32ull << 20 : 256ull << 20;
     const int repeats = options_.quick ? 2 : 5;
@@ -1086,8 +1176,8 @@ print(" ".join(map(str, out)))
   bool failed() const { return failed_; }
 
  private:
-  std::string CreateSandbox() {
-    const json::object o = ParseObject(http_->Expect(201, "POST", "/v1/sandboxes", "{}"));
+  std::string CreateSandbox(std::string_view body = "{}") {
+    const json::object o = ParseObject(http_->Expect(201, "POST", "/v1/sandboxes", body));
     return StringField(o, "id");
   }
   void DeleteSandbox(const std::string& id) { http_->Expect(204, "DELETE", "/v1/sandboxes/" + id); }
@@ -1258,8 +1348,12 @@ bool ParseFigures(const std::string& list, std::set<int>* figures) {
   for (;;) {
     const size_t comma = list.find(',', start);
     const std::string item = list.substr(start, comma - start);
-    if (item.size() != 1 || item[0] < '1' || item[0] > '0' + kFigures) return false;
-    figures->insert(item[0] - '0');
+    int number = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), number);
+    if (ec != std::errc() || end != item.data() + item.size() || number < 1 || number > kFigures) {
+      return false;
+    }
+    figures->insert(number);
     if (comma == std::string::npos) return true;
     start = comma + 1;
   }
@@ -1343,6 +1437,7 @@ int Main(int argc, char** argv) {
     bench.Run(7, "7. restart", [&] { bench.Adoption(options.quick ? 10 : 100); });
     bench.Run(8, "8. exposed port", [&] { bench.ExposedPort(); });
     bench.Run(9, "9. egress", [&] { bench.Egress(); });
+    bench.Run(10, "10. templates", [&] { bench.Templates(); });
     std::printf("\n");
     bench.PrintTable();
     failed = bench.failed();

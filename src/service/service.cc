@@ -268,10 +268,12 @@ asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
   policy.public_address = net::IsPublicAddress;
   policy.stop = &stop_pulls_;
   const std::string source = image.String();
-  auto registry = std::make_shared<image::Registry>(std::move(image), std::move(credentials),
-                                                    std::move(policy));
-  ImageJob job = [registry](image::Store& store, const image::Progress& report) {
-    return store.Pull(*registry, report);
+  // Made on the image thread: libcurl's first use sets up TLS, which is no work for the loop.
+  ImageJob job = [image = std::move(image), credentials = std::move(credentials),
+                  policy = std::move(policy)](image::Store& store,
+                                              const image::Progress& report) {
+    image::Registry registry(image, credentials, policy);
+    return store.Pull(registry, report);
   };
   co_return co_await MakeImageTemplate(std::move(name), std::move(tenant), source,
                                        std::move(job), std::move(progress));
