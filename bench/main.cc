@@ -856,7 +856,7 @@ class Bench {
                std::to_string(repeats) + " runs of " + mib +
                " MiB each way, interleaved; GiB/s p10/p50/p90/p99 through the daemon " +
                Dist(through, gibps) + ", direct " + Dist(direct, gibps) +
-               "; a bare relay in the bench (blocking, a 64 KiB buffer; the daemon's grows from 16 KiB to 1 MiB) " +
+               "; a bare relay in the bench (blocking, a 64 KiB buffer, copying; the daemon splices) " +
                Dist(bare, gibps) + ", the daemon at " + Ratio(through.P(.5), bare.P(.5)) +
                " of it; daemon CPU seconds per GiB relayed " +
                Format("%.2f", daemon_cpu * kGiB / (static_cast<double>(bytes) * repeats)));
