@@ -124,6 +124,7 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
   OutputStream stream;
   stream.process = process;
   stream.format = *format;
+  stream.kind = sse::Kind::kLog;
   stream.encoding = *encoding;
   stream.after_seq = start;
   stream.follow = *follow;

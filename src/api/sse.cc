@@ -47,6 +47,15 @@ void AppendExitFields(std::string& out, Format format, const ExitRecord& exit) {
   AppendNumber(out, exit.duration_ms);
 }
 
+// What Cloudflare's container says as a process's log ends: "Process completed with exit
+// code 0" (or failed, killed).
+std::string ExitSentence(const ExitRecord& exit) {
+  const std::string_view how = exit.reason == ExitReason::kKilled ? "killed"
+                               : exit.exit_code == 0              ? "completed"
+                                                                  : "failed";
+  return "Process " + std::string(how) + " with exit code " + std::to_string(exit.exit_code);
+}
+
 // Room kept beyond the worst case of what is left to write: a whole vector store, an 8-byte
 // escape store and the closing quote may land in it.
 constexpr size_t kSlack = 64;
@@ -562,20 +571,34 @@ void AppendComment(std::string& out, std::string_view text) {
   out += "\n\n";
 }
 
-void AppendEntry(std::string& out, Format format, Encoding encoding, const Process& process,
-                 const LogEntry& entry) {
+void AppendEntry(std::string& out, Format format, Kind kind, Encoding encoding,
+                 const Process& process, const LogEntry& entry) {
   const bool cf = format == Format::kCloudflare;
+  // Cloudflare's LogEvent readers expect every event of a log stream to name its process, and
+  // every event to carry a string `data` (user code calls `log.data.trim()` on each).
+  const auto cf_head = [&](std::string_view type) {
+    out += "{\"type\":\"";
+    out += type;
+    out += "\",";
+    AppendTimestamp(out, entry.time);
+    if (kind == Kind::kLog) {
+      out += ",\"processId\":";
+      AppendJsonString(out, process.id());
+    }
+  };
   out += "id: ";
   AppendNumber(out, static_cast<int64_t>(entry.seq));
   out += "\nevent: ";
   switch (entry.kind) {
     case EntryKind::kStart: {
-      out += "start\ndata: {";
+      out += "start\ndata: ";
       if (cf) {
-        out += "\"type\":\"start\",";
-        AppendTimestamp(out, entry.time);
-        out += ",\"processId\":";
-        AppendJsonString(out, process.id());
+        cf_head("start");
+        out += ",\"data\":\"\"";
+        if (kind == Kind::kExec) {
+          out += ",\"processId\":";
+          AppendJsonString(out, process.id());
+        }
         out += ",\"sandboxId\":";
         AppendJsonString(out, process.spec().sandbox_id);
         out += ",\"pid\":";
@@ -587,7 +610,7 @@ void AppendEntry(std::string& out, Format format, Encoding encoding, const Proce
         }
         AppendJsonString(out, command);
       } else {
-        out += "\"process_id\":";
+        out += "{\"process_id\":";
         AppendJsonString(out, process.id());
         out += ",\"sandbox_id\":";
         AppendJsonString(out, process.spec().sandbox_id);
@@ -599,14 +622,14 @@ void AppendEntry(std::string& out, Format format, Encoding encoding, const Proce
     }
     case EntryKind::kStdout:
     case EntryKind::kStderr: {
-      out += entry.kind == EntryKind::kStdout ? "stdout" : "stderr";
-      out += "\ndata: {";
+      const std::string_view name = entry.kind == EntryKind::kStdout ? "stdout" : "stderr";
+      out += name;
+      out += "\ndata: ";
       if (cf) {
-        out += entry.kind == EntryKind::kStdout ? "\"type\":\"stdout\"," : "\"type\":\"stderr\",";
-        AppendTimestamp(out, entry.time);
+        cf_head(name);
         out += ",\"data\":";
       } else {
-        out += "\"chunk\":";
+        out += "{\"chunk\":";
       }
       if (encoding == Encoding::kBase64) {
         out += '"';
@@ -619,9 +642,17 @@ void AppendEntry(std::string& out, Format format, Encoding encoding, const Proce
       return;
     }
     case EntryKind::kExit: {
-      out += cf ? "complete\ndata: {\"type\":\"complete\"," : "exit\ndata: {";
-      if (cf) {
-        AppendTimestamp(out, entry.time);
+      if (!cf) {
+        out += "exit\ndata: {";
+      } else if (kind == Kind::kExec) {
+        out += "complete\ndata: ";
+        cf_head("complete");
+        out += ',';
+      } else {
+        out += "exit\ndata: ";
+        cf_head("exit");
+        out += ",\"data\":";
+        AppendJsonString(out, process.exit() ? ExitSentence(*process.exit()) : "");
         out += ',';
       }
       if (process.exit()) AppendExitFields(out, format, *process.exit());
@@ -637,7 +668,7 @@ void AppendGap(std::string& out, Format format, const Gap& gap) {
   if (cf) {
     data += "\"type\":\"gap\",";
     AppendTimestamp(data, SystemNow());
-    data += ',';
+    data += ",\"data\":\"\",";
   }
   data += cf ? "\"fromSeq\":" : "\"from_seq\":";
   AppendNumber(data, static_cast<int64_t>(gap.from_seq));
@@ -659,6 +690,8 @@ void AppendError(std::string& out, Format format, ErrorCode code, std::string_vi
   if (format == Format::kCloudflare) {
     data += "\"type\":\"error\",";
     AppendTimestamp(data, SystemNow());
+    data += ",\"data\":";
+    AppendJsonString(data, message);
     data += ",\"error\":";
     AppendJsonString(data, message);
     data += ",\"code\":\"";

@@ -13,6 +13,10 @@ namespace sandstream::sse {
 
 enum class Format { kPandastack, kCloudflare };
 enum class Encoding { kUtf8, kBase64 };
+// Which stream an entry is sent on. In format=cloudflare a command's own stream (exec/stream)
+// ends in `complete`, a process's log stream in `exit`: what the Cloudflare package's
+// ExecEvent and LogEvent readers each wait for.
+enum class Kind { kExec, kLog };
 
 // Appends `text` as a JSON string literal (quotes included); invalid UTF-8 becomes U+FFFD.
 void AppendJsonString(std::string& out, std::string_view text);
@@ -28,8 +32,8 @@ void AppendEvent(std::string& out, uint64_t id, std::string_view event, std::str
 void AppendComment(std::string& out, std::string_view text);
 
 // One output-log entry of `process` as an event in `format`.
-void AppendEntry(std::string& out, Format format, Encoding encoding, const Process& process,
-                 const LogEntry& entry);
+void AppendEntry(std::string& out, Format format, Kind kind, Encoding encoding,
+                 const Process& process, const LogEntry& entry);
 void AppendGap(std::string& out, Format format, const Gap& gap);
 void AppendError(std::string& out, Format format, ErrorCode code, std::string_view message);
 

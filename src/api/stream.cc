@@ -148,7 +148,7 @@ asio::awaitable<void> ServeStream(Context& ctx, const OutputStream& stream) {
       ++metrics.gaps_total;
     }
     for (const LogEntry* e : slice.entries) {
-      sse::AppendEntry(sse.out(), stream.format, stream.encoding, process, *e);
+      sse::AppendEntry(sse.out(), stream.format, stream.kind, stream.encoding, process, *e);
     }
   };
   const StreamEnd end = co_await Pump(cursor, sse, render, stream.follow);

@@ -107,6 +107,7 @@ Result<Flow> FlowFromQuery(const Context& ctx, Flow fallback);
 struct OutputStream {
   std::shared_ptr<Process> process;
   sse::Format format = sse::Format::kPandastack;
+  sse::Kind kind = sse::Kind::kExec;
   sse::Encoding encoding = sse::Encoding::kUtf8;
   uint64_t after_seq = 0;
   bool follow = true;

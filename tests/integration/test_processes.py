@@ -113,7 +113,11 @@ def test_logs_sse_follow_and_since(client: httpx.Client, sandbox: dict[str, Any]
 
     with client.stream("GET", url, params={"follow": "1", "format": "cloudflare"}) as r:
         cf = read_events(r)
-    assert cf[-1].event == "complete" and chunks_of(cf, "stdout", "data") == "1\n2\n3\n4\n5\n"
+    # A log stream ends in `exit` (an exec stream in `complete`), every event names the process
+    # and carries a string `data`: what Cloudflare's LogEvent readers rely on.
+    assert cf[-1].event == "exit" and chunks_of(cf, "stdout", "data") == "1\n2\n3\n4\n5\n"
+    assert cf[-1].json()["exitCode"] == 0 and cf[-1].json()["data"] == "Process completed with exit code 0"
+    assert all(e.json()["processId"] == proc["id"] and isinstance(e.json()["data"], str) for e in cf)
 
 
 def test_logs_sse_without_follow_ends(client: httpx.Client, sandbox: dict[str, Any],

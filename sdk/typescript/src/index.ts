@@ -55,6 +55,7 @@ export { previewUrl } from "./models.js";
 export { encodeSSE, parseSSEStream, readSSE } from "./sse.js";
 export type {
   CompleteEvent,
+  ExitEvent,
   ErrorEvent,
   ExecEvent,
   ExitReason,

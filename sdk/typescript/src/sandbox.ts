@@ -851,7 +851,7 @@ export class Sandbox implements AsyncDisposable {
 
   /**
    * Follows a process's output as an SSE byte stream in the Cloudflare encoding, from the
-   * first retained event (or after `since`) to its `complete` (or `error`); every event
+   * first retained event (or after `since`) to its `exit` (or `error`); every event
    * carries `data` and `processId` (see LogEvent). Resumes a cut connection, with the same
    * `flow`; a follow resumed at or past the exit (the daemon answers 204) is simply over.
    */
@@ -957,7 +957,7 @@ export class Sandbox implements AsyncDisposable {
             const found = test(line, event);
             if (found) return found;
           }
-        } else if (event === "complete") {
+        } else if (event === "exit") {
           for (const stream of ["stdout", "stderr"] as const) {
             const rest = buffers[stream].flush();
             const found = rest === undefined ? undefined : test(rest, stream);

@@ -36,6 +36,15 @@ export interface CompleteEvent {
   durationMs: number;
 }
 
+/**
+ * How a process's log stream ends (streamProcessLogs): its exit record, with `data` saying it
+ * in words ("Process completed with exit code 0"), as Cloudflare's LogEvent readers expect.
+ */
+export interface ExitEvent extends Omit<CompleteEvent, "type"> {
+  type: "exit";
+  data: string;
+}
+
 /** The reader fell behind the daemon's retained window: entries fromSeq..toSeq are gone. */
 export interface GapEvent {
   type: "gap";
@@ -59,12 +68,12 @@ export type ExecEvent = StartEvent | OutputEvent | CompleteEvent | GapEvent | Er
 
 /**
  * What `parseSSEStream<LogEvent>(await sandbox.streamProcessLogs(id))` yields: output events,
- * then `complete` or `error`. Every event carries `data` (empty unless it is output) and
- * `processId`, so `log.data.includes(...)` is safe on each of them.
+ * then `exit` or `error`. Every event carries a string `data` and `processId`, so
+ * `log.data.includes(...)` is safe on each of them.
  */
 export type LogEvent = (
   | OutputEvent
-  | (CompleteEvent & { data: "" })
+  | ExitEvent
   | (GapEvent & { data: "" })
   | (ErrorEvent & { data: "" })
 ) & { processId: string };

@@ -115,11 +115,11 @@ test("a plain EventSource follows the daemon's process logs with access_token", 
         new Promise<PageEvent[]>((resolve, reject) => {
           const seen: PageEvent[] = [];
           const source = new EventSource(`${path}?follow=1&format=cloudflare&access_token=${key}`);
-          for (const type of ["start", "stdout", "stderr", "complete"]) {
+          for (const type of ["start", "stdout", "stderr", "exit"]) {
             source.addEventListener(type, (event) => {
               seen.push({ at: performance.now(), ...JSON.parse((event as MessageEvent).data) });
               if (type === "start") (window as unknown as { startSeen(): void }).startSeen();
-              if (type === "complete") {
+              if (type === "exit") {
                 source.close();
                 resolve(seen);
               }
@@ -138,10 +138,10 @@ test("a plain EventSource follows the daemon's process logs with access_token", 
       output.map((e) => e.data),
       ["first\n", "second\n"],
     );
-    const complete = events.at(-1)!;
-    assert.equal(complete.type, "complete");
-    assert.equal(complete.exitCode, 0);
-    assert.ok(complete.at - output[0]!.at >= 1000);
+    const exit = events.at(-1)!;
+    assert.equal(exit.type, "exit");
+    assert.equal(exit.exitCode, 0);
+    assert.ok(exit.at - output[0]!.at >= 1000);
     await page.close();
   } finally {
     await sandbox.kill();

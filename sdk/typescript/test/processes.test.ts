@@ -60,7 +60,7 @@ test("start, get, list, waitForExit, getProcessLogs", async () => {
   await assert.rejects(sandbox.getProcess("no-such-process"), NotFoundError);
 });
 
-test("streamProcessLogs yields LogEvents with data and processId, ending at complete", async () => {
+test("streamProcessLogs yields LogEvents with data and processId, ending at exit", async () => {
   const proc = await sandbox.startProcess("echo a; sleep 0.2; echo b >&2; exit 1");
   const events: LogEvent[] = [];
   for await (const log of parseSSEStream<LogEvent>(await sandbox.streamProcessLogs(proc.id))) {
@@ -71,12 +71,12 @@ test("streamProcessLogs yields LogEvents with data and processId, ending at comp
     [
       ["stdout", "a\n"],
       ["stderr", "b\n"],
-      ["complete", ""],
+      ["exit", "Process failed with exit code 1"],
     ],
   );
   assert.ok(events.every((e) => e.processId === proc.id));
   const last = events.at(-1)!;
-  assert.equal(last.type === "complete" && last.exitCode, 1);
+  assert.equal(last.type === "exit" && last.exitCode, 1);
 });
 
 test("waitForLog: string and RegExp, across chunk boundaries", async () => {

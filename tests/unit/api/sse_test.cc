@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -94,9 +95,9 @@ class SseTest : public ::testing::Test {
   }
 
   std::string Render(Format format, Encoding encoding, const Process& process,
-                     const LogEntry& entry) {
+                     const LogEntry& entry, Kind kind = Kind::kExec) {
     std::string out;
-    AppendEntry(out, format, encoding, process, entry);
+    AppendEntry(out, format, kind, encoding, process, entry);
     return out;
   }
 
@@ -615,7 +616,7 @@ TEST_F(SseTest, CloudflareEventsAreExactlyAsSpecified) {
   EXPECT_EQ(
       Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(1, EntryKind::kStart)),
       "id: 1\nevent: start\ndata: {\"type\":\"start\",\"timestamp\":"
-      "\"2026-12-02T14:18:01.123Z\",\"processId\":\"proc_1a2b3c4d5e6f7a8b\","
+      "\"2026-12-02T14:18:01.123Z\",\"data\":\"\",\"processId\":\"proc_1a2b3c4d5e6f7a8b\","
       "\"sandboxId\":\"sb_6f1c2a9e0b7d4e3a\",\"pid\":4242,\"command\":\"npm run build\"}\n\n");
   EXPECT_EQ(
       Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(2, EntryKind::kStdout, "built\n")),
@@ -629,6 +630,55 @@ TEST_F(SseTest, CloudflareEventsAreExactlyAsSpecified) {
             "id: 4\nevent: complete\ndata: {\"type\":\"complete\",\"timestamp\":"
             "\"2026-12-02T14:18:01.123Z\",\"exitCode\":0,\"signal\":null,\"reason\":\"exited\","
             "\"durationMs\":12}\n\n");
+}
+
+// A process's log stream, as Cloudflare's LogEvent readers (waitForExit, waitForLog) expect
+// it: every event names its process and carries a string `data`; the last one is `exit`.
+TEST_F(SseTest, CloudflareLogStreamEventsAreExactlyAsSpecified) {
+  ExitRecord exit;
+  exit.exit_code = 3;
+  exit.duration_ms = 12;
+  auto p = MakeProcess("npm run build", {"sh", "-c", "npm run build"}, exit);
+  EXPECT_EQ(
+      Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(1, EntryKind::kStart), Kind::kLog),
+      "id: 1\nevent: start\ndata: {\"type\":\"start\",\"timestamp\":"
+      "\"2026-12-02T14:18:01.123Z\",\"processId\":\"proc_1a2b3c4d5e6f7a8b\",\"data\":\"\","
+      "\"sandboxId\":\"sb_6f1c2a9e0b7d4e3a\",\"pid\":4242,\"command\":\"npm run build\"}\n\n");
+  EXPECT_EQ(Render(Format::kCloudflare, Encoding::kUtf8, *p,
+                   MakeEntry(2, EntryKind::kStdout, "built\n"), Kind::kLog),
+            "id: 2\nevent: stdout\ndata: {\"type\":\"stdout\",\"timestamp\":"
+            "\"2026-12-02T14:18:01.123Z\",\"processId\":\"proc_1a2b3c4d5e6f7a8b\","
+            "\"data\":\"built\\n\"}\n\n");
+  EXPECT_EQ(
+      Render(Format::kCloudflare, Encoding::kUtf8, *p, MakeEntry(3, EntryKind::kExit), Kind::kLog),
+      "id: 3\nevent: exit\ndata: {\"type\":\"exit\",\"timestamp\":"
+      "\"2026-12-02T14:18:01.123Z\",\"processId\":\"proc_1a2b3c4d5e6f7a8b\","
+      "\"data\":\"Process failed with exit code 3\",\"exitCode\":3,\"signal\":null,"
+      "\"reason\":\"exited\",\"durationMs\":12}\n\n");
+  // The pandastack encoding is the same on both streams.
+  EXPECT_EQ(
+      Render(Format::kPandastack, Encoding::kUtf8, *p, MakeEntry(3, EntryKind::kExit), Kind::kLog),
+      Render(Format::kPandastack, Encoding::kUtf8, *p, MakeEntry(3, EntryKind::kExit)));
+}
+
+TEST_F(SseTest, CloudflareLogStreamExitSaysHowTheProcessEnded) {
+  const std::tuple<int, ExitReason, const char*> cases[] = {
+      {0, ExitReason::kExited, "Process completed with exit code 0"},
+      {1, ExitReason::kExited, "Process failed with exit code 1"},
+      {143, ExitReason::kKilled, "Process killed with exit code 143"},
+      {137, ExitReason::kTimeout, "Process failed with exit code 137"}};
+  for (const auto& [code, reason, sentence] : cases) {
+    ExitRecord exit;
+    exit.exit_code = code;
+    exit.reason = reason;
+    auto p = MakeProcess("x", {}, exit);
+    const Event e = ParseOne(Render(Format::kCloudflare, Encoding::kUtf8, *p,
+                                    MakeEntry(2, EntryKind::kExit), Kind::kLog));
+    EXPECT_EQ(e.event, "exit");
+    const json::object data = ParseData(e.data);
+    EXPECT_EQ(data.at("data"), json::value(sentence));
+    EXPECT_EQ(data.at("exitCode"), json::value(code));
+  }
 }
 
 TEST_F(SseTest, CloudflareStartCommandComesFromArgvWhenThereIsNoCmd) {
@@ -715,7 +765,7 @@ TEST(SseGapTest, PandastackGapIsExactlyAsSpecified) {
   EXPECT_EQ(out, "id: 3\nevent: gap\ndata: {\"from_seq\":3,\"to_seq\":3,\"bytes\":0}\n\n");
 }
 
-TEST(SseGapTest, CloudflareGapCarriesTypeAndTimestamp) {
+TEST(SseGapTest, CloudflareGapCarriesTypeTimestampAndEmptyData) {
   const std::string before = FormatRfc3339(SystemNow());
   std::string out;
   AppendGap(out, Format::kCloudflare, Gap{5, 9, 1048576});
@@ -729,7 +779,7 @@ TEST(SseGapTest, CloudflareGapCarriesTypeAndTimestamp) {
   EXPECT_GE(ts, before);
   EXPECT_LE(ts, after);
   EXPECT_EQ(e.data, "{\"type\":\"gap\",\"timestamp\":\"" + ts +
-                        "\",\"fromSeq\":5,\"toSeq\":9,\"bytes\":1048576}");
+                        "\",\"data\":\"\",\"fromSeq\":5,\"toSeq\":9,\"bytes\":1048576}");
 }
 
 TEST(SseGapTest, UnknownByteCountIsStillValidJson) {
@@ -752,7 +802,7 @@ TEST(SseErrorTest, PandastackErrorIsExactlyAsSpecified) {
             "\"message\":\"sandstreamd is shutting down\"}\n\n");
 }
 
-TEST(SseErrorTest, CloudflareErrorCarriesTypeTimestampMessageAndCode) {
+TEST(SseErrorTest, CloudflareErrorCarriesTypeTimestampDataMessageAndCode) {
   const std::string before = FormatRfc3339(SystemNow());
   std::string out;
   AppendError(out, Format::kCloudflare, ErrorCode::kSandboxSetupFailed, "mounts: EPERM");
@@ -766,7 +816,8 @@ TEST(SseErrorTest, CloudflareErrorCarriesTypeTimestampMessageAndCode) {
   EXPECT_GE(ts, before);
   EXPECT_LE(ts, after);
   EXPECT_EQ(e.data, "{\"type\":\"error\",\"timestamp\":\"" + ts +
-                        "\",\"error\":\"mounts: EPERM\",\"code\":\"sandbox_setup_failed\"}");
+                        "\",\"data\":\"mounts: EPERM\",\"error\":\"mounts: EPERM\","
+                        "\"code\":\"sandbox_setup_failed\"}");
 }
 
 TEST(SseErrorTest, MessagesAreEscapedInBothFormats) {

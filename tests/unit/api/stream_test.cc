@@ -209,7 +209,8 @@ TEST_F(PumpClockTest, AFollowerGetsAKeepaliveForEveryFifteenSecondsOfSilence) {
   const auto render = [&](const OutputLog::Slice& slice) {
     for (const LogEntry* e : slice.entries) {
       if (e->kind != EntryKind::kStdout) continue;
-      sse::AppendEntry(sink.out(), sse::Format::kPandastack, sse::Encoding::kUtf8, *p, *e);
+      sse::AppendEntry(sink.out(), sse::Format::kPandastack, sse::Kind::kExec, sse::Encoding::kUtf8,
+                       *p, *e);
     }
   };
   std::optional<StreamEnd> end;
