@@ -6,6 +6,7 @@
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/json.hpp>
 
+#include "api/cloudflare/errors.h"
 #include "api/server.h"
 #include "base/async.h"
 #include "base/log.h"
@@ -112,19 +113,25 @@ asio::awaitable<void> ReplyJson(Context& ctx, http::status status, const json::v
   return Reply(ctx, status, json::serialize(body), "application/json");
 }
 
+void LogFailure(const Context& ctx, const Error& error, http::status status) {
+  // A bug or a failed setup is worth a line; a 503 (busy, stopping) is not.
+  if (status != http::status::internal_server_error) return;
+  log::Error("request failed", {{"request", ctx.request_id},
+                                {"code", std::string(ErrorCodeName(error.code))},
+                                {"error", error.message}});
+}
+
 asio::awaitable<void> ReplyError(Context& ctx, const Error& error) {
+  if (ctx.dialect == Dialect::kCloudflare) {
+    return cloudflare::Fail(ctx, error, cloudflare::Subject::kAny);
+  }
   const auto status = StatusFor(error.code);
   json::object inner;
   inner["code"] = ErrorCodeName(error.code);
   inner["message"] = error.message;
   json::object body;
   body["error"] = std::move(inner);
-  // A bug or a failed setup is worth a line; a 503 (busy, stopping) is not.
-  if (status == http::status::internal_server_error) {
-    log::Error("request failed", {{"request", ctx.request_id},
-                                  {"code", std::string(ErrorCodeName(error.code))},
-                                  {"error", error.message}});
-  }
+  LogFailure(ctx, error, status);
   return ReplyJson(ctx, status, body);
 }
 

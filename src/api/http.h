@@ -26,6 +26,15 @@ namespace sandstream::api {
 namespace http = boost::beast::http;
 class Server;
 
+// Whose wire a route speaks: it decides how every error on it is written, the router's own
+// refusals included (spec/errors.md; docs/cloudflare.md for kCloudflare's flat shape), and is
+// where a client that sends its key elsewhere would say so to the router (both dialects here
+// read Authorization: Bearer, else ?access_token=).
+enum class Dialect {
+  kSandstream,  // {"error": {"code", "message"}}
+  kCloudflare,  // the container API of Cloudflare's SandboxClient: {code, message, ...} flat
+};
+
 struct Context {
   Server& server;
   Service& service;
@@ -36,6 +45,7 @@ struct Context {
   std::map<std::string, std::string, std::less<>> query;  // decoded query parameters
   std::string allow;      // a 405's Allow header: the methods the path has
   Principal principal{};  // who asks (the admin for open routes)
+  Dialect dialect = Dialect::kSandstream;
   int status = 0;         // what was answered (for logs and metrics)
   bool streamed = false;  // the handler wrote a streaming response: close afterwards
   // Routes with stream_body: the body is still unread; the handler reads it through these.
@@ -68,6 +78,7 @@ inline Error Invalid(std::string message) {
   return Error{ErrorCode::kInvalidRequest, std::move(message)};
 }
 
+// The error in the route's dialect, with the status StatusFor gives its code.
 boost::asio::awaitable<void> ReplyError(Context& ctx, const Error& error);
 // The same from a code and a message. Handlers use this form inside `co_await`: g++ 12
 // destroys a brace-initialized temporary (`Error{...}`) in a co_await expression twice.
@@ -85,5 +96,7 @@ boost::asio::awaitable<std::optional<Error>> ReceiveBody(Context& ctx, const Bod
 
 // The single ErrorCode -> HTTP status table (spec/errors.md).
 http::status StatusFor(ErrorCode code);
+// Logs a failure answered with `status`, once, when it is the daemon's own (a 500).
+void LogFailure(const Context& ctx, const Error& error, http::status status);
 
 }  // namespace sandstream::api

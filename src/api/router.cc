@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/cloudflare/routes.h"
 #include "base/ids.h"
 
 namespace sandstream::api {
@@ -247,6 +248,10 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   }
   Resolved resolved = Resolve(parser.get().method(), m.path);
   m.route = resolved.route;
+  // A path of a client's dialect hears even "no such route" in that client's shape.
+  m.dialect = m.route                        ? m.route->dialect
+              : cloudflare::OwnsPath(m.path) ? Dialect::kCloudflare
+                                             : Dialect::kSandstream;
   m.params = std::move(resolved.params);
   m.allow = std::move(resolved.allow);
   // An image archive is the one streamed body that is not a file of a sandbox.

@@ -18,6 +18,7 @@ struct Route {
   bool open = false;          // no API key needed
   bool raw_body = false;      // allows a larger, non-JSON body (stdin)
   bool stream_body = false;   // the handler reads the body itself, up to max_file_bytes
+  Dialect dialect = Dialect::kSandstream;  // whose wire: how its errors are written (http.h)
 };
 
 // What a credential must be for a route (service/access.h): the admin's key; a tenant's key

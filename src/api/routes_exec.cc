@@ -1,6 +1,7 @@
 // POST exec (run to completion, buffered) and POST exec/stream (the same, as SSE).
 #include <boost/json.hpp>
 
+#include "api/exec.h"
 #include "api/lookup.h"
 #include "api/request.h"
 #include "api/routes.h"
@@ -63,20 +64,15 @@ std::string Encode(std::string& bytes, sse::Encoding encoding) {
   return out;
 }
 
-struct Started {
-  std::shared_ptr<Process> process;
-  CommandRequest request;
-};
+}  // namespace
 
-asio::awaitable<Result<Started>> StartCommand(Context& ctx) {
+asio::awaitable<Result<Started>> StartCommand(Context& ctx, const json::object& body) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return std::move(sb).error();
-  auto body = ParseBody(ctx);
-  if (!body) co_return std::move(body).error();
-  auto req = ParseCommand(ctx, *body, **sb, CommandKind::kExec);
+  auto req = ParseCommand(ctx, body, **sb, CommandKind::kExec);
   if (!req) co_return std::move(req).error();
-  if (const json::value* session = body->if_contains("session"); session && !session->is_null()) {
-    auto p = co_await StartInSession(ctx, **sb, *body, *req);
+  if (const json::value* session = body.if_contains("session"); session && !session->is_null()) {
+    auto p = co_await StartInSession(ctx, **sb, body, *req);
     if (!p) co_return std::move(p).error();
     Started started{std::move(*p), std::move(*req)};
     co_return started;
@@ -87,20 +83,41 @@ asio::awaitable<Result<Started>> StartCommand(Context& ctx) {
   co_return started;
 }
 
+asio::awaitable<Collected> CollectOutput(Context& ctx, std::shared_ptr<Process> process,
+                                         sse::Encoding encoding) {
+  Collector collector(process->log(), ctx.service.options().exec_output_limit_bytes);
+  co_await process->WaitExit();
+  Collected out;
+  out.stdout_text = Encode(collector.stdout_text(), encoding);
+  out.stderr_text = Encode(collector.stderr_text(), encoding);
+  out.truncated = collector.truncated();
+  co_return out;
+}
+
+namespace {
+
+// A missing sandbox is a 404 whatever the body holds.
+asio::awaitable<Result<Started>> StartRequested(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return std::move(sb).error();
+  auto body = ParseBody(ctx);
+  if (!body) co_return std::move(body).error();
+  co_return co_await StartCommand(ctx, *body);
+}
+
 }  // namespace
 
 asio::awaitable<void> Exec(Context& ctx) {
   const auto t0 = SteadyNow();
-  auto started = co_await StartCommand(ctx);
+  auto started = co_await StartRequested(ctx);
   if (!started) co_return co_await ReplyError(ctx, started.error());
   auto process = started->process;
-  Collector collector(process->log(), ctx.service.options().exec_output_limit_bytes);
-  co_await process->WaitExit();
+  Collected output = co_await CollectOutput(ctx, process, started->request.encoding);
   const auto& exit = *process->exit();
   json::object body{{"process_id", process->id()},
-                    {"stdout", Encode(collector.stdout_text(), started->request.encoding)},
-                    {"stderr", Encode(collector.stderr_text(), started->request.encoding)},
-                    {"truncated", collector.truncated()}};
+                    {"stdout", std::move(output.stdout_text)},
+                    {"stderr", std::move(output.stderr_text)},
+                    {"truncated", output.truncated}};
   const json::value exit_json = ExitJson(exit);
   for (const auto& [k, v] : exit_json.as_object()) body[k] = v;
   ctx.service.metrics().exec_duration.Observe(
@@ -112,7 +129,7 @@ asio::awaitable<void> ExecStream(Context& ctx) {
   // Checked before the command starts: a refused request must not run it.
   auto after = ResumePoint(ctx, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
-  auto started = co_await StartCommand(ctx);
+  auto started = co_await StartRequested(ctx);
   if (!started) co_return co_await ReplyError(ctx, started.error());
   OutputStream stream;
   stream.process = started->process;

@@ -32,18 +32,11 @@ namespace json = boost::json;
 namespace {
 
 constexpr size_t kChunk = 256 * 1024;
-constexpr size_t kListLimit = 10000;
 constexpr size_t kMaxWatches = 1024;
 // Open watches; in all: half the kernel's default fs.inotify.max_user_instances (128), so the
 // host's other users of the daemon's uid keep the rest.
 constexpr size_t kWatchesPerSandbox = 8;
 constexpr size_t kWatchesInAll = 64;
-
-// Runs `fn` on the service's blocking pool (OffThread in base/async.h).
-template <class Fn>
-asio::awaitable<std::invoke_result_t<Fn&>> OffThread(Context& ctx, Fn fn) {
-  co_return co_await sandstream::OffThread(ctx.service.blocking_pool(), std::move(fn));
-}
 
 WatchQuota& Watches() {
   // The pool it guards is per uid, so the count is the process's. Only the I/O thread uses it.
@@ -63,10 +56,6 @@ Result<sandbox::SandboxFs> OpenFs(Context& ctx, const SandboxEntry& sb) {
   return ctx.service.Files(sb.id, uid);
 }
 
-std::string Absolute(const SandboxEntry& sb, std::string_view path) {
-  if (path.starts_with('/')) return std::string(path);
-  return sb.cwd + "/" + std::string(path);
-}
 
 // What a route with ?path= acts on: the sandbox's files, as the requested user, and the path.
 struct Target {
@@ -319,22 +308,16 @@ asio::awaitable<void> FilesRead(Context& ctx) {
   if (sent < size) ctx.streamed = true;
 }
 
-asio::awaitable<void> FilesWrite(Context& ctx) {
-  // An answer given before the whole body is read must close the connection, and say so, or
-  // the client would send its next request into the rest of this body.
-  const bool keep_alive = ctx.req.keep_alive();
-  if (ctx.body_parser && !ctx.body_parser->is_done()) ctx.req.keep_alive(false);
-  auto target = FindTarget(ctx);
-  if (!target) co_return co_await ReplyError(ctx, target.error());
-  std::optional<json::value> mode_text;
-  if (auto m = ctx.Query("mode"); m && !m->empty()) mode_text = json::string(*m);
-  auto mode = ParseMode(mode_text ? &*mode_text : nullptr);
-  if (!mode) co_return co_await ReplyError(ctx, mode.error());
-  auto parents = ctx.QueryFlag("parents", true);
-  if (!parents) co_return co_await ReplyError(ctx, parents.error());
-  const sandbox::SandboxFs& fs = target->fs;
-  auto file = co_await OffThread(ctx, [&] { return fs.OpenWrite(target->path, *mode, *parents); });
-  if (!file) co_return co_await ReplyError(ctx, file.error());
+std::string Absolute(const SandboxEntry& sb, std::string_view path) {
+  if (path.starts_with('/')) return std::string(path);
+  return sb.cwd + "/" + std::string(path);
+}
+
+asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, const sandbox::SandboxFs& fs,
+                                               std::string path, std::optional<uint32_t> mode,
+                                               bool parents, Feed feed) {
+  auto file = co_await OffThread(ctx, [&] { return fs.OpenWrite(path, mode, parents); });
+  if (!file) co_return std::move(file).error();
   const std::string shown = file->info.path;
 
   std::optional<Error> failure;
@@ -342,10 +325,8 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   if (!sink) failure = sink.error();
   if (!failure) {
     const BodySink write = [&](std::string_view chunk) { return sink->Write(chunk); };
-    failure = co_await ReceiveBody(ctx, write, "file upload (max_file_bytes)",
-                                   ctx.server.options().max_file_bytes);
+    failure = co_await feed(write);
   }
-  if (!ctx.body_parser || ctx.body_parser->is_done()) ctx.req.keep_alive(keep_alive);
   if (sink) {
     Result<void> closed = co_await sink->Close();
     if (!closed && !failure) failure = std::move(closed).error();
@@ -359,9 +340,39 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
     return *failure;
   });
   if (failure && !created) failure->message += "; " + shown + " was truncated";
-  if (failure) co_return co_await ReplyError(ctx, *failure);
-  if (!info) co_return co_await ReplyError(ctx, info.error());
-  co_await ReplyJson(ctx, created ? http::status::created : http::status::ok, InfoJson(*info));
+  if (failure) co_return *failure;
+  if (!info) co_return std::move(info).error();
+  co_return WrittenFile{std::move(*info), created};
+}
+
+namespace {
+
+asio::awaitable<std::optional<Error>> ReceiveUpload(Context& ctx, const BodySink& sink) {
+  co_return co_await ReceiveBody(ctx, sink, "file upload (max_file_bytes)",
+                                 ctx.server.options().max_file_bytes);
+}
+
+}  // namespace
+
+asio::awaitable<void> FilesWrite(Context& ctx) {
+  // An answer given before the whole body is read must close the connection, and say so, or
+  // the client would send its next request into the rest of this body.
+  const bool keep_alive = ctx.req.keep_alive();
+  if (ctx.body_parser && !ctx.body_parser->is_done()) ctx.req.keep_alive(false);
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
+  std::optional<json::value> mode_text;
+  if (auto m = ctx.Query("mode"); m && !m->empty()) mode_text = json::string(*m);
+  auto mode = ParseMode(mode_text ? &*mode_text : nullptr);
+  if (!mode) co_return co_await ReplyError(ctx, mode.error());
+  auto parents = ctx.QueryFlag("parents", true);
+  if (!parents) co_return co_await ReplyError(ctx, parents.error());
+  const Feed upload = [&ctx](const BodySink& sink) { return ReceiveUpload(ctx, sink); };
+  auto written = co_await WriteFile(ctx, target->fs, target->path, *mode, *parents, upload);
+  if (!ctx.body_parser || ctx.body_parser->is_done()) ctx.req.keep_alive(keep_alive);
+  if (!written) co_return co_await ReplyError(ctx, written.error());
+  co_await ReplyJson(ctx, written->created ? http::status::created : http::status::ok,
+                     InfoJson(written->info));
 }
 
 asio::awaitable<void> FilesStat(Context& ctx) {

@@ -1,13 +1,23 @@
-// What routes_files.cc holds beyond its handlers (routes.h), apart so tests can reach it: the
-// header fields of a download, safe whatever bytes a file's name holds, and the watch quota.
+// What routes_files.cc holds beyond its handlers (routes.h), apart so tests and the other file
+// routes (the Cloudflare adapter's) can reach it: the header fields of a download, safe
+// whatever bytes a file's name holds, the watch quota, and the one way to write a file.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
+#include <boost/asio/awaitable.hpp>
+
+#include "api/http.h"
+#include "base/async.h"
 #include "base/result.h"
+#include "sandbox/files.h"
+#include "service/service.h"
 
 namespace sandstream::api {
 
@@ -24,6 +34,32 @@ std::string ContentDisposition(std::string_view disposition, std::string_view na
 // a browser from running it on the API's origin. Content that a browser would run (HTML, SVG,
 // XML, scripts, PDF, anything unknown) is always an attachment.
 std::string DownloadHeaders(std::string_view path);
+
+// A directory listing holds at most this many entries.
+inline constexpr size_t kListLimit = 10000;
+
+// Runs `fn` on the service's blocking pool (OffThread in base/async.h): every call that touches
+// a sandbox's files may block on its disk.
+template <class Fn>
+boost::asio::awaitable<std::invoke_result_t<Fn&>> OffThread(Context& ctx, Fn fn) {
+  co_return co_await sandstream::OffThread(ctx.service.blocking_pool(), std::move(fn));
+}
+
+// `path` as an absolute path of the sandbox: a relative one is taken from its cwd.
+std::string Absolute(const SandboxEntry& sb, std::string_view path);
+
+// Writes the file `path` of the route's sandbox (its first parameter) as PUT files/content does:
+// through the sandbox's own writer, so the bytes count against its disk; a new file that fails
+// half-way is removed again. `feed` hands every byte to the sink it is given.
+struct WrittenFile {
+  sandbox::FileInfo info;
+  bool created = false;
+};
+using Feed = std::function<boost::asio::awaitable<std::optional<Error>>(const BodySink&)>;
+boost::asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, const sandbox::SandboxFs& fs,
+                                                      std::string path,
+                                                      std::optional<uint32_t> mode, bool parents,
+                                                      Feed feed);
 
 // File watches open now, per sandbox and in all. Each holds an inotify instance, and those
 // come from one kernel pool per uid (fs.inotify.max_user_instances, 128 by default) that the

@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 
+#include "api/cloudflare/routes.h"
 #include "api/router.h"
 #include "api/routes.h"
 #include "base/ids.h"
@@ -80,7 +81,7 @@ std::optional<Error> Server::Admission(const RouteMatch& match) {
   const Handler h = match.route->handler;
   const bool streams = h == SandboxLogs || h == SandboxEvents || h == ProcessLogs ||
                        h == ExecStream || h == ExecWs || h == ExecPty || h == FilesWatch ||
-                       h == ProxyPort;
+                       h == ProxyPort || cloudflare::Streams(h);
   if (streams && t->quotas.streams > 0 && service_.StreamsOf(tenant) >= t->quotas.streams) {
     return Error{ErrorCode::kQuotaExceeded, "tenant '" + tenant + "' is at its quota streams " +
                                                 std::to_string(t->quotas.streams)};
@@ -292,6 +293,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     ctx.params = std::move(match.params);
     ctx.allow = std::move(match.allow);
     ctx.principal = std::move(match.principal);
+    ctx.dialect = match.dialect;
     // An answer given before the body is read ends the connection, and says so.
     if (refused && body_unread) ctx.streamed = true;
 

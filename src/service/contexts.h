@@ -80,6 +80,8 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
   // "idle", "busy" or "dead" (the interpreter exited; restart it).
   std::string_view status() const;
   boost::json::object Json() const;
+  // The interpreter's process (null for a bash context, which runs cells in a session).
+  const std::shared_ptr<Process>& driver() const { return driver_; }
 
   // Starts the interpreter (again); the namespace starts empty.
   boost::asio::awaitable<Result<void>> Start(Service& service);

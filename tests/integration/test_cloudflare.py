@@ -1,0 +1,85 @@
+"""The routes of Cloudflare's SandboxClient under /v1/sandboxes/{id}/api: how the router and
+the handlers answer them. Their errors, refusals included, are in the container's flat shape;
+sandstream's own routes keep theirs. The client's flows run in tests/compat/cloudflare."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+
+from helpers import Daemon, create_sandbox
+
+RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def flat_error(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Asserts Cloudflare's ErrorResponse: {code, message, context, httpStatus, timestamp}."""
+    assert r.status_code == status, r.text
+    body: dict[str, Any] = r.json()
+    assert "error" not in body, body
+    assert body["code"] == code and body["httpStatus"] == status, body
+    assert isinstance(body["message"], str) and body["message"], body
+    assert isinstance(body["context"], dict) and RFC3339_MS.match(body["timestamp"]), body
+    return body
+
+
+def test_router_refusals_are_flat_on_cloudflare_paths(daemon: Daemon,
+                                                      sandbox: dict[str, Any]) -> None:
+    base = f"/v1/sandboxes/{sandbox['id']}/api"
+    with daemon.client(key="wrong") as wrong:
+        assert "wrong API key" in flat_error(wrong.get(f"{base}/ping"), 401, "UNKNOWN_ERROR")["message"]
+    with daemon.client() as c:
+        missing = flat_error(c.get(f"{base}/commands"), 404, "UNKNOWN_ERROR")
+        assert "no route" in missing["message"]
+        flat_error(c.put(f"{base}/execute", json={}), 405, "UNKNOWN_ERROR")
+        flat_error(c.get("/v1/sandboxes/sb_0000000000000000/api/ping"), 404, "UNKNOWN_ERROR")
+        # sandstream's own routes, and paths outside the API, keep sandstream's shape.
+        assert c.get(f"/v1/sandboxes/{sandbox['id']}/nothing").json()["error"]["code"] == "not_found"
+        assert c.get("/v1/sandboxes/sb_0000000000000000").json()["error"]["code"] == "not_found"
+
+
+def test_handler_errors_name_what_they_are_about(client: httpx.Client,
+                                                 sandbox: dict[str, Any]) -> None:
+    base = f"/v1/sandboxes/{sandbox['id']}/api"
+    body = flat_error(client.post(f"{base}/read", json={"path": "/workspace/none"}), 404,
+                      "FILE_NOT_FOUND")
+    assert body["context"] == {"path": "/workspace/none"} and body["sandstreamCode"] == "not_found"
+    body = flat_error(client.get(f"{base}/process/nope"), 404, "PROCESS_NOT_FOUND")
+    assert body["context"] == {"processId": "nope"}
+    flat_error(client.post(f"{base}/execute", json={}), 400, "VALIDATION_FAILED")
+    flat_error(client.post(f"{base}/execute", content=b"{", headers={"Content-Type": "application/json"}),
+               400, "VALIDATION_FAILED")
+    assert client.post(f"{base}/process/start", json={"command": "sleep 30", "processId": "dup"}).is_success
+    flat_error(client.post(f"{base}/process/start", json={"command": "true", "processId": "dup"}),
+               409, "PROCESS_ERROR")
+    client.delete(f"{base}/process/dup")
+
+
+def test_execute_and_the_exec_stream(client: httpx.Client, sandbox: dict[str, Any]) -> None:
+    base = f"/v1/sandboxes/{sandbox['id']}/api"
+    r = client.post(f"{base}/execute", json={"command": "echo hi; exit 3", "sessionId": "cf"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["success"] is False and body["exitCode"] == 3 and body["stdout"] == "hi\n"
+    assert body["sessionId"] == "cf" and RFC3339_MS.match(body["timestamp"])
+    # The session was made on first use: a sandstream session like any other.
+    assert client.get(f"/v1/sandboxes/{sandbox['id']}/sessions/cf").status_code == 200
+    with client.stream("POST", f"{base}/execute/stream", json={"command": "echo a"}) as s:
+        assert s.headers["content-type"].startswith("text/event-stream")
+        text = s.read().decode()
+    assert '"type":"start"' in text and '"type":"complete"' in text and '"data":"a\\n"' in text
+
+
+def test_scoped_tokens_keep_their_scopes(client: httpx.Client, daemon: Daemon) -> None:
+    sb = create_sandbox(client)
+    r = client.post(f"/v1/sandboxes/{sb['id']}/tokens", json={"scopes": ["read"]})
+    assert r.status_code == 201, r.text
+    base = f"/v1/sandboxes/{sb['id']}/api"
+    with daemon.client(key=r.json()["token"]) as reader:
+        assert reader.get(f"{base}/ping").json()["message"] == "pong"
+        flat_error(reader.post(f"{base}/execute", json={"command": "true"}), 403, "UNKNOWN_ERROR")
+        flat_error(reader.post(f"{base}/write", json={"path": "/tmp/x", "content": "x"}), 403,
+                   "UNKNOWN_ERROR")
+    client.delete(f"/v1/sandboxes/{sb['id']}")
