@@ -71,7 +71,7 @@ async function follow(processId: string, flow?: "wait" | "skip"): Promise<TextCh
   const options = flow === undefined ? {} : { flow };
   for await (const event of parseSSEStream<LogEvent>(await sandbox.streamProcessLogs(processId, options))) {
     check.event(event);
-    if (event.type === "complete") assert.equal(event.exitCode, 0);
+    if (event.type === "exit") assert.equal(event.exitCode, 0);
   }
   return check;
 }
@@ -131,7 +131,7 @@ test("a 204 answer to a follow ends it cleanly, first or on a resume", async () 
   const proc = await sandbox.startProcess("echo one");
   await proc.waitForExit(10_000);
   const whole = await new Response(await proc.streamLogs()).text();
-  const exitId = Number(/id: (\d+)\nevent: complete/.exec(whole)?.[1]);
+  const exitId = Number(/id: (\d+)\nevent: exit/.exec(whole)?.[1]);
   assert.ok(exitId > 0, whole);
   assert.equal(await new Response(await proc.streamLogs({ since: exitId, flow: "wait" })).text(), "");
 

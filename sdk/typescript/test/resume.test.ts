@@ -156,7 +156,7 @@ test("process logs resume after a cut from the last event id", async () => {
     data.push(log.type === "stdout" ? log.data : `[${log.type}]`);
     if (log.type === "stdout" && log.data === "one\n") proxy.cut();
   }
-  assert.equal(data.join(""), "one\ntwo\nthree\n[complete]");
+  assert.equal(data.join(""), "one\ntwo\nthree\n[exit]");
 });
 
 describe("runCode", () => {
