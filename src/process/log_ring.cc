@@ -1,10 +1,12 @@
 #include "process/log_ring.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -17,6 +19,11 @@ constexpr size_t kHeaderPage = 4096;
 constexpr size_t kMinRoom = 16u << 10;
 
 size_t RoundToPage(size_t n) { return (n + kHeaderPage - 1) & ~(kHeaderPage - 1); }
+
+// A SIGKILL may stop the writer between any two of its stores to the ring, and the next daemon
+// finds them as they were: they must reach the mapping in program order. Only the compiler could
+// reorder them (the pages are the same memory for every process), so a compiler fence suffices.
+void InOrder() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
 }  // namespace
 
@@ -116,6 +123,8 @@ bool LogRing::Fits(size_t n) {
 }
 
 std::span<char> LogRing::Room(size_t want, bool whole) {
+  state_->intake.armed = 0;
+  InOrder();
   const size_t need = whole ? want : std::min(want, kMinRoom);
   if (!Fits(need)) return {};
   const RingState& s = *state_;
@@ -137,8 +146,41 @@ std::pair<std::string_view, uint64_t> LogRing::Commit(uint64_t seq, uint64_t off
   const uint64_t pos = s.tail;
   char* at = At(pos);
   std::memcpy(at, &r, sizeof r);
+  InOrder();
   s.tail = pos + Span(n);
   return {std::string_view(at + sizeof r, n), pos};
+}
+
+ssize_t LogRing::Fill(std::span<char> room, RingIntake intake, int fd, bool pipe) {
+  char* dest = room.data() + intake.carry_len;
+  const size_t max = room.size() - intake.carry_len;
+  if (!fd_ || !pipe) return fd < 0 ? 0 : ::read(fd, dest, max);
+  // The file position first, then the record that makes it count (Room() ended the last one): a
+  // crash in between leaves no record, and a crash after it leaves the position where the bytes
+  // start.
+  if (::lseek(fd_.get(), FileOffset(dest), SEEK_SET) < 0) return -1;
+  RingIntake& recorded = state_->intake;
+  intake.at = state_->tail;
+  intake.armed = 0;
+  recorded = intake;
+  InOrder();
+  recorded.armed = 1;
+  InOrder();
+  return fd < 0 ? 0 : ::splice(fd, nullptr, fd_.get(), nullptr, max, SPLICE_F_NONBLOCK);
+}
+
+std::optional<LogRing::Cut> LogRing::Interrupted() {
+  const RingState& s = *state_;
+  const RingIntake& in = s.intake;
+  if (!fd_ || in.armed == 0 || in.at != s.tail) return {};
+  // The room Fill() was given starts after the header of the record to come at the tail.
+  char* room = At(s.tail) + sizeof(RingRecord);
+  const uint64_t fits = std::min(s.capacity - (s.tail - s.head), s.capacity - s.tail % s.capacity);
+  const off_t start = FileOffset(room) + in.carry_len;
+  const off_t end = FileOffset(At(s.tail)) + static_cast<off_t>(fits);
+  const off_t moved_to = ::lseek(fd_.get(), 0, SEEK_CUR);
+  if (fits < sizeof(RingRecord) + in.carry_len || moved_to < start || moved_to > end) return {};
+  return Cut{in, {room, static_cast<size_t>(moved_to - FileOffset(room))}};
 }
 
 void LogRing::PopFront() {

@@ -1,13 +1,16 @@
 // Where an output log's entries live: records (a fixed header, then the bytes) in a ring of
 // memory, with the ring's state in a header page in front of it. Backed by a memfd, the ring
 // outlives the daemon: a daemon that starts again maps the same memfd (kept for it by the
-// sandbox's keeper) and finds every retained entry with its sequence number and offset.
-// Pure data structure: no I/O beyond the mapping, no Asio.
+// sandbox's keeper) and finds every retained entry with its sequence number and offset, and the
+// output a crash cut on its way in from a pipe. No I/O beyond the mapping and its memfd, no Asio.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -27,6 +30,18 @@ struct RingRecord {
 };
 static_assert(sizeof(RingRecord) == 32);
 
+// Output on its way from a pipe into the ring (LogRing::Fill): what a daemon that adopts the ring
+// after a crash needs to commit the bytes that left the pipe but have no record yet.
+struct RingIntake {
+  uint64_t at;      // the tail when it began: it is over once the tail has moved on
+  int64_t time_ns;  // for the entry
+  uint8_t armed;    // 0: none (what a ring that never had one holds)
+  uint8_t kind;
+  uint8_t carry_len;  // the stream's carry, the room's first bytes: the pipe's follow them
+  uint8_t pad[5];
+};
+static_assert(sizeof(RingIntake) == 24);
+
 // The header page: everything a restarted daemon needs besides the records. Written with plain
 // stores after each change; `tail` last, so a record is visible only once it is whole.
 struct RingState {
@@ -45,6 +60,9 @@ struct RingState {
   // An incomplete UTF-8 sequence per stream (stdout, stderr), read but not yet an entry.
   uint8_t carry_len[2];
   uint8_t carry[2][4];
+  // Added after version 1 without a new version: where version 1 rings hold zeros, so each
+  // version adopts the other's rings (one that does not know it loses only the cut output).
+  RingIntake intake;
 };
 
 class LogRing {
@@ -75,7 +93,22 @@ class LogRing {
   bool Fits(size_t n);
   // Contiguous room for a record's bytes at the tail: at most `want`, and all of it when
   // `whole`, else at least min(want, 16 KiB). Empty when the ring has not that much free.
+  // Ends the intake recorded in the header, if any: the caller may write over its bytes.
   std::span<char> Room(size_t want, bool whole);
+  // Moves up to the rest of `room` (the last Room(), whose first bytes are the intake's carry)
+  // from `fd`, non-blocking. From a pipe into a memfd the bytes move with splice(2), which
+  // advances the memfd's file position (shared with the keeper's fd) in the same step, after
+  // `intake` is recorded in the header: a crash at any point leaves the ring knowing what moved
+  // (Interrupted()). Anything else is read(2), unrecorded. `fd` -1 moves nothing: the intake is
+  // its carry alone. Returns what the call returned (-1 with errno set).
+  ssize_t Fill(std::span<char> room, RingIntake intake, int fd, bool pipe);
+  // The recorded intake a crash cut before its record was committed, with its bytes (the
+  // carry's, then those that left the pipe) at the tail; nullopt when there is none.
+  struct Cut {
+    RingIntake intake;
+    std::span<char> bytes;
+  };
+  std::optional<Cut> Interrupted();
   // Appends a record whose bytes are the first `n` of the last Room() (no Room() needed for
   // n == 0); returns a view of them and the record's position.
   std::pair<std::string_view, uint64_t> Commit(uint64_t seq, uint64_t offset, int64_t time_ns,
@@ -90,6 +123,8 @@ class LogRing {
   // Bytes a record of `n` bytes takes, header and padding included.
   static uint64_t Span(size_t n) { return sizeof(RingRecord) + ((n + 7) & ~size_t{7}); }
   char* At(uint64_t pos) const { return data_ + pos % state_->capacity; }
+  // Where a byte of the mapping is in the memfd.
+  off_t FileOffset(const char* p) const { return p - base_; }
   // Moves the tail past the ring's end when a record of `need` bytes would not fit before it.
   bool WrapFor(uint64_t need);
   Result<void> Map(size_t bytes);

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "process/utf8.h"
+
 namespace sandstream {
 
 namespace {
@@ -24,6 +26,8 @@ int64_t Nanos(SystemTime t) {
 SystemTime FromNanos(int64_t ns) {
   return SystemTime(std::chrono::duration_cast<SystemTime::duration>(std::chrono::nanoseconds(ns)));
 }
+
+int StreamOf(EntryKind kind) { return kind == EntryKind::kStderr ? 1 : 0; }
 
 LogRing NewRing(size_t capacity, bool persistent) {
   auto ring = LogRing::Create(capacity, persistent);
@@ -58,6 +62,9 @@ Result<std::unique_ptr<OutputLog>> OutputLog::Adopt(LogLimits limits, UniqueFd r
     log->total_bytes_ = std::max(log->total_bytes_, r.offset + data.size());
     if (r.kind == static_cast<uint8_t>(EntryKind::kExit)) log->ended_ = true;
   });
+  if (auto cut = log->ring_.Interrupted()) {
+    log->Settle(cut->intake, {cut->bytes.data(), cut->bytes.size()}, false);
+  }
   return log;
 }
 
@@ -100,17 +107,54 @@ void OutputLog::MakeRoom(size_t n) {
   if (forced) SaveState();
 }
 
-std::string_view OutputLog::carry(int stream) const {
+std::string_view OutputLog::carry(EntryKind kind) const {
   if (!ring_.valid()) return {};
   const RingState& s = ring_.state();
+  const int stream = StreamOf(kind);
   return {reinterpret_cast<const char*>(s.carry[stream]), s.carry_len[stream]};
 }
 
-void OutputLog::set_carry(int stream, std::string_view bytes) {
-  if (!ring_.valid() || bytes.size() > 4) return;
+void OutputLog::set_carry(EntryKind kind, std::string_view bytes) {
   RingState& s = ring_.state();
+  const int stream = StreamOf(kind);
   if (!bytes.empty()) std::memcpy(s.carry[stream], bytes.data(), bytes.size());
   s.carry_len[stream] = static_cast<uint8_t>(bytes.size());
+}
+
+std::pair<RingIntake, std::span<char>> OutputLog::BeginIntake(EntryKind kind, size_t want) {
+  const std::string_view carry = this->carry(kind);
+  RingIntake intake{};
+  intake.time_ns = Nanos(SystemNow());
+  intake.kind = static_cast<uint8_t>(kind);
+  intake.carry_len = static_cast<uint8_t>(carry.size());
+  std::span<char> room = Room(carry.size() + want);
+  std::copy(carry.begin(), carry.end(), room.data());
+  return {intake, room};
+}
+
+ssize_t OutputLog::Take(EntryKind kind, int fd, size_t want, bool pipe) {
+  auto [intake, room] = BeginIntake(kind, want);
+  const ssize_t n = ring_.Fill(room, intake, fd, pipe);
+  if (n > 0) Settle(intake, {room.data(), intake.carry_len + static_cast<size_t>(n)}, false);
+  return n;
+}
+
+void OutputLog::FlushCarry(EntryKind kind) {
+  if (carry(kind).empty()) return;
+  // An intake that takes nothing: cut by a crash before its entry, it leaves the carry as it was
+  // (an incomplete sequence is held back again), for the next daemon's reader to flush.
+  auto [intake, room] = BeginIntake(kind, 0);
+  (void)ring_.Fill(room, intake, -1, true);
+  Settle(intake, {room.data(), intake.carry_len}, true);
+}
+
+void OutputLog::Settle(const RingIntake& intake, std::string_view bytes, bool whole) {
+  const auto kind = static_cast<EntryKind>(intake.kind);
+  const size_t complete = whole ? bytes.size() : Utf8CompletePrefix(bytes);
+  // The carry before the record: a crash between the two leaves the intake in the ring, and it
+  // is settled again from there (the bytes are still at the tail).
+  set_carry(kind, bytes.substr(complete));
+  if (complete > 0 && !ended_) Push(kind, complete, FromNanos(intake.time_ns));
 }
 
 void OutputLog::SaveState() {
@@ -133,11 +177,6 @@ uint64_t OutputLog::Append(EntryKind kind, std::string_view data, SystemTime tim
     std::memcpy(ring_.Room(data.size(), true).data(), data.data(), data.size());
   }
   return Push(kind, data.size(), time);
-}
-
-uint64_t OutputLog::Commit(EntryKind kind, size_t n, SystemTime time) {
-  if (ended_) return 0;
-  return Push(kind, n, time);
 }
 
 uint64_t OutputLog::Push(EntryKind kind, size_t n, SystemTime time) {

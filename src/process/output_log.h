@@ -2,7 +2,8 @@
 // streams, in a bounded window. Readers are cursors (a sequence number). A reader that skips
 // never holds the writer back and learns exactly which entries it missed; a reader that waits
 // places a hold, and while a hold keeps the window full the writer must pause (Full()).
-// Pure data structure: no I/O, no Asio; listeners are told of appends synchronously.
+// No I/O but Take()'s move of output into its storage, no Asio; listeners are told of appends
+// synchronously.
 #pragma once
 
 #include <cstdint>
@@ -77,15 +78,18 @@ class OutputLog {
   // Appends an entry (its bytes copied) and evicts the oldest ones beyond the limits that no
   // hold keeps; returns its seq. Appending after kExit is a bug and is ignored (returns 0).
   uint64_t Append(EntryKind kind, std::string_view data, SystemTime time = SystemNow());
-  // Output read straight into the log: Room() gives space, Commit() appends its first `n`
-  // bytes as an entry. Nothing may be appended between the two.
-  std::span<char> Room(size_t want);
-  uint64_t Commit(EntryKind kind, size_t n, SystemTime time = SystemNow());
-  // The memfd of a persistent log (-1 otherwise), and the place its writer keeps the bytes of
-  // an incomplete UTF-8 sequence (stream 0: stdout, 1: stderr), so they survive with it.
+  // Moves up to `want` bytes of output from `fd` (non-blocking) straight into the log's storage
+  // as an entry of `kind` (kStdout or kStderr). A code point the bytes cut is held back as the
+  // stream's carry, the first bytes of its next entry. From a pipe into a persistent log the move
+  // and its entry survive a crash at any point: the next daemon's Adopt() commits what left the
+  // pipe, once (LogRing::Fill). Returns what the read returned (-1 with errno set).
+  ssize_t Take(EntryKind kind, int fd, size_t want, bool pipe = true);
+  // The stream's carry as an entry of its own: the stream has ended.
+  void FlushCarry(EntryKind kind);
+  // The memfd of a persistent log (-1 otherwise), and the bytes of an incomplete UTF-8 sequence
+  // that the stream's next entry begins with (kept in it, so they survive with it).
   int ring_fd() const { return ring_.valid() ? ring_.fd() : -1; }
-  std::string_view carry(int stream) const;
-  void set_carry(int stream, std::string_view bytes);
+  std::string_view carry(EntryKind kind) const;
 
   // The entries after `after_seq`, at most about `max_bytes` of output (at least one entry).
   // If some entries after `after_seq` were evicted, `gap` says which; `known_offset` is the
@@ -154,6 +158,15 @@ class OutputLog {
 
  private:
   uint64_t Push(EntryKind kind, size_t n, SystemTime time);
+  // Room for a record of up to `want` bytes at the tail (at least min(want, 16 KiB)).
+  std::span<char> Room(size_t want);
+  // Room at the tail for `want` bytes after the stream's carry, the carry copied there, and the
+  // intake that says so.
+  std::pair<RingIntake, std::span<char>> BeginIntake(EntryKind kind, size_t want);
+  // Makes the intake's bytes (its carry, then what was taken) an entry: all of them when `whole`,
+  // else all but a code point they cut, which becomes the carry.
+  void Settle(const RingIntake& intake, std::string_view bytes, bool whole);
+  void set_carry(EntryKind kind, std::string_view bytes);
   // A ring for these limits, the first time one is needed.
   void EnsureRing(bool persistent);
   // Makes room for a record of `n` bytes, evicting what holds keep if nothing else is left.

@@ -14,13 +14,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
-#include <cstring>
 
 #include "base/log.h"
+#include "platform/fd.h"
 #include "platform/pty.h"
 #include "platform/signals.h"
 #include "process/await_op.h"
-#include "process/utf8.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -112,7 +111,19 @@ asio::awaitable<Result<void>> Process::Launch(std::shared_ptr<sandbox::Sandbox> 
   // The clock starts before the spawn: by the time Spawn returns, the command is running.
   started_at_ = SystemNow();
   started_steady_ = SteadyNow();
-  ps.keep_fd = log_.ring_fd();
+  if (const int ring = log_.ring_fd(); ring >= 0) {
+    ps.keep_fds.push_back(ring);
+    if (spec_.pty) {
+      // A terminal cannot be spliced into the log's memfd: its output passes through a pipe
+      // kept with the memfd, so that what a crash leaves between the two is found again.
+      auto relay = MakePipe(true);
+      if (!relay) co_return std::move(relay).error();
+      if (auto r = SetNonBlocking(relay->write.get(), true); !r) co_return std::move(r).error();
+      ps.keep_fds.push_back(relay->read.get());
+      ps.keep_fds.push_back(relay->write.get());
+      relay_ = std::move(*relay);
+    }
+  }
   Result<sandbox::SpawnedProcess> spawned = co_await Await(sandbox->Spawn(std::move(ps)));
   if (!spawned) co_return std::move(spawned).error();
 
@@ -131,10 +142,20 @@ Result<std::shared_ptr<Process>> Process::Adopt(const asio::any_io_executor& ex,
                                                 ProcessOptions options, ExitCallback on_exit) {
   options.persistent_log = false;  // the adopted ring is the log
   auto p = std::make_shared<Process>(ex, std::move(spec), options);
-  if (adopted.log_fd) {
-    auto log = OutputLog::Adopt(p->spec_.log_limits, std::move(adopted.log_fd));
+  std::vector<UniqueFd>& kept = adopted.kept;
+  if (!kept.empty()) {
+    auto log = OutputLog::Adopt(p->spec_.log_limits, std::move(kept[0]));
     if (!log) return std::move(log).error();
     p->log_.TakeFrom(std::move(**log));
+  }
+  // After the memfd, a terminal's relay: its read end, then its write end (a terminal an earlier
+  // version started has none, and its output is read).
+  if (kept.size() == 3) {
+    p->relay_.read = std::move(kept[1]);
+    p->relay_.write = std::move(kept[2]);
+    // What a crash left in it comes before anything the terminal holds.
+    while (p->log_.Take(EntryKind::kStdout, p->relay_.read.get(), kReadMax) > 0) {
+    }
   }
   // The ring counts bytes, not streams: stderr is what its retained entries hold, and bytes
   // evicted before the restart count as stdout.
@@ -149,8 +170,6 @@ Result<std::shared_ptr<Process>> Process::Adopt(const asio::any_io_executor& ex,
   p->started_steady_ = SteadyNow() - std::chrono::duration_cast<SteadyClock::duration>(std::max(
                                          SystemNow() - started_at, SystemTime::duration::zero()));
   p->on_exit_ = std::move(on_exit);
-  p->carry_out_ = std::string(p->log_.carry(0));
-  p->carry_err_ = std::string(p->log_.carry(1));
   if (adopted.status) p->exit_status_ = *adopted.status;
   p->Supervise(std::move(adopted.process));
   p->StartLoops();
@@ -192,28 +211,23 @@ void Process::StartLoops() {
 }
 
 ssize_t Process::ReadInto(int fd, EntryKind kind, size_t want) {
-  std::string& carry = kind == EntryKind::kStdout ? carry_out_ : carry_err_;
-  // The bytes of a code point cut by the last read go first, so it is whole in this entry.
-  std::span<char> room = log_.Room(carry.size() + want);
-  std::memcpy(room.data(), carry.data(), carry.size());
-  const ssize_t n = ::read(fd, room.data() + carry.size(), room.size() - carry.size());
+  const ssize_t n = relay_.read ? Relay(fd, want) : log_.Take(kind, fd, want, !spec_.pty);
   if (n <= 0) return n;
   last_output_ = SteadyNow();
   (kind == EntryKind::kStdout ? stdout_bytes_ : stderr_bytes_) += static_cast<uint64_t>(n);
-  const std::string_view got(room.data(), carry.size() + static_cast<size_t>(n));
-  const size_t k = Utf8CompletePrefix(got);
-  carry.assign(got.substr(k));  // before Commit: the next Room() reuses these bytes
-  log_.set_carry(kind == EntryKind::kStdout ? 0 : 1, carry);
-  if (k > 0) log_.Commit(kind, k);
   return n;
 }
 
-void Process::FlushCarry(EntryKind kind) {
-  std::string& carry = kind == EntryKind::kStdout ? carry_out_ : carry_err_;
-  if (carry.empty()) return;
-  log_.Append(kind, carry);
-  carry.clear();
-  log_.set_carry(kind == EntryKind::kStdout ? 0 : 1, {});
+ssize_t Process::Relay(int terminal, size_t want) {
+  const ssize_t n =
+      ::splice(terminal, nullptr, relay_.write.get(), nullptr, want, SPLICE_F_NONBLOCK);
+  for (ssize_t left = n; left > 0;) {
+    const ssize_t moved =
+        log_.Take(EntryKind::kStdout, relay_.read.get(), static_cast<size_t>(left));
+    if (moved <= 0) return moved;
+    left -= moved;
+  }
+  return n;
 }
 
 asio::awaitable<void> Process::WaitForRoom(AsyncSignal& room) {
@@ -261,7 +275,7 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
     if (!readable) {
       if (leader_exited_) {
         // The reader saw EAGAIN after the leader exited: everything it wrote has been taken.
-        FlushCarry(kind);
+        log_.FlushCarry(kind);
         drained = true;
         drained_signal_.Notify();
         continue;
@@ -293,7 +307,7 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
     break;  // end of file, or EIO from a terminal whose last writer is gone
   }
   if (!drained) {
-    FlushCarry(kind);
+    log_.FlushCarry(kind);
     drained = true;
     drained_signal_.Notify();
   }

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "base/timer.h"
+#include "platform/fd.h"
 #include "process/exit.h"
 #include "process/output_log.h"
 #include "sandbox/runtime.h"
@@ -129,8 +130,10 @@ class Process : public std::enable_shared_from_this<Process> {
   boost::asio::awaitable<std::optional<int>> ReadExitStatus();
   boost::asio::awaitable<void> ReadLoop(boost::asio::posix::stream_descriptor& pipe,
                                         EntryKind kind);
-  // One read(2) straight into the log. Returns what read() returned (-1 with errno set).
+  // One read straight into the log. Returns what read() returned (-1 with errno set).
   ssize_t ReadInto(int fd, EntryKind kind, size_t want);
+  // One read of the terminal, into the relay and on into the log.
+  ssize_t Relay(int terminal, size_t want);
   // Until a waiting reader makes room in the log (or the leader exits).
   boost::asio::awaitable<void> WaitForRoom(AsyncSignal& room);
   void DropStalledReaders();
@@ -138,7 +141,6 @@ class Process : public std::enable_shared_from_this<Process> {
   boost::asio::awaitable<void> TimeoutLoop();
   boost::asio::awaitable<void> IdleLoop();
   boost::asio::awaitable<void> FeedStdin(std::string data);
-  void FlushCarry(EntryKind kind);
   void Finish(int code, int status);
   void Spawn(boost::asio::awaitable<void> task);
 
@@ -157,14 +159,13 @@ class Process : public std::enable_shared_from_this<Process> {
   uint64_t oom_at_start_ = 0;
   std::weak_ptr<sandbox::Sandbox> sandbox_;
   ExitCallback on_exit_;
-  // Bytes of an unfinished UTF-8 sequence held until the next read of the same stream.
-  std::string carry_out_;
-  std::string carry_err_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> out_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> err_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> pidfd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> exit_pipe_;  // from the keeper, if any
+  // A terminal's output on its way to a persistent log (kept by the keeper too), if any.
+  Pipe relay_;
   std::optional<int> exit_status_;  // known at adoption: it ended while no daemon ran
   Timer timeout_timer_;
   Timer idle_timer_;

@@ -70,9 +70,10 @@ struct ProcessSpec {
   bool as_root = false;           // run as root (uid 0) of the sandbox instead of its user
   std::optional<PtySize> pty;     // run on a new terminal of the sandbox's own devpts, as its
                                   // session leader; merge_stderr and open_stdin do not apply
-  // An fd of the daemon's for this process that must outlive the daemon with it (its output
-  // log); the runtime keeps it where the next daemon finds it (AdoptedProcess::log_fd).
-  int keep_fd = -1;
+  // Fds of the daemon's for this process that must outlive the daemon with it (its output log,
+  // a terminal's relay pipe); the runtime keeps them where the next daemon finds them
+  // (AdoptedProcess::kept, in this order).
+  std::vector<int> keep_fds;
 };
 
 // A sandbox with egress: its slot, the host's end of its veth pair (its gateway, where its
@@ -109,11 +110,11 @@ struct FileWriter {
 };
 
 // A process an earlier daemon started that the sandbox kept: its fds as they were, its wait
-// status if it has ended since, and the fd it was given to keep.
+// status if it has ended since, and the fds it was given to keep.
 struct AdoptedProcess {
   SpawnedProcess process;
   std::optional<int> status;
-  UniqueFd log_fd;
+  std::vector<UniqueFd> kept;
 };
 
 class Sandbox {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <functional>
@@ -91,8 +92,8 @@ Op<Result<SpawnedProcess>> SpawnOnTerminal(const SpawnContext& ctx, const Proces
   const int slave = pty->slave.get();
   std::vector<int> fds{slave, slave, slave};
   std::vector<int> held{pty->master.get()};
-  if (spec.keep_fd >= 0) held.push_back(spec.keep_fd);
-  request.tag = kKeptTerminal | (spec.keep_fd >= 0 ? kKeptLog : 0u);
+  held.insert(held.end(), spec.keep_fds.begin(), spec.keep_fds.end());
+  request.tag = kKeptTerminal | (spec.keep_fds.empty() ? 0u : kKeptLog);
   Result<SpawnedProcess> started = co_await Launch(ctx, request, std::move(fds), std::move(held),
                                                    [&pty] { pty->slave.reset(); });
   if (!started) co_return std::move(started).error();
@@ -139,8 +140,8 @@ Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec) {
     held.push_back(stdio->parent_stdin());
     request.tag |= kKeptStdin;
   }
-  if (spec.keep_fd >= 0) {
-    held.push_back(spec.keep_fd);
+  if (!spec.keep_fds.empty()) {
+    held.insert(held.end(), spec.keep_fds.begin(), spec.keep_fds.end());
     request.tag |= kKeptLog;
   }
   Result<SpawnedProcess> started = co_await Launch(ctx, request, std::move(fds), std::move(held),
@@ -153,9 +154,10 @@ Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec) {
 
 Result<AdoptedProcess> FromKept(KeptEntry& entry) {
   const uint32_t tag = entry.tag;
-  const size_t expected = 3 + ((tag & kKeptStderr) ? 1 : 0) + ((tag & kKeptStdin) ? 1 : 0) +
-                          ((tag & kKeptLog) ? 1 : 0);
-  if (entry.pid <= 0 || entry.fds.size() != expected) {
+  // The daemon's own fds (kKeptLog) come last, as many as it gave.
+  const size_t fixed = 3 + ((tag & kKeptStderr) ? 1 : 0) + ((tag & kKeptStdin) ? 1 : 0);
+  const size_t kept = entry.fds.size() - std::min(entry.fds.size(), fixed);
+  if (entry.pid <= 0 || entry.fds.size() < fixed || (kept > 0) != ((tag & kKeptLog) != 0)) {
     return Error{ErrorCode::kInternal, "keeper: an entry of pid " + std::to_string(entry.pid) +
                                            " with " + std::to_string(entry.fds.size()) + " fds"};
   }
@@ -169,7 +171,7 @@ Result<AdoptedProcess> FromKept(KeptEntry& entry) {
   p.stdout_fd = std::move(entry.fds[i++]);
   if (tag & kKeptStderr) p.stderr_fd = std::move(entry.fds[i++]);
   if (tag & kKeptStdin) p.stdin_fd = std::move(entry.fds[i++]);
-  if (tag & kKeptLog) a.log_fd = std::move(entry.fds[i++]);
+  while (i < entry.fds.size()) a.kept.push_back(std::move(entry.fds[i++]));
   return a;
 }
 

@@ -61,9 +61,9 @@ struct SpawnReply {
 };
 
 // What a keeper holds for a process, in this order: the exit pipe's read end, stdout's read end
-// (or the terminal's master), then one fd per bit of the spawn's tag, in bit order: stderr's
-// read end, stdin's write end, the fd the daemon asked to keep (ProcessSpec::keep_fd).
-// kKeptTerminal holds none.
+// (or the terminal's master), then fds per bit of the spawn's tag, in bit order: stderr's read
+// end, stdin's write end, and last the fds the daemon asked to keep (ProcessSpec::keep_fds, one
+// or more). kKeptTerminal holds none.
 enum KeptFds : uint32_t {
   kKeptStderr = 1,
   kKeptStdin = 2,

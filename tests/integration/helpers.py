@@ -130,6 +130,21 @@ class Daemon:
                 return int(line.split()[1])
         raise AssertionError("no VmRSS line")
 
+    def memory_kib(self) -> int:
+        """What the daemon holds, in KiB: its resident memory but for shared memory, and every
+        page of the memfds it has open. Output logs are memfds it writes with splice(2), not
+        through their mapping, so VmRSS alone misses what it has not read back."""
+        fields = dict(line.split(":", 1)
+                      for line in Path(f"/proc/{self.pid}/status").read_text().splitlines())
+        held = sum(int(fields[k].split()[0]) for k in ("RssAnon", "RssFile"))
+        for fd in Path(f"/proc/{self.pid}/fd").iterdir():
+            try:
+                if os.readlink(fd).startswith("/memfd:"):
+                    held += fd.stat().st_blocks // 2
+            except FileNotFoundError:
+                continue  # closed meanwhile
+        return held
+
     def log_tail(self, n: int = 40) -> str:
         """The last lines the daemon wrote to stderr."""
         try:

@@ -72,12 +72,13 @@ class TextCheck:
                 self.gap(e.json()["bytes"])
 
 
-class RssSampler:
-    """Samples a daemon's VmRSS in the background; `peak` is the highest seen."""
+class MemorySampler:
+    """Samples a daemon's memory (Daemon.memory_kib) in the background; `peak` is the highest
+    seen."""
 
     def __init__(self, d: Daemon) -> None:
         self.d = d
-        self.start = d.rss_kib()
+        self.start = d.memory_kib()
         self.peak = self.start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -85,7 +86,7 @@ class RssSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
-            self.peak = max(self.peak, self.d.rss_kib())
+            self.peak = max(self.peak, self.d.memory_kib())
 
     def growth_mib(self) -> float:
         self._stop.set()
@@ -152,7 +153,7 @@ def test_exec_stream_waits_by_default_every_byte_reaches_curl(daemon_factory: An
     with d.client() as c:
         sb = create_sandbox(c)["id"]
         run(c, sb, cmd="echo warm")
-        rss = RssSampler(d)
+        memory = MemorySampler(d)
         proc = subprocess.Popen(
             [curl, "-sN", "-H", f"Authorization: Bearer {API_KEY}", "-d",
              json.dumps({"cmd": text_cmd(BIG)}), f"{d.url}/v1/sandboxes/{sb}/exec/stream"],
@@ -172,12 +173,12 @@ def test_exec_stream_waits_by_default_every_byte_reaches_curl(daemon_factory: An
                 elif item.event == "exit":
                     exit_event = item
         assert proc.wait(30) == 0
-        growth = rss.growth_mib()
+        growth = memory.growth_mib()
     assert "gap" not in names and "error" not in names, names
     assert exit_event is not None and exit_event.json()["exit_code"] == 0, exit_event
     assert check.received == BIG and check.skipped == 0
-    print(f"{BIG >> 20} MiB through curl; daemon RSS +{growth:.1f} MiB; events {names}")
-    assert growth < 48, f"daemon RSS grew {growth:.1f} MiB streaming {BIG >> 20} MiB"
+    print(f"{BIG >> 20} MiB through curl; daemon memory +{growth:.1f} MiB; events {names}")
+    assert growth < 48, f"daemon memory grew {growth:.1f} MiB streaming {BIG >> 20} MiB"
 
 
 def test_slow_reader_gets_every_byte(daemon_factory: Any) -> None:
@@ -190,7 +191,7 @@ def test_slow_reader_gets_every_byte(daemon_factory: Any) -> None:
         sb = create_sandbox(c)["id"]
         conn = exec_stream(d, sb, {"cmd": text_cmd(size)})
         check = TextCheck()
-        rss = RssSampler(d)
+        memory = MemorySampler(d)
         t0 = time.monotonic()
         exit_event: SseEvent | None = None
         held: dict[str, Any] = {}
@@ -212,12 +213,12 @@ def test_slow_reader_gets_every_byte(daemon_factory: Any) -> None:
                 exit_event = e
                 break
         conn.close()
-        growth = rss.growth_mib()
+        growth = memory.growth_mib()
     assert exit_event is not None and exit_event.json()["exit_code"] == 0
     assert check.received == size
     # After 3 MB in 3 s: the window, the pipe and the sockets hold a few MiB more, not 48.
     assert held["status"] == "running" and held["stdout_bytes"] < 16 << 20, held
-    assert growth < 24, f"daemon RSS grew {growth:.1f} MiB"
+    assert growth < 24, f"daemon memory grew {growth:.1f} MiB"
 
 
 def test_stalled_reader_holds_the_process_then_gets_every_byte(daemon_factory: Any) -> None:
@@ -229,7 +230,7 @@ def test_stalled_reader_holds_the_process_then_gets_every_byte(daemon_factory: A
     with d.client() as c:
         sb = create_sandbox(c)["id"]
         run(c, sb, cmd="echo warm")
-        rss = RssSampler(d)
+        memory = MemorySampler(d)
         conn = exec_stream(d, sb, {"cmd": text_cmd(size)})
         events = conn.events(limit_seconds=120)
         start = next(events)
@@ -249,13 +250,13 @@ def test_stalled_reader_holds_the_process_then_gets_every_byte(daemon_factory: A
             if e.event in ("exit", "error"):
                 break
         conn.close()
-        growth = rss.growth_mib()
+        growth = memory.growth_mib()
     names = {e.event for e in rest}
     assert "gap" not in names and rest[-1].event == "exit", rest[-3:]
     assert rest[-1].json()["exit_code"] == 0 and rest[-1].json()["reason"] == "exited"
     assert check.received == size
     assert_contiguous(rest)
-    assert growth < 24, f"daemon RSS grew {growth:.1f} MiB"
+    assert growth < 24, f"daemon memory grew {growth:.1f} MiB"
 
 
 def test_follow_skips_unless_asked_to_wait(daemon_factory: Any) -> None:
@@ -699,13 +700,13 @@ def test_memory_comes_back_after_a_large_window(daemon_factory: Any) -> None:
     with d.client() as c:
         sb = create_sandbox(c)["id"]
         run(c, sb, cmd="echo warm")
-        before = d.rss_kib()
+        before = d.memory_kib()
         r = c.post(f"/v1/sandboxes/{sb}/processes",
                    json={"cmd": text_cmd(size), "log_window_bytes": 512 << 20})
         pid = r.json()["id"]
         assert wait_until(lambda: process(c, sb, pid)["status"] == "exited", within=60)
-        held = d.rss_kib()
+        held = d.memory_kib()
         assert (held - before) / 1024 > size / (1 << 20) / 2, (before, held)
         assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
-        assert wait_until(lambda: (d.rss_kib() - before) / 1024 < 48, within=10), \
-            f"RSS {before} KiB before, {held} KiB holding, {d.rss_kib()} KiB after delete"
+        assert wait_until(lambda: (d.memory_kib() - before) / 1024 < 48, within=10), \
+            f"{before} KiB before, {held} KiB holding, {d.memory_kib()} KiB after delete"

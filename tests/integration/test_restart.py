@@ -5,6 +5,7 @@ continues where it was, without a gap."""
 from __future__ import annotations
 
 import json
+import random
 import signal
 import time
 from pathlib import Path
@@ -173,6 +174,62 @@ def test_repeated_kills_lose_nothing(daemon_factory: Any, marker: str) -> None:
         assert done["exit_code"] == 0, done
         everything = follow(c, sb, proc["id"], 0, "\n299\n")
         assert lines_of(everything) == list(range(300))
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
+    d.stop()
+
+
+def bytes_of_lines(n: int, newline: str) -> int:
+    """How many bytes `echo` writes for the lines 1 to n."""
+    total, digits, low = 0, 1, 1
+    while low <= n:
+        high = min(n, low * 10 - 1)
+        total += (high - low + 1) * (digits + len(newline))
+        low, digits = low * 10, digits + 1
+    return total
+
+
+def open_terminal(d: Daemon, sb: str, cmd: str) -> str:
+    """Starts `cmd` on a terminal and leaves it running with no client; returns its id."""
+    import asyncio
+
+    from test_terminals import READ_SECONDS, ws_url
+    from websockets.asyncio.client import connect
+
+    async def opened() -> str:
+        async with connect(ws_url(d, f"/v1/sandboxes/{sb}/exec/pty", cmd=cmd)) as ws:
+            start = json.loads(await asyncio.wait_for(ws.recv(), READ_SECONDS))
+            return str(start["terminal_id"])
+    return asyncio.run(opened())
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["pipe", "terminal"])
+def test_kills_while_output_pours_in_lose_no_byte(daemon_factory: Any, terminal: bool) -> None:
+    """Twenty SIGKILLs while a process prints numbered lines as fast as it can, so that the daemon
+    is often killed between taking output from the pipe (or the terminal) and recording it: every
+    byte the process wrote is in its log once."""
+    rng = random.Random(5)
+    count = "i=1; while :; do echo $i; i=$((i+1)); done"
+    d: Daemon = daemon_factory(args=KEEP)
+    with d.client() as c:
+        sb = create_sandbox(c)["id"]
+        pid = open_terminal(d, sb, count) if terminal else start(c, sb, cmd=count)["id"]
+    for _ in range(20):
+        time.sleep(rng.uniform(0.005, 0.05))
+        d.kill()
+        d = daemon_factory(data_dir=d.data_dir, args=KEEP)
+    with d.client() as c:
+        url = f"/v1/sandboxes/{sb}/processes/{pid}"
+        assert c.post(f"{url}/signal", json={"signal": "KILL"}).status_code == 200
+        done = c.get(f"{url}/wait", params={"timeout_seconds": 20}).json()
+        assert done["status"] == "exited", done
+        # The last lines say how much it wrote: lines 1 to n, and what it began of the next.
+        newline = "\r\n" if terminal else "\n"
+        text = c.get(f"{url}/logs", params={"tail": "20"}).json()["stdout"]
+        whole, _, begun = text.rpartition(newline)
+        last = int(whole.rsplit(newline, 1)[-1])
+        written = bytes_of_lines(last, newline) + len(begun)
+        got = c.get(url).json()["stdout_bytes"]
+        assert got == written, f"{written - got} of {written} bytes lost (doubled if negative)"
         assert c.delete(f"/v1/sandboxes/{sb}").status_code in (200, 204)
     d.stop()
 

@@ -1,6 +1,7 @@
 // Unit tests of OutputLog: sequence numbers shared by both streams, the bounded window and its
 // eviction, cursor reads with exact gaps, tails, restoring from the store, listeners, holds
-// (flow control: Full, room again, stalled and parked readers), and its block storage.
+// (flow control: Full, room again, stalled and parked readers), its storage, and a persistent
+// log adopted after its writer was killed at each step of taking output from a pipe.
 #include "process/output_log.h"
 
 #include <gtest/gtest.h>
@@ -14,8 +15,12 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "platform/fd.h"
+#include "process/utf8.h"
 
 namespace sandstream {
 namespace {
@@ -681,38 +686,86 @@ TEST(OutputLogTest, LastSeqEndingBy) {
 
 // ---- storage ----
 
-TEST(OutputLogStorageTest, ReadsGoStraightIntoTheLog) {
-  OutputLog log;
-  std::span<char> room = log.Room(1000);
-  ASSERT_GE(room.size(), 1000u);
-  std::memcpy(room.data(), "hello world", 11);
-  EXPECT_EQ(log.Commit(EntryKind::kStdout, 5), 1u);
-  room = log.Room(100);
-  std::memcpy(room.data(), "!", 1);
-  EXPECT_EQ(log.Commit(EntryKind::kStderr, 1), 2u);
-  auto slice = log.Read(0, 1000);
-  ASSERT_EQ(slice.entries.size(), 2u);
-  EXPECT_EQ(slice.entries[0]->data, "hello");
-  EXPECT_EQ(slice.entries[1]->data, "!");
-  EXPECT_EQ(slice.entries[1]->offset, 5u);
+// A pipe as a process's stdout is: its read end non-blocking.
+Pipe OutputPipe() {
+  auto pipe = MakePipe(true);
+  if (!pipe) throw std::runtime_error(pipe.error().message);
+  return std::move(*pipe);
+}
+
+void Write(const Pipe& pipe, std::string_view bytes) {
+  ASSERT_EQ(::write(pipe.write.get(), bytes.data(), bytes.size()),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+// Takes everything the pipe holds.
+void TakeAll(OutputLog& log, EntryKind kind, const Pipe& pipe) {
+  while (log.Take(kind, pipe.read.get(), 64u << 10) > 0) {
+  }
+}
+
+std::string Text(const OutputLog& log, EntryKind kind) {
+  std::string out;
+  for (const LogEntry& e : log.entries()) {
+    if (e.kind == kind) out += e.data;
+  }
+  return out;
+}
+
+TEST(OutputLogStorageTest, OutputIsTakenStraightIntoTheLog) {
+  for (bool persistent : {false, true}) {
+    OutputLog log(LogLimits{}, persistent);
+    Pipe out = OutputPipe();
+    Write(out, "hello");
+    EXPECT_EQ(log.Take(EntryKind::kStdout, out.read.get(), 1000), 5);
+    Write(out, "!");
+    EXPECT_EQ(log.Take(EntryKind::kStderr, out.read.get(), 1000), 1);
+    EXPECT_EQ(log.Take(EntryKind::kStdout, out.read.get(), 1000), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    auto slice = log.Read(0, 1000);
+    ASSERT_EQ(slice.entries.size(), 2u);
+    EXPECT_EQ(slice.entries[0]->data, "hello");
+    EXPECT_EQ(slice.entries[1]->data, "!");
+    EXPECT_EQ(slice.entries[1]->offset, 5u);
+    out.write.reset();
+    EXPECT_EQ(log.Take(EntryKind::kStdout, out.read.get(), 1000), 0);
+  }
+}
+
+TEST(OutputLogStorageTest, ACodePointCutByAReadWaitsForTheRestOfIt) {
+  OutputLog log(LogLimits{}, true);
+  Pipe out = OutputPipe();
+  Write(out, "price: \xE2\x82");
+  TakeAll(log, EntryKind::kStdout, out);
+  EXPECT_EQ(Text(log, EntryKind::kStdout), "price: ");
+  EXPECT_EQ(log.carry(EntryKind::kStdout), "\xE2\x82");
+  Write(out, "\xAC 5");
+  TakeAll(log, EntryKind::kStdout, out);
+  EXPECT_EQ(log.entries().back().data, "\xE2\x82\xAC 5");
+  // A stream that ends inside one gives up the bytes it has.
+  Write(out, "\xF0\x9F");
+  TakeAll(log, EntryKind::kStdout, out);
+  log.FlushCarry(EntryKind::kStdout);
+  EXPECT_EQ(Text(log, EntryKind::kStdout), "price: \xE2\x82\xAC 5\xF0\x9F");
+  EXPECT_EQ(log.carry(EntryKind::kStdout), "");
 }
 
 TEST(OutputLogStorageTest, ALoudLogStaysWithinItsRingAndTrimGivesItBack) {
   OutputLog loud(LogLimits{4u << 20, 1u << 20});
+  Pipe out = OutputPipe();
+  const std::string block(64u << 10, 'a');
   for (int i = 0; i < 400; ++i) {
-    std::span<char> room = loud.Room(64 * 1024);
-    std::memset(room.data(), 'a' + i % 26, room.size());
-    loud.Commit(EntryKind::kStdout, room.size());
+    Write(out, block);
+    TakeAll(loud, EntryKind::kStdout, out);
   }
+  EXPECT_EQ(loud.total_bytes(), 400u * block.size());
   EXPECT_EQ(loud.total_bytes(), loud.evicted_bytes() + loud.retained_bytes());
   EXPECT_LE(loud.retained_bytes(), 4u << 20);
-  // The window plus at most two blocks of slack, whatever went through.
   // The window plus its records' headers and the headroom, whatever went through.
   EXPECT_LE(loud.allocated_bytes(), (4u << 20) + (1u << 20) * 40 + (3u << 20));
-  // Every retained entry still reads back as written.
   for (const LogEntry& e : loud.entries()) {
     ASSERT_FALSE(e.data.empty());
-    EXPECT_EQ(e.data.find_first_not_of(e.data[0]), std::string_view::npos);
+    EXPECT_EQ(e.data.find_first_not_of('a'), std::string_view::npos);
   }
   loud.Trim(100);
   EXPECT_LE(loud.allocated_bytes(), 128u * 1024);
@@ -733,6 +786,27 @@ TEST(OutputLogStorageTest, CopiesLargerThanABlockAreWhole) {
 
 // ---- a log that outlives its writer ----
 
+// The log's memfd as a keeper holds it: the same open file, file position included.
+UniqueFd Kept(const OutputLog& log) { return UniqueFd(::fcntl(log.ring_fd(), F_DUPFD_CLOEXEC, 3)); }
+
+// The memfd of a persistent log whose daemon took `bytes` from `out` and is gone, as its keeper
+// holds it.
+UniqueFd KeptAfter(const LogLimits& limits, const Pipe& out, EntryKind kind,
+                   std::string_view bytes) {
+  OutputLog log(limits, true);
+  UniqueFd kept = Kept(log);
+  Write(out, bytes);
+  TakeAll(log, kind, out);
+  return kept;
+}
+
+// The ring of a kept memfd, as another writer (the next daemon) maps it.
+LogRing Reopened(const UniqueFd& kept) {
+  auto ring = LogRing::Open(UniqueFd(::fcntl(kept.get(), F_DUPFD_CLOEXEC, 3)));
+  if (!ring) throw std::runtime_error(ring.error().message);
+  return std::move(*ring);
+}
+
 TEST(OutputLogAdoptTest, APersistentLogIsFoundWholeByTheNextDaemon) {
   const LogLimits limits{64u << 10, 1000};
   UniqueFd kept;
@@ -741,19 +815,17 @@ TEST(OutputLogAdoptTest, APersistentLogIsFoundWholeByTheNextDaemon) {
   {
     OutputLog log(limits, true);
     ASSERT_GE(log.ring_fd(), 0);
-    kept.reset(::fcntl(log.ring_fd(), F_DUPFD_CLOEXEC, 3));
+    kept = Kept(log);
+    Pipe out = OutputPipe();
     log.Append(EntryKind::kStart, {});
     std::mt19937 rng(7);
     // Far more than the ring holds: it wraps many times.
     for (int i = 0; i < 3000; ++i) {
-      std::string chunk(1 + rng() % 3000, static_cast<char>('a' + i % 26));
-      std::span<char> room = log.Room(chunk.size());
-      ASSERT_GE(room.size(), std::min<size_t>(chunk.size(), 16u << 10));
-      const size_t n = std::min(room.size(), chunk.size());
-      std::memcpy(room.data(), chunk.data(), n);
-      log.Commit(i % 2 ? EntryKind::kStderr : EntryKind::kStdout, n);
+      Write(out, std::string(1 + rng() % 3000, static_cast<char>('a' + i % 26)));
+      TakeAll(log, i % 2 ? EntryKind::kStderr : EntryKind::kStdout, out);
     }
-    log.set_carry(0, "\xE2\x82");
+    Write(out, "\xE2\x82");
+    TakeAll(log, EntryKind::kStdout, out);
     for (const LogEntry& e : log.entries()) expected.emplace_back(e.seq, std::string(e.data));
     total = log.total_bytes();
     EXPECT_LE(log.retained_bytes(), limits.max_bytes);
@@ -763,7 +835,7 @@ TEST(OutputLogAdoptTest, APersistentLogIsFoundWholeByTheNextDaemon) {
   OutputLog& log = **adopted;
   EXPECT_EQ(log.total_bytes(), total);
   EXPECT_EQ(log.next_seq(), 3002u);
-  EXPECT_EQ(log.carry(0), "\xE2\x82");
+  EXPECT_EQ(log.carry(EntryKind::kStdout), "\xE2\x82");
   ASSERT_EQ(log.entries().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(log.entries()[i].seq, expected[i].first);
@@ -777,16 +849,117 @@ TEST(OutputLogAdoptTest, APersistentLogIsFoundWholeByTheNextDaemon) {
   EXPECT_EQ(slice.gap->from_seq, 2u);
 }
 
+// How far a daemon got into OutputLog::Take (LogRing::Fill's steps, then the entry's) before a
+// SIGKILL stopped it.
+enum class KilledAfter { kRecord, kMove, kCarry, kCommit };
+
+// Takes from `pipe` into the ring a keeper holds as `kept` (its log's daemon is gone), as Take
+// does, and stops after `step`, as a daemon killed there. With no pipe, flushes the stream's
+// carry as FlushCarry does.
+void TakeUntil(const UniqueFd& kept, const Pipe* pipe, EntryKind kind, KilledAfter step) {
+  LogRing ring = Reopened(kept);
+  RingState& s = ring.state();
+  const int stream = kind == EntryKind::kStderr ? 1 : 0;
+  const std::string carry(reinterpret_cast<const char*>(s.carry[stream]), s.carry_len[stream]);
+  RingIntake intake{};
+  intake.time_ns = 1700000000000000000;
+  intake.kind = static_cast<uint8_t>(kind);
+  intake.carry_len = static_cast<uint8_t>(carry.size());
+  std::span<char> room = ring.Room(carry.size() + 4096, false);
+  std::memcpy(room.data(), carry.data(), carry.size());
+  ASSERT_EQ(ring.Fill(room, intake, -1, true), 0);  // recorded, nothing moved yet
+  if (step == KilledAfter::kRecord) return;
+  ssize_t moved = 0;
+  if (pipe != nullptr) {
+    moved = ::splice(pipe->read.get(), nullptr, ring.fd(), nullptr, room.size() - carry.size(),
+                     SPLICE_F_NONBLOCK);
+    ASSERT_GT(moved, 0);
+  }
+  if (step == KilledAfter::kMove) return;
+  const std::string_view bytes(room.data(), carry.size() + static_cast<size_t>(moved));
+  const size_t complete = pipe != nullptr ? Utf8CompletePrefix(bytes) : bytes.size();
+  s.carry_len[stream] = static_cast<uint8_t>(bytes.size() - complete);
+  std::memcpy(s.carry[stream], bytes.data() + complete, bytes.size() - complete);
+  if (step == KilledAfter::kCarry) return;
+  // Killed before the counters that follow the record were saved, too.
+  ring.Commit(s.next_seq, s.total_bytes, intake.time_ns, intake.kind, complete);
+}
+
+TEST(OutputLogAdoptTest, OutputAKillCutOnItsWayInIsFoundOnce) {
+  const LogLimits limits{1u << 20, 100};
+  for (KilledAfter step :
+       {KilledAfter::kRecord, KilledAfter::kMove, KilledAfter::kCarry, KilledAfter::kCommit}) {
+    SCOPED_TRACE(static_cast<int>(step));
+    Pipe out = OutputPipe();
+    // Ends inside the euro sign, which the next bytes complete; they cut an o-umlaut.
+    UniqueFd kept = KeptAfter(limits, out, EntryKind::kStdout, "one\ntwo \xE2\x82");
+    Write(out, "\xAC three\nfo\xC3");
+    TakeUntil(kept, &out, EntryKind::kStdout, step);
+    auto adopted = OutputLog::Adopt(limits, std::move(kept));
+    ASSERT_TRUE(adopted.ok()) << adopted.error().message;
+    OutputLog& log = **adopted;
+    // The next daemon's reader: what the pipe still holds, then what comes after.
+    TakeAll(log, EntryKind::kStdout, out);
+    EXPECT_EQ(log.carry(EntryKind::kStdout), "\xC3");
+    Write(out, "\xB6ur\n");
+    TakeAll(log, EntryKind::kStdout, out);
+    EXPECT_EQ(Text(log, EntryKind::kStdout), "one\ntwo \xE2\x82\xAC three\nfo\xC3\xB6ur\n");
+    EXPECT_EQ(log.total_bytes(), Text(log, EntryKind::kStdout).size());
+    for (size_t i = 0; i < log.entries().size(); ++i) EXPECT_EQ(log.entries()[i].seq, i + 1);
+  }
+}
+
+TEST(OutputLogAdoptTest, AStreamsLastBytesAreFlushedOnceWhereverAKillCutTheFlush) {
+  const LogLimits limits{1u << 20, 100};
+  for (KilledAfter step : {KilledAfter::kRecord, KilledAfter::kCarry, KilledAfter::kCommit}) {
+    SCOPED_TRACE(static_cast<int>(step));
+    Pipe out = OutputPipe();
+    UniqueFd kept = KeptAfter(limits, out, EntryKind::kStderr, "end \xE2\x82");
+    TakeUntil(kept, nullptr, EntryKind::kStderr, step);
+    auto adopted = OutputLog::Adopt(limits, std::move(kept));
+    ASSERT_TRUE(adopted.ok()) << adopted.error().message;
+    // The next daemon's reader finds the pipe at its end, and flushes.
+    (*adopted)->FlushCarry(EntryKind::kStderr);
+    EXPECT_EQ(Text(**adopted, EntryKind::kStderr), "end \xE2\x82");
+  }
+}
+
+TEST(OutputLogAdoptTest, AnIntakeThatOnlyCarriedIsTakenOnce) {
+  const LogLimits limits{1u << 20, 100};
+  Pipe out = OutputPipe();
+  // An intake that made no entry: its record stays at the tail.
+  UniqueFd kept = KeptAfter(limits, out, EntryKind::kStdout, "\xE2");
+  auto adopted = OutputLog::Adopt(limits, std::move(kept));
+  ASSERT_TRUE(adopted.ok()) << adopted.error().message;
+  OutputLog& log = **adopted;
+  EXPECT_TRUE(log.entries().empty());
+  EXPECT_EQ(log.carry(EntryKind::kStdout), "\xE2");
+  Write(out, "\x82\xAC");
+  TakeAll(log, EntryKind::kStdout, out);
+  EXPECT_EQ(Text(log, EntryKind::kStdout), "\xE2\x82\xAC");
+}
+
+TEST(OutputLogAdoptTest, BytesWrittenOverAnIntakeEndIt) {
+  const LogLimits limits{1u << 20, 100};
+  Pipe out = OutputPipe();
+  UniqueFd kept = KeptAfter(limits, out, EntryKind::kStdout, "\xE2");
+  // A write of other bytes into the same room, killed before its record.
+  std::memcpy(Reopened(kept).Room(8, true).data(), "stderr!!", 8);
+  auto adopted = OutputLog::Adopt(limits, std::move(kept));
+  ASSERT_TRUE(adopted.ok()) << adopted.error().message;
+  EXPECT_TRUE((*adopted)->entries().empty());
+  EXPECT_EQ((*adopted)->carry(EntryKind::kStdout), "\xE2");
+}
+
 TEST(OutputLogAdoptTest, ARecordTornByACrashIsNotAnEntry) {
   UniqueFd kept;
   {
     OutputLog log(LogLimits{1u << 20, 100}, true);
-    kept.reset(::fcntl(log.ring_fd(), F_DUPFD_CLOEXEC, 3));
+    kept = Kept(log);
     log.Append(EntryKind::kStdout, "whole");
-    // Bytes read into the ring whose record was never committed.
-    std::span<char> room = log.Room(10);
-    std::memcpy(room.data(), "half-read!", 10);
   }
+  // Bytes written into the ring whose record was never committed.
+  std::memcpy(Reopened(kept).Room(10, true).data(), "half-read!", 10);
   auto adopted = OutputLog::Adopt(LogLimits{1u << 20, 100}, std::move(kept));
   ASSERT_TRUE(adopted.ok());
   ASSERT_EQ((*adopted)->entries().size(), 1u);
