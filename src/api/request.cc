@@ -456,4 +456,37 @@ Result<CellRequest> ParseCellRequest(const Context& ctx, const json::object& bod
   return r;
 }
 
+Result<PullRequest> ParsePullRequest(const json::object& body) {
+  for (const auto& [key, value] : body) {
+    if (key != "name" && key != "image" && key != "auth") {
+      return Invalid("unknown field '" + std::string(key) + "'");
+    }
+  }
+  auto name = OptString(body, "name");
+  if (!name) return std::move(name).error();
+  auto image = OptString(body, "image");
+  if (!image) return std::move(image).error();
+  if (!*image || (*image)->empty()) {
+    return Invalid("image is required: a reference such as registry.example.com/team/app:1.0");
+  }
+  auto reference = image::ParseReference(**image);
+  if (!reference) return std::move(reference).error();
+  PullRequest out{name->value_or(""), std::move(*reference), {}};
+  const json::value* auth = body.if_contains("auth");
+  if (!auth || auth->is_null()) return out;
+  if (!auth->is_object()) return Invalid("auth must be an object {username, password}");
+  for (const auto& [key, value] : auth->as_object()) {
+    if (key != "username" && key != "password") {
+      return Invalid("unknown field 'auth." + std::string(key) + "'");
+    }
+  }
+  auto username = OptString(auth->as_object(), "username");
+  if (!username) return Invalid("auth." + username.error().message);
+  auto password = OptString(auth->as_object(), "password");
+  if (!password) return Invalid("auth." + password.error().message);
+  if (!*username || (*username)->empty()) return Invalid("auth.username is required with auth");
+  out.credentials = {std::move(**username), password->value_or("")};
+  return out;
+}
+
 }  // namespace sandstream::api

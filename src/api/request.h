@@ -52,6 +52,14 @@ Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
 Result<SessionRequest> ParseSessionRequest(const boost::json::object& body);
 Result<ContextRequest> ParseContextRequest(const boost::json::object& body);
 
+// A template pulled from a registry: {"name"?, "image", "auth"?: {"username", "password"?}}.
+struct PullRequest {
+  std::string name;  // "" when the body has none (the query may give it)
+  image::Reference image;
+  image::Credentials credentials;  // empty: no auth
+};
+Result<PullRequest> ParsePullRequest(const boost::json::object& body);
+
 // A cell to run in a code context: `code`, and `timeout_seconds` with exec's default.
 struct CellRequest {
   std::string code;

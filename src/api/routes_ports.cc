@@ -5,9 +5,6 @@
 // both ways as they come: a streamed response arrives unbuffered, an upgrade (WebSocket) goes
 // on as raw bytes. The upstream is told `Connection: close`, so one exchange is one connection
 // and every request passes the key check and the path rewrite; the key never reaches it.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -21,13 +18,13 @@
 #include <vector>
 
 #include "api/lookup.h"
+#include "api/relay.h"
 #include "api/request.h"
 #include "api/router.h"
 #include "api/routes.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/timer.h"
-#include "platform/unique_fd.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -44,11 +41,8 @@ constexpr std::chrono::seconds kConnectTimeout{10};
 // response to begin: a server that never answers must not keep the relay, and its descriptors,
 // once nobody waits for it.
 constexpr std::chrono::seconds kClientGoneGrace{5};
-// What one direction of a relay reads at once: it starts small, so that thousands of idle or
-// chatty relays cost little, and grows while reads fill it (a bulk transfer), where fewer,
-// larger copies are what makes a relay fast.
-constexpr size_t kRelayChunk = 16 * 1024;  // a response head is read in these
-constexpr size_t kRelayPipeBytes = 1024 * 1024;  // what one direction of a relay holds in flight
+// A response's head is read in pieces of this size (its body is relayed by Pump, relay.h).
+constexpr size_t kRelayChunk = 16 * 1024;
 
 Result<uint16_t> ParsePort(std::string_view text) {
   uint32_t port = 0;
@@ -135,70 +129,6 @@ asio::awaitable<Result<void>> Connect(tcp::socket& upstream, Result<UniqueFd> fd
                                                 ec.message() + ")"};
   }
   co_return Ok{};
-}
-
-// All of `data` to `to`, or false once a write made no progress for `timeout`.
-asio::awaitable<bool> WriteWithin(tcp::socket& to, asio::const_buffer data,
-                                  SteadyClock::duration timeout) {
-  Timer timer(to.get_executor());
-  while (data.size() > 0) {
-    timer.expires_after(timeout);
-    auto result = co_await (to.async_write_some(data, asio::as_tuple(asio::use_awaitable)) ||
-                            timer.async_wait(asio::as_tuple(asio::use_awaitable)));
-    if (result.index() == 1) co_return false;
-    auto [ec, n] = std::get<0>(result);
-    if (ec) co_return false;
-    data += n;
-  }
-  co_return true;
-}
-
-// One direction of a relay: `from` to `to` as the bytes come, until `from` ends. True when it
-// ended cleanly (EOF), which is passed on (`to` stops sending). The bytes go through a pipe
-// with splice(2), never through this process's memory: a relayed stream costs the kernel's
-// page moves, not two copies and a wakeup per chunk. Both sockets are made non-blocking at
-// the descriptor (splice honours O_NONBLOCK on a socket, not SPLICE_F_NONBLOCK).
-asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to,
-                           SteadyClock::duration write_timeout, uint64_t& bytes) {
-  int ends[2];
-  if (::pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) co_return false;
-  const UniqueFd out(ends[0]), in(ends[1]);
-  ::fcntl(in.get(), F_SETPIPE_SZ, static_cast<int>(kRelayPipeBytes));  // a smaller pipe works too
-  boost::system::error_code ec;
-  from.native_non_blocking(true, ec);
-  if (!ec) to.native_non_blocking(true, ec);
-  if (ec) co_return false;
-  constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
-  Timer timer(to.get_executor());
-  for (;;) {
-    const ssize_t got =
-        ::splice(from.native_handle(), nullptr, in.get(), nullptr, kRelayPipeBytes, kFlags);
-    if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
-      auto [waited] = co_await from.async_wait(tcp::socket::wait_read,
-                                               asio::as_tuple(asio::use_awaitable));
-      if (waited) co_return false;
-      continue;
-    }
-    if (got < 0) co_return false;
-    if (got == 0) {
-      to.shutdown(tcp::socket::shutdown_send, ec);
-      co_return true;
-    }
-    for (size_t left = static_cast<size_t>(got); left > 0;) {
-      const ssize_t put = ::splice(out.get(), nullptr, to.native_handle(), nullptr, left, kFlags);
-      if (put < 0 && (errno == EAGAIN || errno == EINTR)) {
-        timer.expires_after(write_timeout);
-        auto result = co_await (
-            to.async_wait(tcp::socket::wait_write, asio::as_tuple(asio::use_awaitable)) ||
-            timer.async_wait(asio::as_tuple(asio::use_awaitable)));
-        if (result.index() == 1 || std::get<0>(std::get<0>(result))) co_return false;
-        continue;
-      }
-      if (put <= 0) co_return false;
-      left -= static_cast<size_t>(put);
-      bytes += static_cast<uint64_t>(put);
-    }
-  }
 }
 
 struct Relay {

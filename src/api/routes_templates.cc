@@ -92,53 +92,6 @@ asio::awaitable<void> ReplyWithTemplate(Context& ctx, std::string name, ImageSou
   co_await ServeEvents(ctx, progress, 0, true, RenderEvent);
 }
 
-// A string field of `o`, or "" when it is absent or null.
-Result<std::string> OptionalString(const json::object& o, std::string_view key,
-                                   std::string_view where) {
-  const json::value* v = o.if_contains(key);
-  if (!v || v->is_null()) return std::string();
-  if (!v->is_string()) {
-    return Invalid(std::string(where) + std::string(key) + " must be a string");
-  }
-  return std::string(v->as_string());
-}
-
-// {"name", "image", "auth": {"username", "password"}}: what a pull is asked for.
-Result<ImageSource> ParsePull(const json::object& body, std::string& name) {
-  for (const auto& [key, value] : body) {
-    if (key != "name" && key != "image" && key != "auth") {
-      return Invalid("unknown field '" + std::string(key) + "'");
-    }
-  }
-  auto named = OptionalString(body, "name", "");
-  if (!named) return std::move(named).error();
-  if (!named->empty()) name = std::move(*named);
-  auto image = OptionalString(body, "image", "");
-  if (!image) return std::move(image).error();
-  if (image->empty()) {
-    return Invalid("image is required: a reference such as registry.example.com/team/app:1.0");
-  }
-  auto reference = image::ParseReference(*image);
-  if (!reference) return std::move(reference).error();
-  ImageSource source;
-  source.reference = std::move(*reference);
-  if (const json::value* auth = body.if_contains("auth"); auth && !auth->is_null()) {
-    if (!auth->is_object()) return Invalid("auth must be an object {username, password}");
-    for (const auto& [key, value] : auth->as_object()) {
-      if (key != "username" && key != "password") {
-        return Invalid("unknown field 'auth." + std::string(key) + "'");
-      }
-    }
-    auto username = OptionalString(auth->as_object(), "username", "auth.");
-    if (!username) return std::move(username).error();
-    auto password = OptionalString(auth->as_object(), "password", "auth.");
-    if (!password) return std::move(password).error();
-    if (username->empty()) return Invalid("auth.username is required with auth");
-    source.credentials = {std::move(*username), std::move(*password)};
-  }
-  return source;
-}
-
 bool IsJsonType(std::string_view type) {
   std::string_view base = type.substr(0, type.find(';'));
   while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
@@ -206,9 +159,11 @@ asio::awaitable<void> CreateTemplate(Context& ctx) {
     ctx.req.body() = std::move(text);
     auto body = ParseBody(ctx);
     if (!body) co_return co_await ReplyError(ctx, body.error());
-    auto parsed = ParsePull(*body, name);
+    auto parsed = ParsePullRequest(*body);
     if (!parsed) co_return co_await ReplyError(ctx, parsed.error());
-    source = std::move(*parsed);
+    if (!parsed->name.empty()) name = std::move(parsed->name);
+    source.reference = std::move(parsed->image);
+    source.credentials = std::move(parsed->credentials);
   }
   if (name.empty()) {
     co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,

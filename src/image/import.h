@@ -1,5 +1,7 @@
 // Inside the store (not for the daemon): a directory staged in tmp/ that goes away unless
-// committed, and an import as one transaction of layers and blobs, committed only whole.
+// committed, an import as one transaction of layers and blobs, committed only whole, and the
+// steps an archive's import and a registry's pull share (an index followed to its manifest,
+// the config and layers assembled into an image).
 #pragma once
 
 #include <cstdint>

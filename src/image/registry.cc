@@ -17,6 +17,7 @@
 
 #include "base/base64.h"
 #include "image/digest.h"
+#include "platform/fd.h"
 
 namespace sandstream::image {
 namespace {
@@ -121,6 +122,29 @@ Challenge ParseChallenge(std::string_view text) {
     c.params.emplace_back(std::move(key), std::move(value));
   }
   return c;
+}
+
+std::string AcceptManifests() {
+  std::string accept = "Accept: ";
+  for (std::string_view type :
+       {kOciIndexType, kOciManifestType, kDockerManifestListType, kDockerManifestType}) {
+    accept += std::string(type) + ", ";
+  }
+  accept.resize(accept.size() - 2);
+  return accept;
+}
+
+// A sink that keeps at most `max` bytes in `out` (more is an error naming `what`).
+std::function<Result<void>(std::string_view)> KeepUpTo(std::string& out, size_t max,
+                                                      std::string what) {
+  return [&out, max, what = std::move(what)](std::string_view chunk) -> Result<void> {
+    if (out.size() + chunk.size() > max) {
+      return Error{ErrorCode::kBadGateway,
+                   what + ": larger than " + std::to_string(max) + " bytes"};
+    }
+    out.append(chunk);
+    return Ok{};
+  };
 }
 
 }  // namespace
@@ -494,16 +518,9 @@ Result<void> Registry::Authenticate(const std::string& header) {
   }
   if (!query.empty()) url += (url.find('?') == std::string::npos ? "?" : "&") + query;
   std::string body;
-  const std::function<Result<void>(std::string_view)> sink =
-      [&](std::string_view chunk) -> Result<void> {
-    if (body.size() + chunk.size() > kMaxTokenBody) {
-      return Error{ErrorCode::kBadGateway, what + ": the token response is too large"};
-    }
-    body.append(chunk);
-    return Ok{};
-  };
   std::vector<std::string> headers;
   if (!basic.empty()) headers.push_back("Authorization: " + basic);
+  const auto sink = KeepUpTo(body, kMaxTokenBody, what + ": the token response");
   if (auto ok = Send(*http_, url, headers, sink, what); !ok) return std::move(ok).error();
   if (http_->status != 200) {
     std::string detail = RegistryErrorText(http_->error_body);
@@ -525,38 +542,11 @@ Result<void> Registry::Authenticate(const std::string& header) {
   return Error{ErrorCode::kBadGateway, what + ": the token service's answer has no token"};
 }
 
-namespace {
-
-std::string AcceptManifests() {
-  std::string accept = "Accept: ";
-  for (std::string_view type :
-       {kOciIndexType, kOciManifestType, kDockerManifestListType, kDockerManifestType}) {
-    accept += std::string(type) + ", ";
-  }
-  accept.resize(accept.size() - 2);
-  return accept;
-}
-
-// A sink that keeps at most `max` bytes in `out` (more is an error naming `what`).
-std::function<Result<void>(std::string_view)> Collect(std::string& out, size_t max,
-                                                      std::string what) {
-  return [&out, max, what = std::move(what)](std::string_view chunk) -> Result<void> {
-    if (out.size() + chunk.size() > max) {
-      return Error{ErrorCode::kBadGateway,
-                   what + ": larger than " + std::to_string(max) + " bytes"};
-    }
-    out.append(chunk);
-    return Ok{};
-  };
-}
-
-}  // namespace
-
 Result<Registry::Document> Registry::Top() {
   const std::string& name = ref_.digest.empty() ? ref_.tag : ref_.digest;
   Document doc;
   auto response = Get("manifests/" + name, {AcceptManifests()},
-                      Collect(doc.content, kMaxDocumentBytes, "manifest " + name));
+                      KeepUpTo(doc.content, kMaxDocumentBytes, "manifest " + name));
   if (!response) {
     if (response.error().code == ErrorCode::kNotFound) {
       return Error{ErrorCode::kNotFound, "registry " + ref_.host + " has no image " +
@@ -583,7 +573,7 @@ Result<std::string> Registry::Fetch(const Descriptor& d, std::string_view kind) 
   const bool is_blob = kind == "config";
   auto response = Get((is_blob ? "blobs/" : "manifests/") + d.digest,
                       is_blob ? std::vector<std::string>{} : std::vector{AcceptManifests()},
-                      Collect(content, static_cast<size_t>(d.size), what));
+                      KeepUpTo(content, static_cast<size_t>(d.size), what));
   if (!response) return std::move(response).error();
   if (content.size() != d.size) {
     return Error{ErrorCode::kBadGateway, what +
@@ -606,11 +596,8 @@ Result<void> Registry::Download(const Descriptor& d, int fd,
       return Error{ErrorCode::kBadGateway,
                    what + ": the registry sent more than its " + std::to_string(d.size) + " bytes"};
     }
-    for (size_t at = 0; at < chunk.size();) {
-      const ssize_t n = ::write(fd, chunk.data() + at, chunk.size() - at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return SysError(ErrorCode::kInternal, what + ": write", errno);
-      at += static_cast<size_t>(n);
+    if (auto ok = WriteAll(fd, chunk); !ok) {
+      return Error{ok.error().code, what + ": " + ok.error().message};
     }
     done += chunk.size();
     if (progress) progress(done);
