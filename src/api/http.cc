@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "api/cloudflare/errors.h"
+#include "api/e2b/connect.h"
 #include "api/server.h"
 #include "base/async.h"
 #include "base/log.h"
@@ -124,6 +125,9 @@ void LogFailure(const Context& ctx, const Error& error, http::status status) {
 asio::awaitable<void> ReplyError(Context& ctx, const Error& error) {
   if (ctx.dialect == Dialect::kCloudflare) {
     return cloudflare::Fail(ctx, error, cloudflare::Subject::kAny);
+  }
+  if (ctx.dialect == Dialect::kE2b || ctx.dialect == Dialect::kConnect) {
+    return e2b::Fail(ctx, error);
   }
   const auto status = StatusFor(error.code);
   json::object inner;

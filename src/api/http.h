@@ -27,12 +27,14 @@ namespace http = boost::beast::http;
 class Server;
 
 // Whose wire a route speaks: it decides how every error on it is written, the router's own
-// refusals included (spec/errors.md; docs/cloudflare.md for kCloudflare's flat shape), and is
-// where a client that sends its key elsewhere would say so to the router (both dialects here
-// read Authorization: Bearer, else ?access_token=).
+// refusals included (spec/errors.md; docs/cloudflare.md and docs/e2b.md for the others), and
+// where the router reads the key (Authorization: Bearer, else ?access_token=; E2B's control
+// plane sends X-API-KEY).
 enum class Dialect {
   kSandstream,  // {"error": {"code", "message"}}
   kCloudflare,  // the container API of Cloudflare's SandboxClient: {code, message, ...} flat
+  kE2b,         // E2B's control plane and envd's HTTP routes: {"code": <status>, "message"}
+  kConnect,     // envd's Connect RPCs: {"code": "not_found", "message"}, or a stream's end
 };
 
 struct Context {

@@ -2,11 +2,14 @@
 // which is missing.
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "api/http.h"
 #include "base/result.h"
 #include "process/process.h"
+#include "service/contexts.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -42,6 +45,18 @@ Result<typename Map::mapped_type> FindIn(Context& ctx, const SandboxEntry& sb, c
                                            "' in sandbox '" + sb.id + "'"};
   }
   return it->second;
+}
+
+// The processes a client started or may see, in start order: not the interpreters of code
+// contexts, which are sandstream's own machinery.
+inline std::vector<std::shared_ptr<Process>> ClientProcesses(const SandboxEntry& sb) {
+  std::vector<std::shared_ptr<Process>> out;
+  for (const auto& p : sb.processes) {
+    const bool driver = std::any_of(sb.contexts.begin(), sb.contexts.end(),
+                                    [&](const auto& c) { return c.second->driver() == p; });
+    if (!driver) out.push_back(p);
+  }
+  return out;
 }
 
 }  // namespace sandstream::api

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "api/cloudflare/routes.h"
+#include "api/e2b/routes.h"
 #include "base/ids.h"
 
 namespace sandstream::api {
@@ -87,12 +88,16 @@ std::optional<Error> RouteError(const Resolved& resolved,
 // The credential a request carries: its bearer token, else ?access_token=, else (the preview
 // form of a port) its preview cookie.
 std::string_view Credential(const http::request_parser<http::string_body>& parser,
-                            const Query& query, bool with_cookie) {
+                            const Query& query, bool with_cookie, Dialect dialect) {
   const auto& header = parser.get();
   const auto field = header.find(http::field::authorization);
   const std::string_view auth =
       field == header.end() ? std::string_view() : std::string_view(field->value());
   if (auth.starts_with("Bearer ")) return auth.substr(7);
+  // E2B's SDKs send their key (E2B_API_KEY) as X-API-KEY.
+  if (const auto key = header.find("X-API-KEY"); dialect == Dialect::kE2b && key != header.end()) {
+    return key->value();
+  }
   if (auto q = query.find("access_token"); q != query.end()) return q->second;
   if (with_cookie) {
     std::string_view key;
@@ -172,7 +177,8 @@ std::optional<Error> Admit(const http::request_parser<http::string_body>& parser
                            const ServerOptions& options, bool with_cookie = false,
                            uint16_t port = 0) {
   if (m.route->open) return std::nullopt;
-  auto principal = Authenticate(Credential(parser, m.query, with_cookie), options);
+  auto principal =
+      Authenticate(Credential(parser, m.query, with_cookie, m.route->dialect), options);
   if (!principal) return std::move(principal).error();
   m.principal = std::move(*principal);
   const std::string_view sandbox =
@@ -251,7 +257,7 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   // A path of a client's dialect hears even "no such route" in that client's shape.
   m.dialect = m.route                        ? m.route->dialect
               : cloudflare::OwnsPath(m.path) ? Dialect::kCloudflare
-                                             : Dialect::kSandstream;
+                                             : e2b::DialectOf(m.path).value_or(Dialect::kSandstream);
   m.params = std::move(resolved.params);
   m.allow = std::move(resolved.allow);
   // An image archive is the one streamed body that is not a file of a sandbox.

@@ -1,6 +1,7 @@
 #include "api/routes.h"
 
 #include "api/cloudflare/routes.h"
+#include "api/e2b/routes.h"
 
 namespace sandstream::api {
 
@@ -71,10 +72,15 @@ const std::vector<Route>& AllRoutes() {
         {V::post, "/v1/admin/tenants/{}/keys", CreateKey},
         {V::get, "/v1/admin/tenants/{}/keys", ListKeys},
         {V::delete_, "/v1/admin/tenants/{}/keys/{}", RevokeKey},
+    };
+    // E2B's control plane and envd at the root: before the console's /{} (GET /health).
+    const auto& e2b = e2b::Routes();
+    routes.insert(routes.end(), e2b.begin(), e2b.end());
+    routes.insert(routes.end(), {
         {V::get, "/", GetConsoleFile, true},
         {V::get, "/{}", GetConsoleFile, true},
         {V::get, "/assets/{}", GetConsoleFile, true},
-    };
+    });
     // Under /v1/sandboxes/{id}/api and /ws: no pattern above matches theirs.
     const auto& cloudflare = cloudflare::Routes();
     routes.insert(routes.end(), cloudflare.begin(), cloudflare.end());
@@ -85,6 +91,9 @@ const std::vector<Route>& AllRoutes() {
 
 Need RouteNeed(const Route& route) {
   if (route.dialect == Dialect::kCloudflare) return cloudflare::RouteNeed(route.handler);
+  if (route.dialect == Dialect::kE2b || route.dialect == Dialect::kConnect) {
+    return e2b::RouteNeed(route.handler);
+  }
   const Handler h = route.handler;
   if (h == GetMetrics || route.pattern.starts_with("/v1/admin/")) return Need::kAdmin;
   if (h == ProxyPort) return Need::kPort;

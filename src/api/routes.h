@@ -83,6 +83,9 @@ boost::asio::awaitable<void> GetPort(Context& ctx);
 boost::asio::awaitable<void> ClosePort(Context& ctx);
 boost::asio::awaitable<void> WaitPort(Context& ctx);
 boost::asio::awaitable<void> ProxyPort(Context& ctx);
+// The domain under which a sandbox's ports answer as {port}-{id}.{domain}: preview_domain and
+// the port clients reach the daemon on ("localhost:8080").
+std::string PreviewDomain(const Context& ctx);
 // routes_files.cc
 boost::asio::awaitable<void> FilesList(Context& ctx);
 boost::asio::awaitable<void> FilesRead(Context& ctx);

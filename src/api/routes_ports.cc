@@ -72,20 +72,28 @@ PublicOrigin Origin(const Context& ctx) {
 json::object PortJson(const Context& ctx, const std::string& sandbox_id, uint16_t port,
                       SystemTime since) {
   const PublicOrigin origin = Origin(ctx);
+  const std::string p = std::to_string(port);
+  return {{"port", port},
+          {"url", origin.scheme + "://" + p + "-" + sandbox_id + "." + PreviewDomain(ctx) + "/"},
+          {"path_url", origin.scheme + "://" + origin.host + "/v1/sandboxes/" + sandbox_id +
+                           "/ports/" + p + "/"},
+          {"created_at", FormatRfc3339(since)}};
+}
+
+}  // namespace
+
+std::string PreviewDomain(const Context& ctx) {
+  const PublicOrigin origin = Origin(ctx);
   // The preview host keeps the daemon's port: {port}-{id}.{preview_domain}:{daemon port}.
   std::string listen_port;
   if (const size_t colon = origin.host.rfind(':');
       colon != std::string::npos && origin.host.find(']') == std::string::npos) {
     listen_port = origin.host.substr(colon);
   }
-  const std::string p = std::to_string(port);
-  return {{"port", port},
-          {"url", origin.scheme + "://" + p + "-" + sandbox_id + "." +
-                      ctx.server.options().preview_domain + listen_port + "/"},
-          {"path_url", origin.scheme + "://" + origin.host + "/v1/sandboxes/" + sandbox_id +
-                           "/ports/" + p + "/"},
-          {"created_at", FormatRfc3339(since)}};
+  return ctx.server.options().preview_domain + listen_port;
 }
+
+namespace {
 
 // The sandbox and the port the route names (its second parameter).
 struct PortRef {

@@ -32,7 +32,7 @@ Result<uint64_t> ParseCount(std::string_view text, std::string_view what) {
 
 }  // namespace
 
-SseResponse::SseResponse(Context& ctx)
+StreamResponse::StreamResponse(Context& ctx, std::string_view content_type)
     : ctx_(ctx),
       state_(std::make_shared<State>()),
       keepalive_(ctx.server.options().keepalive) {
@@ -42,14 +42,16 @@ SseResponse::SseResponse(Context& ctx)
   handle_.wake = [state = state_] {
     if (state->wake) state->wake();
   };
-  if (ctx_.principal.kind == Principal::Kind::kToken) handle_.token = ctx_.principal.credential;
+  if (ctx_.principal.kind == Principal::Kind::kToken && !ctx_.principal.derived) handle_.token = ctx_.principal.credential;
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
   ctx_.service.StreamOpened(ctx_.principal.tenant);
   head_ =
       "HTTP/1.1 200 OK\r\n"
       "Server: sandstreamd\r\n"
-      "Content-Type: text/event-stream; charset=utf-8\r\n"
+      "Content-Type: " +
+      std::string(content_type) +
+      "\r\n"
       "Cache-Control: no-cache\r\n"
       "X-Accel-Buffering: no\r\n";
   head_ += chunked_ ? "Transfer-Encoding: chunked\r\n" : "Connection: close\r\n";
@@ -70,7 +72,7 @@ SseResponse::SseResponse(Context& ctx)
                                   });
 }
 
-SseResponse::~SseResponse() {
+StreamResponse::~StreamResponse() {
   --ctx_.service.metrics().streams_open;
   ctx_.service.StreamClosed(ctx_.principal.tenant);
   ctx_.server.RemoveStream(registration_);
@@ -79,7 +81,7 @@ SseResponse::~SseResponse() {
   ctx_.stream.socket().cancel(ignored);
 }
 
-asio::awaitable<bool> SseResponse::Flush() {
+asio::awaitable<bool> StreamResponse::Flush() {
   if (state_->gone) co_return false;
   const size_t body = out_.size() - kChunkRoom;
   if (body == 0 && head_.empty()) co_return true;
@@ -108,19 +110,25 @@ asio::awaitable<bool> SseResponse::Flush() {
   co_return !ec;
 }
 
-asio::awaitable<void> SseResponse::Finish(StreamEnd end, sse::Format format) {
+asio::awaitable<void> StreamResponse::Finish(StreamEnd end, sse::Format format) {
   if (end == StreamEnd::kStopping) {
-    if (handle_.reason) {
-      sse::AppendError(out_, format, handle_.reason->code, handle_.reason->message);
-    } else {
-      sse::AppendError(out_, format, ErrorCode::kShuttingDown, "sandstreamd is shutting down");
-    }
+    const Error reason = StopReason();
+    sse::AppendError(out_, format, reason.code, reason.message);
   }
+  co_await Close(end);
+}
+
+asio::awaitable<void> StreamResponse::Close(StreamEnd end) {
   if (!co_await Flush() || !chunked_) co_return;
   auto [ec, n] = co_await WriteAll(ctx_, asio::buffer("0\r\n\r\n", 5));
   (void)n;
   // A response that ended whole leaves a connection the client may send its next request on.
   ctx_.streamed = ec || end != StreamEnd::kEnded || !ctx_.req.keep_alive();
+}
+
+Error StreamResponse::StopReason() const {
+  if (handle_.reason) return *handle_.reason;
+  return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
 }
 
 Result<Flow> FlowFromQuery(const Context& ctx, Flow fallback) {
@@ -139,7 +147,7 @@ asio::awaitable<void> ServeStream(Context& ctx, const OutputStream& stream) {
     co_return co_await ReplyEmpty(ctx, http::status::no_content);
   }
   auto& metrics = ctx.service.metrics();
-  SseResponse sse(ctx);
+  StreamResponse sse(ctx);
   OutputCursor cursor(stream.process, ctx.stream.get_executor(), after, stream.flow);
   sse.Watch(cursor);
   const auto render = [&](const OutputLog::Slice& slice) {
@@ -160,7 +168,7 @@ void RenderEvent(std::string& out, const Event& e) { sse::AppendEvent(out, e.seq
 
 asio::awaitable<void> ServeEvents(Context& ctx, std::shared_ptr<EventLog> log, uint64_t after_seq,
                                   bool follow, EventRender render) {
-  SseResponse sse(ctx);
+  StreamResponse sse(ctx);
   const uint64_t after = std::min(after_seq, log->last_seq());
   EventCursor cursor(std::move(log), ctx.stream.get_executor(), after);
   sse.Watch(cursor);

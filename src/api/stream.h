@@ -52,17 +52,19 @@ boost::asio::awaitable<StreamEnd> Pump(Cursor& cursor, Sink& sink, Render render
   }
 }
 
-// An SSE response: `Transfer-Encoding: chunked` to HTTP/1.1 clients (each flush one chunk),
+// A streaming response (SSE by default, or another body of `content_type` such as a Connect
+// stream): `Transfer-Encoding: chunked` to HTTP/1.1 clients (each flush one chunk),
 // close-delimited to HTTP/1.0 ones. Knows when the client has gone (the socket turns readable
 // mid-stream) and when the daemon stops, and wakes the cursor then.
-class SseResponse {
+class StreamResponse {
  public:
   static constexpr uint64_t kBatchBytes = 256 * 1024;
+  static constexpr std::string_view kEventStream = "text/event-stream; charset=utf-8";
 
-  explicit SseResponse(Context& ctx);
-  ~SseResponse();
-  SseResponse(const SseResponse&) = delete;
-  SseResponse& operator=(const SseResponse&) = delete;
+  explicit StreamResponse(Context& ctx, std::string_view content_type = kEventStream);
+  ~StreamResponse();
+  StreamResponse(const StreamResponse&) = delete;
+  StreamResponse& operator=(const StreamResponse&) = delete;
 
   // The signal to notify when the client goes or the daemon stops (the cursor's).
   template <class Cursor>
@@ -75,6 +77,11 @@ class SseResponse {
   boost::asio::awaitable<bool> Flush();
   // Ends the response: an `error` event if the daemon is stopping, the last chunk.
   boost::asio::awaitable<void> Finish(StreamEnd end, sse::Format format);
+  // Ends the response with what out() holds and the last chunk; `end` says whether it ended
+  // whole (the connection may then carry the client's next request).
+  boost::asio::awaitable<void> Close(StreamEnd end);
+  // Why the stream was stopped: the daemon stopping, or the reason it was given.
+  Error StopReason() const;
 
   bool stopping() const { return handle_.stopping; }
   bool gone() const { return state_->gone; }

@@ -368,6 +368,11 @@ RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
   b.Add(MountOp::kMkdir, plan.new_root + "/workspace", "mounts: mkdir: /workspace", {}, {}, 0755,
         spec.user_uid);
   b.Last().gid = spec.user_gid;
+  // /home/user, the user's home on E2B's templates, where code written for them keeps files.
+  b.Add(MountOp::kMkdir, plan.new_root + "/home", "mounts: mkdir: /home", {}, {}, 0755);
+  b.Add(MountOp::kMkdir, plan.new_root + "/home/user", "mounts: mkdir: /home/user", {}, {}, 0755,
+        spec.user_uid);
+  b.Last().gid = spec.user_gid;
   AddRuntimeMounts(b, plan.new_root);
   return plan;
 }

@@ -1,6 +1,7 @@
 #include "service/access.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -411,6 +412,15 @@ void Access::ForgetSandbox(std::string_view sandbox) {
 bool Access::TokenLive(std::string_view id) const {
   auto it = tokens_.find(id);
   return it != tokens_.end() && it->second.expires_at > SystemNow();
+}
+
+std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox) {
+  const std::string message = "e2b-envd:" + std::string(sandbox);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
+  return "sbt_" + Hex(digest, size);
 }
 
 }  // namespace sandstream

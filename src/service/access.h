@@ -88,6 +88,8 @@ struct Principal {
   std::string sandbox;
   Grant grant;
   SystemTime expires_at{};
+  // A sandbox's access token (SandboxAccessToken): no record to revoke, it ends with the sandbox.
+  bool derived = false;
 
   bool admin() const { return kind == Kind::kAdmin; }
   // Whether a sandbox of `owner` named `id` exists for this principal at all.
@@ -157,5 +159,10 @@ class Access {
 // numbers refused, absent ones 0).
 boost::json::object QuotasJson(const Quotas& q);
 Result<Quotas> QuotasFromJson(const boost::json::value& v);
+
+// The access token of sandbox `sandbox` that E2B's SDKs send to its envd (X-Access-Token):
+// "sbt_" + an HMAC-SHA256 of the id under `secret` (the admin key), so it needs no record, no
+// other sandbox's token can be made from it, and it ends with the sandbox (ids are not reused).
+std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox);
 
 }  // namespace sandstream

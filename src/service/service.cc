@@ -478,6 +478,25 @@ void Service::OnLost(SandboxEntry& sb) {
   Persist(sb);
 }
 
+Result<void> Service::SetTimeout(std::string_view id, int64_t seconds, bool extend_only) {
+  SandboxEntry* sb = Entry(id);
+  if (!sb || sb->deleting) {
+    return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(id) + "'"};
+  }
+  const SystemTime end = SystemNow() + std::chrono::seconds(seconds);
+  if (extend_only && (!sb->expires_at || *sb->expires_at >= end)) return {};
+  // Whole seconds from creation, rounded up: a restart computes the end the same way.
+  const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(end - sb->created_at);
+  sb->ttl_seconds = std::max<int64_t>(1, (since.count() + 999) / 1000);
+  sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
+  ArmTtl(*sb);
+  Journal(*sb, "sandbox.timeout", "info",
+          "the sandbox now ends at " + FormatRfc3339(*sb->expires_at),
+          {{"expires_at", FormatRfc3339(*sb->expires_at)}, {"ttl_seconds", sb->ttl_seconds}});
+  Persist(*sb);
+  return {};
+}
+
 void Service::ArmTtl(SandboxEntry& sb) {
   if (!sb.expires_at) return;
   sb.ttl_timer = std::make_unique<Timer>(ex_);

@@ -168,6 +168,10 @@ class Service {
   std::vector<const SandboxEntry*> List() const;
   // Kills every process, waits for their exits, frees the sandbox.
   boost::asio::awaitable<Result<void>> DeleteSandbox(std::string id);
+  // Sandbox `id` ends `seconds` from now (its TTL, which counts from its creation, becomes
+  // that); with `extend_only`, never sooner than it would have, and one without a TTL keeps
+  // running. Persisted, so a restart keeps it.
+  Result<void> SetTimeout(std::string_view id, int64_t seconds, bool extend_only);
 
   // Starts a command in a sandbox. With an idempotency key already used there, returns the
   // process it started instead (`*attached` = true), or kConflict for another command. The

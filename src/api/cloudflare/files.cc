@@ -194,7 +194,7 @@ asio::awaitable<void> ReadFileStream(Context& ctx) {
   // The first chunk decides, as the metadata must come before any chunk.
   const bool text = IsText(std::string_view(chunk).substr(0, Utf8CompletePrefix(chunk)));
 
-  SseResponse sse(ctx);
+  StreamResponse sse(ctx);
   json::object metadata{{"type", "metadata"},
                         {"mimeType", MimeOf(*path, text)},
                         {"size", file->info.size},

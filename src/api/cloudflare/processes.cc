@@ -39,16 +39,10 @@ json::object ProcessInfo(const Process& p) {
   return o;
 }
 
-// The processes a Cloudflare client started or may see: not the terminals, nor the
-// interpreters of code contexts, which are sandstream's own machinery.
+// The processes a Cloudflare client started or may see: not the terminals either.
 std::vector<std::shared_ptr<Process>> UserProcesses(const SandboxEntry& sb) {
-  std::vector<std::shared_ptr<Process>> out;
-  for (const auto& p : sb.processes) {
-    if (p->spec().pty) continue;
-    const bool driver = std::any_of(sb.contexts.begin(), sb.contexts.end(),
-                                    [&](const auto& c) { return c.second->driver() == p; });
-    if (!driver) out.push_back(p);
-  }
+  std::vector<std::shared_ptr<Process>> out = ClientProcesses(sb);
+  std::erase_if(out, [](const auto& p) { return p->spec().pty.has_value(); });
   return out;
 }
 

@@ -1,0 +1,224 @@
+// E2B's control plane: sandboxes created, listed, described, kept alive and killed as its SDKs
+// ask, on the service calls sandstream's own /v1/sandboxes routes use.
+#include <boost/json.hpp>
+#include <boost/url/decode_view.hpp>
+
+#include "api/e2b/connect.h"
+#include "api/e2b/routes.h"
+#include "api/request.h"
+#include "base/clock.h"
+
+namespace sandstream::api::e2b {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+// The envd version the SDKs are told: they turn features on and off by it (docs/e2b.md).
+constexpr std::string_view kEnvdVersion = "0.5.7";
+// E2B's default sandbox timeout, for a create that names none.
+constexpr int64_t kDefaultTimeoutSeconds = 300;
+
+// A sandbox the caller may see, by the route's first parameter.
+Result<const SandboxEntry*> Visible(Context& ctx) {
+  const std::string& id = ctx.params.at(0);
+  const SandboxEntry* sb = ctx.service.Find(id);
+  if (!sb || sb->deleting || !ctx.principal.Sees(sb->tenant, sb->id)) {
+    return Error{ErrorCode::kNotFound, "sandbox " + id + " not found"};
+  }
+  return sb;
+}
+
+// metadata as E2B has it: strings only.
+json::object Metadata(const json::object& metadata) {
+  json::object out;
+  for (const auto& [key, value] : metadata) {
+    out[key] = value.is_string() ? json::value(value.as_string())
+                                 : json::value(json::serialize(value));
+  }
+  return out;
+}
+
+// The Sandbox of a create or connect, with the token the SDK sends to envd.
+json::object Created(const Context& ctx, const SandboxEntry& sb) {
+  json::object o;
+  o["templateID"] = sb.template_name;
+  o["sandboxID"] = sb.id;
+  o["alias"] = sb.template_name;
+  o["clientID"] = "sandstream";
+  o["envdVersion"] = kEnvdVersion;
+  o["envdAccessToken"] = SandboxAccessToken(ctx.server.options().api_key, sb.id);
+  o["trafficAccessToken"] = nullptr;
+  o["domain"] = PreviewDomain(ctx);
+  return o;
+}
+
+// A ListedSandbox; with `detail`, a SandboxDetail.
+json::object Described(const Context& ctx, const SandboxEntry& sb, bool detail) {
+  json::object o;
+  o["templateID"] = sb.template_name;
+  o["sandboxID"] = sb.id;
+  o["alias"] = sb.template_name;
+  o["clientID"] = "sandstream";
+  o["startedAt"] = FormatRfc3339(sb.created_at);
+  // A sandbox without a TTL has no end: the SDKs need a date, so the last one there is.
+  o["endAt"] = sb.expires_at ? FormatRfc3339(*sb.expires_at) : "9999-12-31T23:59:59.000Z";
+  o["cpuCount"] = std::max<int64_t>(1, (sb.limits.cpu_percent + 99) / 100);
+  o["memoryMB"] = sb.limits.memory_mb;
+  o["diskSizeMB"] = sb.limits.disk_mb;
+  o["state"] = "running";
+  o["envdVersion"] = kEnvdVersion;
+  o["metadata"] = Metadata(sb.metadata);
+  if (detail) {
+    o["domain"] = PreviewDomain(ctx);
+    o["envdAccessToken"] = SandboxAccessToken(ctx.server.options().api_key, sb.id);
+    o["allowInternetAccess"] = sb.network == "egress";
+  }
+  return o;
+}
+
+// The body's `timeout` (seconds), if it has one.
+Result<std::optional<int64_t>> TimeoutOf(const json::object& body) {
+  return OptInt(body, "timeout", {}, 0, kMaxTtlSeconds);
+}
+
+// A map of strings (metadata, envVars) as sandstream's request has it.
+Result<json::value> Strings(const json::object& body, std::string_view key) {
+  const json::value* v = Field(body, key);
+  if (!v) return json::value(json::object());
+  if (!v->is_object()) return Invalid(std::string(key) + " must be an object of strings");
+  for (const auto& [name, value] : v->as_object()) {
+    if (!value.is_string()) return Invalid(std::string(key) + "." + std::string(name) + " must be a string");
+  }
+  return *v;
+}
+
+// ?metadata=k%3Dv%26k2%3Dv2 (the pairs url-encoded once more): whether `sb` has all of them.
+bool MetadataMatches(const SandboxEntry& sb, std::string_view filter) {
+  while (!filter.empty()) {
+    const size_t amp = filter.find('&');
+    const std::string_view pair = filter.substr(0, amp);
+    filter = amp == std::string_view::npos ? std::string_view() : filter.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    auto decode = [](std::string_view text) {
+      auto view = boost::urls::make_pct_string_view(text);
+      return view ? std::string(boost::urls::decode_view(*view).begin(),
+                                boost::urls::decode_view(*view).end())
+                  : std::string(text);
+    };
+    const std::string key = decode(pair.substr(0, eq));
+    const std::string value = eq == std::string_view::npos ? "" : decode(pair.substr(eq + 1));
+    const json::value* have = sb.metadata.if_contains(key);
+    if (!have || !have->is_string() || have->as_string() != value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+asio::awaitable<void> CreateSandbox(Context& ctx) {
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  // sandstream's own request, from E2B's fields; the rest of theirs are not offered.
+  json::object request;
+  auto template_id = OptString(*body, "templateID");
+  if (!template_id) co_return co_await ReplyError(ctx, template_id.error());
+  if (*template_id) request["template"] = **template_id;
+  auto timeout = TimeoutOf(*body);
+  if (!timeout) co_return co_await ReplyError(ctx, timeout.error());
+  request["ttl_seconds"] = timeout->value_or(kDefaultTimeoutSeconds) > 0
+                               ? timeout->value_or(kDefaultTimeoutSeconds)
+                               : kDefaultTimeoutSeconds;
+  auto metadata = Strings(*body, "metadata");
+  if (!metadata) co_return co_await ReplyError(ctx, metadata.error());
+  request["metadata"] = std::move(*metadata);
+  auto env = Strings(*body, "envVars");
+  if (!env) co_return co_await ReplyError(ctx, env.error());
+  // The home E2B's templates have, which their users' code expects.
+  if (!env->as_object().contains("HOME")) env->as_object()["HOME"] = "/home/user";
+  request["env"] = std::move(*env);
+  request["cwd"] = "/home/user";
+  // Deny by default, as everywhere in sandstream: the internet only when asked for.
+  auto internet = OptBool(*body, "allow_internet_access", "allowInternetAccess");
+  if (!internet) co_return co_await ReplyError(ctx, internet.error());
+  request["network"] = internet->value_or(false) ? "egress" : "loopback";
+
+  auto req = ParseSandboxRequest(request);
+  if (!req) co_return co_await ReplyError(ctx, req.error());
+  req->tenant = ctx.principal.tenant;
+  req->by = ctx.principal.credential;
+  Result<const SandboxEntry*> sb = co_await ctx.service.CreateSandbox(std::move(*req));
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  co_await ReplyJson(ctx, http::status::created, Created(ctx, **sb));
+}
+
+asio::awaitable<void> ListSandboxes(Context& ctx) {
+  // Only running sandboxes exist here: a list of paused ones is empty.
+  const std::string_view state = ctx.Query("state").value_or("running");
+  const bool running = state.find("running") != std::string_view::npos;
+  const std::string_view metadata = ctx.Query("metadata").value_or("");
+  json::array items;
+  for (const SandboxEntry* sb : ctx.service.List()) {
+    if (!running || sb->deleting || !ctx.principal.Sees(sb->tenant, sb->id)) continue;
+    if (!MetadataMatches(*sb, metadata)) continue;
+    items.push_back(Described(ctx, *sb, false));
+  }
+  co_await ReplyJson(ctx, http::status::ok, items);
+}
+
+asio::awaitable<void> GetSandbox(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  co_await ReplyJson(ctx, http::status::ok, Described(ctx, **sb, true));
+}
+
+asio::awaitable<void> KillSandbox(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  Result<void> deleted = co_await ctx.service.DeleteSandbox((*sb)->id);
+  if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
+  co_await ReplyEmpty(ctx, http::status::no_content);
+}
+
+asio::awaitable<void> ConnectSandbox(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto timeout = TimeoutOf(*body);
+  if (!timeout) co_return co_await ReplyError(ctx, timeout.error());
+  // Connecting only ever lengthens a sandbox's life.
+  if (*timeout && **timeout > 0) {
+    if (auto set = ctx.service.SetTimeout((*sb)->id, **timeout, true); !set) {
+      co_return co_await ReplyError(ctx, set.error());
+    }
+  }
+  co_await ReplyJson(ctx, http::status::ok, Created(ctx, **sb));
+}
+
+asio::awaitable<void> SetTimeout(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto timeout = TimeoutOf(*body);
+  if (!timeout) co_return co_await ReplyError(ctx, timeout.error());
+  if (!*timeout) co_return co_await ReplyError(ctx, Invalid("timeout (seconds) is required"));
+  if (auto set = ctx.service.SetTimeout((*sb)->id, **timeout, false); !set) {
+    co_return co_await ReplyError(ctx, set.error());
+  }
+  co_await ReplyEmpty(ctx, http::status::no_content);
+}
+
+asio::awaitable<void> NotSupported(Context& ctx) {
+  // 501 is no code of sandstream's own: written here in E2B's shape.
+  json::object body;
+  body["code"] = 501;
+  body["message"] = "not supported by sandstream: " + std::string(ctx.req.method_string()) + " " +
+                    std::string(ctx.req.target().substr(0, ctx.req.target().find('?')));
+  co_await Reply(ctx, http::status::not_implemented, json::serialize(body),
+                 "application/json; charset=utf-8");
+}
+
+}  // namespace sandstream::api::e2b

@@ -1,0 +1,50 @@
+// What E2B's SDKs (the `e2b` packages) call, served by sandstream (docs/e2b.md): the control
+// plane at the daemon's root (/v2/sandboxes, /sandboxes/{id}, with X-API-KEY), and envd, the
+// agent E2B runs in every sandbox, also at the root: its Connect RPCs (/process.Process/*,
+// /filesystem.Filesystem/*) and its HTTP routes (/files, /health), for the sandbox the
+// E2b-Sandbox-Id header names and with that sandbox's X-Access-Token. Thin adapters over the
+// service calls, streams and errors of sandstream's own routes.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "api/routes.h"
+#include "base/result.h"
+#include "service/service.h"
+
+namespace sandstream::api::e2b {
+
+const std::vector<Route>& Routes();
+// The scope a credential needs for one of Routes()' control-plane handlers (envd's routes
+// admit their callers themselves, by the sandbox's access token).
+Need RouteNeed(Handler handler);
+// The dialect of a request no route matched: E2B's paths hear "no such route" in its shape.
+std::optional<Dialect> DialectOf(std::string_view path);
+
+// The sandbox an envd request is for, with its caller admitted: E2b-Sandbox-Id names it (a
+// missing one is SandboxGone, before any credential is looked at, as E2B's edge answers) and
+// X-Access-Token must be its access token. Sets ctx.principal to a token of that sandbox.
+Result<const SandboxEntry*> EnvdSandbox(Context& ctx);
+// The sandbox user an envd call acts as: `Authorization: Basic base64("user:")` on RPCs, the
+// `username` query on /files; "user" when neither is given, "root" the other one there is.
+Result<bool> ActsAsRoot(const Context& ctx);
+
+// control.cc: the control plane.
+boost::asio::awaitable<void> CreateSandbox(Context& ctx);
+boost::asio::awaitable<void> ListSandboxes(Context& ctx);
+boost::asio::awaitable<void> GetSandbox(Context& ctx);
+boost::asio::awaitable<void> KillSandbox(Context& ctx);
+boost::asio::awaitable<void> ConnectSandbox(Context& ctx);
+boost::asio::awaitable<void> SetTimeout(Context& ctx);
+boost::asio::awaitable<void> NotSupported(Context& ctx);
+// process.cc: process.Process/{method}.
+boost::asio::awaitable<void> ProcessRpc(Context& ctx);
+// filesystem.cc: filesystem.Filesystem/{method}.
+boost::asio::awaitable<void> FilesystemRpc(Context& ctx);
+// files.cc: envd's HTTP routes.
+boost::asio::awaitable<void> Health(Context& ctx);
+boost::asio::awaitable<void> ReadFile(Context& ctx);
+boost::asio::awaitable<void> WriteFiles(Context& ctx);
+
+}  // namespace sandstream::api::e2b
