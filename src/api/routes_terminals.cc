@@ -12,6 +12,7 @@
 #include "api/sse.h"
 #include "api/stream.h"
 #include "api/terminal_control.h"
+#include "api/terminals.h"
 #include "api/websocket.h"
 #include "base/base64.h"
 #include "base/ids.h"
@@ -22,26 +23,11 @@ namespace sandstream::api {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-namespace {
-
 constexpr int kMaxCells = 1000;
-// A login shell: bash where the sandbox has it, else sh.
-constexpr const char* kLoginShell =
-    "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi";
 
 Result<void> RequireUpgrade(const Context& ctx) {
   if (websocket::is_upgrade(ctx.req)) return Ok{};
   return Invalid("this route is a WebSocket: send a GET with Upgrade: websocket");
-}
-
-Result<int> Cells(const json::value* v, std::string_view name) {
-  if (!v || !v->is_number()) return Invalid(std::string(name) + " must be an integer");
-  const double d = v->to_number<double>();
-  // In range before the cast: a double past int's range does not convert (1e300 rows).
-  if (!(d >= 1 && d <= kMaxCells) || d != std::trunc(d)) {
-    return Invalid(std::string(name) + " must be between 1 and " + std::to_string(kMaxCells));
-  }
-  return static_cast<int>(d);
 }
 
 Result<std::optional<int>> CellsQuery(const Context& ctx, std::string_view name) {
@@ -55,16 +41,77 @@ Result<std::optional<int>> CellsQuery(const Context& ctx, std::string_view name)
   return std::optional<int>(value);
 }
 
+namespace {
+
+// A login shell: bash where the sandbox has it, else sh.
+constexpr const char* kLoginShell =
+    "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi";
+
+Result<int> Cells(const json::value* v, std::string_view name) {
+  if (!v || !v->is_number()) return Invalid(std::string(name) + " must be an integer");
+  const double d = v->to_number<double>();
+  // In range before the cast: a double past int's range does not convert (1e300 rows).
+  if (!(d >= 1 && d <= kMaxCells) || d != std::trunc(d)) {
+    return Invalid(std::string(name) + " must be between 1 and " + std::to_string(kMaxCells));
+  }
+  return static_cast<int>(d);
+}
+
 json::object ErrorJson(const Error& e) {
   return json::object{{"code", ErrorCodeName(e.code)}, {"message", e.message}};
 }
 
 // ---- terminals ----
 
-struct OpenedTerminal {
-  std::shared_ptr<Process> process;
-  std::shared_ptr<Terminal> terminal;  // null once the process has exited
-};
+}  // namespace
+
+Result<OpenedTerminal> FindTerminal(Context& ctx, const SandboxEntry& sb, std::string_view id,
+                                    std::optional<int> rows, std::optional<int> cols) {
+  auto p = sb.FindProcess(id);
+  if (!p || !p->spec().pty) {
+    return Error{ErrorCode::kNotFound,
+                 "no terminal '" + std::string(id) + "' in sandbox '" + sb.id + "'"};
+  }
+  OpenedTerminal opened{p, nullptr};
+  if (p->status() == ProcessStatus::kRunning) {
+    opened.terminal = Terminal::Find(p->id());
+    if (!opened.terminal) {
+      opened.terminal =
+          Terminal::Adopt(ctx.stream.get_executor(), p, ctx.server.options().terminal_idle);
+    }
+    if (rows || cols) {
+      const auto current = *p->spec().pty;
+      (void)opened.terminal->Resize({static_cast<uint16_t>(rows.value_or(current.rows)),
+                                     static_cast<uint16_t>(cols.value_or(current.cols))});
+    }
+  }
+  return opened;
+}
+
+asio::awaitable<Result<OpenedTerminal>> StartTerminal(Context& ctx, const SandboxEntry& sb,
+                                                      TerminalStart start) {
+  const auto& options = ctx.server.options();
+  CommandSpec spec;
+  spec.id = start.id.empty() ? NewId("term_") : std::move(start.id);
+  if (start.cmd.find('\0') != std::string::npos) {
+    co_return Invalid("cmd must not contain NUL bytes");
+  }
+  spec.cmd = start.cmd;
+  spec.argv = {"/bin/sh", "-c", start.cmd.empty() ? std::string(kLoginShell) : start.cmd};
+  spec.env = ctx.service.ComposeEnv(sb, {});
+  spec.cwd = sb.cwd;
+  spec.as_root = start.as_root;
+  spec.pty = sandbox::PtySize{static_cast<uint16_t>(start.rows.value_or(24)),
+                              static_cast<uint16_t>(start.cols.value_or(80))};
+  spec.log_limits = ctx.service.options().default_log_limits;
+  spec.log_limits.max_bytes = options.terminal_replay_bytes;
+  Result<Service::Started> p = co_await ctx.service.StartProcess(sb.id, std::move(spec));
+  if (!p) co_return std::move(p).error();
+  auto terminal = Terminal::Adopt(ctx.stream.get_executor(), p->process, options.terminal_idle);
+  co_return OpenedTerminal{p->process, std::move(terminal)};
+}
+
+namespace {
 
 asio::awaitable<Result<OpenedTerminal>> OpenTerminal(Context& ctx) {
   if (auto r = RequireUpgrade(ctx); !r) co_return std::move(r).error();
@@ -74,47 +121,17 @@ asio::awaitable<Result<OpenedTerminal>> OpenTerminal(Context& ctx) {
   if (!rows) co_return std::move(rows).error();
   auto cols = CellsQuery(ctx, "cols");
   if (!cols) co_return std::move(cols).error();
-  const auto& options = ctx.server.options();
-  const auto ex = ctx.stream.get_executor();
-
   if (auto id = ctx.Query("terminal_id"); id && !id->empty()) {
-    auto p = (*sb)->FindProcess(*id);
-    if (!p || !p->spec().pty) {
-      co_return Error{ErrorCode::kNotFound,
-                      "no terminal '" + std::string(*id) + "' in sandbox '" + (*sb)->id + "'"};
-    }
-    OpenedTerminal opened{p, nullptr};
-    if (p->status() == ProcessStatus::kRunning) {
-      opened.terminal = Terminal::Find(p->id());
-      if (!opened.terminal) opened.terminal = Terminal::Adopt(ex, p, options.terminal_idle);
-      if (*rows || *cols) {
-        const auto current = *p->spec().pty;
-        (void)opened.terminal->Resize({static_cast<uint16_t>(rows->value_or(current.rows)),
-                                       static_cast<uint16_t>(cols->value_or(current.cols))});
-      }
-    }
-    co_return opened;
+    co_return FindTerminal(ctx, **sb, *id, *rows, *cols);
   }
-
-  CommandSpec spec;
-  spec.id = NewId("term_");
-  std::string cmd(ctx.Query("cmd").value_or(""));
-  if (cmd.find('\0') != std::string::npos) co_return Invalid("cmd must not contain NUL bytes");
-  spec.cmd = cmd;
-  spec.argv = {"/bin/sh", "-c", cmd.empty() ? std::string(kLoginShell) : cmd};
-  spec.env = ctx.service.ComposeEnv(**sb, {});
-  spec.cwd = (*sb)->cwd;
   auto user = ctx.Query("user").value_or("user");
   if (user != "user" && user != "root") co_return Invalid("user must be \"user\" or \"root\"");
-  spec.as_root = user == "root";
-  spec.pty = sandbox::PtySize{static_cast<uint16_t>(rows->value_or(24)),
-                              static_cast<uint16_t>(cols->value_or(80))};
-  spec.log_limits = ctx.service.options().default_log_limits;
-  spec.log_limits.max_bytes = options.terminal_replay_bytes;
-  Result<Service::Started> p = co_await ctx.service.StartProcess((*sb)->id, std::move(spec));
-  if (!p) co_return std::move(p).error();
-  auto terminal = Terminal::Adopt(ex, p->process, options.terminal_idle);
-  co_return OpenedTerminal{p->process, std::move(terminal)};
+  TerminalStart start;
+  start.cmd = std::string(ctx.Query("cmd").value_or(""));
+  start.as_root = user == "root";
+  start.rows = *rows;
+  start.cols = *cols;
+  co_return co_await StartTerminal(ctx, **sb, std::move(start));
 }
 
 std::string StartMessage(const Process& p) {
@@ -137,15 +154,31 @@ std::string ControlError(const Error& e) {
   return json::serialize(o);
 }
 
+json::object GapJson(const Gap& gap) {
+  json::object o{{"from_seq", gap.from_seq}, {"to_seq", gap.to_seq}};
+  o["bytes"] = gap.bytes ? json::value(*gap.bytes) : json::value(nullptr);
+  return o;
+}
+
+std::string GapMessage(const Process& p, const Gap& gap) {
+  json::object o = GapJson(gap);
+  o["type"] = "gap";
+  o["terminal_id"] = p.id();
+  return json::serialize(o);
+}
+
+// exec/pty's own messages (spec/README.md, "Terminals").
+const TerminalWire kSandstreamWire{StartMessage, nullptr, ExitMessage, GapMessage, ControlError};
+
 asio::awaitable<void> OnTerminalMessage(WebSocket& ws, Terminal* terminal,
-                                        WebSocket::Message message) {
+                                        WebSocket::Message message, const TerminalWire& wire) {
   std::string input;
   if (!message.binary || IsBinaryControl(message.data)) {
     std::string_view text(message.data);
     if (message.binary) text.remove_prefix(1);
     auto applied = ApplyControl(terminal, text);
     if (!applied) {
-      ws.Send(ControlError(applied.error()), false);
+      ws.Send(wire.error(applied.error()), false);
       co_return;
     }
     input = std::move(*applied);
@@ -155,35 +188,29 @@ asio::awaitable<void> OnTerminalMessage(WebSocket& ws, Terminal* terminal,
   if (terminal && !input.empty()) co_await terminal->Write(std::move(input));
 }
 
-json::object GapJson(const Gap& gap) {
-  json::object o{{"from_seq", gap.from_seq}, {"to_seq", gap.to_seq}};
-  o["bytes"] = gap.bytes ? json::value(*gap.bytes) : json::value(nullptr);
-  return o;
-}
-
-// Replays what the terminal's log retains, then follows it; ends with the exit and a close.
-// Output missed later (a skipping client that fell behind) is named in a `gap` message; the
-// start of the replay is not news.
+// Replays what the terminal's log retains (then says it is `ready`, on wires that do), then
+// follows it; ends with the exit and a close. Output missed later (a skipping client that fell
+// behind) is named in a `gap` message; the start of the replay is not news.
 asio::awaitable<void> PumpTerminal(WebSocket& ws, OutputCursor& cursor, const bool& ended,
-                                   SteadyClock::duration grace) {
+                                   SteadyClock::duration grace, const TerminalWire& wire) {
   WebSocket::Sink sink(ws, ended);
   Process& p = cursor.process();
   bool replayed = false;
+  bool ready = wire.ready == nullptr;
   const auto render = [&](const OutputLog::Slice& slice) {
-    if (slice.gap && replayed) {
-      json::object gap = GapJson(*slice.gap);
-      gap["type"] = "gap";
-      gap["terminal_id"] = p.id();
-      ws.Send(json::serialize(gap), false);
-    }
+    if (slice.gap && replayed && wire.gap) ws.Send(wire.gap(p, *slice.gap), false);
     replayed = true;
     std::string bytes;
     for (const LogEntry* e : slice.entries) {
       if (e->kind == EntryKind::kStdout || e->kind == EntryKind::kStderr) bytes += e->data;
     }
     if (!bytes.empty()) ws.Send(std::move(bytes), true);
+    if (!ready && cursor.after_seq() >= p.log().last_seq()) {
+      ws.Send(wire.ready(p), false);
+      ready = true;
+    }
     if (!slice.entries.empty() && slice.entries.back()->kind == EntryKind::kExit) {
-      ws.Send(ExitMessage(p), false);
+      ws.Send(wire.exit(p), false);
     }
   };
   const StreamEnd end = co_await Pump(cursor, sink, render, true);
@@ -378,30 +405,35 @@ bool IsBinaryControl(std::string_view data) {
   return !ec && v.is_object();
 }
 
+asio::awaitable<void> ServeTerminal(Context& ctx, OpenedTerminal opened, Flow flow,
+                                   const TerminalWire& wire) {
+  WebSocket ws(ctx);
+  if (!co_await ws.Accept()) co_return;
+  std::optional<Terminal::Attachment> attachment;
+  if (opened.terminal) attachment.emplace(opened.terminal->Attach());
+  if (wire.start) ws.Send(wire.start(*opened.process), false);
+  OutputCursor cursor(opened.process, ctx.stream.get_executor(), 0, flow);
+  bool ended = false;
+  TaskGroup pump(ctx.stream.get_executor());
+  pump.Spawn(PumpTerminal(ws, cursor, ended, ctx.service.options().resume_grace, wire));
+  for (;;) {
+    auto message = co_await ws.Read();
+    if (!message) break;
+    co_await OnTerminalMessage(ws, opened.terminal.get(), std::move(*message), wire);
+  }
+  ended = true;
+  cursor.Wake();
+  co_await pump.Join();
+  co_await ws.Finish();
+}
+
 asio::awaitable<void> ExecPty(Context& ctx) {
   // A client attached to a terminal holds its output back (as ssh does) unless ?flow=skip.
   auto flow = FlowFromQuery(ctx, Flow::kWait);
   if (!flow) co_return co_await ReplyError(ctx, flow.error());
   Result<OpenedTerminal> opened = co_await OpenTerminal(ctx);
   if (!opened) co_return co_await ReplyError(ctx, opened.error());
-  WebSocket ws(ctx);
-  if (!co_await ws.Accept()) co_return;
-  std::optional<Terminal::Attachment> attachment;
-  if (opened->terminal) attachment.emplace(opened->terminal->Attach());
-  ws.Send(StartMessage(*opened->process), false);
-  OutputCursor cursor(opened->process, ctx.stream.get_executor(), 0, *flow);
-  bool ended = false;
-  TaskGroup pump(ctx.stream.get_executor());
-  pump.Spawn(PumpTerminal(ws, cursor, ended, ctx.service.options().resume_grace));
-  for (;;) {
-    auto message = co_await ws.Read();
-    if (!message) break;
-    co_await OnTerminalMessage(ws, opened->terminal.get(), std::move(*message));
-  }
-  ended = true;
-  cursor.Wake();
-  co_await pump.Join();
-  co_await ws.Finish();
+  co_await ServeTerminal(ctx, std::move(*opened), *flow, kSandstreamWire);
 }
 
 asio::awaitable<void> ExecWs(Context& ctx) {

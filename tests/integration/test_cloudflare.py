@@ -83,3 +83,83 @@ def test_scoped_tokens_keep_their_scopes(client: httpx.Client, daemon: Daemon) -
         flat_error(reader.post(f"{base}/write", json={"path": "/tmp/x", "content": "x"}), 403,
                    "UNKNOWN_ERROR")
     client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def test_a_sessions_terminal_outlives_its_connections(daemon: Daemon,
+                                                      sandbox: dict[str, Any]) -> None:
+    """/ws/pty as the package's xterm addon speaks it: output in binary frames, `ready` once the
+    screen is replayed, resize as JSON text; a reconnect with the same sessionId gets the same
+    shell and its screen back; another session gets its own; `exit` names the code."""
+    import asyncio
+    import json
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    from helpers import API_KEY
+
+    def url(session: str, **more: str) -> str:
+        query = httpx.QueryParams({"access_token": API_KEY, "sessionId": session, **more})
+        return (daemon.url.replace("http://", "ws://") +
+                f"/v1/sandboxes/{sandbox['id']}/ws/pty?{query}")
+
+    async def read(ws: Any, needle: bytes) -> tuple[bytes, list[dict[str, Any]]]:
+        out, controls = b"", []
+        while needle not in out:
+            frame = await asyncio.wait_for(ws.recv(), 15)
+            if isinstance(frame, bytes):
+                out += frame
+            else:
+                controls.append(json.loads(frame))
+        return out, controls
+
+    async def go() -> None:
+        async with connect(url("s1", cols="100", rows="30")) as ws:
+            await ws.send(b"echo $$ > /tmp/s1.pid; stty size\n")
+            out, controls = await read(ws, b"30 100")
+            assert controls[0] == {"type": "ready"}, controls
+            await ws.send(json.dumps({"type": "resize", "cols": 90, "rows": 20}))
+            await ws.send(b"stty size; echo MARK1\n")
+            await read(ws, b"20 90")
+            await ws.send("not json")
+            _, controls = await read(ws, b"MARK1\r\n")
+            while not controls:
+                frame = await asyncio.wait_for(ws.recv(), 15)
+                if isinstance(frame, str):
+                    controls.append(json.loads(frame))
+            assert controls[-1]["type"] == "error" and controls[-1]["message"], controls
+        # The same session: the same shell, its screen replayed before `ready`.
+        async with connect(url("s1")) as ws:
+            replay, controls = b"", []
+            while not controls:
+                frame = await asyncio.wait_for(ws.recv(), 15)
+                if isinstance(frame, bytes):
+                    replay += frame
+                else:
+                    controls.append(json.loads(frame))
+            assert b"MARK1" in replay and controls == [{"type": "ready"}], (replay, controls)
+            await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] && echo SAME-SHELL\n")
+            await read(ws, b"SAME-SHELL\r\n")
+        # Another session: another shell.
+        async with connect(url("s2")) as ws:
+            await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] || echo OTHER-SHELL; exit 3\n")
+            out, controls = b"", []
+            try:
+                while True:
+                    frame = await asyncio.wait_for(ws.recv(), 15)
+                    if isinstance(frame, bytes):
+                        out += frame
+                    else:
+                        controls.append(json.loads(frame))
+            except ConnectionClosed:
+                pass
+            assert b"OTHER-SHELL" in out, out
+            assert controls[-1] == {"type": "exit", "code": 3}, controls
+
+    asyncio.run(go())
+    with daemon.client() as c:
+        # No session: refused in the flat shape, before any upgrade.
+        r = c.get(f"/v1/sandboxes/{sandbox['id']}/ws/pty",
+                  headers={"Connection": "Upgrade", "Upgrade": "websocket",
+                           "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+        assert flat_error(r, 400, "VALIDATION_FAILED")["message"].startswith("sessionId is required")

@@ -38,6 +38,7 @@ const std::vector<Route>& Routes() {
       {V::post, "/v1/sandboxes/{}/api/move", MoveFile, kKey, false, false, kCf},
       {V::post, "/v1/sandboxes/{}/api/list-files", ListFiles, kKey, false, false, kCf},
       {V::post, "/v1/sandboxes/{}/api/exists", Exists, kKey, false, false, kCf},
+      {V::get, "/v1/sandboxes/{}/ws/pty", PtySocket, kKey, false, false, kCf},
   };
   return kRoutes;
 }
@@ -50,6 +51,7 @@ Need RouteNeed(Handler h) {
   if (h == ReadFile || h == ReadFileStream || h == ListFiles || h == Exists) {
     return Need::kFilesRead;
   }
+  if (h == PtySocket) return Need::kTerminal;
   if (h == WriteFile || h == Mkdir || h == DeleteFile || h == RenameFile || h == MoveFile) {
     return Need::kFilesWrite;
   }
@@ -58,7 +60,8 @@ Need RouteNeed(Handler h) {
 }
 
 bool Streams(Handler h) {
-  return h == ExecuteStream || h == StreamProcessLogs || h == ReadFileStream || h == ExecuteCode;
+  return h == ExecuteStream || h == StreamProcessLogs || h == ReadFileStream ||
+         h == ExecuteCode || h == PtySocket;
 }
 
 bool OwnsPath(std::string_view path) {

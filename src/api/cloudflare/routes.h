@@ -52,5 +52,7 @@ boost::asio::awaitable<void> RenameFile(Context& ctx);
 boost::asio::awaitable<void> MoveFile(Context& ctx);
 boost::asio::awaitable<void> ListFiles(Context& ctx);
 boost::asio::awaitable<void> Exists(Context& ctx);
+// terminal.cc
+boost::asio::awaitable<void> PtySocket(Context& ctx);
 
 }  // namespace sandstream::api::cloudflare
