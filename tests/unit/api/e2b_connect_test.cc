@@ -1,0 +1,110 @@
+// Unit tests of envd's wire as the E2B adapter writes and reads it: Connect envelopes, the
+// error codes and their statuses, proto3 JSON's bytes and integers, and the derived access
+// tokens of sandboxes.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <string>
+
+#include "api/e2b/connect.h"
+#include "api/e2b/routes.h"
+#include "service/access.h"
+
+namespace sandstream::api::e2b {
+namespace {
+
+namespace json = boost::json;
+
+TEST(ConnectEnvelopeTest, FlagsThenBigEndianLengthThenTheMessage) {
+  std::string out;
+  AppendEnvelope(out, R"({"event":{"start":{"pid":4242}}})");
+  ASSERT_EQ(out.size(), 5u + 32u);
+  EXPECT_EQ(out.substr(0, 5), std::string("\x00\x00\x00\x00\x20", 5));
+  EXPECT_EQ(out.substr(5), R"({"event":{"start":{"pid":4242}}})");
+  out.clear();
+  AppendEnvelope(out, "{}", true);
+  EXPECT_EQ(out, std::string("\x02\x00\x00\x00\x02{}", 7));
+  // Lengths past one byte keep their order.
+  out.clear();
+  AppendEnvelope(out, std::string(0x010203, 'x'));
+  EXPECT_EQ(out.substr(0, 5), std::string("\x00\x00\x01\x02\x03", 5));
+}
+
+TEST(ConnectErrorTest, CodesAndTheirStatuses) {
+  EXPECT_EQ(ConnectCode(ErrorCode::kNotFound), "not_found");
+  EXPECT_EQ(ConnectCode(ErrorCode::kInvalidRequest), "invalid_argument");
+  EXPECT_EQ(ConnectCode(ErrorCode::kInvalidJson), "invalid_argument");
+  EXPECT_EQ(ConnectCode(ErrorCode::kUnauthorized), "unauthenticated");
+  EXPECT_EQ(ConnectCode(ErrorCode::kConflict), "failed_precondition");
+  EXPECT_EQ(ConnectCode(ErrorCode::kQuotaExceeded), "resource_exhausted");
+  EXPECT_EQ(ConnectCode(ErrorCode::kTimeout), "deadline_exceeded");
+  EXPECT_EQ(ConnectCode(ErrorCode::kShuttingDown), "unavailable");
+  EXPECT_EQ(ConnectCode(ErrorCode::kInternal), "internal");
+  EXPECT_EQ(ConnectStatus("not_found"), http::status::not_found);
+  EXPECT_EQ(ConnectStatus("invalid_argument"), http::status::bad_request);
+  EXPECT_EQ(ConnectStatus("failed_precondition"), http::status::bad_request);
+  EXPECT_EQ(ConnectStatus("already_exists"), http::status::conflict);
+  EXPECT_EQ(ConnectStatus("unauthenticated"), http::status::unauthorized);
+  EXPECT_EQ(ConnectStatus("resource_exhausted"), http::status::too_many_requests);
+  EXPECT_EQ(ConnectStatus("deadline_exceeded"), http::status::gateway_timeout);
+  EXPECT_EQ(ConnectStatus("unimplemented"), http::status::not_implemented);
+  EXPECT_EQ(ConnectStatus("unavailable"), http::status::service_unavailable);
+  EXPECT_EQ(ConnectStatus("data_loss"), http::status::internal_server_error);
+  // Every code the adapter writes has a status other than 200.
+  for (ErrorCode code : {ErrorCode::kInvalidJson, ErrorCode::kForbidden, ErrorCode::kBadGateway,
+                         ErrorCode::kPayloadTooLarge, ErrorCode::kUnsupportedMediaType}) {
+    EXPECT_NE(ConnectStatus(ConnectCode(code)), http::status::ok);
+  }
+}
+
+TEST(ProtoJsonTest, BytesInEveryBase64Alphabet) {
+  // "\xfb\xff" is "+/8=" in the standard alphabet, "-_8" URL-safe and unpadded.
+  for (const char* text : {"+/8=", "+/8", "-_8=", "-_8"}) {
+    auto bytes = DecodeBytes(text, "stdin");
+    ASSERT_TRUE(bytes) << text;
+    EXPECT_EQ(*bytes, "\xfb\xff") << text;
+  }
+  EXPECT_EQ(*DecodeBytes("", "stdin"), "");
+  auto bad = DecodeBytes("a$b=", "input.stdin");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("input.stdin"), std::string::npos);
+}
+
+TEST(ProtoJsonTest, IntegersAsNumbersOrStringsWithinTheirRange) {
+  const json::object o = json::parse(
+                             R"({"pid": 42, "size": "12", "neg": -1, "big": "99999999999",
+                                 "text": "x", "frac": 1.5, "nothing": null, "exit_code": 3})")
+                             .as_object();
+  EXPECT_EQ(**OptInt(o, "pid", {}, 1, INT32_MAX), 42);
+  EXPECT_EQ(**OptInt(o, "size", {}, 0, INT64_MAX), 12);
+  EXPECT_FALSE(OptInt(o, "neg", {}, 0, 10));
+  EXPECT_FALSE(OptInt(o, "big", {}, 0, INT32_MAX));
+  EXPECT_FALSE(OptInt(o, "text", {}, 0, 10));
+  EXPECT_FALSE(OptInt(o, "frac", {}, 0, 10));
+  EXPECT_FALSE(OptInt(o, "nothing", {}, 0, 10)->has_value());
+  EXPECT_FALSE(OptInt(o, "absent", {}, 0, 10)->has_value());
+  // The proto name is read when the JSON name is absent.
+  EXPECT_EQ(**OptInt(o, "exitCode", "exit_code", 0, 255), 3);
+}
+
+TEST(DialectTest, PathsOfE2bHearItsErrorShapes) {
+  EXPECT_EQ(DialectOf("/process.Process/Nope"), Dialect::kConnect);
+  EXPECT_EQ(DialectOf("/filesystem.Filesystem/Stat"), Dialect::kConnect);
+  EXPECT_EQ(DialectOf("/v2/sandboxes/sb_1/nope"), Dialect::kE2b);
+  EXPECT_EQ(DialectOf("/sandboxes"), Dialect::kE2b);
+  EXPECT_EQ(DialectOf("/sandboxesx"), std::nullopt);
+  EXPECT_EQ(DialectOf("/v1/sandboxes/sb_1"), std::nullopt);
+  EXPECT_EQ(DialectOf("/"), std::nullopt);
+}
+
+TEST(SandboxAccessTokenTest, OnePerSandboxAndSecret) {
+  const std::string a = SandboxAccessToken("key", "sb_0123456789abcdef");
+  EXPECT_TRUE(a.starts_with("sbt_"));
+  EXPECT_EQ(a.size(), 4u + 64u);
+  EXPECT_EQ(a, SandboxAccessToken("key", "sb_0123456789abcdef"));
+  EXPECT_NE(a, SandboxAccessToken("key", "sb_0123456789abcdee"));
+  EXPECT_NE(a, SandboxAccessToken("other", "sb_0123456789abcdef"));
+}
+
+}  // namespace
+}  // namespace sandstream::api::e2b
