@@ -5,6 +5,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstring>
+#include <functional>
 
 #include <boost/json.hpp>
 
@@ -342,7 +343,102 @@ asio::awaitable<void> Update(Context& ctx, const SandboxEntry& sb, const json::o
   co_await ReplyMessage(ctx, json::object());
 }
 
+// The messages of a client stream as its body arrives: envelopes of JSON, each at most
+// `limit` bytes, handed to `take` in order.
+class Envelopes {
+ public:
+  using Take = std::function<asio::awaitable<Result<void>>(json::object)>;
+  Envelopes(uint64_t limit, Take take) : limit_(limit), take_(std::move(take)) {}
+
+  asio::awaitable<Result<void>> Feed(std::string_view piece) {
+    buffer_.append(piece);
+    size_t at = 0;
+    while (buffer_.size() - at >= 5) {
+      const auto* b = reinterpret_cast<const unsigned char*>(buffer_.data() + at);
+      const uint64_t length = (uint64_t{b[1]} << 24) | (uint64_t{b[2]} << 16) |
+                              (uint64_t{b[3]} << 8) | uint64_t{b[4]};
+      if (b[0] != 0) co_return Invalid("compressed or end-of-stream request envelopes are not served");
+      if (length > limit_) {
+        co_return Invalid("a message is larger than " + std::to_string(limit_) + " bytes");
+      }
+      if (buffer_.size() - at - 5 < length) break;
+      boost::system::error_code ec;
+      json::value v = json::parse(std::string_view(buffer_).substr(at + 5, length), ec);
+      at += 5 + length;
+      if (ec || !v.is_object()) co_return Invalid("a request message is not a JSON object");
+      if (auto taken = co_await take_(std::move(v.as_object())); !taken) co_return taken;
+    }
+    buffer_.erase(0, at);
+    co_return Result<void>(Ok{});
+  }
+  bool empty() const { return buffer_.empty(); }
+
+ private:
+  uint64_t limit_;
+  Take take_;
+  std::string buffer_;
+};
+
+// StreamInputRequest's start, then its data, each written to the process as it comes.
+struct InputStream {
+  const SandboxEntry* sb = nullptr;
+  std::shared_ptr<Process> process;
+};
+
+asio::awaitable<Result<void>> TakeInput(InputStream& in, json::object m) {
+  if (const json::value* start = Field(m, "start"); start && start->is_object()) {
+    if (in.process) co_return Invalid("the stream has started already");
+    auto p = Select(*in.sb, start->as_object(), true);
+    if (!p) co_return std::move(p).error();
+    in.process = *p;
+    co_return Result<void>(Ok{});
+  }
+  const json::value* data = Field(m, "data");
+  if (!data || !data->is_object()) co_return Result<void>(Ok{});  // a keepalive
+  if (!in.process) co_return Invalid("the stream's first message must be start");
+  const json::value* input = Field(data->as_object(), "input");
+  if (!input || !input->is_object()) co_return Invalid("data.input (stdin or pty) is required");
+  auto text = OptString(input->as_object(), "stdin");
+  if (!text) co_return std::move(text).error();
+  if (!*text) {
+    text = OptString(input->as_object(), "pty");
+    if (!text) co_return std::move(text).error();
+  }
+  if (!*text) co_return Invalid("data.input needs stdin or pty");
+  auto bytes = DecodeBytes(**text, "data.input");
+  if (!bytes) co_return std::move(bytes).error();
+  Result<size_t> written = co_await in.process->WriteStdin(std::move(*bytes));
+  if (!written) co_return std::move(written).error();
+  co_return Result<void>(Ok{});
+}
+
 }  // namespace
+
+asio::awaitable<void> StreamInput(Context& ctx) {
+  auto sb = EnvdSandbox(ctx);
+  if (!sb) {
+    ctx.streamed = true;  // the body is left unread
+    co_return co_await ReplyError(ctx, sb.error());
+  }
+  InputStream in;
+  in.sb = *sb;
+  Envelopes envelopes(ctx.server.options().max_stdin_bytes,
+                      [&in](json::object m) { return TakeInput(in, std::move(m)); });
+  std::optional<Error> failed = co_await ReceiveBody(
+      ctx, [&](std::string_view piece) { return envelopes.Feed(piece); }, "the input stream",
+      ctx.server.options().max_file_bytes);
+  if (!failed && !envelopes.empty()) failed = Invalid("the input stream ends inside a message");
+  if (!failed && !in.process) failed = Invalid("the input stream named no process (start)");
+  if (failed) {
+    ctx.streamed = ctx.streamed || ctx.body_parser == nullptr || !ctx.body_parser->is_done();
+    co_return co_await ReplyError(ctx, *failed);
+  }
+  // One StreamInputResponse, then the end of the stream.
+  std::string body;
+  AppendEnvelope(body, "{}");
+  AppendEnvelope(body, "{}", true);
+  co_await Reply(ctx, http::status::ok, std::move(body), "application/connect+json");
+}
 
 asio::awaitable<void> ProcessRpc(Context& ctx) {
   auto sb = EnvdSandbox(ctx);

@@ -26,6 +26,7 @@ const std::vector<Route>& Routes() {
       {V::get, "/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
       {V::get, "/v2/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
       {V::post, "/sandboxes/{}/snapshots", NotSupported, kKey, false, false, kApi},
+      {V::post, "/process.Process/StreamInput", StreamInput, kOpen, false, true, kRpc},
       // stdin may come in one call: the larger limit of stdin uploads (max_stdin_bytes).
       {V::post, "/process.Process/{}", ProcessRpc, kOpen, true, false, kRpc},
       {V::post, "/filesystem.Filesystem/{}", FilesystemRpc, kOpen, false, false, kRpc},

@@ -40,6 +40,8 @@ boost::asio::awaitable<void> SetTimeout(Context& ctx);
 boost::asio::awaitable<void> NotSupported(Context& ctx);
 // process.cc: process.Process/{method}.
 boost::asio::awaitable<void> ProcessRpc(Context& ctx);
+// process.Process/StreamInput: a client stream, read as it comes.
+boost::asio::awaitable<void> StreamInput(Context& ctx);
 // filesystem.cc: filesystem.Filesystem/{method}.
 boost::asio::awaitable<void> FilesystemRpc(Context& ctx);
 // files.cc: envd's HTTP routes.
