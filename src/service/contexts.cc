@@ -602,13 +602,24 @@ asio::awaitable<Result<std::shared_ptr<CodeContext>>> CodeContext::Create(Servic
   if (sb->contexts.size() >= 64) {
     co_return Error{ErrorCode::kQuotaExceeded, "too many code contexts in " + sandbox_id + " (64)"};
   }
+  std::string id = req.id.empty() ? NewId("ctx_") : std::move(req.id);
+  auto taken = [&](const SandboxEntry& entry) -> std::optional<Error> {
+    if (!entry.contexts.contains(id)) return std::nullopt;
+    return Error{ErrorCode::kConflict, "sandbox " + sandbox_id + " has a code context '" + id + "'"};
+  };
+  if (auto conflict = taken(*sb)) co_return std::move(*conflict);
   auto context =
-      std::make_shared<CodeContext>(service.executor(), NewId("ctx_"), sandbox_id, req.language,
+      std::make_shared<CodeContext>(service.executor(), id, sandbox_id, req.language,
                                     req.cwd.empty() ? sb->cwd : req.cwd, std::move(req.env));
   Result<void> started = co_await context->Start(service);
   if (!started) co_return std::move(started).error();
   SandboxEntry* entry = service.Entry(sandbox_id);
   if (!entry) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  // Another request took the id while this one started its interpreter.
+  if (auto conflict = taken(*entry)) {
+    context->Close();
+    co_return std::move(*conflict);
+  }
   entry->contexts.emplace(context->id(), context);
   service.Persist(*entry);
   co_return context;

@@ -145,6 +145,7 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
 };
 
 struct ContextRequest {
+  std::string id;  // empty: a new one ("ctx_..."); else the caller's, which must be free
   Language language = Language::kPython;
   std::string cwd;  // empty: the sandbox's
   std::map<std::string, std::string> env;

@@ -90,6 +90,30 @@ Result<std::string> LanguageOf(const json::object& request) {
   return name;
 }
 
+// The default context of the request's language ("default-python"), made when missing.
+asio::awaitable<Result<std::shared_ptr<CodeContext>>> DefaultContext(Context& ctx,
+                                                                    const SandboxEntry& sb,
+                                                                    const json::object& request) {
+  auto language = LanguageOf(request);
+  if (!language) co_return std::move(language).error();
+  json::object body;
+  body["language"] = *language;
+  auto req = ParseContextRequest(body);
+  if (!req) co_return std::move(req).error();
+  req->id = "default-" + std::string(LanguageName(req->language));
+  if (auto it = sb.contexts.find(req->id); it != sb.contexts.end()) co_return it->second;
+  const std::string id = req->id;
+  const std::string sandbox_id = sb.id;
+  Result<std::shared_ptr<CodeContext>> made =
+      co_await CodeContext::Create(ctx.service, sandbox_id, std::move(*req));
+  if (made || made.error().code != ErrorCode::kConflict) co_return made;
+  // Made by another request meanwhile: that one.
+  if (const SandboxEntry* now = ctx.service.Find(sandbox_id)) {
+    if (auto it = now->contexts.find(id); it != now->contexts.end()) co_return it->second;
+  }
+  co_return made;
+}
+
 }  // namespace
 
 asio::awaitable<void> CreateCodeContext(Context& ctx) {
@@ -148,13 +172,25 @@ asio::awaitable<void> ExecuteCode(Context& ctx) {
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   auto request = ParseBody(ctx);
   if (!request) co_return co_await ReplyError(ctx, request.error());
-  auto id = RequiredString(*request, "context_id");
-  if (!id) co_return co_await ReplyError(ctx, id.error());
-  auto it = (*sb)->contexts.find(*id);
-  if (it == (*sb)->contexts.end()) {
-    const Error missing{ErrorCode::kNotFound,
-                        "no code context '" + *id + "' in sandbox '" + (*sb)->id + "'"};
-    co_return co_await Fail(ctx, missing, Subject::kContext, *id);
+  auto given = StringField(*request, "context_id");
+  if (!given) co_return co_await ReplyError(ctx, given.error());
+  std::shared_ptr<CodeContext> context;
+  std::string id;
+  if (*given) {
+    id = **given;
+    auto it = (*sb)->contexts.find(id);
+    if (it == (*sb)->contexts.end()) {
+      const Error missing{ErrorCode::kNotFound,
+                          "no code context '" + id + "' in sandbox '" + (*sb)->id + "'"};
+      co_return co_await Fail(ctx, missing, Subject::kContext, id);
+    }
+    context = it->second;
+  } else {
+    // No context named: the language's default one, made on first use (as the container does).
+    auto made = co_await DefaultContext(ctx, **sb, *request);
+    if (!made) co_return co_await Fail(ctx, made.error(), Subject::kContext);
+    context = *made;
+    id = context->id();
   }
   // sandstream's cell request: code, and timeout_seconds from Cloudflare's timeout_ms.
   json::object body;
@@ -166,10 +202,9 @@ asio::awaitable<void> ExecuteCode(Context& ctx) {
   if (!cell) co_return co_await ReplyError(ctx, cell.error());
   auto after = ResumePoint(ctx, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());
-  auto context = it->second;
   auto run = context->Submit(ctx.service, std::move(cell->code), cell->timeout_seconds,
                              std::move(cell->idempotency_key));
-  if (!run) co_return co_await Fail(ctx, run.error(), Subject::kContext, *id);
+  if (!run) co_return co_await Fail(ctx, run.error(), Subject::kContext, id);
   co_await ServeEvents(ctx, (*run)->log(), *after, true, RenderCellEvent);
 }
 

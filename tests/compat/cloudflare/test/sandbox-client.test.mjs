@@ -287,6 +287,13 @@ describe("code contexts", () => {
     assert.ok(!(await interpreter.listCodeContexts()).some((c) => c.id === context.id));
   });
 
+  test("no context: the language's default one, made on first use and kept", async () => {
+    assert.deepEqual(await run(undefined, "y = 5\ny * 2"), [["result", "10", ["text"]]]);
+    assert.deepEqual(await run(undefined, "y"), [["result", "5", ["text"]]]);
+    const list = await interpreter.listCodeContexts();
+    assert.equal(list.filter((c) => c.id === "default-python").length, 1);
+  });
+
   test("an unknown context is a CONTEXT_NOT_FOUND error with sandstream's message", async () => {
     const missing = interpreter.deleteCodeContext("ctx_0000000000000000");
     await assert.rejects(missing, isError("ContextNotFoundError", "CONTEXT_NOT_FOUND"));
