@@ -94,72 +94,44 @@ def test_a_sessions_terminal_outlives_its_connections(daemon: Daemon,
     import json
 
     from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed
 
-    from helpers import API_KEY
+    from test_terminals import READ_SECONDS, read_to_close, read_until, ws_url
 
-    def url(session: str, **more: str) -> str:
-        query = httpx.QueryParams({"access_token": API_KEY, "sessionId": session, **more})
-        return (daemon.url.replace("http://", "ws://") +
-                f"/v1/sandboxes/{sandbox['id']}/ws/pty?{query}")
-
-    async def read(ws: Any, needle: bytes) -> tuple[bytes, list[dict[str, Any]]]:
-        out, controls = b"", []
-        while needle not in out:
-            frame = await asyncio.wait_for(ws.recv(), 15)
-            if isinstance(frame, bytes):
-                out += frame
-            else:
-                controls.append(json.loads(frame))
-        return out, controls
+    path = f"/v1/sandboxes/{sandbox['id']}/ws/pty"
 
     async def go() -> None:
-        async with connect(url("s1", cols="100", rows="30")) as ws:
+        async with connect(ws_url(daemon, path, sessionId="s1", cols=100, rows=30)) as ws:
             await ws.send(b"echo $$ > /tmp/s1.pid; stty size\n")
-            out, controls = await read(ws, b"30 100")
+            _, controls = await read_until(ws, b"30 100")
             assert controls[0] == {"type": "ready"}, controls
             await ws.send(json.dumps({"type": "resize", "cols": 90, "rows": 20}))
             await ws.send(b"stty size; echo MARK1\n")
-            await read(ws, b"20 90")
+            await read_until(ws, b"20 90")
+            await read_until(ws, b"MARK1\r\n")
             await ws.send("not json")
-            _, controls = await read(ws, b"MARK1\r\n")
-            while not controls:
-                frame = await asyncio.wait_for(ws.recv(), 15)
-                if isinstance(frame, str):
-                    controls.append(json.loads(frame))
-            assert controls[-1]["type"] == "error" and controls[-1]["message"], controls
+            error = json.loads(await asyncio.wait_for(ws.recv(), READ_SECONDS))
+            assert error["type"] == "error" and error["message"], error
         # The same session: the same shell, its screen replayed before `ready`.
-        async with connect(url("s1")) as ws:
-            replay, controls = b"", []
+        async with connect(ws_url(daemon, path, sessionId="s1")) as ws:
+            replay, controls = await read_until(ws, b"MARK1\r\n")
             while not controls:
-                frame = await asyncio.wait_for(ws.recv(), 15)
-                if isinstance(frame, bytes):
-                    replay += frame
-                else:
-                    controls.append(json.loads(frame))
-            assert b"MARK1" in replay and controls == [{"type": "ready"}], (replay, controls)
+                frame = await asyncio.wait_for(ws.recv(), READ_SECONDS)
+                assert isinstance(frame, str), frame
+                controls.append(json.loads(frame))
+            assert controls == [{"type": "ready"}], (replay, controls)
             await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] && echo SAME-SHELL\n")
-            await read(ws, b"SAME-SHELL\r\n")
+            await read_until(ws, b"SAME-SHELL\r\n")
         # Another session: another shell.
-        async with connect(url("s2")) as ws:
+        async with connect(ws_url(daemon, path, sessionId="s2")) as ws:
             await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] || echo OTHER-SHELL; exit 3\n")
-            out, controls = b"", []
-            try:
-                while True:
-                    frame = await asyncio.wait_for(ws.recv(), 15)
-                    if isinstance(frame, bytes):
-                        out += frame
-                    else:
-                        controls.append(json.loads(frame))
-            except ConnectionClosed:
-                pass
+            out, controls = await read_to_close(ws)
             assert b"OTHER-SHELL" in out, out
             assert controls[-1] == {"type": "exit", "code": 3}, controls
 
     asyncio.run(go())
     with daemon.client() as c:
         # No session: refused in the flat shape, before any upgrade.
-        r = c.get(f"/v1/sandboxes/{sandbox['id']}/ws/pty",
-                  headers={"Connection": "Upgrade", "Upgrade": "websocket",
-                           "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+        r = c.get(path, headers={"Connection": "Upgrade", "Upgrade": "websocket",
+                                 "Sec-WebSocket-Version": "13",
+                                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
         assert flat_error(r, 400, "VALIDATION_FAILED")["message"].startswith("sessionId is required")

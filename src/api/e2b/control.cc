@@ -82,6 +82,21 @@ Result<std::optional<int64_t>> TimeoutOf(const json::object& body) {
   return OptInt(body, "timeout", {}, 0, kMaxTtlSeconds);
 }
 
+// The route's sandbox and the body's `timeout`: connect and timeout.
+struct TimeoutRequest {
+  const SandboxEntry* sb = nullptr;
+  std::optional<int64_t> timeout;
+};
+Result<TimeoutRequest> ReadTimeout(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) return std::move(sb).error();
+  auto body = ParseBody(ctx);
+  if (!body) return std::move(body).error();
+  auto timeout = TimeoutOf(*body);
+  if (!timeout) return std::move(timeout).error();
+  return TimeoutRequest{*sb, *timeout};
+}
+
 // A map of strings (metadata, envVars) as sandstream's request has it.
 Result<json::value> Strings(const json::object& body, std::string_view key) {
   const json::value* v = Field(body, key);
@@ -182,30 +197,22 @@ asio::awaitable<void> KillSandbox(Context& ctx) {
 }
 
 asio::awaitable<void> ConnectSandbox(Context& ctx) {
-  auto sb = Visible(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto body = ParseBody(ctx);
-  if (!body) co_return co_await ReplyError(ctx, body.error());
-  auto timeout = TimeoutOf(*body);
-  if (!timeout) co_return co_await ReplyError(ctx, timeout.error());
+  auto req = ReadTimeout(ctx);
+  if (!req) co_return co_await ReplyError(ctx, req.error());
   // Connecting only ever lengthens a sandbox's life.
-  if (*timeout && **timeout > 0) {
-    if (auto set = ctx.service.SetTimeout((*sb)->id, **timeout, true); !set) {
+  if (req->timeout && *req->timeout > 0) {
+    if (auto set = ctx.service.SetTimeout(req->sb->id, *req->timeout, true); !set) {
       co_return co_await ReplyError(ctx, set.error());
     }
   }
-  co_await ReplyJson(ctx, http::status::ok, Created(ctx, **sb));
+  co_await ReplyJson(ctx, http::status::ok, Created(ctx, *req->sb));
 }
 
 asio::awaitable<void> SetTimeout(Context& ctx) {
-  auto sb = Visible(ctx);
-  if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto body = ParseBody(ctx);
-  if (!body) co_return co_await ReplyError(ctx, body.error());
-  auto timeout = TimeoutOf(*body);
-  if (!timeout) co_return co_await ReplyError(ctx, timeout.error());
-  if (!*timeout) co_return co_await ReplyError(ctx, Invalid("timeout (seconds) is required"));
-  if (auto set = ctx.service.SetTimeout((*sb)->id, **timeout, false); !set) {
+  auto req = ReadTimeout(ctx);
+  if (!req) co_return co_await ReplyError(ctx, req.error());
+  if (!req->timeout) co_return co_await ReplyError(ctx, Invalid("timeout (seconds) is required"));
+  if (auto set = ctx.service.SetTimeout(req->sb->id, *req->timeout, false); !set) {
     co_return co_await ReplyError(ctx, set.error());
   }
   co_await ReplyEmpty(ctx, http::status::no_content);
