@@ -59,7 +59,14 @@ std::optional<Error> Server::Admission(const RouteMatch& match) {
       return Error{ErrorCode::kNotFound, "no sandbox '" + match.params[0] + "'"};
     }
   }
-  const std::string& tenant = match.principal.tenant;
+  const Handler h = match.route->handler;
+  const bool streams = h == SandboxLogs || h == SandboxEvents || h == ProcessLogs ||
+                       h == ExecStream || h == ExecWs || h == ExecPty || h == FilesWatch ||
+                       h == ProxyPort || cloudflare::Streams(h);
+  return AdmitTenant(match.principal.tenant, streams);
+}
+
+std::optional<Error> Server::AdmitTenant(const std::string& tenant, bool stream) {
   const Tenant* t = service_.TenantOf(tenant);
   if (!t) return std::nullopt;
   if (const int64_t rps = t->quotas.requests_per_second; rps > 0) {
@@ -78,11 +85,7 @@ std::optional<Error> Server::Admission(const RouteMatch& match) {
     }
     rate.tokens -= 1;
   }
-  const Handler h = match.route->handler;
-  const bool streams = h == SandboxLogs || h == SandboxEvents || h == ProcessLogs ||
-                       h == ExecStream || h == ExecWs || h == ExecPty || h == FilesWatch ||
-                       h == ProxyPort || cloudflare::Streams(h);
-  if (streams && t->quotas.streams > 0 && service_.StreamsOf(tenant) >= t->quotas.streams) {
+  if (stream && t->quotas.streams > 0 && service_.StreamsOf(tenant) >= t->quotas.streams) {
     return Error{ErrorCode::kQuotaExceeded, "tenant '" + tenant + "' is at its quota streams " +
                                                 std::to_string(t->quotas.streams)};
   }

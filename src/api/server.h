@@ -80,12 +80,16 @@ class Server {
   std::list<StreamHandle*>::iterator AddStream(StreamHandle* h);
   void RemoveStream(std::list<StreamHandle*>::iterator it);
   bool stopping() const { return stopping_; }
+  // A request of `tenant` (a `stream` or not) within its quotas: requests_per_second, streams.
+  // Routes that admit their callers themselves (envd's) ask here once they know the tenant.
+  std::optional<Error> AdmitTenant(const std::string& tenant, bool stream);
 
  private:
   // After the credential, before the body: a sandbox the route names that exists but not for
   // the request's principal (its 404), and the tenant's requests_per_second and streams quotas
   // (429).
   std::optional<Error> Admission(const RouteMatch& match);
+
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
   // Every second: streams opened with a token that has expired or was revoked are ended.
   boost::asio::awaitable<void> EndStreamsOfDeadTokens();

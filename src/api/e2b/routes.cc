@@ -2,6 +2,7 @@
 
 #include "api/e2b/connect.h"
 #include "base/base64.h"
+#include "api/server.h"
 #include "base/ids.h"
 
 namespace sandstream::api::e2b {
@@ -74,6 +75,8 @@ Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
   p.derived = true;
   p.grant.scopes = kScopeRead | kScopeExec | kScopeTerminal | kScopeFilesRead | kScopeFilesWrite;
   ctx.principal = std::move(p);
+  // The router admitted no tenant (these routes are open to it): its quotas hold here.
+  if (auto refused = ctx.server.AdmitTenant(sb->tenant, IsStreamingCall(ctx))) return *refused;
   return sb;
 }
 
