@@ -175,7 +175,7 @@ def test_negative_timeouts(client: httpx.Client, sandbox: dict[str, Any]) -> Non
 def test_unknown_route(client: httpx.Client, sandbox: dict[str, Any]) -> None:
     """Unknown routes are 404 not_found in the error shape."""
     for url in ("/v1/nope", "/nope", f"/v1/sandboxes/{sandbox['id']}/nope",
-                "/v1/sandboxes/a/b/c/d/e/f", "/v2/sandboxes"):
+                "/v1/sandboxes/a/b/c/d/e/f", "/v3/sandboxes"):
         assert_error(client.get(url), 404, "not_found")
 
 

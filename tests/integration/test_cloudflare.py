@@ -105,9 +105,9 @@ def test_a_sessions_terminal_outlives_its_connections(daemon: Daemon,
             _, controls = await read_until(ws, b"30 100")
             assert controls[0] == {"type": "ready"}, controls
             await ws.send(json.dumps({"type": "resize", "cols": 90, "rows": 20}))
-            await ws.send(b"stty size; echo MARK1\n")
-            await read_until(ws, b"20 90")
-            await read_until(ws, b"MARK1\r\n")
+            # Quotes split what the shell prints from the echo of what was typed.
+            await ws.send(b"stty size; echo MA''RK1\n")
+            await read_until(ws, b"20 90\r\nMARK1\r\n")
             await ws.send("not json")
             error = json.loads(await asyncio.wait_for(ws.recv(), READ_SECONDS))
             assert error["type"] == "error" and error["message"], error
@@ -119,11 +119,11 @@ def test_a_sessions_terminal_outlives_its_connections(daemon: Daemon,
                 assert isinstance(frame, str), frame
                 controls.append(json.loads(frame))
             assert controls == [{"type": "ready"}], (replay, controls)
-            await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] && echo SAME-SHELL\n")
+            await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] && echo SAME-''SHELL\n")
             await read_until(ws, b"SAME-SHELL\r\n")
         # Another session: another shell.
         async with connect(ws_url(daemon, path, sessionId="s2")) as ws:
-            await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] || echo OTHER-SHELL; exit 3\n")
+            await ws.send(b"[ $$ = $(cat /tmp/s1.pid) ] || echo OTHER-''SHELL; exit 3\n")
             out, controls = await read_to_close(ws)
             assert b"OTHER-SHELL" in out, out
             assert controls[-1] == {"type": "exit", "code": 3}, controls

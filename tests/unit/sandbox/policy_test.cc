@@ -196,11 +196,12 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
        "NoNewPrivs:\t1\nSeccomp:\t2\n", false},
       {"rlimits", small, false, Shell("ulimit -n; ulimit -c"), 0, "321\n0\n", false},
       {"host_files_absent", {}, false,
-       Shell("for p in /home /root/.bashrc " + marker + " " + state_dir +
+       // /home is the sandbox's own, holding only the user's empty home.
+       Shell("for p in /root/.bashrc " + marker + " " + state_dir +
                  " /work /var/lib /etc/shadow; do test -e $p && echo present: $p; done; "
-                 "ls -A /root; echo checked",
+                 "ls -A /root; ls -A /home/user; ls -A /home; echo checked",
              true),
-       0, "checked\n", false},
+       0, "user\nchecked\n", false},
       {"system_dirs_read_only", {}, false, Shell("echo x > /usr/bin/sandstream-x", true),
        kNonZero, "Read-only file system", true},
       {"etc_is_the_sandboxes", {}, false, Shell("grep -c . /etc/passwd; grep ^user: /etc/passwd"),
