@@ -32,17 +32,11 @@ namespace json = boost::json;
 namespace {
 
 constexpr size_t kChunk = 256 * 1024;
-constexpr size_t kMaxWatches = 1024;
 // Open watches; in all: half the kernel's default fs.inotify.max_user_instances (128), so the
 // host's other users of the daemon's uid keep the rest.
 constexpr size_t kWatchesPerSandbox = 8;
 constexpr size_t kWatchesInAll = 64;
 
-WatchQuota& Watches() {
-  // The pool it guards is per uid, so the count is the process's. Only the I/O thread uses it.
-  static WatchQuota* const quota = new WatchQuota(kWatchesPerSandbox, kWatchesInAll);
-  return *quota;
-}
 
 // Acting as `user` (uid 1000 inside) unless ?user=root.
 Result<sandbox::SandboxFs> OpenFs(Context& ctx, const SandboxEntry& sb) {
@@ -238,6 +232,12 @@ std::string DownloadHeaders(std::string_view path) {
   return out;
 }
 
+WatchQuota& FileWatchQuota() {
+  // The pool it guards is per uid, so the count is the process's. Only the I/O thread uses it.
+  static WatchQuota* const quota = new WatchQuota(kWatchesPerSandbox, kWatchesInAll);
+  return *quota;
+}
+
 WatchQuota::Ticket::Ticket(Ticket&& other) noexcept
     : quota_(std::exchange(other.quota_, nullptr)), sandbox_id_(std::move(other.sandbox_id_)) {}
 
@@ -270,10 +270,9 @@ void WatchQuota::Give(const std::string& sandbox_id) {
   if (it != by_sandbox_.end() && --it->second == 0) by_sandbox_.erase(it);
 }
 
-asio::awaitable<void> FilesRead(Context& ctx) {
-  auto target = FindTarget(ctx);
-  if (!target) co_return co_await ReplyError(ctx, target.error());
-  auto file = co_await OffThread(ctx, [&] { return target->fs.OpenRead(target->path); });
+asio::awaitable<void> ServeDownload(Context& ctx, const sandbox::SandboxFs& fs,
+                                    const std::string& path) {
+  auto file = co_await OffThread(ctx, [&] { return fs.OpenRead(path); });
   if (!file) co_return co_await ReplyError(ctx, file.error());
 
   const uint64_t size = file->info.size;
@@ -308,41 +307,71 @@ asio::awaitable<void> FilesRead(Context& ctx) {
   if (sent < size) ctx.streamed = true;
 }
 
+asio::awaitable<void> FilesRead(Context& ctx) {
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
+  co_await ServeDownload(ctx, target->fs, target->path);
+}
+
 std::string Absolute(const SandboxEntry& sb, std::string_view path) {
   if (path.starts_with('/')) return std::string(path);
   return sb.cwd + "/" + std::string(path);
 }
 
-asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, const sandbox::SandboxFs& fs,
-                                               std::string path, std::optional<uint32_t> mode,
-                                               bool parents, Feed feed) {
+asio::awaitable<Result<std::unique_ptr<FileUpload>>> FileUpload::Open(
+    Context& ctx, std::string sandbox_id, const sandbox::SandboxFs& fs, std::string path,
+    std::optional<uint32_t> mode, bool parents) {
   auto file = co_await OffThread(ctx, [&] { return fs.OpenWrite(path, mode, parents); });
   if (!file) co_return std::move(file).error();
-  const std::string shown = file->info.path;
-
-  std::optional<Error> failure;
-  Result<FileSink> sink = co_await FileSink::Open(ctx.service, ctx.params.at(0), *file);
-  if (!sink) failure = sink.error();
-  if (!failure) {
-    const BodySink write = [&](std::string_view chunk) { return sink->Write(chunk); };
-    failure = co_await feed(write);
-  }
+  std::unique_ptr<FileUpload> upload(new FileUpload(ctx, fs, std::move(*file)));
+  Result<FileSink> sink = co_await FileSink::Open(ctx.service, std::move(sandbox_id), upload->file_);
   if (sink) {
-    Result<void> closed = co_await sink->Close();
+    upload->sink_.emplace(std::move(*sink));
+  } else {
+    upload->failed_ = sink.error();
+  }
+  co_return upload;
+}
+
+asio::awaitable<Result<void>> FileUpload::Write(std::string_view data) {
+  if (failed_) co_return *failed_;
+  Result<void> written = co_await sink_->Write(data);
+  if (!written) failed_ = written.error();
+  co_return written;
+}
+
+asio::awaitable<Result<WrittenFile>> FileUpload::Close(std::optional<Error> failure) {
+  if (!failure) failure = failed_;
+  if (sink_) {
+    Result<void> closed = co_await sink_->Close();
     if (!closed && !failure) failure = std::move(closed).error();
   }
   // Closing, removing a half-written new file and the final stat all touch the sandbox's files.
-  const bool created = file->created;
-  Result<sandbox::FileInfo> info = co_await OffThread(ctx, [&]() -> Result<sandbox::FileInfo> {
-    file->fd.reset();
-    if (!failure) return fs.Stat(shown);
-    if (created) (void)fs.Remove(shown, false);
+  const std::string shown = file_.info.path;
+  const bool created = file_.created;
+  Result<sandbox::FileInfo> info = co_await OffThread(ctx_, [&]() -> Result<sandbox::FileInfo> {
+    file_.fd.reset();
+    if (!failure) return fs_.Stat(shown);
+    if (created) (void)fs_.Remove(shown, false);
     return *failure;
   });
   if (failure && !created) failure->message += "; " + shown + " was truncated";
   if (failure) co_return *failure;
   if (!info) co_return std::move(info).error();
   co_return WrittenFile{std::move(*info), created};
+}
+
+asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, std::string sandbox_id,
+                                               const sandbox::SandboxFs& fs, std::string path,
+                                               std::optional<uint32_t> mode, bool parents,
+                                               Feed feed) {
+  auto upload = co_await FileUpload::Open(ctx, std::move(sandbox_id), fs, std::move(path), mode,
+                                          parents);
+  if (!upload) co_return std::move(upload).error();
+  FileUpload& u = **upload;
+  const BodySink write = [&u](std::string_view chunk) { return u.Write(chunk); };
+  std::optional<Error> failure = co_await feed(write);
+  co_return co_await u.Close(std::move(failure));
 }
 
 namespace {
@@ -368,7 +397,8 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   auto parents = ctx.QueryFlag("parents", true);
   if (!parents) co_return co_await ReplyError(ctx, parents.error());
   const Feed upload = [&ctx](const BodySink& sink) { return ReceiveUpload(ctx, sink); };
-  auto written = co_await WriteFile(ctx, target->fs, target->path, *mode, *parents, upload);
+  auto written = co_await WriteFile(ctx, ctx.params.at(0), target->fs, target->path, *mode,
+                                    *parents, upload);
   if (!ctx.body_parser || ctx.body_parser->is_done()) ctx.req.keep_alive(keep_alive);
   if (!written) co_return co_await ReplyError(ctx, written.error());
   co_await ReplyJson(ctx, written->created ? http::status::created : http::status::ok,
@@ -505,19 +535,17 @@ asio::awaitable<void> ProduceFileEvents(Context& ctx, sandbox::FileWatch& watch,
 
 }  // namespace
 
-asio::awaitable<void> FilesWatch(Context& ctx) {
-  auto target = FindTarget(ctx);
-  if (!target) co_return co_await ReplyError(ctx, target.error());
-  auto recursive = ctx.QueryFlag("recursive", true);
-  if (!recursive) co_return co_await ReplyError(ctx, recursive.error());
-  auto ticket = Watches().Take(ctx.params.at(0));
-  if (!ticket) co_return co_await ReplyError(ctx, ticket.error());
-  auto watch = co_await OffThread(ctx, [&] {
-    return sandbox::FileWatch::Start(target->fs, target->path, *recursive, kMaxWatches);
-  });
-  if (!watch) co_return co_await ReplyError(ctx, watch.error());
+asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, const std::string& sandbox_id,
+                                               const sandbox::SandboxFs& fs,
+                                               const std::string& path, bool recursive,
+                                               WatchServe serve) {
+  auto ticket = FileWatchQuota().Take(sandbox_id);
+  if (!ticket) co_return ticket.error();
+  auto watch = co_await OffThread(
+      ctx, [&] { return sandbox::FileWatch::Start(fs, path, recursive, kMaxWatchedDirs); });
+  if (!watch) co_return watch.error();
   auto fd = watch->DupFd();
-  if (!fd) co_return co_await ReplyError(ctx, fd.error());
+  if (!fd) co_return fd.error();
   // Watches are not resumable: a follower that falls behind the window gets a gap.
   auto log = std::make_shared<EventLog>(LogLimits{1u << 20, 4096});
   json::object ready;
@@ -528,15 +556,29 @@ asio::awaitable<void> FilesWatch(Context& ctx) {
   asio::posix::stream_descriptor inotify(ex, fd->release());
   bool stop = false;
   TaskGroup producer(ex);
-  producer.Spawn(ProduceFileEvents(ctx, *watch, target->fs, inotify, *log, stop));
-  co_await ServeEvents(ctx, log, 0, true, [](std::string& out, const Event& e) {
-    sse::AppendEvent(out, 0, e.name, e.data);
-  });
+  producer.Spawn(ProduceFileEvents(ctx, *watch, fs, inotify, *log, stop));
+  co_await serve(log);
   stop = true;
   boost::system::error_code ec;
   inotify.cancel(ec);
   co_await producer.Join();
   inotify.close(ec);
+  co_return std::nullopt;
+}
+
+asio::awaitable<void> FilesWatch(Context& ctx) {
+  auto target = FindTarget(ctx);
+  if (!target) co_return co_await ReplyError(ctx, target.error());
+  auto recursive = ctx.QueryFlag("recursive", true);
+  if (!recursive) co_return co_await ReplyError(ctx, recursive.error());
+  const WatchServe serve = [&ctx](std::shared_ptr<EventLog> log) {
+    return ServeEvents(ctx, std::move(log), 0, true, [](std::string& out, const Event& e) {
+      sse::AppendEvent(out, 0, e.name, e.data);
+    });
+  };
+  auto failed = co_await RunWatch(ctx, ctx.params.at(0), target->fs, target->path, *recursive,
+                                  serve);
+  if (failed) co_await ReplyError(ctx, *failed);
 }
 
 }  // namespace sandstream::api

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +17,9 @@
 #include "api/http.h"
 #include "base/async.h"
 #include "base/result.h"
+#include "process/event_log.h"
 #include "sandbox/files.h"
+#include "service/file_sink.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -48,18 +51,61 @@ boost::asio::awaitable<std::invoke_result_t<Fn&>> OffThread(Context& ctx, Fn fn)
 // `path` as an absolute path of the sandbox: a relative one is taken from its cwd.
 std::string Absolute(const SandboxEntry& sb, std::string_view path);
 
-// Writes the file `path` of the route's sandbox (its first parameter) as PUT files/content does:
-// through the sandbox's own writer, so the bytes count against its disk; a new file that fails
-// half-way is removed again. `feed` hands every byte to the sink it is given.
+// Sends the file `path` of `fs` as a download: 200 with DownloadHeaders, its length, mode and
+// mtime, the bytes read on the blocking pool; an error (not found, a directory) before any byte.
+boost::asio::awaitable<void> ServeDownload(Context& ctx, const sandbox::SandboxFs& fs,
+                                           const std::string& path);
+
+// A write of one file of sandbox `sandbox_id` as PUT files/content does it: through the
+// sandbox's own writer, so the bytes count against its disk; a new file that fails half-way is
+// removed again. Open, Write as the bytes come, then Close, always (the file stays open until).
 struct WrittenFile {
   sandbox::FileInfo info;
   bool created = false;
 };
+class FileUpload {
+ public:
+  static boost::asio::awaitable<Result<std::unique_ptr<FileUpload>>> Open(
+      Context& ctx, std::string sandbox_id, const sandbox::SandboxFs& fs, std::string path,
+      std::optional<uint32_t> mode, bool parents);
+  FileUpload(const FileUpload&) = delete;
+  FileUpload& operator=(const FileUpload&) = delete;
+
+  boost::asio::awaitable<Result<void>> Write(std::string_view data);
+  // Ends the write; with `failure` (the bytes stopped coming), undoes it as far as it can and
+  // returns that failure, saying whether an existing file was left truncated.
+  boost::asio::awaitable<Result<WrittenFile>> Close(std::optional<Error> failure = {});
+  const std::string& path() const { return file_.info.path; }
+
+ private:
+  FileUpload(Context& ctx, const sandbox::SandboxFs& fs, sandbox::OpenedFile file)
+      : ctx_(ctx), fs_(fs), file_(std::move(file)) {}
+
+  Context& ctx_;
+  const sandbox::SandboxFs& fs_;
+  sandbox::OpenedFile file_;
+  std::optional<FileSink> sink_;
+  std::optional<Error> failed_;
+};
+
+// A whole FileUpload, its bytes handed by `feed` to the sink it is given.
 using Feed = std::function<boost::asio::awaitable<std::optional<Error>>(const BodySink&)>;
-boost::asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, const sandbox::SandboxFs& fs,
+boost::asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, std::string sandbox_id,
+                                                      const sandbox::SandboxFs& fs,
                                                       std::string path,
                                                       std::optional<uint32_t> mode, bool parents,
                                                       Feed feed);
+
+// Watches the directory `path` of sandbox `sandbox_id` (and, `recursive`, those below it) while
+// `serve` runs: the watch's events go into the log `serve` is given, first `ready` ({"path"}),
+// then create, modify, delete, move and overflow (FileEvent as JSON: type, path, from, is_dir,
+// timestamp), and an `error` that ends it when the directory goes. Counts against the watch
+// quota. An error before the watch starts is returned, and `serve` is not called.
+using WatchServe = std::function<boost::asio::awaitable<void>(std::shared_ptr<EventLog>)>;
+boost::asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, const std::string& sandbox_id,
+                                                      const sandbox::SandboxFs& fs,
+                                                      const std::string& path, bool recursive,
+                                                      WatchServe serve);
 
 // File watches open now, per sandbox and in all. Each holds an inotify instance, and those
 // come from one kernel pool per uid (fs.inotify.max_user_instances, 128 by default) that the
@@ -95,5 +141,10 @@ class WatchQuota {
   size_t open_ = 0;
   std::map<std::string, size_t, std::less<>> by_sandbox_;
 };
+
+// The watches of every route that watches files, sandstream's and the adapters'.
+WatchQuota& FileWatchQuota();
+// The directories one recursive watch may hold.
+inline constexpr size_t kMaxWatchedDirs = 1024;
 
 }  // namespace sandstream::api

@@ -108,6 +108,8 @@ FileInfo InfoFrom(const std::string& path, const struct stat& st) {
   info.size = static_cast<uint64_t>(st.st_size);
   info.mtime_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
   info.mode = st.st_mode & 07777;
+  info.uid = st.st_uid;
+  info.gid = st.st_gid;
   return info;
 }
 

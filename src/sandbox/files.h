@@ -32,6 +32,8 @@ struct FileInfo {
   uint64_t size = 0;
   int64_t mtime_ms = 0;  // Unix milliseconds
   uint32_t mode = 0;     // permission bits (07777)
+  uint32_t uid = 0;      // the owner and group as the host sees them (Sandbox::HostId's ids)
+  uint32_t gid = 0;
   std::string link_target;  // symlinks only
 };
 

@@ -11,6 +11,7 @@
 
 #include "api/routes.h"
 #include "base/result.h"
+#include "sandbox/files.h"
 #include "service/service.h"
 
 namespace sandstream::api::e2b {
@@ -29,6 +30,20 @@ Result<const SandboxEntry*> EnvdSandbox(Context& ctx);
 // The sandbox user an envd call acts as: `Authorization: Basic base64("user:")` on RPCs, the
 // `username` query on /files; "user" when neither is given, "root" the other one there is.
 Result<bool> ActsAsRoot(const Context& ctx);
+
+// The sandbox's files as the user an envd call acts as (ActsAsRoot), and that user's home,
+// from which envd takes relative paths.
+struct EnvdFiles {
+  const SandboxEntry* sb;
+  sandbox::SandboxFs fs;
+  std::string home;
+
+  std::string Resolve(std::string_view path) const;
+};
+Result<EnvdFiles> OpenFiles(Context& ctx, const SandboxEntry& sb);
+// A file call's error as envd gives it: the kernel's refusals (EACCES, EPERM), which
+// sandstream's own routes answer as invalid_request, are permission_denied (403) here.
+Error Refusal(Error e);
 
 // control.cc: the control plane.
 boost::asio::awaitable<void> CreateSandbox(Context& ctx);

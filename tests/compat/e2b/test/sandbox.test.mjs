@@ -1,0 +1,117 @@
+// E2B's JS SDK against a real sandstreamd: the control plane (create, connect, getInfo, list,
+// setTimeout, kill) and the SDK's own error classes for what goes wrong.
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, test } from "node:test";
+
+import {
+  AuthenticationError,
+  Sandbox,
+  SandboxError,
+  SandboxNotFoundError,
+  TimeoutError,
+} from "e2b";
+
+import { startDaemon, waitUntil } from "./daemon.mjs";
+
+let daemon;
+
+before(async () => {
+  daemon = await startDaemon();
+});
+
+after(async () => {
+  await daemon?.stop();
+});
+
+test("metadata and envs of create show in getInfo, Sandbox.list and commands", async () => {
+  const tag = `e2b-${randomBytes(4).toString("hex")}`;
+  const metadata = { suite: tag, owner: "ci" };
+  const sandbox = await Sandbox.create({ metadata, envs: { GREETING: "hi there" }, timeoutMs: 120_000 });
+  try {
+    const v1 = await (await daemon.v1("GET", `/v1/sandboxes/${sandbox.sandboxId}`)).json();
+    assert.deepEqual(v1.metadata, metadata);
+    assert.equal((await sandbox.commands.run('echo "$GREETING"')).stdout, "hi there\n");
+
+    const info = await sandbox.getInfo();
+    assert.equal(info.sandboxId, sandbox.sandboxId);
+    assert.equal(info.templateId, v1.template);
+    assert.deepEqual(info.metadata, metadata);
+    assert.equal(info.state, "running");
+    assert.ok(info.startedAt instanceof Date && info.endAt instanceof Date);
+    const span = (info.endAt - info.startedAt) / 1000;
+    assert.ok(Math.abs(span - 120) < 3, `${span} s`);
+
+    const found = [];
+    const paginator = Sandbox.list();
+    while (paginator.hasNext) {
+      for (const s of await paginator.nextItems()) if (s.sandboxId === sandbox.sandboxId) found.push(s);
+    }
+    assert.equal(found.length, 1);
+    assert.deepEqual(found[0].metadata, metadata);
+    const filtered = await Sandbox.list({ query: { metadata: { suite: tag } } }).nextItems();
+    assert.deepEqual(filtered.map((s) => s.sandboxId), [sandbox.sandboxId]);
+  } finally {
+    await sandbox.kill();
+  }
+});
+
+test("setTimeout moves the end, and a short one ends the sandbox", async () => {
+  const sandbox = await Sandbox.create();
+  try {
+    await sandbox.setTimeout(600_000);
+    const info = await sandbox.getInfo();
+    const left = (info.endAt - Date.now()) / 1000;
+    assert.ok(left > 590 && left <= 601, `${left} s`);
+    await sandbox.setTimeout(1_000);
+    assert.equal(await waitUntil(async () => !(await daemon.exists(sandbox.sandboxId)), 8_000, 200), true);
+    assert.equal(await sandbox.isRunning(), false);
+  } finally {
+    await sandbox.kill();
+  }
+});
+
+test("kill ends the sandbox; isRunning follows; a second kill is false", async () => {
+  const sandbox = await Sandbox.create();
+  assert.equal(await sandbox.isRunning(), true);
+  assert.equal(await sandbox.kill(), true);
+  assert.equal(await daemon.exists(sandbox.sandboxId), false);
+  assert.equal(await sandbox.isRunning(), false);
+  assert.equal(await Sandbox.kill(sandbox.sandboxId), false);
+  // E2B's answer for a sandbox that is gone ("The sandbox was not found"), as the SDK maps it.
+  await assert.rejects(sandbox.commands.run("true"), (e) => e instanceof SandboxNotFoundError);
+  await assert.rejects(sandbox.files.read("/home/user/x"), (e) => {
+    assert.ok(e instanceof TimeoutError, e);
+    assert.match(e.message, /was not found/);
+    return true;
+  });
+});
+
+test("Sandbox.connect reaches the same sandbox; getHost names the preview host", async () => {
+  const sandbox = await Sandbox.create();
+  try {
+    const again = await Sandbox.connect(sandbox.sandboxId);
+    assert.equal(again.sandboxId, sandbox.sandboxId);
+    await again.files.write("/home/user/from-connect.txt", "via connect");
+    assert.equal((await sandbox.commands.run("cat /home/user/from-connect.txt")).stdout, "via connect");
+    assert.equal(sandbox.getHost(8000), `8000-${sandbox.sandboxId}.localhost:${daemon.port}`);
+  } finally {
+    await sandbox.kill();
+  }
+});
+
+test("a wrong API key is AuthenticationError with sandstream's reason", async () => {
+  await assert.rejects(Sandbox.create({ apiKey: "not-the-key" }), (e) => {
+    assert.ok(e instanceof AuthenticationError, e);
+    assert.match(e.message, /wrong API key/);
+    return true;
+  });
+});
+
+test("an unknown template fails naming it", async () => {
+  await assert.rejects(Sandbox.create("no-such-template-e2b"), (e) => {
+    assert.ok(e instanceof SandboxError, e);
+    assert.match(e.message, /no-such-template-e2b/);
+    return true;
+  });
+});

@@ -1,0 +1,680 @@
+"""E2B's own Python SDK (the real `e2b` package, pinned in tests/requirements.txt, unpatched)
+against the daemon: the calls of its README and docs, with `E2B_API_URL` and `E2B_SANDBOX_URL`
+the daemon's URL and `E2B_API_KEY` its key. Effects are checked through sandstream's own /v1
+API or through another command, not only through the call under test. The JS SDK's flows run
+in tests/compat/e2b."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+import pytest
+from e2b import (
+    E2B,
+    AsyncSandbox,
+    AuthenticationException,
+    CommandExitException,
+    FileNotFoundException,
+    FilesystemEvent,
+    FilesystemEventType,
+    FileType,
+    NotFoundException,
+    PtySize,
+    Sandbox,
+    SandboxException,
+    SandboxNotFoundException,
+    SandboxNotRunningException,
+    SandboxQuery,
+    SandboxState,
+    TimeoutException,
+)
+
+from helpers import API_KEY, Daemon, pgrep, wait_no_process, wait_until
+
+HOME = "/home/user"
+
+
+@pytest.fixture
+def e2b_env(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> Daemon:
+    """The environment a user sets to point the SDK at sandstream (this test only)."""
+    monkeypatch.setenv("E2B_API_URL", daemon.url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", daemon.url)
+    monkeypatch.setenv("E2B_API_KEY", API_KEY)
+    for name in ("E2B_DEBUG", "E2B_DOMAIN", "E2B_ACCESS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    return daemon
+
+
+@pytest.fixture
+def sbx(e2b_env: Daemon) -> Iterator[Sandbox]:
+    """A sandbox made with `Sandbox.create()`, killed afterwards."""
+    sandbox = Sandbox.create()
+    yield sandbox
+    sandbox.kill()
+
+
+def v1_read(client: httpx.Client, sandbox_id: str, path: str) -> bytes:
+    """A file's bytes through sandstream's own API."""
+    r = client.get(f"/v1/sandboxes/{sandbox_id}/files/content", params={"path": path})
+    assert r.status_code == 200, r.text
+    return r.content
+
+
+def v1_write(client: httpx.Client, sandbox_id: str, path: str, data: bytes) -> None:
+    """Writes a file through sandstream's own API."""
+    r = client.put(f"/v1/sandboxes/{sandbox_id}/files/content", params={"path": path}, content=data)
+    assert r.status_code in (200, 201), r.text
+
+
+def v1_stat(client: httpx.Client, sandbox_id: str, path: str) -> httpx.Response:
+    """GET .../files/stat through sandstream's own API."""
+    return client.get(f"/v1/sandboxes/{sandbox_id}/files/stat", params={"path": path})
+
+
+def v1_sh(client: httpx.Client, sandbox_id: str, cmd: str) -> dict[str, Any]:
+    """Runs `cmd` through sandstream's own exec; asserts it exits 0."""
+    r = client.post(f"/v1/sandboxes/{sandbox_id}/exec", json={"cmd": cmd})
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    assert result["exit_code"] == 0, result
+    return result
+
+
+def merged(events: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Consecutive chunks of one stream joined (a write may arrive split or joined)."""
+    out: list[tuple[str, str]] = []
+    for stream, text in events:
+        if out and out[-1][0] == stream:
+            out[-1] = (stream, out[-1][1] + text)
+        else:
+            out.append((stream, text))
+    return out
+
+
+def wait_in_thread(wait: Any, result: list[Any]) -> threading.Thread:
+    """Runs a handle's `wait` in a thread of its own; its result (or exception) goes to
+    `result`, for an assertion of the test's."""
+    def run() -> None:
+        try:
+            result.append(wait())
+        except Exception as e:  # noqa: BLE001 - reported by the test's assertion
+            result.append(e)
+
+    waiter = threading.Thread(target=run, daemon=True)
+    waiter.start()
+    return waiter
+
+
+def pids(sandbox: Sandbox) -> set[int]:
+    """The pids `commands.list()` reports."""
+    return {p.pid for p in sandbox.commands.list()}
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def test_readme_example(e2b_env: Daemon, client: httpx.Client) -> None:
+    """The README's first example runs as written, and leaving the `with` kills the sandbox."""
+    with Sandbox.create() as sandbox:
+        result = sandbox.commands.run('echo "Hello from E2B!"')
+        sandbox_id = sandbox.sandbox_id
+        assert client.get(f"/v1/sandboxes/{sandbox_id}").status_code == 200
+    assert result.stdout == "Hello from E2B!\n"
+    assert result.stderr == "" and result.exit_code == 0 and result.error is None
+    assert sandbox_id.startswith("sb_")
+    assert client.get(f"/v1/sandboxes/{sandbox_id}").status_code == 404
+
+
+def test_client_bound_configuration(daemon: Daemon, monkeypatch: pytest.MonkeyPatch,
+                                    client: httpx.Client) -> None:
+    """README §4: an `E2B(...)` client carries the URLs and key itself, with no environment."""
+    for name in ("E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "E2B_DEBUG", "E2B_DOMAIN"):
+        monkeypatch.delenv(name, raising=False)
+    e2b = E2B(api_key=API_KEY, api_url=daemon.url, sandbox_url=daemon.url)
+    sandbox = e2b.Sandbox.create()
+    try:
+        assert sandbox.commands.run("echo bound").stdout == "bound\n"
+        assert client.get(f"/v1/sandboxes/{sandbox.sandbox_id}").status_code == 200
+    finally:
+        assert sandbox.kill() is True
+    assert client.get(f"/v1/sandboxes/{sandbox.sandbox_id}").status_code == 404
+
+
+def test_callbacks_get_the_chunks_in_order(sbx: Sandbox) -> None:
+    """on_stdout and on_stderr are called with the real output, live and in order."""
+    events: list[tuple[str, str]] = []
+    result = sbx.commands.run(
+        "for i in 1 2 3; do echo out$i; sleep 0.1; echo err$i >&2; sleep 0.1; done",
+        on_stdout=lambda s: events.append(("out", s)),
+        on_stderr=lambda s: events.append(("err", s)))
+    assert merged(events) == [("out", "out1\n"), ("err", "err1\n"), ("out", "out2\n"),
+                              ("err", "err2\n"), ("out", "out3\n"), ("err", "err3\n")]
+    assert result.stdout == "out1\nout2\nout3\n" and result.stderr == "err1\nerr2\nerr3\n"
+    assert result.exit_code == 0
+
+
+def test_output_is_live_not_buffered(sbx: Sandbox) -> None:
+    """The first line reaches on_stdout while the command still runs."""
+    seen: list[tuple[float, str]] = []
+    start = time.monotonic()
+    sbx.commands.run("echo first; sleep 1.5; echo second",
+                     on_stdout=lambda s: seen.append((time.monotonic() - start, s)))
+    text = "".join(s for _, s in seen)
+    assert text == "first\nsecond\n", seen
+    assert seen[0][1].startswith("first") and seen[0][0] < 1.2, seen
+    assert seen[-1][0] >= 1.4, seen
+
+
+def test_output_is_whole_and_byte_exact(sbx: Sandbox) -> None:
+    """Large output arrives whole; a character split across two writes is joined."""
+    r = sbx.commands.run("seq 1 100000")
+    assert r.stdout == "".join(f"{i}\n" for i in range(1, 100001))
+    r = sbx.commands.run(r"printf '\303'; sleep 0.2; printf '\251\n'; printf '\342\202' >&2; "
+                         r"sleep 0.2; printf '\254' >&2")
+    assert r.stdout == "\u00e9\n" and r.stderr == "\u20ac"
+
+
+def test_stdin_is_closed_unless_asked(sbx: Sandbox) -> None:
+    """Without stdin=True a command reads end of file at once (it does not hang)."""
+    start = time.monotonic()
+    assert sbx.commands.run("cat; echo after").stdout == "after\n"
+    assert time.monotonic() - start < 5
+
+
+def test_envs_cwd_and_user(sbx: Sandbox) -> None:
+    """envs= adds variables; cwd= and user= take effect; the default is /home/user as `user`."""
+    r = sbx.commands.run('echo "$FOO|$BAR"', envs={"FOO": "a value with spaces", "BAR": "b=c"})
+    assert r.stdout == "a value with spaces|b=c\n"
+    assert sbx.commands.run("pwd", cwd="/tmp").stdout == "/tmp\n"
+    assert sbx.commands.run('pwd; echo "$HOME"').stdout == f"{HOME}\n{HOME}\n"
+    assert sbx.commands.run("whoami; id -u").stdout == "user\n1000\n"
+    assert sbx.commands.run("whoami; id -u", user="root").stdout == "root\n0\n"
+    # (sandstream's root has no capabilities: it writes where root may, /tmp here.)
+    sbx.commands.run("touch /tmp/by-root", user="root")
+    sbx.commands.run("touch /tmp/by-user")
+    owners = sbx.commands.run("stat -c %U /tmp/by-root /tmp/by-user").stdout
+    assert owners == "root\nuser\n"
+    assert sbx.commands.run(f"stat -c '%U %u' {HOME}").stdout == "user 1000\n"
+
+
+def test_nonzero_exit_raises_command_exit_exception(sbx: Sandbox) -> None:
+    """A nonzero exit is CommandExitException with the real code and output."""
+    with pytest.raises(CommandExitException) as e:
+        sbx.commands.run("echo partial; echo went wrong >&2; exit 3")
+    assert e.value.exit_code == 3
+    assert e.value.stdout == "partial\n" and e.value.stderr == "went wrong\n"
+    assert e.value.error == "exit status 3"
+    assert "went wrong" in str(e.value)
+
+
+def test_signal_death_is_exit_code_minus_one(sbx: Sandbox) -> None:
+    """A command killed by a signal reports -1, as E2B does."""
+    with pytest.raises(CommandExitException) as e:
+        sbx.commands.run("echo before; kill -KILL $$")
+    assert e.value.exit_code == -1
+    assert e.value.stdout == "before\n"
+    assert e.value.error == "signal: killed"
+
+
+def test_timeout_kills_the_command(sbx: Sandbox, marker: str) -> None:
+    """timeout= bounds the command: the sleep is killed when it passes, not left running."""
+    start = time.monotonic()
+    with pytest.raises((TimeoutException, CommandExitException)) as e:
+        sbx.commands.run(f"sleep {marker}", timeout=2)
+    elapsed = time.monotonic() - start
+    assert 1.5 <= elapsed < 6, elapsed
+    if isinstance(e.value, CommandExitException):
+        assert e.value.exit_code == -1
+    assert wait_no_process(f"sleep {marker}", within=3) == []
+    assert all(marker not in " ".join(p.args) for p in sbx.commands.list())
+
+
+# --- background processes ---------------------------------------------------------------------
+
+
+def test_background_list_connect_and_kill(sbx: Sandbox, marker: str) -> None:
+    """A background command is listed, can be joined from another Sandbox object, and a kill
+    really ends it (then it is no longer listed, and a second kill finds nothing)."""
+    handle = sbx.commands.run(f"sleep {marker}", background=True)
+    pid = handle.pid
+    assert isinstance(pid, int) and pid > 0
+    listed = [p for p in sbx.commands.list() if p.pid == pid]
+    assert len(listed) == 1, sbx.commands.list()
+    assert listed[0].cmd == "/bin/bash" and listed[0].args == ["-l", "-c", f"sleep {marker}"]
+    assert pgrep(f"sleep {marker}") != []
+    other = Sandbox.connect(sbx.sandbox_id)
+    assert other.sandbox_id == sbx.sandbox_id
+    joined = other.commands.connect(pid)
+    assert joined.pid == pid
+    assert other.commands.kill(pid) is True
+    with pytest.raises(CommandExitException) as e:
+        joined.wait()
+    assert e.value.exit_code == -1
+    with pytest.raises(CommandExitException) as e:
+        handle.wait()
+    assert e.value.exit_code == -1
+    assert wait_no_process(f"sleep {marker}", within=3) == []
+    assert pid not in pids(sbx)
+    assert sbx.commands.kill(pid) is False
+
+
+def test_handle_kill_and_unknown_pid(sbx: Sandbox, marker: str) -> None:
+    """handle.kill() is True and ends the process; killing a pid that is not there is False."""
+    handle = sbx.commands.run(f"sleep {marker}", background=True)
+    assert handle.pid in pids(sbx)
+    assert pgrep(f"sleep {marker}") != []
+    assert handle.kill() is True
+    with pytest.raises(CommandExitException) as e:
+        handle.wait()
+    assert e.value.exit_code == -1 and e.value.error == "signal: killed"
+    assert wait_no_process(f"sleep {marker}", within=3) == []
+    assert handle.pid not in pids(sbx)
+    assert handle.kill() is False
+    assert sbx.commands.kill(4_000_000) is False
+
+
+def test_connect_follows_live_output(sbx: Sandbox) -> None:
+    """commands.connect from another Sandbox object streams the output and the exit code."""
+    handle = sbx.commands.run("sleep 1; for i in 1 2 3; do echo line$i; sleep 0.2; done; exit 4",
+                              background=True)
+    other = Sandbox.connect(sbx.sandbox_id)
+    joined = other.commands.connect(handle.pid)
+    seen: list[str] = []
+    with pytest.raises(CommandExitException) as e:
+        joined.wait(on_stdout=seen.append)
+    assert "".join(seen) == "line1\nline2\nline3\n"
+    assert e.value.exit_code == 4 and e.value.stdout == "line1\nline2\nline3\n"
+    with pytest.raises(CommandExitException) as e:
+        handle.wait()
+    assert e.value.exit_code == 4 and e.value.stdout == "line1\nline2\nline3\n"
+
+
+def test_connect_to_unknown_pid_is_not_found(sbx: Sandbox) -> None:
+    """commands.connect to a pid that does not exist is the SDK's NotFoundException."""
+    with pytest.raises(NotFoundException) as e:
+        sbx.commands.connect(4_000_000)
+    assert "4000000" in str(e.value)
+
+
+def test_send_stdin_reaches_the_process(sbx: Sandbox) -> None:
+    """send_stdin to `cat` started with stdin=True comes back on stdout, line by line."""
+    handle = sbx.commands.run("cat", background=True, stdin=True)
+    out: list[str] = []
+    result: list[Any] = []
+    waiter = wait_in_thread(lambda: handle.wait(on_stdout=out.append), result)
+    handle.send_stdin("hello stdin\n")
+    assert wait_until(lambda: "".join(out) == "hello stdin\n", 5), out
+    sbx.commands.send_stdin(handle.pid, b"second \xc3\xa9\n")
+    assert wait_until(lambda: "".join(out) == "hello stdin\nsecond \u00e9\n", 5), out
+    handle.close_stdin()
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert len(result) == 1 and not isinstance(result[0], Exception), result
+    assert result[0].exit_code == 0 and result[0].stdout == "hello stdin\nsecond \u00e9\n"
+
+
+def test_stream_input_writes_chunks_in_order(sbx: Sandbox) -> None:
+    """commands.stream_input sends an iterable's chunks to stdin, in order, byte-exact."""
+    handle = sbx.commands.run("sha256sum", background=True, stdin=True)
+    chunks = [f"chunk {i}\n".encode() for i in range(200)] + [b"\x00\xff", "\u00e9 end\n"]
+    sbx.commands.stream_input(handle.pid, iter(chunks))
+    handle.close_stdin()
+    result = handle.wait()
+    sent = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+    assert result.stdout == f"{hashlib.sha256(sent).hexdigest()}  -\n"
+    with pytest.raises(NotFoundException):
+        sbx.commands.stream_input(4_000_000, iter([b"x"]))
+
+
+def test_pty_create_input_and_resize(sbx: Sandbox) -> None:
+    """pty.create starts a shell on a terminal of the size asked; send_stdin types into it;
+    resize changes what the terminal reports; exit ends it with code 0."""
+    handle = sbx.pty.create(PtySize(rows=24, cols=80))
+    out = bytearray()
+    result: list[Any] = []
+    waiter = wait_in_thread(lambda: handle.wait(on_pty=out.extend), result)
+    sbx.pty.send_stdin(handle.pid, b"echo size=$(stty size) tty=$(tty)\n")
+    assert wait_until(lambda: b"size=24 80 tty=/dev/" in out, 5), bytes(out)
+    sbx.pty.resize(handle.pid, PtySize(rows=30, cols=100))
+    sbx.pty.send_stdin(handle.pid, b"echo size=$(stty size)\n")
+    assert wait_until(lambda: b"size=30 100" in out, 5), bytes(out)
+    sbx.pty.send_stdin(handle.pid, b"exit\n")
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert len(result) == 1 and not isinstance(result[0], Exception), result
+    assert result[0].exit_code == 0
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def test_write_text_bytes_and_many(sbx: Sandbox, client: httpx.Client) -> None:
+    """files.write (str, bytes) and write_files land byte-exact, owned by `user`, parents made."""
+    info = sbx.files.write(f"{HOME}/hello.txt", "héllo e2b\n")
+    assert info.path == f"{HOME}/hello.txt" and info.name == "hello.txt"
+    assert v1_read(client, sbx.sandbox_id, f"{HOME}/hello.txt") == "héllo e2b\n".encode()
+    binary = bytes(range(256)) * 64 + b"\x00\x00\xff\x00"
+    info = sbx.files.write(f"{HOME}/deep/er/blob.bin", binary)
+    assert info.path == f"{HOME}/deep/er/blob.bin"
+    assert v1_read(client, sbx.sandbox_id, f"{HOME}/deep/er/blob.bin") == binary
+    digest = sbx.commands.run(f"sha256sum < {HOME}/deep/er/blob.bin").stdout.split()[0]
+    assert digest == hashlib.sha256(binary).hexdigest()
+    infos = sbx.files.write_files([{"path": f"{HOME}/many/a.txt", "data": "first"},
+                                   {"path": f"{HOME}/many/b.bin", "data": b"\x00second\x00"}])
+    assert sorted(i.path for i in infos) == [f"{HOME}/many/a.txt", f"{HOME}/many/b.bin"]
+    assert v1_read(client, sbx.sandbox_id, f"{HOME}/many/a.txt") == b"first"
+    assert v1_read(client, sbx.sandbox_id, f"{HOME}/many/b.bin") == b"\x00second\x00"
+    sbx.files.write(f"{HOME}/hello.txt", "short")
+    assert sbx.commands.run(f"cat {HOME}/hello.txt").stdout == "short"
+    owners = sbx.commands.run(f"stat -c %U {HOME}/hello.txt {HOME}/deep/er {HOME}/many/a.txt")
+    assert owners.stdout == "user\nuser\nuser\n"
+
+
+def test_read_text_and_bytes(sbx: Sandbox, client: httpx.Client) -> None:
+    """files.read gives what another writer put there: text, and bytes byte-exact."""
+    v1_write(client, sbx.sandbox_id, f"{HOME}/t.txt", "ünïcode line\nsecond\n".encode())
+    assert sbx.files.read(f"{HOME}/t.txt") == "ünïcode line\nsecond\n"
+    binary = b"\x00\x01\x02\xfe\xff" * 1000 + b"\x00"
+    v1_write(client, sbx.sandbox_id, f"{HOME}/b.bin", binary)
+    got = sbx.files.read(f"{HOME}/b.bin", format="bytes")
+    assert bytes(got) == binary
+    sbx.commands.run(f": > {HOME}/empty")
+    assert sbx.files.read(f"{HOME}/empty") == ""
+    assert bytes(sbx.files.read(f"{HOME}/empty", format="bytes")) == b""
+
+
+def test_read_missing_file_is_file_not_found(sbx: Sandbox) -> None:
+    """Reading a file that is not there raises the SDK's FileNotFoundException naming it."""
+    with pytest.raises(FileNotFoundException) as e:
+        sbx.files.read(f"{HOME}/no-such-file.txt")
+    assert "no-such-file.txt" in str(e.value)
+    with pytest.raises(FileNotFoundException):
+        sbx.files.list(f"{HOME}/no-such-dir")
+
+
+def test_list_exists_and_get_info(sbx: Sandbox, client: httpx.Client) -> None:
+    """files.list (names, types, depth), exists and get_info describe what is really there."""
+    v1_sh(client, sbx.sandbox_id,
+          f"mkdir -p {HOME}/tree/sub/subsub && printf abc > {HOME}/tree/a.txt && "
+          f"echo b > {HOME}/tree/sub/b.txt && echo c > {HOME}/tree/sub/subsub/c.txt && "
+          f"chmod 640 {HOME}/tree/a.txt && ln -s {HOME}/tree/a.txt {HOME}/tree/link && "
+          f"chown -R 1000:1000 {HOME}/tree")
+    top = {e.name: e for e in sbx.files.list(f"{HOME}/tree")}
+    assert set(top) == {"a.txt", "sub", "link"}
+    assert top["a.txt"].type == FileType.FILE and top["sub"].type == FileType.DIR
+    assert top["a.txt"].path == f"{HOME}/tree/a.txt" and top["sub"].path == f"{HOME}/tree/sub"
+    assert top["link"].type == FileType.SYMLINK
+    assert top["link"].symlink_target == f"{HOME}/tree/a.txt"
+    two = {e.path for e in sbx.files.list(f"{HOME}/tree", depth=2)}
+    assert two == {f"{HOME}/tree/{p}" for p in ("a.txt", "sub", "link", "sub/b.txt", "sub/subsub")}
+    three = {e.path for e in sbx.files.list(f"{HOME}/tree", depth=3)}
+    assert three == two | {f"{HOME}/tree/sub/subsub/c.txt"}
+
+    assert sbx.files.exists(f"{HOME}/tree/a.txt") is True
+    assert sbx.files.exists(f"{HOME}/tree/sub") is True
+    assert sbx.files.exists(f"{HOME}/tree/nothing") is False
+
+    info = sbx.files.get_info(f"{HOME}/tree/a.txt")
+    assert (info.name, info.path, info.type, info.size) == ("a.txt", f"{HOME}/tree/a.txt",
+                                                            FileType.FILE, 3)
+    assert info.mode == 0o640 and info.permissions == "-rw-r-----"
+    assert info.owner == "user" and info.group == "user"
+    now = datetime.now(timezone.utc)
+    assert now - timedelta(seconds=60) < info.modified_time <= now + timedelta(seconds=5)
+    d = sbx.files.get_info(f"{HOME}/tree/sub")
+    assert d.type == FileType.DIR and d.name == "sub"
+    with pytest.raises(FileNotFoundException):
+        sbx.files.get_info(f"{HOME}/tree/nothing")
+
+
+def test_make_dir_rename_remove(sbx: Sandbox, client: httpx.Client) -> None:
+    """make_dir is True then False; rename and remove really move and delete."""
+    sid = sbx.sandbox_id
+    assert sbx.files.make_dir(f"{HOME}/newdir") is True
+    assert v1_stat(client, sid, f"{HOME}/newdir").json()["type"] == "directory"
+    assert sbx.files.make_dir(f"{HOME}/newdir") is False
+    assert sbx.files.make_dir(f"{HOME}/p/q/r") is True
+    assert v1_stat(client, sid, f"{HOME}/p/q/r").json()["type"] == "directory"
+    assert sbx.commands.run(f"stat -c %U {HOME}/newdir {HOME}/p/q/r").stdout == "user\nuser\n"
+
+    v1_write(client, sid, f"{HOME}/old.txt", b"moved content")
+    entry = sbx.files.rename(f"{HOME}/old.txt", f"{HOME}/newdir/new.txt")
+    assert entry.path == f"{HOME}/newdir/new.txt" and entry.name == "new.txt"
+    assert entry.type == FileType.FILE
+    assert v1_stat(client, sid, f"{HOME}/old.txt").status_code == 404
+    assert v1_read(client, sid, f"{HOME}/newdir/new.txt") == b"moved content"
+    with pytest.raises(FileNotFoundException):
+        sbx.files.rename(f"{HOME}/old.txt", f"{HOME}/again.txt")
+
+    sbx.files.remove(f"{HOME}/newdir/new.txt")
+    assert v1_stat(client, sid, f"{HOME}/newdir/new.txt").status_code == 404
+    assert sbx.files.exists(f"{HOME}/newdir/new.txt") is False
+    v1_write(client, sid, f"{HOME}/p/q/r/file", b"x")
+    sbx.files.remove(f"{HOME}/p")
+    assert v1_stat(client, sid, f"{HOME}/p").status_code == 404
+    sbx.files.remove(f"{HOME}/p")  # already gone: no error, as envd's os.RemoveAll
+
+
+def test_gzip_and_streamed_transfers_are_byte_exact(sbx: Sandbox, client: httpx.Client) -> None:
+    """gzip=True and file-like data go as one octet-stream body each (gzip inflated by the
+    daemon); a read with format="stream" gives the bytes in pieces; all byte-exact."""
+    import io
+
+    data = secrets.token_bytes(3 << 20) + b"\x00" * (1 << 20)  # random, then compressible
+    info = sbx.files.write(f"{HOME}/gz.bin", data, gzip=True)
+    assert info.path == f"{HOME}/gz.bin"
+    assert hashlib.sha256(v1_read(client, sbx.sandbox_id, f"{HOME}/gz.bin")).digest() == \
+        hashlib.sha256(data).digest()
+    sbx.files.write(f"{HOME}/io.bin", io.BytesIO(data[: 1 << 20]))
+    assert v1_read(client, sbx.sandbox_id, f"{HOME}/io.bin") == data[: 1 << 20]
+    pieces = list(sbx.files.read(f"{HOME}/gz.bin", format="stream"))
+    assert b"".join(pieces) == data
+
+
+def test_users_and_refusals(sbx: Sandbox, client: httpx.Client) -> None:
+    """user="root" reaches root's files; `user` is refused them with a clear error, and a full
+    disk is NotEnoughSpaceException, nothing half-written left behind."""
+    from e2b import NotEnoughSpaceException
+
+    sbx.files.write("/root/secret", "root only\n", user="root")
+    sbx.commands.run("chmod 600 /root/secret", user="root")
+    assert sbx.files.read("/root/secret", user="root") == "root only\n"
+    assert sbx.commands.run("stat -c %U /root/secret", user="root").stdout == "root\n"
+    with pytest.raises(SandboxException) as e:
+        sbx.files.read("/root/secret")
+    assert "EACCES" in str(e.value) or "ermission" in str(e.value), e.value
+    with pytest.raises(SandboxException):
+        sbx.files.write("/root/other", "x")
+    # A relative path is the user's home's.
+    sbx.files.write("rel.txt", "relative")
+    assert v1_read(client, sbx.sandbox_id, f"{HOME}/rel.txt") == b"relative"
+    sbx.commands.run(f"dd if=/dev/zero of={HOME}/fill bs=1M 2>/dev/null || true")
+    with pytest.raises(NotEnoughSpaceException):
+        sbx.files.write(f"{HOME}/huge.bin", b"\x01" * (2 << 20))
+    assert v1_stat(client, sbx.sandbox_id, f"{HOME}/huge.bin").status_code == 404
+    sbx.files.remove(f"{HOME}/fill")
+    sbx.files.write(f"{HOME}/huge.bin", b"\x01" * (2 << 20))
+
+
+# --- watching ---------------------------------------------------------------------------------
+
+
+def test_watch_dir_sync_sees_a_real_write(sbx: Sandbox) -> None:
+    """The sync watcher's get_new_events reports a file made by a command: CREATE, WRITE."""
+    assert sbx.files.make_dir(f"{HOME}/watched") is True
+    watcher = sbx.files.watch_dir(f"{HOME}/watched")
+    sbx.commands.run(f"echo data > {HOME}/watched/new.txt")
+    events: list[FilesystemEvent] = []
+
+    def saw_write() -> bool:
+        events.extend(watcher.get_new_events())
+        return any(e.type == FilesystemEventType.WRITE for e in events)
+
+    assert wait_until(saw_write, 5, 0.1), events
+    names_types = [(e.name, e.type) for e in events]
+    assert ("new.txt", FilesystemEventType.CREATE) in names_types, names_types
+    assert ("new.txt", FilesystemEventType.WRITE) in names_types, names_types
+    assert names_types.index(("new.txt", FilesystemEventType.CREATE)) < \
+        names_types.index(("new.txt", FilesystemEventType.WRITE))
+    # Drained: what was returned is not returned again.
+    again = [(e.name, e.type) for e in watcher.get_new_events()]
+    assert ("new.txt", FilesystemEventType.CREATE) not in again, again
+    sbx.commands.run(f"rm {HOME}/watched/new.txt")
+    assert wait_until(lambda: any(e.type == FilesystemEventType.REMOVE and e.name == "new.txt"
+                                  for e in watcher.get_new_events()), 5, 0.1)
+    watcher.stop()
+
+
+def test_watch_dir_async_sees_a_real_write(e2b_env: Daemon) -> None:
+    """AsyncSandbox: `await files.watch_dir(path, on_event)` calls back for a write."""
+
+    async def flow() -> None:
+        sandbox = await AsyncSandbox.create()
+        try:
+            assert await sandbox.files.make_dir(f"{HOME}/w") is True
+            got: list[FilesystemEvent] = []
+            handle = await sandbox.files.watch_dir(f"{HOME}/w", got.append)
+            out: list[str] = []
+            r = await sandbox.commands.run(f"echo async > {HOME}/w/new.txt; echo done",
+                                           on_stdout=out.append)
+            assert r.stdout == "done\n" and "".join(out) == "done\n"
+            for _ in range(50):
+                if any(e.type == FilesystemEventType.WRITE for e in got):
+                    break
+                await asyncio.sleep(0.1)
+            await handle.stop()
+            names_types = [(e.name, e.type) for e in got]
+            assert ("new.txt", FilesystemEventType.CREATE) in names_types, names_types
+            assert ("new.txt", FilesystemEventType.WRITE) in names_types, names_types
+            assert await sandbox.files.read(f"{HOME}/w/new.txt") == "async\n"
+        finally:
+            await sandbox.kill()
+
+    asyncio.run(flow())
+
+
+# --- control plane ----------------------------------------------------------------------------
+
+
+def test_create_options_list_and_get_info(e2b_env: Daemon, client: httpx.Client) -> None:
+    """metadata and envs given to create are seen by get_info, the listing, commands and /v1."""
+    tag = f"e2b-{secrets.token_hex(4)}"
+    metadata = {"suite": tag, "owner": "ci"}
+    sandbox = Sandbox.create(metadata=metadata, envs={"GREETING": "hi there"}, timeout=120)
+    try:
+        sid = sandbox.sandbox_id
+        v1 = client.get(f"/v1/sandboxes/{sid}").json()
+        assert v1["metadata"] == metadata and v1["cwd"] == HOME
+        assert sandbox.commands.run('echo "$GREETING"').stdout == "hi there\n"
+
+        info = sandbox.get_info()
+        assert info.sandbox_id == sid and info.template_id == v1["template"]
+        assert info.metadata == metadata and info.state == SandboxState.RUNNING
+        assert info.started_at < info.end_at
+        assert abs((info.end_at - info.started_at).total_seconds() - 120) < 3
+        now = datetime.now(timezone.utc)
+        assert now - timedelta(seconds=30) < info.started_at <= now + timedelta(seconds=2)
+
+        found: list[Any] = []
+        paginator = Sandbox.list()
+        while paginator.has_next:
+            found.extend(s for s in paginator.next_items() if s.sandbox_id == sid)
+        assert len(found) == 1
+        assert found[0].metadata == metadata and found[0].state == SandboxState.RUNNING
+        assert found[0].template_id == v1["template"]
+
+        filtered = Sandbox.list(query=SandboxQuery(metadata={"suite": tag})).next_items()
+        assert [s.sandbox_id for s in filtered] == [sid]
+    finally:
+        sandbox.kill()
+
+
+def test_default_timeout_is_five_minutes(sbx: Sandbox, client: httpx.Client) -> None:
+    """A create without timeout gets E2B's default of 300 s, on the daemon too."""
+    info = sbx.get_info()
+    assert abs((info.end_at - info.started_at).total_seconds() - 300) < 3
+    v1 = client.get(f"/v1/sandboxes/{sbx.sandbox_id}").json()
+    expires = datetime.fromisoformat(v1["expires_at"].replace("Z", "+00:00"))
+    assert abs((expires - info.end_at).total_seconds()) < 2
+
+
+def test_set_timeout_moves_the_end(sbx: Sandbox, client: httpx.Client) -> None:
+    """set_timeout moves the end both ways: later, and then so soon the sandbox ends."""
+    sbx.set_timeout(600)
+    info = sbx.get_info()
+    left = (info.end_at - datetime.now(timezone.utc)).total_seconds()
+    assert 590 < left <= 601, left
+    v1 = client.get(f"/v1/sandboxes/{sbx.sandbox_id}").json()
+    expires = datetime.fromisoformat(v1["expires_at"].replace("Z", "+00:00"))
+    assert abs((expires - info.end_at).total_seconds()) < 2
+    sbx.set_timeout(1)
+    assert wait_until(lambda: client.get(f"/v1/sandboxes/{sbx.sandbox_id}").status_code == 404, 8,
+                      0.2)
+    assert sbx.is_running() is False
+
+
+def test_kill_and_is_running(sbx: Sandbox, client: httpx.Client, marker: str) -> None:
+    """is_running is True, kill() ends the sandbox and its processes, then is_running is False."""
+    sbx.commands.run(f"sleep {marker}", background=True)
+    assert sbx.is_running() is True
+    assert sbx.kill() is True
+    assert client.get(f"/v1/sandboxes/{sbx.sandbox_id}").status_code == 404
+    assert wait_no_process(f"sleep {marker}", within=3) == []
+    assert sbx.is_running() is False
+    assert Sandbox.kill(sbx.sandbox_id) is False
+
+
+def test_get_host(sbx: Sandbox, daemon: Daemon) -> None:
+    """get_host names the daemon's preview host for the port."""
+    assert sbx.get_host(8000) == f"8000-{sbx.sandbox_id}.localhost:{daemon.port}"
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def test_wrong_api_key_is_authentication_exception(e2b_env: Daemon,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong key is the SDK's AuthenticationException, carrying sandstream's reason."""
+    monkeypatch.setenv("E2B_API_KEY", "not-the-key")
+    with pytest.raises(AuthenticationException) as e:
+        Sandbox.create()
+    assert "401" in str(e.value) and "wrong API key" in str(e.value)
+    with pytest.raises(AuthenticationException):
+        Sandbox.list().next_items()
+
+
+def test_unknown_template_names_it(e2b_env: Daemon, client: httpx.Client) -> None:
+    """Create with a template the daemon does not have fails naming it, and makes nothing."""
+    def ids() -> set[str]:
+        return {sb["id"] for sb in client.get("/v1/sandboxes").json()["sandboxes"]}
+
+    before = ids()
+    with pytest.raises(SandboxException) as e:
+        Sandbox.create("no-such-template-e2b")
+    assert "no-such-template-e2b" in str(e.value)
+    assert ids() <= before
+
+
+def test_connect_to_unknown_sandbox(e2b_env: Daemon) -> None:
+    """Sandbox.connect to an id the daemon does not know is SandboxNotFoundException."""
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect("sb_0000000000000000")
+
+
+def test_killed_sandbox_is_not_running(sbx: Sandbox) -> None:
+    """After kill, commands and files raise SandboxNotRunningException (E2B's "not found")."""
+    assert sbx.kill() is True
+    with pytest.raises(SandboxNotRunningException):
+        sbx.commands.run("true")
+    with pytest.raises(SandboxNotRunningException):
+        sbx.files.read(f"{HOME}/anything")
+    with pytest.raises(SandboxNotRunningException):
+        sbx.files.list(HOME)
