@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <charconv>
 
+#include "base/base64.h"
 #include "base/log.h"
 
 namespace sandstream {
@@ -421,6 +422,20 @@ std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
   return "sbt_" + Hex(digest, size);
+}
+
+std::string FileUrlSignature(std::string_view path, std::string_view operation,
+                             std::string_view user, std::string_view token,
+                             std::string_view expiration) {
+  std::string message = std::string(path) + ":" + std::string(operation) + ":" +
+                        std::string(user) + ":" + std::string(token);
+  if (!expiration.empty()) message += ":" + std::string(expiration);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(message.data(), message.size(), digest, &size, EVP_sha256(), nullptr);
+  std::string encoded = Base64(std::string_view(reinterpret_cast<const char*>(digest), size));
+  while (!encoded.empty() && encoded.back() == '=') encoded.pop_back();
+  return "v1_" + encoded;
 }
 
 }  // namespace sandstream

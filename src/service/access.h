@@ -165,4 +165,11 @@ Result<Quotas> QuotasFromJson(const boost::json::value& v);
 // other sandbox's token can be made from it, and it ends with the sandbox (ids are not reused).
 std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox);
 
+// The signature of a file URL of that sandbox's envd (the SDKs' download_url and upload_url):
+// "v1_" + unpadded base64 of SHA-256("path:operation:user:token"), ":expiration" appended when
+// the URL has one. `operation` is "read" or "write"; `user` "" for the default user.
+std::string FileUrlSignature(std::string_view path, std::string_view operation,
+                             std::string_view user, std::string_view token,
+                             std::string_view expiration);
+
 }  // namespace sandstream

@@ -504,6 +504,42 @@ def test_users_and_refusals(sbx: Sandbox, client: httpx.Client) -> None:
     sbx.files.write(f"{HOME}/huge.bin", b"\x01" * (2 << 20))
 
 
+def test_signed_urls_open_one_file_without_headers(e2b_env: Daemon, client: httpx.Client) -> None:
+    """download_url and upload_url work with no header at all (a browser's link); each opens its
+    path and operation only, of its sandbox only, and an expired one is refused."""
+    first, second = Sandbox.create(), Sandbox.create()
+    try:
+        v1_write(client, first.sandbox_id, f"{HOME}/shared.txt", b"first's file")
+        v1_write(client, second.sandbox_id, f"{HOME}/shared.txt", b"second's file")
+        bare = httpx.Client(timeout=30)
+        r = bare.get(first.download_url(f"{HOME}/shared.txt"))
+        assert r.status_code == 200 and r.content == b"first's file", r.text
+        r = bare.get(second.download_url(f"{HOME}/shared.txt", use_signature_expiration=60))
+        assert r.status_code == 200 and r.content == b"second's file", r.text
+
+        up = first.upload_url(f"{HOME}/up.bin")
+        r = bare.post(up, files={"file": ("up.bin", b"\x00uploaded\xff")})
+        assert r.status_code == 200, r.text
+        assert r.json()[0]["path"] == f"{HOME}/up.bin"
+        assert v1_read(client, first.sandbox_id, f"{HOME}/up.bin") == b"\x00uploaded\xff"
+
+        # A read URL does not write, nor open another path; an altered or expired one is refused.
+        assert bare.post(first.download_url(f"{HOME}/up.bin"),
+                         files={"file": ("x", b"x")}).status_code == 401
+        other = first.download_url(f"{HOME}/shared.txt").replace("shared.txt", "up.bin")
+        assert bare.get(other).status_code == 401
+        expired = first.download_url(f"{HOME}/shared.txt", use_signature_expiration=-10)
+        r = bare.get(expired)
+        assert r.status_code == 401 and "expired" in r.json()["message"], r.text
+        # Its sandbox gone, the URL opens nothing.
+        url = first.download_url(f"{HOME}/shared.txt")
+        first.kill()
+        assert bare.get(url).status_code == 401
+    finally:
+        first.kill()
+        second.kill()
+
+
 # --- watching ---------------------------------------------------------------------------------
 
 

@@ -116,7 +116,7 @@ asio::awaitable<void> Health(Context& ctx) {
 }
 
 asio::awaitable<void> ReadFile(Context& ctx) {
-  auto sb = EnvdSandbox(ctx);
+  auto sb = co_await FilesSandbox(ctx, "read");
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   auto files = OpenFiles(ctx, **sb);
   if (!files) co_return co_await ReplyError(ctx, files.error());
@@ -132,7 +132,7 @@ asio::awaitable<void> WriteFiles(Context& ctx) {
   // would send its next request into the rest of this body.
   const bool keep_alive = ctx.req.keep_alive();
   if (ctx.body_parser && !ctx.body_parser->is_done()) ctx.req.keep_alive(false);
-  auto sb = EnvdSandbox(ctx);
+  auto sb = co_await FilesSandbox(ctx, "write");
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   auto files = OpenFiles(ctx, **sb);
   if (!files) co_return co_await ReplyError(ctx, files.error());

@@ -1,11 +1,16 @@
 #include "api/e2b/routes.h"
 
+#include <charconv>
+
 #include "api/e2b/connect.h"
 #include "base/base64.h"
 #include "api/server.h"
 #include "base/ids.h"
+#include "api/routes_files.h"
+#include "service/access.h"
 
 namespace sandstream::api::e2b {
+namespace asio = boost::asio;
 
 const std::vector<Route>& Routes() {
   using V = http::verb;
@@ -53,6 +58,46 @@ std::optional<Dialect> DialectOf(std::string_view path) {
   return std::nullopt;
 }
 
+namespace {
+
+// Admits the caller of an envd route, who has shown it holds `sb`'s access token: a token of
+// that sandbox alone, counted against its tenant's quotas (the router admitted no tenant, as
+// these routes are open to it).
+Result<const SandboxEntry*> AdmitHolder(Context& ctx, const SandboxEntry* sb) {
+  Principal p;
+  p.kind = Principal::Kind::kToken;
+  p.tenant = sb->tenant;
+  p.credential = "envd:" + sb->id;
+  p.sandbox = sb->id;
+  p.derived = true;
+  p.grant.scopes = kScopeRead | kScopeExec | kScopeTerminal | kScopeFilesRead | kScopeFilesWrite;
+  ctx.principal = std::move(p);
+  if (auto refused = ctx.server.AdmitTenant(sb->tenant, IsStreamingCall(ctx))) return *refused;
+  return sb;
+}
+
+// A signed URL's sandbox: of those a caller could mean (the one E2b-Sandbox-Id names, else
+// every one), the one whose token made `signature`. The hashing runs on the blocking pool, as
+// it is one per sandbox.
+struct Signed {
+  std::string path, operation, user, expiration, signature;
+};
+
+asio::awaitable<std::optional<std::string>> SignedBy(Context& ctx, Signed s,
+                                                     std::vector<std::string> ids) {
+  const std::string secret = ctx.server.options().api_key;
+  co_return co_await OffThread(ctx, [&]() -> std::optional<std::string> {
+    for (const std::string& id : ids) {
+      const std::string expected = FileUrlSignature(
+          s.path, s.operation, s.user, SandboxAccessToken(secret, id), s.expiration);
+      if (SecretEquals(expected, s.signature)) return id;
+    }
+    return std::nullopt;
+  });
+}
+
+}  // namespace
+
 Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
   const std::string_view id = ctx.Header("E2b-Sandbox-Id");
   if (id.empty()) {
@@ -67,17 +112,45 @@ Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
     return Error{ErrorCode::kUnauthorized,
                  "unauthorized access: X-Access-Token must be the sandbox's envdAccessToken"};
   }
-  Principal p;
-  p.kind = Principal::Kind::kToken;
-  p.tenant = sb->tenant;
-  p.credential = "envd:" + sb->id;
-  p.sandbox = sb->id;
-  p.derived = true;
-  p.grant.scopes = kScopeRead | kScopeExec | kScopeTerminal | kScopeFilesRead | kScopeFilesWrite;
-  ctx.principal = std::move(p);
-  // The router admitted no tenant (these routes are open to it): its quotas hold here.
-  if (auto refused = ctx.server.AdmitTenant(sb->tenant, IsStreamingCall(ctx))) return *refused;
-  return sb;
+  return AdmitHolder(ctx, sb);
+}
+
+asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
+                                                          std::string_view operation) {
+  const std::optional<std::string_view> signature = ctx.Query("signature");
+  if (!signature) co_return EnvdSandbox(ctx);
+  Signed s{std::string(ctx.Query("path").value_or("")), std::string(operation),
+           std::string(ctx.Query("username").value_or("")),
+           std::string(ctx.Query("signature_expiration").value_or("")), std::string(*signature)};
+  if (!s.expiration.empty()) {
+    int64_t at = 0;
+    auto [end, ec] = std::from_chars(s.expiration.data(), s.expiration.data() + s.expiration.size(), at);
+    if (ec != std::errc() || end != s.expiration.data() + s.expiration.size()) {
+      co_return Invalid("signature_expiration must be a Unix time in seconds");
+    }
+    if (at < ToUnixMillis(SystemNow()) / 1000) {
+      co_return Error{ErrorCode::kUnauthorized, "this signed URL expired at " +
+                                                    FormatRfc3339(FromUnixMillis(at * 1000))};
+    }
+  }
+  std::vector<std::string> ids;
+  if (const std::string_view id = ctx.Header("E2b-Sandbox-Id"); !id.empty()) {
+    ids.emplace_back(id);
+  } else {
+    for (const SandboxEntry* sb : ctx.service.List()) {
+      if (!sb->deleting) ids.push_back(sb->id);
+    }
+  }
+  const std::optional<std::string> id = co_await SignedBy(ctx, std::move(s), std::move(ids));
+  if (!id) {
+    co_return Error{ErrorCode::kUnauthorized,
+                    "unauthorized access: the signature matches no sandbox's file URL for this "
+                    "path, operation and user (or its sandbox is gone)"};
+  }
+  // It may have gone while the signature was checked.
+  const SandboxEntry* sb = ctx.service.Find(*id);
+  if (!sb || sb->deleting) co_return SandboxGone(*id);
+  co_return AdmitHolder(ctx, sb);
 }
 
 Result<bool> ActsAsRoot(const Context& ctx) {

@@ -27,6 +27,11 @@ std::optional<Dialect> DialectOf(std::string_view path);
 // missing one is SandboxGone, before any credential is looked at, as E2B's edge answers) and
 // X-Access-Token must be its access token. Sets ctx.principal to a token of that sandbox.
 Result<const SandboxEntry*> EnvdSandbox(Context& ctx);
+// The sandbox of a /files request: with ?signature= a signed URL's (the SDKs' download_url,
+// upload_url: `operation` "read" or "write", expired ones refused), whichever sandbox's token
+// made it, with no header needed; else EnvdSandbox's.
+boost::asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
+                                                                 std::string_view operation);
 // The sandbox user an envd call acts as: `Authorization: Basic base64("user:")` on RPCs, the
 // `username` query on /files; "user" when neither is given, "root" the other one there is.
 Result<bool> ActsAsRoot(const Context& ctx);

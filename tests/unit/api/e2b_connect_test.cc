@@ -106,5 +106,15 @@ TEST(SandboxAccessTokenTest, OnePerSandboxAndSecret) {
   EXPECT_NE(a, SandboxAccessToken("other", "sb_0123456789abcdef"));
 }
 
+// The values E2B's own SDK (e2b.sandbox.signature.get_signature) gives for the same inputs.
+TEST(FileUrlSignatureTest, IsTheSdks) {
+  EXPECT_EQ(FileUrlSignature("/home/user/a.txt", "read", "", "sbt_abc", ""),
+            "v1_+HqYlgbq6KLra7CYwwohRJ18+tVIepmXOiwzMVX2/JI");
+  EXPECT_EQ(FileUrlSignature("dir/b c.bin", "write", "root", "sbt_abc", "1700000060"),
+            "v1_8s8f2ieLCsovWro8TkehHhOi93TZL/pWg7RXrcLVG14");
+  EXPECT_NE(FileUrlSignature("/home/user/a.txt", "write", "", "sbt_abc", ""),
+            FileUrlSignature("/home/user/a.txt", "read", "", "sbt_abc", ""));
+}
+
 }  // namespace
 }  // namespace sandstream::api::e2b
