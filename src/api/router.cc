@@ -255,9 +255,10 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   Resolved resolved = Resolve(parser.get().method(), m.path);
   m.route = resolved.route;
   // A path of a client's dialect hears even "no such route" in that client's shape.
-  m.dialect = m.route                        ? m.route->dialect
-              : cloudflare::OwnsPath(m.path) ? Dialect::kCloudflare
-                                             : e2b::DialectOf(m.path).value_or(Dialect::kSandstream);
+  m.dialect = m.route ? m.route->dialect
+              : cloudflare::OwnsPath(m.path)
+                  ? Dialect::kCloudflare
+                  : e2b::DialectOf(m.path).value_or(Dialect::kSandstream);
   m.params = std::move(resolved.params);
   m.allow = std::move(resolved.allow);
   // An image archive is the one streamed body that is not a file of a sandbox.

@@ -37,7 +37,6 @@ constexpr size_t kChunk = 256 * 1024;
 constexpr size_t kWatchesPerSandbox = 8;
 constexpr size_t kWatchesInAll = 64;
 
-
 // Acting as `user` (uid 1000 inside) unless ?user=root.
 Result<sandbox::SandboxFs> OpenFs(Context& ctx, const SandboxEntry& sb) {
   uint32_t uid = 1000;
@@ -49,7 +48,6 @@ Result<sandbox::SandboxFs> OpenFs(Context& ctx, const SandboxEntry& sb) {
   }
   return ctx.service.Files(sb.id, uid);
 }
-
 
 // What a route with ?path= acts on: the sandbox's files, as the requested user, and the path.
 struct Target {
@@ -246,6 +244,12 @@ WatchQuota::Ticket::~Ticket() {
 }
 
 Result<WatchQuota::Ticket> WatchQuota::Take(const std::string& sandbox_id) {
+  if (reclaim_) {
+    const auto held = by_sandbox_.find(sandbox_id);
+    if (open_ >= total_ || (held != by_sandbox_.end() && held->second >= per_sandbox_)) {
+      reclaim_();
+    }
+  }
   const auto it = by_sandbox_.find(sandbox_id);
   if (it != by_sandbox_.end() && it->second >= per_sandbox_) {
     return Error{ErrorCode::kQuotaExceeded,
@@ -324,7 +328,8 @@ asio::awaitable<Result<std::unique_ptr<FileUpload>>> FileUpload::Open(
   auto file = co_await OffThread(ctx, [&] { return fs.OpenWrite(path, mode, parents); });
   if (!file) co_return std::move(file).error();
   std::unique_ptr<FileUpload> upload(new FileUpload(ctx, fs, std::move(*file)));
-  Result<FileSink> sink = co_await FileSink::Open(ctx.service, std::move(sandbox_id), upload->file_);
+  Result<FileSink> sink =
+      co_await FileSink::Open(ctx.service, std::move(sandbox_id), upload->file_);
   if (sink) {
     upload->sink_.emplace(std::move(*sink));
   } else {
@@ -535,7 +540,7 @@ asio::awaitable<void> ProduceFileEvents(Context& ctx, sandbox::FileWatch& watch,
 
 }  // namespace
 
-asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, const std::string& sandbox_id,
+asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, std::string sandbox_id,
                                                const sandbox::SandboxFs& fs,
                                                const std::string& path, bool recursive,
                                                WatchServe serve) {
@@ -563,6 +568,12 @@ asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, const std::string& 
   inotify.cancel(ec);
   co_await producer.Join();
   inotify.close(ec);
+  // The last close of an inotify instance waits for the kernel to let go of its marks (an
+  // RCU grace period): not on the I/O thread.
+  co_await OffThread(ctx, [&] {
+    sandbox::FileWatch closing = std::move(*watch);
+    return true;
+  });
   co_return std::nullopt;
 }
 

@@ -58,7 +58,8 @@ boost::asio::awaitable<void> ServeDownload(Context& ctx, const sandbox::SandboxF
 
 // A write of one file of sandbox `sandbox_id` as PUT files/content does it: through the
 // sandbox's own writer, so the bytes count against its disk; a new file that fails half-way is
-// removed again. Open, Write as the bytes come, then Close, always (the file stays open until).
+// removed again. Open, Write as the bytes come, then Close, always: the file stays open until
+// Close.
 struct WrittenFile {
   sandbox::FileInfo info;
   bool created = false;
@@ -102,7 +103,7 @@ boost::asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, std::string 
 // timestamp), and an `error` that ends it when the directory goes. Counts against the watch
 // quota. An error before the watch starts is returned, and `serve` is not called.
 using WatchServe = std::function<boost::asio::awaitable<void>(std::shared_ptr<EventLog>)>;
-boost::asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, const std::string& sandbox_id,
+boost::asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, std::string sandbox_id,
                                                       const sandbox::SandboxFs& fs,
                                                       const std::string& path, bool recursive,
                                                       WatchServe serve);
@@ -129,8 +130,12 @@ class WatchQuota {
     std::string sandbox_id_;
   };
 
-  // kQuotaExceeded, naming the limit, when the sandbox or the daemon has all it may.
+  // kQuotaExceeded, naming the limit, when the sandbox or the daemon has all it may (after
+  // the reclaimer, when there is one, has given back what it could).
   Result<Ticket> Take(const std::string& sandbox_id);
+  // Called when the quota is full: gives back the tickets of watches nobody uses any more
+  // (the polled watchers of E2B's adapter, which hold theirs between requests).
+  void SetReclaimer(void (*reclaim)()) { reclaim_ = reclaim; }
   size_t open() const { return open_; }
 
  private:
@@ -140,6 +145,7 @@ class WatchQuota {
   size_t total_;
   size_t open_ = 0;
   std::map<std::string, size_t, std::less<>> by_sandbox_;
+  void (*reclaim_)() = nullptr;
 };
 
 // The watches of every route that watches files, sandstream's and the adapters'.

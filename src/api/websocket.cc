@@ -63,7 +63,8 @@ asio::awaitable<bool> WebSocket::Accept() {
     co_return false;
   }
   ctx_.status = 101;
-  if (ctx_.principal.kind == Principal::Kind::kToken && !ctx_.principal.derived) handle_.token = ctx_.principal.credential;
+  if (ctx_.principal.kind == Principal::Kind::kToken && !ctx_.principal.derived)
+    handle_.token = ctx_.principal.credential;
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
   ctx_.service.StreamOpened(ctx_.principal.tenant);

@@ -41,7 +41,7 @@ Error SysError(ErrorCode code, std::string_view step, int err) {
   message += " (";
   message += std::strerror(err);
   message += ")";
-  return Error{code, std::move(message)};
+  return Error{code, std::move(message), err};
 }
 
 }  // namespace sandstream

@@ -33,6 +33,7 @@ std::string_view ErrorCodeName(ErrorCode code);
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;
+  int sys_errno = 0;  // SysError's: the errno it came from, for adapters that map it themselves
 };
 
 // "step: object: ENAME (text)" from an errno, for failures at a syscall.

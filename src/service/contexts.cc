@@ -195,9 +195,10 @@ std::shared_ptr<CodeContext> CodeContext::FromStored(const asio::any_io_executor
     for (const auto& [k, v] : o.at("env").as_object()) {
       if (v.is_string()) env[std::string(k)] = std::string(v.as_string());
     }
-    auto c = std::make_shared<CodeContext>(
-        ex, json::value_to<std::string>(o.at("id")), json::value_to<std::string>(o.at("sandbox_id")),
-        *language, json::value_to<std::string>(o.at("cwd")), std::move(env));
+    auto c =
+        std::make_shared<CodeContext>(ex, json::value_to<std::string>(o.at("id")),
+                                      json::value_to<std::string>(o.at("sandbox_id")), *language,
+                                      json::value_to<std::string>(o.at("cwd")), std::move(env));
     c->created_at_ = ParseRfc3339(o.at("created_at").as_string()).value_or(SystemNow());
     c->executions_ = o.at("execution_count").to_number<uint64_t>();
     c->restarts_ = o.at("restarts").to_number<uint64_t>();
@@ -605,7 +606,8 @@ asio::awaitable<Result<std::shared_ptr<CodeContext>>> CodeContext::Create(Servic
   std::string id = req.id.empty() ? NewId("ctx_") : std::move(req.id);
   auto taken = [&](const SandboxEntry& entry) -> std::optional<Error> {
     if (!entry.contexts.contains(id)) return std::nullopt;
-    return Error{ErrorCode::kConflict, "sandbox " + sandbox_id + " has a code context '" + id + "'"};
+    return Error{ErrorCode::kConflict,
+                 "sandbox " + sandbox_id + " has a code context '" + id + "'"};
   };
   if (auto conflict = taken(*sb)) co_return std::move(*conflict);
   auto context =

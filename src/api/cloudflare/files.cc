@@ -133,7 +133,8 @@ asio::awaitable<void> WriteFile(Context& ctx) {
                                   "encoding must be \"utf-8\" or \"base64\"");
   }
   const Feed feed = [&data](const BodySink& sink) { return FeedAll(sink, data); };
-  auto written = co_await api::WriteFile(ctx, ctx.params.at(0), t->fs, *path, std::nullopt, true, feed);
+  auto written =
+      co_await api::WriteFile(ctx, ctx.params.at(0), t->fs, *path, std::nullopt, true, feed);
   if (!written) co_return co_await Fail(ctx, written.error(), Subject::kFile, *path);
   json::object out;
   out["path"] = written->info.path;

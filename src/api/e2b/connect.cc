@@ -1,7 +1,8 @@
 #include "api/e2b/connect.h"
 
-#include <boost/json.hpp>
 #include <charconv>
+
+#include <boost/json.hpp>
 
 #include "base/base64.h"
 
@@ -42,7 +43,9 @@ Error Malformed(std::string message) {
   return Error{ErrorCode::kInvalidRequest, std::move(message)};
 }
 
-std::string Named(std::string_view json_name) { return std::string(json_name); }
+std::string Named(std::string_view json_name) {
+  return std::string(json_name);
+}
 
 }  // namespace
 
@@ -53,15 +56,21 @@ std::string_view ConnectCode(ErrorCode code) {
     case ErrorCode::kMethodNotAllowed:
     case ErrorCode::kRequestHeaderTooLarge:
       return "invalid_argument";
-    case ErrorCode::kUnauthorized: return "unauthenticated";
-    case ErrorCode::kForbidden: return "permission_denied";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kTimeout: return "deadline_exceeded";
-    case ErrorCode::kConflict: return "failed_precondition";
+    case ErrorCode::kUnauthorized:
+      return "unauthenticated";
+    case ErrorCode::kForbidden:
+      return "permission_denied";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kTimeout:
+      return "deadline_exceeded";
+    case ErrorCode::kConflict:
+      return "failed_precondition";
     case ErrorCode::kPayloadTooLarge:
     case ErrorCode::kQuotaExceeded:
       return "resource_exhausted";
-    case ErrorCode::kUnsupportedMediaType: return "unimplemented";
+    case ErrorCode::kUnsupportedMediaType:
+      return "unimplemented";
     case ErrorCode::kShuttingDown:
     case ErrorCode::kTooManyConnections:
     case ErrorCode::kBadGateway:
@@ -108,9 +117,13 @@ asio::awaitable<void> Fail(Context& ctx, const Error& error) {
   }
   const http::status status = StatusFor(error.code);
   LogFailure(ctx, error, status);
+  return Fail(ctx, status, error.message);
+}
+
+asio::awaitable<void> Fail(Context& ctx, http::status status, std::string message) {
   json::object body;
   body["code"] = static_cast<int>(status);
-  body["message"] = error.message;
+  body["message"] = std::move(message);
   return Reply(ctx, status, json::serialize(body), "application/json; charset=utf-8");
 }
 
@@ -132,15 +145,16 @@ Result<json::object> RequestMessage(const Context& ctx) {
   std::string_view text = ctx.req.body();
   if (IsStreamingCall(ctx)) {
     if (!type.starts_with(kConnectJson)) {
-      return Error{ErrorCode::kUnsupportedMediaType,
-                   "only the JSON codec is served (application/connect+json), not " +
-                       std::string(type)};
+      return Error{
+          ErrorCode::kUnsupportedMediaType,
+          "only the JSON codec is served (application/connect+json), not " + std::string(type)};
     }
     if (text.size() < 5) return Malformed("the request has no message envelope");
-    if (text[0] != 0) return Malformed("compressed or end-of-stream request envelopes are not served");
+    if (text[0] != 0)
+      return Malformed("compressed or end-of-stream request envelopes are not served");
     const auto* b = reinterpret_cast<const unsigned char*>(text.data());
-    const uint32_t length = (uint32_t{b[1]} << 24) | (uint32_t{b[2]} << 16) |
-                            (uint32_t{b[3]} << 8) | uint32_t{b[4]};
+    const uint32_t length =
+        (uint32_t{b[1]} << 24) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 8) | uint32_t{b[4]};
     if (text.size() - 5 < length) return Malformed("the request's envelope is cut short");
     text = text.substr(5, length);
   } else if (!type.empty() && !type.starts_with("application/json")) {
@@ -223,7 +237,9 @@ Result<std::string> DecodeBytes(std::string_view text, std::string_view field) {
   return std::move(*bytes);
 }
 
-std::string Timestamp(SystemTime t) { return FormatRfc3339(t); }
+std::string Timestamp(SystemTime t) {
+  return FormatRfc3339(t);
+}
 
 ConnectStream::ConnectStream(Context& ctx, std::string keepalive)
     : response_(ctx, kConnectJson),

@@ -30,6 +30,8 @@ http::status ConnectStatus(std::string_view connect_code);
 // - both: kBadGateway is the answer of E2B's edge for a sandbox it has not got (502,
 //   {"sandboxId", "message", "code": 502}), which the SDKs read as "not running".
 boost::asio::awaitable<void> Fail(Context& ctx, const Error& error);
+// kE2b's answer with a status sandstream's errors do not have (501, 507).
+boost::asio::awaitable<void> Fail(Context& ctx, http::status status, std::string message);
 
 // A Connect error whose code sandstream's errors have no equal for ("already_exists"): as
 // Fail, in either form of kConnect.

@@ -33,8 +33,8 @@ Result<const SandboxEntry*> Visible(Context& ctx) {
 json::object Metadata(const json::object& metadata) {
   json::object out;
   for (const auto& [key, value] : metadata) {
-    out[key] = value.is_string() ? json::value(value.as_string())
-                                 : json::value(json::serialize(value));
+    out[key] =
+        value.is_string() ? json::value(value.as_string()) : json::value(json::serialize(value));
   }
   return out;
 }
@@ -103,7 +103,8 @@ Result<json::value> Strings(const json::object& body, std::string_view key) {
   if (!v) return json::value(json::object());
   if (!v->is_object()) return Invalid(std::string(key) + " must be an object of strings");
   for (const auto& [name, value] : v->as_object()) {
-    if (!value.is_string()) return Invalid(std::string(key) + "." + std::string(name) + " must be a string");
+    if (!value.is_string())
+      return Invalid(std::string(key) + "." + std::string(name) + " must be a string");
   }
   return *v;
 }
@@ -219,13 +220,10 @@ asio::awaitable<void> SetTimeout(Context& ctx) {
 }
 
 asio::awaitable<void> NotSupported(Context& ctx) {
-  // 501 is no code of sandstream's own: written here in E2B's shape.
-  json::object body;
-  body["code"] = 501;
-  body["message"] = "not supported by sandstream: " + std::string(ctx.req.method_string()) + " " +
-                    std::string(ctx.req.target().substr(0, ctx.req.target().find('?')));
-  co_await Reply(ctx, http::status::not_implemented, json::serialize(body),
-                 "application/json; charset=utf-8");
+  // 501 is no code of sandstream's own.
+  co_await Fail(ctx, http::status::not_implemented,
+                "not supported by sandstream: " + std::string(ctx.req.method_string()) + " " +
+                    std::string(ctx.req.target().substr(0, ctx.req.target().find('?'))));
 }
 
 }  // namespace sandstream::api::e2b

@@ -2,6 +2,8 @@
 // part per file, named by the `path` query or the part's filename) or as one
 // application/octet-stream body (gzip too), each written as sandstream's own uploads are.
 #include <boost/algorithm/string/predicate.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
 #include "api/e2b/connect.h"
@@ -38,7 +40,7 @@ struct Uploads {
   asio::awaitable<Result<void>> Begin(std::string dest) {
     if (dest.empty())
       co_return Invalid("a file part has no filename and the path query is missing");
-    auto opened = co_await FileUpload::Open(ctx, files.sb->id, files.fs, files.Resolve(dest),
+    auto opened = co_await FileUpload::Open(ctx, files.sandbox_id, files.fs, files.Resolve(dest),
                                             std::nullopt, true);
     if (!opened) co_return std::move(opened).error();
     current = std::move(*opened);
@@ -82,26 +84,36 @@ asio::awaitable<Result<void>> TakeParts(Uploads& u, MultipartReader& reader,
   }
 }
 
-asio::awaitable<Result<void>> TakeGzip(Uploads& u, GzipInflater& inflater, std::string_view piece) {
-  if (auto fed = inflater.Feed(piece); !fed) co_return fed;
+// A gzip body's bytes, inflated as they arrive. The file, not the body, is what max_file_bytes
+// bounds; and as a few compressed bytes may inflate to many, the loop yields between pieces.
+struct Inflating {
+  GzipInflater inflater;
+  uint64_t inflated = 0;
+  uint64_t limit = 0;
+};
+
+asio::awaitable<Result<void>> TakeGzip(Uploads& u, Inflating& in, std::string_view piece) {
+  if (auto fed = in.inflater.Feed(piece); !fed) co_return fed;
   for (;;) {
-    auto out = inflater.Next(kInflatePiece);
+    auto out = in.inflater.Next(kInflatePiece);
     if (!out) co_return std::move(out).error();
     if (!*out) co_return Result<void>(Ok{});
+    in.inflated += (*out)->size();
+    if (in.inflated > in.limit) {
+      co_return Error{ErrorCode::kPayloadTooLarge,
+                      "file upload (max_file_bytes): the inflated file is larger than " +
+                          std::to_string(in.limit) + " bytes"};
+    }
     if (auto w = co_await u.current->Write(**out); !w) co_return w;
+    co_await asio::post(u.ctx.stream.get_executor(), asio::use_awaitable);
   }
 }
 
 // The error of an upload, as envd answers a full disk: 507, which the SDKs raise as
 // NotEnoughSpaceException.
 asio::awaitable<void> FailUpload(Context& ctx, const Error& error) {
-  if (error.code == ErrorCode::kPayloadTooLarge &&
-      error.message.find("disk is full") != std::string::npos) {
-    json::object body;
-    body["code"] = 507;
-    body["message"] = error.message;
-    co_return co_await Reply(ctx, http::status::insufficient_storage, json::serialize(body),
-                             "application/json; charset=utf-8");
+  if (error.sys_errno == ENOSPC || error.sys_errno == EDQUOT || error.sys_errno == EFBIG) {
+    co_return co_await Fail(ctx, http::status::insufficient_storage, error.message);
   }
   co_await ReplyError(ctx, Refusal(error));
 }
@@ -159,17 +171,17 @@ asio::awaitable<void> WriteFiles(Context& ctx) {
     const bool gzip = encoding == "gzip";
     if (!encoding.empty() && encoding != "identity" && !gzip) {
       co_return co_await ReplyError(
-          ctx, Error{ErrorCode::kUnsupportedMediaType,
-                     "Content-Encoding " + std::string(encoding) + " is not served (gzip is)"});
+          ctx, ErrorCode::kUnsupportedMediaType,
+          "Content-Encoding " + std::string(encoding) + " is not served (gzip is)");
     }
     if (auto begun = co_await u.Begin(*u.path); !begun)
       co_return co_await FailUpload(ctx, begun.error());
-    GzipInflater inflater;
     if (gzip) {
+      Inflating in{{}, 0, limit};
       failed = co_await ReceiveBody(
-          ctx, [&](std::string_view piece) { return TakeGzip(u, inflater, piece); }, what, limit);
+          ctx, [&](std::string_view piece) { return TakeGzip(u, in, piece); }, what, limit);
       if (!failed) {
-        if (auto finished = inflater.Finish(); !finished) failed = finished.error();
+        if (auto finished = in.inflater.Finish(); !finished) failed = finished.error();
       }
     } else {
       failed = co_await ReceiveBody(

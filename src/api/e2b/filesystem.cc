@@ -33,10 +33,10 @@ std::string GroupName(uint32_t id) {
 }
 
 // A host id of the sandbox's files as the sandbox sees it.
-uint32_t InsideId(const SandboxEntry& sb, uint32_t host) {
-  const std::optional<uint32_t> first = sb.runtime->HostId(0);
+uint32_t InsideId(const sandbox::Sandbox& runtime, uint32_t host) {
+  const std::optional<uint32_t> first = runtime.HostId(0);
   if (!first) return host;
-  if (host < *first || sb.runtime->HostId(host - *first) != host) return 65534;  // unmapped
+  if (host < *first || runtime.HostId(host - *first) != host) return 65534;  // unmapped
   return host - *first;
 }
 
@@ -68,7 +68,7 @@ std::string_view TypeName(sandbox::FileType type) {
   return "FILE_TYPE_UNSPECIFIED";
 }
 
-json::object Entry(const SandboxEntry& sb, const sandbox::FileInfo& f) {
+json::object Entry(const sandbox::Sandbox& runtime, const sandbox::FileInfo& f) {
   json::object e;
   e["name"] = f.name;
   e["type"] = TypeName(f.type);
@@ -76,8 +76,8 @@ json::object Entry(const SandboxEntry& sb, const sandbox::FileInfo& f) {
   e["size"] = std::to_string(f.size);  // int64: a string in proto3 JSON
   e["mode"] = f.mode;
   e["permissions"] = Permissions(f.type, f.mode);
-  e["owner"] = UserName(InsideId(sb, f.uid));
-  e["group"] = GroupName(InsideId(sb, f.gid));
+  e["owner"] = UserName(InsideId(runtime, f.uid));
+  e["group"] = GroupName(InsideId(runtime, f.gid));
   e["modifiedTime"] = Timestamp(FromUnixMillis(f.mtime_ms));
   if (f.type == sandbox::FileType::kSymlink) {
     e["symlinkTarget"] = f.link_target;
@@ -89,10 +89,7 @@ json::object Entry(const SandboxEntry& sb, const sandbox::FileInfo& f) {
 }  // namespace
 
 Error Refusal(Error e) {
-  if (e.code == ErrorCode::kInvalidRequest && (e.message.find(": EACCES") != std::string::npos ||
-                                               e.message.find(": EPERM") != std::string::npos)) {
-    e.code = ErrorCode::kForbidden;
-  }
+  if (e.sys_errno == EACCES || e.sys_errno == EPERM) e.code = ErrorCode::kForbidden;
   return e;
 }
 
@@ -107,7 +104,7 @@ Result<EnvdFiles> OpenFiles(Context& ctx, const SandboxEntry& sb) {
   if (!root) return std::move(root).error();
   auto fs = ctx.service.Files(sb.id, *root ? 0 : 1000);
   if (!fs) return std::move(fs).error();
-  return EnvdFiles{&sb, std::move(*fs), *root ? "/root" : "/home/user"};
+  return EnvdFiles{sb.id, sb.runtime, std::move(*fs), *root ? "/root" : "/home/user"};
 }
 
 namespace {
@@ -122,11 +119,11 @@ Result<std::string> PathField(const Target& t, const json::object& m, std::strin
   return t.Resolve(**path);
 }
 
-asio::awaitable<void> ReplyEntry(Context& ctx, const SandboxEntry& sb,
+asio::awaitable<void> ReplyEntry(Context& ctx, const Target& t,
                                  const Result<sandbox::FileInfo>& info) {
   if (!info) co_return co_await ReplyError(ctx, Refusal(info.error()));
   json::object out;
-  out["entry"] = Entry(sb, *info);
+  out["entry"] = Entry(*t.runtime, *info);
   co_await ReplyMessage(ctx, out);
 }
 
@@ -134,7 +131,7 @@ asio::awaitable<void> Stat(Context& ctx, Target& t, const json::object& m) {
   auto path = PathField(t, m, "path");
   if (!path) co_return co_await ReplyError(ctx, path.error());
   auto info = co_await OffThread(ctx, [&] { return t.fs.Stat(*path); });
-  co_await ReplyEntry(ctx, *t.sb, info);
+  co_await ReplyEntry(ctx, t, info);
 }
 
 asio::awaitable<void> MakeDir(Context& ctx, Target& t, const json::object& m) {
@@ -154,7 +151,7 @@ asio::awaitable<void> MakeDir(Context& ctx, Target& t, const json::object& m) {
   if (!made && made.error().code == ErrorCode::kConflict) {
     co_return co_await FailConnect(ctx, "already_exists", made.error().message);
   }
-  co_await ReplyEntry(ctx, *t.sb, made);
+  co_await ReplyEntry(ctx, t, made);
 }
 
 asio::awaitable<void> Move(Context& ctx, Target& t, const json::object& m) {
@@ -173,7 +170,7 @@ asio::awaitable<void> Move(Context& ctx, Target& t, const json::object& m) {
     }
     return t.fs.Move(*from, *to, true);
   });
-  co_await ReplyEntry(ctx, *t.sb, moved);
+  co_await ReplyEntry(ctx, t, moved);
 }
 
 asio::awaitable<void> Remove(Context& ctx, Target& t, const json::object& m) {
@@ -230,7 +227,7 @@ asio::awaitable<void> ListDir(Context& ctx, Target& t, const json::object& m) {
   auto entries = co_await OffThread(ctx, [&] { return Walk(t.fs, *path, levels); });
   if (!entries) co_return co_await ReplyError(ctx, Refusal(entries.error()));
   json::array items;
-  for (const auto& e : *entries) items.push_back(Entry(*t.sb, e));
+  for (const auto& e : *entries) items.push_back(Entry(*t.runtime, e));
   json::object out;
   out["entries"] = std::move(items);
   co_await ReplyMessage(ctx, out);
@@ -355,7 +352,8 @@ asio::awaitable<void> WatchDir(Context& ctx, Target& t, const json::object& m) {
   const WatchServe serve = [&ctx](std::shared_ptr<EventLog> log) {
     return StreamWatch(ctx, std::move(log));
   };
-  auto refused = co_await RunWatch(ctx, t.sb->id, t.fs, *path, recursive->value_or(false), serve);
+  auto refused =
+      co_await RunWatch(ctx, t.sandbox_id, t.fs, *path, recursive->value_or(false), serve);
   if (refused) co_await ReplyError(ctx, Refusal(*refused));
 }
 
@@ -363,40 +361,74 @@ asio::awaitable<void> WatchDir(Context& ctx, Target& t, const json::object& m) {
 // between polls and the kernel's queue holds what happens meanwhile (its overflow is reported).
 struct PolledWatcher {
   std::string sandbox_id;
+  std::weak_ptr<sandbox::Sandbox> runtime;  // expired: the sandbox is gone
   std::string path;
   sandbox::SandboxFs fs;
   sandbox::FileWatch watch;
-  WatchQuota::Ticket ticket;
+  std::optional<WatchQuota::Ticket> ticket;
   SteadyClock::time_point last_poll;
   bool busy = false;
 };
+using Watcher = std::shared_ptr<PolledWatcher>;
 
 // A watcher no one has polled for this long is dropped (an SDK that went without removing it).
 constexpr auto kIdleWatcher = std::chrono::minutes(10);
 // Batches of kDrainBytes read per poll, at most.
 constexpr int kDrainsPerPoll = 8;
 
-std::map<std::string, std::shared_ptr<PolledWatcher>, std::less<>>& Watchers() {
+std::map<std::string, Watcher, std::less<>>& Watchers() {
   // Only the I/O thread uses it; never destroyed, so no watch outlives the loop's teardown.
-  static auto* const watchers =
-      new std::map<std::string, std::shared_ptr<PolledWatcher>, std::less<>>();
+  static auto* const watchers = new std::map<std::string, Watcher, std::less<>>();
   return *watchers;
 }
 
-// Drops the watchers of sandboxes that are gone and those nobody polls any more.
-void Sweep(Service& service) {
-  const auto now = SteadyClock::now();
+// Takes the watcher out of the map, its quota given back now; what is returned still holds its
+// inotify instance, which Retire closes.
+Watcher Unlist(std::string_view id) {
   auto& all = Watchers();
-  for (auto it = all.begin(); it != all.end();) {
-    const SandboxEntry* sb = service.Find(it->second->sandbox_id);
-    const bool idle = !it->second->busy && now - it->second->last_poll > kIdleWatcher;
-    it = !sb || sb->deleting || idle ? all.erase(it) : std::next(it);
+  auto it = all.find(id);
+  if (it == all.end()) return nullptr;
+  Watcher w = std::move(it->second);
+  all.erase(it);
+  w->ticket.reset();
+  return w;
+}
+
+// Unlists the watchers of sandboxes that are gone and those nobody polls any more.
+std::vector<Watcher> Sweep() {
+  const auto now = SteadyClock::now();
+  std::vector<std::string> stale;
+  for (const auto& [id, w] : Watchers()) {
+    if (!w->busy && (w->runtime.expired() || now - w->last_poll > kIdleWatcher)) {
+      stale.push_back(id);
+    }
   }
+  std::vector<Watcher> out;
+  for (const auto& id : stale) out.push_back(Unlist(id));
+  return out;
+}
+
+// The quota is full: stale watchers go at once. Their inotify instances are closed here, on
+// the I/O thread, which the other paths avoid (Retire); this one runs only when every watch
+// the daemon allows is open.
+void Reclaim() {
+  (void)Sweep();
+}
+
+// Closes unlisted watchers' inotify instances on the blocking pool: the last close of one waits
+// for the kernel to let go of its marks (an RCU grace period). A poll still running keeps its
+// watcher; its end closes it.
+asio::awaitable<void> Retire(Context& ctx, std::vector<Watcher> gone) {
+  if (gone.empty()) co_return;
+  co_await OffThread(ctx, [&] {
+    gone.clear();
+    return true;
+  });
 }
 
 struct FoundWatcher {
   std::string id;
-  std::shared_ptr<PolledWatcher> watcher;
+  Watcher watcher;
 };
 
 Result<FoundWatcher> FindWatcher(const Target& t, const json::object& m) {
@@ -405,7 +437,7 @@ Result<FoundWatcher> FindWatcher(const Target& t, const json::object& m) {
   if (!*id || (*id)->empty()) return Invalid("watcherId is required");
   auto& all = Watchers();
   auto it = all.find(**id);
-  if (it == all.end() || it->second->sandbox_id != t.sb->id) {
+  if (it == all.end() || it->second->sandbox_id != t.sandbox_id) {
     return Error{ErrorCode::kNotFound, "watcher with id " + **id + " not found"};
   }
   return FoundWatcher{it->first, it->second};
@@ -416,20 +448,21 @@ asio::awaitable<void> CreateWatcher(Context& ctx, Target& t, const json::object&
   if (!path) co_return co_await ReplyError(ctx, path.error());
   auto recursive = Recursive(m);
   if (!recursive) co_return co_await ReplyError(ctx, recursive.error());
-  Sweep(ctx.service);
-  auto ticket = FileWatchQuota().Take(t.sb->id);
+  FileWatchQuota().SetReclaimer(Reclaim);
+  co_await Retire(ctx, Sweep());
+  auto ticket = FileWatchQuota().Take(t.sandbox_id);
   if (!ticket) co_return co_await ReplyError(ctx, ticket.error());
   auto watch = co_await OffThread(ctx, [&] {
     return sandbox::FileWatch::Start(t.fs, *path, recursive->value_or(false), kMaxWatchedDirs);
   });
   if (!watch) co_return co_await ReplyError(ctx, Refusal(watch.error()));
-  // The sandbox may have gone while the watch started.
-  if (ctx.service.Find(t.sb->id) != t.sb) co_return co_await ReplyError(ctx, SandboxGone(t.sb->id));
   const std::string id = NewId("w");
   std::string root = watch->path();
-  Watchers().emplace(id, std::make_shared<PolledWatcher>(PolledWatcher{
-                             t.sb->id, std::move(root), std::move(t.fs), std::move(*watch),
-                             std::move(*ticket), SteadyClock::now()}));
+  auto w = std::make_shared<PolledWatcher>(PolledWatcher{t.sandbox_id, t.runtime, std::move(root),
+                                                         std::move(t.fs), std::move(*watch),
+                                                         std::move(*ticket), SteadyClock::now()});
+  // The sandbox may have gone while the watch started: then the next sweep takes it.
+  Watchers().emplace(id, std::move(w));
   json::object out;
   out["watcherId"] = id;
   co_await ReplyMessage(ctx, out);
@@ -438,7 +471,7 @@ asio::awaitable<void> CreateWatcher(Context& ctx, Target& t, const json::object&
 asio::awaitable<void> GetWatcherEvents(Context& ctx, Target& t, const json::object& m) {
   auto found = FindWatcher(t, m);
   if (!found) co_return co_await ReplyError(ctx, found.error());
-  std::shared_ptr<PolledWatcher> w = found->watcher;
+  Watcher w = found->watcher;
   w->last_poll = SteadyClock::now();
   json::array events;
   // Two polls at once of one watcher: the second has nothing new.
@@ -470,7 +503,11 @@ asio::awaitable<void> GetWatcherEvents(Context& ctx, Target& t, const json::obje
   w->busy = false;
   if (failed) {
     // The watcher can tell no more: it is removed, as envd removes one whose watch failed.
-    Watchers().erase(found->id);
+    w.reset();
+    std::vector<Watcher> gone;
+    if (Watcher unlisted = Unlist(found->id)) gone.push_back(std::move(unlisted));
+    found->watcher.reset();
+    co_await Retire(ctx, std::move(gone));
     co_return co_await ReplyError(ctx, *failed);
   }
   json::object out;
@@ -481,7 +518,10 @@ asio::awaitable<void> GetWatcherEvents(Context& ctx, Target& t, const json::obje
 asio::awaitable<void> RemoveWatcher(Context& ctx, Target& t, const json::object& m) {
   auto found = FindWatcher(t, m);
   if (!found) co_return co_await ReplyError(ctx, found.error());
-  Watchers().erase(found->id);
+  found->watcher.reset();
+  std::vector<Watcher> gone;
+  if (Watcher unlisted = Unlist(found->id)) gone.push_back(std::move(unlisted));
+  co_await Retire(ctx, std::move(gone));
   co_await ReplyMessage(ctx, json::object());
 }
 

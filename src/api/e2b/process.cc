@@ -109,8 +109,9 @@ void AppendData(ConnectStream& stream, const Process& p, const LogEntry& e) {
   std::string encoded;
   AppendBase64(encoded, e.data);
   json::object data;
-  data[p.spec().pty ? "pty" : e.kind == EntryKind::kStderr ? "stderr" : "stdout"] =
-      std::move(encoded);
+  data[p.spec().pty                   ? "pty"
+       : e.kind == EntryKind::kStderr ? "stderr"
+                                      : "stdout"] = std::move(encoded);
   json::object event;
   event["data"] = std::move(data);
   json::object out;
@@ -194,12 +195,15 @@ asio::awaitable<void> Start(Context& ctx, const SandboxEntry& sb, const json::ob
   const json::object& c = config->as_object();
   auto cmd = OptString(c, "cmd");
   if (!cmd) co_return co_await ReplyError(ctx, cmd.error());
-  if (!*cmd || (*cmd)->empty()) co_return co_await ReplyError(ctx, Invalid("process.cmd is required"));
+  if (!*cmd || (*cmd)->empty())
+    co_return co_await ReplyError(ctx, Invalid("process.cmd is required"));
   json::array argv{json::value(**cmd)};
   if (const json::value* args = Field(c, "args")) {
-    if (!args->is_array()) co_return co_await ReplyError(ctx, Invalid("process.args must be an array of strings"));
+    if (!args->is_array())
+      co_return co_await ReplyError(ctx, Invalid("process.args must be an array of strings"));
     for (const auto& a : args->as_array()) {
-      if (!a.is_string()) co_return co_await ReplyError(ctx, Invalid("process.args must be an array of strings"));
+      if (!a.is_string())
+        co_return co_await ReplyError(ctx, Invalid("process.args must be an array of strings"));
       argv.push_back(a);
     }
   }
@@ -234,7 +238,8 @@ asio::awaitable<void> Start(Context& ctx, const SandboxEntry& sb, const json::ob
   req->spec.keep_stdin_open = stdin_open->value_or(true);
   if (const json::value* pty = Field(m, "pty"); pty && pty->is_object()) {
     const json::value* size = Field(pty->as_object(), "size");
-    if (!size || !size->is_object()) co_return co_await ReplyError(ctx, Invalid("pty.size is required"));
+    if (!size || !size->is_object())
+      co_return co_await ReplyError(ctx, Invalid("pty.size is required"));
     auto cols = OptInt(size->as_object(), "cols", {}, 1, 1000);
     if (!cols) co_return co_await ReplyError(ctx, cols.error());
     auto rows = OptInt(size->as_object(), "rows", {}, 1, 1000);
@@ -252,9 +257,8 @@ asio::awaitable<void> Connect(Context& ctx, const SandboxEntry& sb, const json::
   auto p = Select(sb, m, false);
   if (!p) co_return co_await ReplyError(ctx, p.error());
   // envd attaches at the present: output from now on, and the end (at once for one that ended).
-  const uint64_t after = (*p)->status() == ProcessStatus::kRunning
-                             ? (*p)->log().last_seq()
-                             : (*p)->log().last_seq() - 1;
+  const uint64_t after = (*p)->status() == ProcessStatus::kRunning ? (*p)->log().last_seq()
+                                                                   : (*p)->log().last_seq() - 1;
   co_await StreamEvents(ctx, *p, after, true);
 }
 
@@ -290,7 +294,8 @@ asio::awaitable<void> SendInput(Context& ctx, const SandboxEntry& sb, const json
   auto p = Select(sb, m, true);
   if (!p) co_return co_await ReplyError(ctx, p.error());
   const json::value* input = Field(m, "input");
-  if (!input || !input->is_object()) co_return co_await ReplyError(ctx, Invalid("input (stdin or pty) is required"));
+  if (!input || !input->is_object())
+    co_return co_await ReplyError(ctx, Invalid("input (stdin or pty) is required"));
   auto in = OptString(input->as_object(), "stdin");
   if (!in) co_return co_await ReplyError(ctx, in.error());
   auto pty = OptString(input->as_object(), "pty");
@@ -321,7 +326,8 @@ asio::awaitable<void> SendSignal(Context& ctx, const SandboxEntry& sb, const jso
   } else if (v && v->is_int64() && (v->as_int64() == SIGKILL || v->as_int64() == SIGTERM)) {
     sig = static_cast<int>(v->as_int64());
   }
-  if (sig == 0) co_return co_await ReplyError(ctx, Invalid("signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM"));
+  if (sig == 0)
+    co_return co_await ReplyError(ctx, Invalid("signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM"));
   if (auto sent = (*p)->Signal(sig, true); !sent) co_return co_await ReplyError(ctx, sent.error());
   co_await ReplyMessage(ctx, json::object());
 }
@@ -331,14 +337,15 @@ asio::awaitable<void> Update(Context& ctx, const SandboxEntry& sb, const json::o
   if (!p) co_return co_await ReplyError(ctx, p.error());
   const json::value* pty = Field(m, "pty");
   const json::value* size = pty && pty->is_object() ? Field(pty->as_object(), "size") : nullptr;
-  if (!size || !size->is_object()) co_return co_await ReplyError(ctx, Invalid("pty.size is required"));
+  if (!size || !size->is_object())
+    co_return co_await ReplyError(ctx, Invalid("pty.size is required"));
   auto cols = OptInt(size->as_object(), "cols", {}, 1, 1000);
   if (!cols) co_return co_await ReplyError(ctx, cols.error());
   auto rows = OptInt(size->as_object(), "rows", {}, 1, 1000);
   if (!rows) co_return co_await ReplyError(ctx, rows.error());
   if (!*cols || !*rows) co_return co_await ReplyError(ctx, Invalid("pty.size needs cols and rows"));
-  auto resized = (*p)->Resize(
-      sandbox::PtySize{static_cast<uint16_t>(**rows), static_cast<uint16_t>(**cols)});
+  auto resized =
+      (*p)->Resize(sandbox::PtySize{static_cast<uint16_t>(**rows), static_cast<uint16_t>(**cols)});
   if (!resized) co_return co_await ReplyError(ctx, resized.error());
   co_await ReplyMessage(ctx, json::object());
 }
@@ -355,9 +362,10 @@ class Envelopes {
     size_t at = 0;
     while (buffer_.size() - at >= 5) {
       const auto* b = reinterpret_cast<const unsigned char*>(buffer_.data() + at);
-      const uint64_t length = (uint64_t{b[1]} << 24) | (uint64_t{b[2]} << 16) |
-                              (uint64_t{b[3]} << 8) | uint64_t{b[4]};
-      if (b[0] != 0) co_return Invalid("compressed or end-of-stream request envelopes are not served");
+      const uint64_t length =
+          (uint64_t{b[1]} << 24) | (uint64_t{b[2]} << 16) | (uint64_t{b[3]} << 8) | uint64_t{b[4]};
+      if (b[0] != 0)
+        co_return Invalid("compressed or end-of-stream request envelopes are not served");
       if (length > limit_) {
         co_return Invalid("a message is larger than " + std::to_string(limit_) + " bytes");
       }
@@ -381,14 +389,17 @@ class Envelopes {
 
 // StreamInputRequest's start, then its data, each written to the process as it comes.
 struct InputStream {
-  const SandboxEntry* sb = nullptr;
+  Service* service = nullptr;
+  std::string sandbox_id;  // looked up when needed: the stream's reads may outlive the entry
   std::shared_ptr<Process> process;
 };
 
 asio::awaitable<Result<void>> TakeInput(InputStream& in, json::object m) {
   if (const json::value* start = Field(m, "start"); start && start->is_object()) {
     if (in.process) co_return Invalid("the stream has started already");
-    auto p = Select(*in.sb, start->as_object(), true);
+    const SandboxEntry* sb = in.service->Find(in.sandbox_id);
+    if (!sb || sb->deleting) co_return SandboxGone(in.sandbox_id);
+    auto p = Select(*sb, start->as_object(), true);
     if (!p) co_return std::move(p).error();
     in.process = *p;
     co_return Result<void>(Ok{});
@@ -420,8 +431,7 @@ asio::awaitable<void> StreamInput(Context& ctx) {
     ctx.streamed = true;  // the body is left unread
     co_return co_await ReplyError(ctx, sb.error());
   }
-  InputStream in;
-  in.sb = *sb;
+  InputStream in{&ctx.service, (*sb)->id, nullptr};
   Envelopes envelopes(ctx.server.options().max_stdin_bytes,
                       [&in](json::object m) { return TakeInput(in, std::move(m)); });
   std::optional<Error> failed = co_await ReceiveBody(

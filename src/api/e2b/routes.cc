@@ -3,10 +3,10 @@
 #include <charconv>
 
 #include "api/e2b/connect.h"
-#include "base/base64.h"
-#include "api/server.h"
-#include "base/ids.h"
 #include "api/routes_files.h"
+#include "api/server.h"
+#include "base/base64.h"
+#include "base/ids.h"
 #include "service/access.h"
 
 namespace sandstream::api::e2b {
@@ -43,15 +43,16 @@ const std::vector<Route>& Routes() {
   return kRoutes;
 }
 
-Need RouteNeed(Handler) { return Need::kTenant; }
+Need RouteNeed(Handler) {
+  return Need::kTenant;
+}
 
 std::optional<Dialect> DialectOf(std::string_view path) {
   if (path.starts_with("/process.Process/") || path.starts_with("/filesystem.Filesystem/")) {
     return Dialect::kConnect;
   }
   for (std::string_view prefix : {"/v2/sandboxes", "/sandboxes"}) {
-    if (path.starts_with(prefix) &&
-        (path.size() == prefix.size() || path[prefix.size()] == '/')) {
+    if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
       return Dialect::kE2b;
     }
   }
@@ -88,8 +89,8 @@ asio::awaitable<std::optional<std::string>> SignedBy(Context& ctx, Signed s,
   const std::string secret = ctx.server.options().api_key;
   co_return co_await OffThread(ctx, [&]() -> std::optional<std::string> {
     for (const std::string& id : ids) {
-      const std::string expected = FileUrlSignature(
-          s.path, s.operation, s.user, SandboxAccessToken(secret, id), s.expiration);
+      const std::string expected = FileUrlSignature(s.path, s.operation, s.user,
+                                                    SandboxAccessToken(secret, id), s.expiration);
       if (SecretEquals(expected, s.signature)) return id;
     }
     return std::nullopt;
@@ -124,13 +125,14 @@ asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
            std::string(ctx.Query("signature_expiration").value_or("")), std::string(*signature)};
   if (!s.expiration.empty()) {
     int64_t at = 0;
-    auto [end, ec] = std::from_chars(s.expiration.data(), s.expiration.data() + s.expiration.size(), at);
+    auto [end, ec] =
+        std::from_chars(s.expiration.data(), s.expiration.data() + s.expiration.size(), at);
     if (ec != std::errc() || end != s.expiration.data() + s.expiration.size()) {
       co_return Invalid("signature_expiration must be a Unix time in seconds");
     }
     if (at < ToUnixMillis(SystemNow()) / 1000) {
-      co_return Error{ErrorCode::kUnauthorized, "this signed URL expired at " +
-                                                    FormatRfc3339(FromUnixMillis(at * 1000))};
+      co_return Error{ErrorCode::kUnauthorized,
+                      "this signed URL expired at " + FormatRfc3339(FromUnixMillis(at * 1000))};
     }
   }
   std::vector<std::string> ids;

@@ -38,8 +38,10 @@ Result<bool> ActsAsRoot(const Context& ctx);
 
 // The sandbox's files as the user an envd call acts as (ActsAsRoot), and that user's home,
 // from which envd takes relative paths.
+// Holds no SandboxEntry: a call that waits may outlive the sandbox's entry.
 struct EnvdFiles {
-  const SandboxEntry* sb;
+  std::string sandbox_id;
+  std::shared_ptr<sandbox::Sandbox> runtime;
   sandbox::SandboxFs fs;
   std::string home;
 
@@ -48,6 +50,7 @@ struct EnvdFiles {
 Result<EnvdFiles> OpenFiles(Context& ctx, const SandboxEntry& sb);
 // A file call's error as envd gives it: the kernel's refusals (EACCES, EPERM), which
 // sandstream's own routes answer as invalid_request, are permission_denied (403) here.
+// (A full disk, ENOSPC and its kin, is answered by the upload route itself: 507.)
 Error Refusal(Error e);
 
 // control.cc: the control plane.
