@@ -249,7 +249,7 @@ def test_background_list_connect_and_kill(sbx: Sandbox, marker: str) -> None:
     listed = [p for p in sbx.commands.list() if p.pid == pid]
     assert len(listed) == 1, sbx.commands.list()
     assert listed[0].cmd == "/bin/bash" and listed[0].args == ["-l", "-c", f"sleep {marker}"]
-    assert pgrep(f"sleep {marker}") != []
+    assert wait_until(lambda: pgrep(f"sleep {marker}") != [], 5)
     other = Sandbox.connect(sbx.sandbox_id)
     assert other.sandbox_id == sbx.sandbox_id
     joined = other.commands.connect(pid)
@@ -270,7 +270,7 @@ def test_handle_kill_and_unknown_pid(sbx: Sandbox, marker: str) -> None:
     """handle.kill() is True and ends the process; killing a pid that is not there is False."""
     handle = sbx.commands.run(f"sleep {marker}", background=True)
     assert handle.pid in pids(sbx)
-    assert pgrep(f"sleep {marker}") != []
+    assert wait_until(lambda: pgrep(f"sleep {marker}") != [], 5)
     assert handle.kill() is True
     with pytest.raises(CommandExitException) as e:
         handle.wait()

@@ -112,7 +112,8 @@ test("background: listed, connected from a second object, killed for real", asyn
     assert.equal(listed.length, 1);
     assert.equal(listed[0].cmd, "/bin/bash");
     assert.deepEqual(listed[0].args, ["-l", "-c", `sleep ${m}`]);
-    assert.equal(await processRuns(`sleep ${m}`), true);
+    // Started means spawned: the command line may take a moment to be `sleep`'s.
+    assert.equal(await waitUntil(() => processRuns(`sleep ${m}`), 3_000), true);
 
     const other = await Sandbox.connect(sandbox.sandboxId);
     const joined = await other.commands.connect(handle.pid);
@@ -155,7 +156,8 @@ test("handle.kill() ends the process; connect to an unknown pid is NotFoundError
   await withSandbox(async (sandbox) => {
     const m = marker();
     const handle = await sandbox.commands.run(`sleep ${m}`, { background: true });
-    assert.equal(await processRuns(`sleep ${m}`), true);
+    // Started means spawned: the command line may take a moment to be `sleep`'s.
+    assert.equal(await waitUntil(() => processRuns(`sleep ${m}`), 3_000), true);
     assert.equal(await handle.kill(), true);
     await assert.rejects(handle.wait(), (e) => e instanceof CommandExitError && e.exitCode === -1);
     assert.equal(await waitUntil(async () => !(await processRuns(`sleep ${m}`)), 3_000), true);
