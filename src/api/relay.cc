@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -76,6 +77,9 @@ asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to, SteadyClock::dura
       left -= static_cast<size_t>(put);
       bytes += static_cast<uint64_t>(put);
     }
+    // One pipeful per turn: a producer and a reader that are both always ready would otherwise
+    // keep this loop, and the I/O thread with it, to themselves.
+    co_await asio::post(to.get_executor(), asio::use_awaitable);
   }
 }
 

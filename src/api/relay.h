@@ -22,6 +22,7 @@ boost::asio::awaitable<bool> WriteWithin(boost::asio::ip::tcp::socket& to,
 // with splice(2), never through this process's memory. Both sockets are made non-blocking at
 // the descriptor (splice honours O_NONBLOCK on a socket, not SPLICE_F_NONBLOCK). A write that
 // makes no progress for `write_timeout` ends it (false); `bytes` counts what reached `to`.
+// It moves at most one pipeful (1 MiB) per turn of the event loop.
 boost::asio::awaitable<bool> Pump(boost::asio::ip::tcp::socket& from,
                                   boost::asio::ip::tcp::socket& to,
                                   SteadyClock::duration write_timeout, uint64_t& bytes);
