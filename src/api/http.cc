@@ -61,6 +61,12 @@ http::status StatusFor(ErrorCode code) {
     case ErrorCode::kTooManyConnections: return http::status::service_unavailable;
     case ErrorCode::kBadGateway: return http::status::bad_gateway;
     case ErrorCode::kForbidden: return http::status::forbidden;
+    case ErrorCode::kUnavailable:
+      return http::status::service_unavailable;
+    case ErrorCode::kNodeUnreachable:
+      return http::status::service_unavailable;
+    case ErrorCode::kNotImplemented:
+      return http::status::not_implemented;
   }
   return http::status::internal_server_error;
 }

@@ -2,22 +2,36 @@
 
 #include <fcntl.h>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/use_awaitable.hpp>
+#include <array>
+#include <charconv>
+#include <optional>
+#include <string>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/string.hpp>
+
+#include "api/router.h"
 #include "base/timer.h"
 #include "platform/fd.h"
 
 namespace sandstream::api {
 namespace asio = boost::asio;
+namespace beast = boost::beast;
 using asio::ip::tcp;
 using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
 constexpr size_t kRelayPipeBytes = 1024 * 1024;  // what one direction of a relay holds in flight
+// A client that has stopped sending (closed, or half-closed) waits at most this long for the
+// response to begin: an upstream that never answers must not keep the relay, and its
+// descriptors, once nobody waits for it.
+constexpr std::chrono::seconds kClientGoneGrace{5};
+// A response's head is read in pieces of this size (its body is relayed by Pump).
+constexpr size_t kRelayChunk = 16 * 1024;
 
 }  // namespace
 
@@ -81,6 +95,110 @@ asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to, SteadyClock::dura
     // keep this loop, and the I/O thread with it, to themselves.
     co_await asio::post(to.get_executor(), asio::use_awaitable);
   }
+}
+
+namespace {
+
+struct Relay {
+  tcp::socket& client;
+  tcp::socket& upstream;
+  SteadyClock::duration write_timeout;
+  Timer grace;  // kClientGoneGrace, cancelled when the answer ends
+  uint64_t up = 0;
+  uint64_t down = 0;
+  int status = 0;         // the upstream's final status; 0 while none came
+  bool answered = false;  // the upstream's side has ended
+};
+
+// Passes the upstream's response header on, saying `Connection: close` (the client must not
+// send another request on this connection: it would reach the upstream unchecked) unless it
+// switches protocols; interim (1xx) headers go as they are. Returns what was read
+// past the final header, or nullopt if the upstream sent no whole header.
+asio::awaitable<std::optional<std::string>> ForwardHead(Relay& r) {
+  std::string buf;
+  std::array<char, kRelayChunk> chunk;
+  for (;;) {
+    const size_t end = buf.find("\r\n\r\n");
+    if (end == std::string::npos) {
+      if (buf.size() > kHeaderLimit) co_return std::nullopt;
+      auto [ec, n] = co_await r.upstream.async_read_some(asio::buffer(chunk),
+                                                         asio::as_tuple(asio::use_awaitable));
+      buf.append(chunk.data(), n);
+      if (ec && n == 0) co_return std::nullopt;
+      continue;
+    }
+    int status = 0;
+    if (buf.starts_with("HTTP/1.") && end >= 12) {
+      std::from_chars(buf.data() + 9, buf.data() + 12, status);
+    }
+    if (status < 100) co_return std::nullopt;
+    std::string head;
+    if (status >= 200 || status == 101) {
+      std::string_view lines(buf.data(), end + 2);
+      while (!lines.empty()) {
+        const size_t eol = lines.find("\r\n");
+        const std::string_view line = lines.substr(0, eol + 2);
+        lines.remove_prefix(line.size());
+        const bool hop = beast::iequals(line.substr(0, 11), "connection:") ||
+                         beast::iequals(line.substr(0, 11), "keep-alive:");
+        if (!hop || status == 101) head += line;
+      }
+      if (status != 101) head += "Connection: close\r\n";
+      head += "\r\n";
+    } else {
+      head = buf.substr(0, end + 4);
+    }
+    if (!co_await WriteWithin(r.client, asio::buffer(head), r.write_timeout))
+      co_return std::nullopt;
+    r.down += head.size();
+    buf.erase(0, end + 4);
+    if (status >= 200 || status == 101) {
+      r.status = status;
+      co_return buf;
+    }
+  }
+}
+
+// The upstream's answer to the client. Unless the connection was upgraded, the exchange ends
+// with it: the client's side is cut off too.
+asio::awaitable<void> Downstream(Relay& r) {
+  bool clean = false;
+  std::optional<std::string> rest = co_await ForwardHead(r);
+  if (rest && co_await WriteWithin(r.client, asio::buffer(*rest), r.write_timeout)) {
+    r.down += rest->size();
+    clean = co_await Pump(r.upstream, r.client, r.write_timeout, r.down);
+  }
+  r.answered = true;
+  r.grace.cancel();
+  if (!clean || r.status != 101) {
+    boost::system::error_code ignored;
+    r.client.cancel(ignored);
+    r.upstream.close(ignored);
+  }
+}
+
+asio::awaitable<void> Upstream(Relay& r) {
+  const bool clean = co_await Pump(r.client, r.upstream, r.write_timeout, r.up);
+  boost::system::error_code ignored;
+  if (clean && !r.answered && r.status == 0) {
+    r.grace.expires_after(kClientGoneGrace);
+    auto [ec] = co_await r.grace.async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;
+    if (r.answered || r.status != 0) co_return;
+  } else if (clean) {
+    co_return;
+  }
+  r.upstream.close(ignored);
+  r.client.cancel(ignored);
+}
+
+}  // namespace
+
+asio::awaitable<Exchanged> RelayExchange(tcp::socket& client, tcp::socket& upstream,
+                                         SteadyClock::duration write_timeout) {
+  Relay relay{client, upstream, write_timeout, Timer(client.get_executor())};
+  co_await (Downstream(relay) && Upstream(relay));
+  co_return Exchanged{relay.status, relay.up, relay.down};
 }
 
 }  // namespace sandstream::api

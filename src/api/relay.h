@@ -1,5 +1,6 @@
-// Bytes between two sockets, for the exposed ports' relay (routes_ports.cc): a write bounded by
-// a timeout, and one direction of a relay, spliced.
+// Bytes between two sockets, for the exposed ports' relay (routes_ports.cc) and a gateway's
+// (cluster/gateway.cc): a write bounded by a timeout, one direction of a relay, spliced, and
+// one HTTP exchange relayed both ways.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,21 @@ boost::asio::awaitable<bool> WriteWithin(boost::asio::ip::tcp::socket& to,
 // the descriptor (splice honours O_NONBLOCK on a socket, not SPLICE_F_NONBLOCK). A write that
 // makes no progress for `write_timeout` ends it (false); `bytes` counts what reached `to`.
 // It moves at most one pipeful (1 MiB) per turn of the event loop.
+// What one relayed exchange moved.
+struct Exchanged {
+  int status = 0;     // the upstream's final status (101: switched protocols); 0 if none came
+  uint64_t up = 0;    // bytes from the client to the upstream, past what was sent before
+  uint64_t down = 0;  // bytes from the upstream to the client, its head included
+};
+// One HTTP exchange whose request head has gone to `upstream` already: the response's head is
+// passed on saying `Connection: close` unless it switches protocols (interim 1xx heads as they
+// are), then both directions as they come (Pump). A client that has stopped sending waits at most
+// a few seconds for the answer to begin. Unless the protocol was switched, both sides are cut off
+// when the answer ends; the caller closes them.
+boost::asio::awaitable<Exchanged> RelayExchange(boost::asio::ip::tcp::socket& client,
+                                                boost::asio::ip::tcp::socket& upstream,
+                                                SteadyClock::duration write_timeout);
+
 boost::asio::awaitable<bool> Pump(boost::asio::ip::tcp::socket& from,
                                   boost::asio::ip::tcp::socket& to,
                                   SteadyClock::duration write_timeout, uint64_t& bytes);

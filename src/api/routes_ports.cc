@@ -37,12 +37,6 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 constexpr std::chrono::seconds kConnectTimeout{10};
-// A client that has stopped sending (closed, or half-closed) waits at most this long for the
-// response to begin: a server that never answers must not keep the relay, and its descriptors,
-// once nobody waits for it.
-constexpr std::chrono::seconds kClientGoneGrace{5};
-// A response's head is read in pieces of this size (its body is relayed by Pump, relay.h).
-constexpr size_t kRelayChunk = 16 * 1024;
 
 Result<uint16_t> ParsePort(std::string_view text) {
   uint32_t port = 0;
@@ -137,98 +131,6 @@ asio::awaitable<Result<void>> Connect(tcp::socket& upstream, Result<UniqueFd> fd
                                                 ec.message() + ")"};
   }
   co_return Ok{};
-}
-
-struct Relay {
-  tcp::socket& client;
-  tcp::socket& upstream;
-  SteadyClock::duration write_timeout;
-  Timer grace;  // kClientGoneGrace, cancelled when the answer ends
-  uint64_t up = 0;
-  uint64_t down = 0;
-  int status = 0;  // the upstream's final status; 0 while none came
-  bool answered = false;  // the upstream's side has ended
-};
-
-// Passes the upstream's response header on, saying `Connection: close` (the client must not
-// send another request on this connection: it would skip the key check and the path rewrite)
-// unless it switches protocols; interim (1xx) headers go as they are. Returns what was read
-// past the final header, or nullopt if the upstream sent no whole header.
-asio::awaitable<std::optional<std::string>> ForwardHead(Relay& r) {
-  std::string buf;
-  std::array<char, kRelayChunk> chunk;
-  for (;;) {
-    const size_t end = buf.find("\r\n\r\n");
-    if (end == std::string::npos) {
-      if (buf.size() > kHeaderLimit) co_return std::nullopt;
-      auto [ec, n] = co_await r.upstream.async_read_some(asio::buffer(chunk),
-                                                          asio::as_tuple(asio::use_awaitable));
-      buf.append(chunk.data(), n);
-      if (ec && n == 0) co_return std::nullopt;
-      continue;
-    }
-    int status = 0;
-    if (buf.starts_with("HTTP/1.") && end >= 12) {
-      std::from_chars(buf.data() + 9, buf.data() + 12, status);
-    }
-    if (status < 100) co_return std::nullopt;
-    std::string head;
-    if (status >= 200 || status == 101) {
-      std::string_view lines(buf.data(), end + 2);
-      while (!lines.empty()) {
-        const size_t eol = lines.find("\r\n");
-        const std::string_view line = lines.substr(0, eol + 2);
-        lines.remove_prefix(line.size());
-        const bool hop = beast::iequals(line.substr(0, 11), "connection:") ||
-                         beast::iequals(line.substr(0, 11), "keep-alive:");
-        if (!hop || status == 101) head += line;
-      }
-      if (status != 101) head += "Connection: close\r\n";
-      head += "\r\n";
-    } else {
-      head = buf.substr(0, end + 4);
-    }
-    if (!co_await WriteWithin(r.client, asio::buffer(head), r.write_timeout)) co_return std::nullopt;
-    r.down += head.size();
-    buf.erase(0, end + 4);
-    if (status >= 200 || status == 101) {
-      r.status = status;
-      co_return buf;
-    }
-  }
-}
-
-// The upstream's answer to the client. Unless the connection was upgraded, the exchange ends
-// with it: the client's side is cut off too.
-asio::awaitable<void> Downstream(Relay& r) {
-  bool clean = false;
-  std::optional<std::string> rest = co_await ForwardHead(r);
-  if (rest && co_await WriteWithin(r.client, asio::buffer(*rest), r.write_timeout)) {
-    r.down += rest->size();
-    clean = co_await Pump(r.upstream, r.client, r.write_timeout, r.down);
-  }
-  r.answered = true;
-  r.grace.cancel();
-  if (!clean || r.status != 101) {
-    boost::system::error_code ignored;
-    r.client.cancel(ignored);
-    r.upstream.close(ignored);
-  }
-}
-
-asio::awaitable<void> Upstream(Relay& r) {
-  const bool clean = co_await Pump(r.client, r.upstream, r.write_timeout, r.up);
-  boost::system::error_code ignored;
-  if (clean && !r.answered && r.status == 0) {
-    r.grace.expires_after(kClientGoneGrace);
-    auto [ec] = co_await r.grace.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ec;
-    if (r.answered || r.status != 0) co_return;
-  } else if (clean) {
-    co_return;
-  }
-  r.upstream.close(ignored);
-  r.client.cancel(ignored);
 }
 
 // The request as the upstream gets it: its own path, the query without access_token, no key,
@@ -421,9 +323,7 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +
                                       " did not take the request");
   }
-  Relay relay{ctx.stream.socket(), upstream, write_timeout,
-              Timer(ctx.stream.get_executor())};
-  co_await (Downstream(relay) && Upstream(relay));
+  const Exchanged relay = co_await RelayExchange(ctx.stream.socket(), upstream, write_timeout);
   if (relay.down == 0) {
     co_return co_await ReplyError(ctx, ErrorCode::kBadGateway,
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +

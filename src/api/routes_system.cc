@@ -39,6 +39,7 @@ asio::awaitable<void> GetHealth(Context& ctx) {
   body["version"] = kVersion;
   body["runtime"] = ctx.service.runtime_name();
   body["uptime_seconds"] = up;
+  if (ctx.server.options().node_record) body["node"] = ctx.server.options().node_record();
   co_await ReplyJson(ctx, http::status::ok, body);
 }
 

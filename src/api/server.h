@@ -2,16 +2,18 @@
 // and on shutdown ends every open stream with an `error` event before closing it.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <functional>
 #include <list>
 #include <map>
 #include <optional>
 #include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/json/object.hpp>
 
 #include "api/http.h"
 #include "base/async.h"
@@ -43,6 +45,9 @@ struct ServerOptions {
   // How clients reach the daemon ("https://sandstream.example.com"), for the URLs it hands out;
   // empty: http:// and the request's Host.
   std::string public_url;
+  // In a cluster: this node's record (id, address, load) for GET /healthz, where a gateway
+  // without etcd reads it. Unset: not in a cluster.
+  std::function<boost::json::object()> node_record;
 };
 
 // A live streaming response, so shutdown (or the end of the token it was opened with) can

@@ -24,6 +24,12 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kTooManyConnections: return "too_many_connections";
     case ErrorCode::kBadGateway: return "bad_gateway";
     case ErrorCode::kForbidden: return "forbidden";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kNodeUnreachable:
+      return "node_unreachable";
+    case ErrorCode::kNotImplemented:
+      return "not_implemented";
   }
   return "internal";
 }

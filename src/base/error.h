@@ -25,6 +25,9 @@ enum class ErrorCode {
   kTooManyConnections,
   kBadGateway,
   kForbidden,
+  kUnavailable,      // nowhere to run it now: a node full, or no node to place on
+  kNodeUnreachable,  // a gateway cannot reach the node that holds the sandbox
+  kNotImplemented,   // a route a gateway does not serve
 };
 
 // The wire name of a code (`invalid_request`), as in spec/errors.md.

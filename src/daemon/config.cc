@@ -4,15 +4,18 @@
 
 #include <algorithm>
 #include <bit>
-#include <sstream>
-#include <boost/json.hpp>
 #include <cctype>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <variant>
 
+#include <boost/json.hpp>
+
 #include "api/request.h"
+#include "cluster/etcd.h"
+#include "cluster/node.h"
 #include "net/ipv4.h"
 #include "platform/fd.h"
 #include "sandbox/mounts.h"
@@ -84,6 +87,12 @@ const Field kFields[] = {
     {"egress_dns", &Config::egress_dns},
     {"egress_mark_mask", &Config::egress_mark_mask},
     {"egress_max_connections", &Config::egress_max_connections},
+    {"role", &Config::role},
+    {"node_id", &Config::node_id},
+    {"advertise", &Config::advertise},
+    {"etcd", &Config::etcd},
+    {"etcd_prefix", &Config::etcd_prefix},
+    {"gateway_nodes", &Config::gateway_nodes},
 };
 
 const Field* FindField(std::string_view name) {
@@ -161,6 +170,31 @@ void ValidateEgress(const Config& c, std::vector<std::string>& problems) {
   }
 }
 
+void ValidateCluster(const Config& c, std::vector<std::string>& problems) {
+  if (c.role != "node" && c.role != "gateway") {
+    problems.push_back("role must be \"node\" or \"gateway\"");
+  }
+  if (!c.node_id.empty() && !cluster::IsValidNodeId(c.node_id)) {
+    problems.push_back("node_id must be 1 to 40 of a-z, 0-9 and '-', not starting with '-'");
+  }
+  if (!c.advertise.empty() && !cluster::ParseHostPort(c.advertise)) {
+    problems.push_back("advertise must be host:port");
+  }
+  auto etcd = cluster::ParseEndpoints(c.etcd);
+  if (!etcd) problems.push_back("etcd: " + etcd.error().message);
+  auto nodes = cluster::ParseEndpoints(c.gateway_nodes);
+  if (!nodes) problems.push_back("gateway_nodes: " + nodes.error().message);
+  if (c.etcd_prefix.empty() || c.etcd_prefix.front() != '/' || c.etcd_prefix.back() != '/') {
+    problems.push_back("etcd_prefix must start and end with '/'");
+  }
+  if (c.role == "gateway" && etcd && nodes && etcd->empty() && nodes->empty()) {
+    problems.push_back("a gateway needs etcd or gateway_nodes to find its nodes");
+  }
+  if (c.role == "node" && etcd && !etcd->empty() && c.node_id.empty()) {
+    problems.push_back("a node that registers in etcd needs a node_id");
+  }
+}
+
 void Validate(const Config& c, std::vector<std::string>& problems) {
   if (c.listen.rfind(':') == std::string::npos) problems.push_back("listen must be host:port");
   if (c.runtime != "namespace" && c.runtime != "directory") {
@@ -189,6 +223,7 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
     if (!ok) problems.push_back("public_url must be http:// or https:// and a host[:port], no path");
   }
   ValidateEgress(c, problems);
+  ValidateCluster(c, problems);
   for (auto [name, list] : {std::pair{"registry_allow", &c.registry_allow},
                             std::pair{"registry_plain_http", &c.registry_plain_http},
                             std::pair{"registry_private_hosts", &c.registry_private_hosts}}) {

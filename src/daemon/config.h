@@ -67,6 +67,12 @@ struct Config {
   std::string egress_dns;                    // upstream resolvers the sandboxes' DNS is forwarded to, comma-separated IPv4 addresses (default: the nameservers of /etc/resolv.conf)
   std::string egress_mark_mask = "0x0f000000"; // packet mark bits the egress rules use (3 bits at least), clear of other firewalls' marks (Tailscale 0xff0000, Calico 0xffff0000, kube-proxy 0xc000)
   int64_t egress_max_connections = 1024;     // connections a sandbox with egress may have open at once; past it new ones are reset
+  std::string role = "node";                 // "node" (runs sandboxes) or "gateway" (stateless, routes every request to the node that holds its sandbox and places new ones)
+  std::string node_id;                       // this node's id in a cluster ([a-z0-9-], 40 at most): its sandbox ids carry it (sb_{node_id}_...); empty: not in a cluster
+  std::string advertise;                     // host:port gateways reach this node's API at (default: listen)
+  std::string etcd;                          // etcd endpoints, comma-separated http://host:port: nodes register there under a lease, gateways read who is up (empty: no etcd)
+  std::string etcd_prefix = "/sandstream/";  // the keys of this cluster in etcd
+  std::string gateway_nodes;                 // a gateway without etcd: its nodes' host:port, comma-separated (each says its id and load at GET /healthz)
 };
 
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.

@@ -4,20 +4,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include "api/server.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "cluster/etcd.h"
+#include "cluster/gateway.h"
+#include "cluster/members.h"
+#include "cluster/registrar.h"
 #include "daemon/config.h"
 #include "daemon/runtime_factory.h"
 #include "platform/fd.h"
@@ -108,12 +113,91 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   return o;
 }
 
-asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& server,
-                                       Service& service, const Config& config,
-                                       asio::io_context& io) {
+// This node as gateways see it: what it holds and what it may hold.
+cluster::NodeRecord NodeRecordOf(const Service& service, const Config& config,
+                                 const std::string& address) {
+  cluster::NodeRecord r;
+  r.id = config.node_id;
+  r.address = address;
+  r.sandboxes = static_cast<int64_t>(service.sandbox_count());
+  r.max_sandboxes = config.max_sandboxes;
+  for (const SandboxEntry* sb : service.List()) {
+    r.memory_mb += sb->limits.memory_mb;
+    r.cpu_percent += sb->limits.cpu_percent;
+  }
+  static const int64_t memory_mb =
+      static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE) / (1 << 20);
+  static const int64_t cpu_percent = ::sysconf(_SC_NPROCESSORS_ONLN) * 100;
+  r.memory_mb_capacity = memory_mb;
+  r.cpu_percent_capacity = cpu_percent;
+  for (const Template* t : service.templates().List()) r.templates.push_back(t->name);
+  r.stopping = service.shutting_down();
+  return r;
+}
+
+asio::awaitable<void> StopGatewayOnSignal(asio::signal_set& signals, cluster::Gateway& gateway,
+                                          cluster::Members& members, const Config& config,
+                                          asio::io_context& io) {
   auto [ec, sig] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
   if (ec) co_return;
   log::Info("shutting down", {{"signal", std::to_string(sig)}});
+  gateway.StopAccepting();
+  members.Stop();
+  // Relayed streams end when their clients or nodes end them; past the grace they are cut, and
+  // a client resumes through another gateway.
+  co_await gateway.SessionsEnded(std::chrono::milliseconds(config.shutdown_grace_ms));
+  log::Info("stopped");
+  io.stop();
+}
+
+// The gateway role: no sandboxes, no state; its nodes from etcd or gateway_nodes.
+int RunGateway(const Config& config) {
+  asio::io_context io(1);
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  std::unique_ptr<cluster::Etcd> etcd;
+  cluster::Members::Options members_options;
+  members_options.prefix = config.etcd_prefix;
+  if (!config.etcd.empty()) {
+    etcd =
+        std::make_unique<cluster::Etcd>(io.get_executor(), *cluster::ParseEndpoints(config.etcd));
+    members_options.etcd = etcd.get();
+  } else {
+    members_options.nodes = *cluster::ParseEndpoints(config.gateway_nodes);
+  }
+  cluster::Members members(io.get_executor(), std::move(members_options));
+  cluster::GatewayOptions options;
+  options.preview_domain = config.preview_domain;
+  options.max_body_bytes = static_cast<uint64_t>(config.max_body_bytes);
+  options.write_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config.write_timeout_seconds * 1000));
+  RaiseOpenFilesLimit();
+  cluster::Gateway gateway(io.get_executor(), members, options);
+  auto endpoint = gateway.Listen(config.listen);
+  if (!endpoint) {
+    std::cerr << "sandstreamd: " << endpoint.error().message << "\n";
+    return 1;
+  }
+  std::string address = endpoint->address().to_string();
+  if (endpoint->address().is_v6()) address = "[" + address + "]";
+  std::printf("sandstreamd %s gateway listening on http://%s:%u\n", kVersion, address.c_str(),
+              endpoint->port());
+  std::fflush(stdout);
+  log::Info("gateway started", {{"listen", address + ":" + std::to_string(endpoint->port())},
+                                {"membership", etcd ? "etcd" : "gateway_nodes"}});
+  asio::co_spawn(io, members.Run(), asio::detached);
+  asio::co_spawn(io, gateway.Run(), asio::detached);
+  asio::co_spawn(io, StopGatewayOnSignal(signals, gateway, members, config, io), asio::detached);
+  io.run();
+  return 0;
+}
+
+asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& server,
+                                       Service& service, const Config& config, asio::io_context& io,
+                                       cluster::Registrar* registrar) {
+  auto [ec, sig] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (ec) co_return;
+  log::Info("shutting down", {{"signal", std::to_string(sig)}});
+  if (registrar) co_await registrar->Leave();
   server.StopAccepting();
   server.EndStreams();
   co_await service.Shutdown();
@@ -161,6 +245,7 @@ int main(int argc, char** argv) {
   }
   log::Level level;
   if (log::ParseLevel(config->log_level, &level)) log::SetLevel(level);
+  if (config->role == "gateway") return RunGateway(*config);
 
   std::error_code fs_ec;
   fs::create_directories(config->data_dir, fs_ec);
@@ -200,6 +285,7 @@ int main(int argc, char** argv) {
   }
   ServiceOptions service_options = MakeServiceOptions(*config);
   service_options.access = &access;
+  service_options.node_id = config->node_id;
   service_options.egress = egress;
   if (egress) service_options.dns_upstreams = egress->options().resolvers;
   Service service(io.get_executor(), **runtime, **store, std::move(service_options));
@@ -228,11 +314,42 @@ int main(int argc, char** argv) {
   server_options.web_dir = ResolveWebDir(*config);
   server_options.preview_domain = config->preview_domain;
   server_options.public_url = config->public_url;
+  // Where gateways reach this node: advertise, else the address it listens on (a wildcard one
+  // says nothing: loopback, with a warning), known once it is bound.
+  std::string advertised;
+  if (!config->node_id.empty()) {
+    server_options.node_record = [&service, &config, &advertised] {
+      return NodeRecordOf(service, *config, advertised).Json();
+    };
+  }
   api::Server server(io.get_executor(), service, server_options);
   auto endpoint = server.Listen(config->listen);
   if (!endpoint) {
     std::cerr << "sandstreamd: " << endpoint.error().message << "\n";
     return 1;
+  }
+  advertised = config->advertise;
+  if (advertised.empty()) {
+    std::string host = endpoint->address().to_string();
+    if (endpoint->address().is_unspecified()) {
+      if (!config->node_id.empty()) {
+        log::Warn(
+            "listening on a wildcard address without advertise: gateways are told "
+            "127.0.0.1; set advertise to the address they reach this node at");
+      }
+      host = "127.0.0.1";
+    }
+    if (endpoint->address().is_v6() && host != "127.0.0.1") host = "[" + host + "]";
+    advertised = host + ":" + std::to_string(endpoint->port());
+  }
+  std::unique_ptr<cluster::Etcd> etcd;
+  std::unique_ptr<cluster::Registrar> registrar;
+  if (!config->etcd.empty()) {
+    etcd =
+        std::make_unique<cluster::Etcd>(io.get_executor(), *cluster::ParseEndpoints(config->etcd));
+    registrar = std::make_unique<cluster::Registrar>(
+        io.get_executor(), *etcd, config->etcd_prefix,
+        [&service, &config, &advertised] { return NodeRecordOf(service, *config, advertised); });
   }
 
   if (egress) {
@@ -264,7 +381,9 @@ int main(int argc, char** argv) {
                         {"max_connections", std::to_string(server_options.max_connections)}});
 
   asio::co_spawn(io, server.Run(), asio::detached);
-  asio::co_spawn(io, ShutdownOnSignal(signals, server, service, *config, io), asio::detached);
+  if (registrar) asio::co_spawn(io, registrar->Run(), asio::detached);
+  asio::co_spawn(io, ShutdownOnSignal(signals, server, service, *config, io, registrar.get()),
+                 asio::detached);
   io.run();
   return 0;
 }

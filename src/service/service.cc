@@ -134,8 +134,10 @@ void Service::PersistProcess(const SandboxEntry& sb, const Process& p) {
 asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxRequest req) {
   if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   if (sandboxes_.size() + creating_ >= options_.max_sandboxes) {
-    co_return Error{ErrorCode::kQuotaExceeded,
-                    "sandbox limit reached (" + std::to_string(options_.max_sandboxes) + ")"};
+    // Not the caller's quota but this daemon's room: 503, and a gateway tries another node.
+    co_return Error{ErrorCode::kUnavailable, "sandbox limit reached (" +
+                                                 std::to_string(options_.max_sandboxes) +
+                                                 "): this node is full"};
   }
   std::string template_name = req.template_name;
   const bool admin = req.by == "admin";
@@ -179,7 +181,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   }
 
   auto sb = std::make_unique<SandboxEntry>(ex_);
-  sb->id = NewId("sb_");
+  sb->id = NewId(options_.node_id.empty() ? "sb_" : "sb_" + options_.node_id + "_");
   sb->tenant = req.tenant;
   sb->template_name = template_name;
   sb->template_env = tmpl->env;

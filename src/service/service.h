@@ -57,6 +57,9 @@ struct ServiceOptions {
   // Shutdown() ends every sandbox; else they run on for the next daemon's Restore().
   bool teardown_on_exit = false;
   size_t journal_entries = 1000;
+  // This daemon's id in a cluster: every sandbox id it makes names it, sb_{node_id}_{hex}, so a
+  // gateway routes without a table. Empty: sb_{hex}.
+  std::string node_id;
   // A finished process keeps its whole output window this long after its last reader left
   // (for reconnects), then only the retained tail: memory follows live processes, not history.
   std::chrono::seconds finished_window_grace{60};

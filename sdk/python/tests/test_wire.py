@@ -106,6 +106,9 @@ def test_decoder_flushes_an_incomplete_code_point_before_a_gap_and_at_exit() -> 
         ("bad_gateway", 502, sandstream.BadGateway),
         ("request_header_too_large", 431, sandstream.RequestHeaderTooLarge),
         ("too_many_connections", 503, sandstream.TooManyConnections),
+        ("unavailable", 503, sandstream.Unavailable),
+        ("node_unreachable", 503, sandstream.NodeUnreachable),
+        ("not_implemented", 501, sandstream.RouteNotImplemented),
     ],
 )
 def test_every_error_code_has_its_type(code: str, status: int, cls: type[Exception]) -> None:

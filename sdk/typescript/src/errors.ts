@@ -51,6 +51,11 @@ export class PayloadTooLargeError extends ApiError {
 export class UnsupportedMediaTypeError extends ApiError {
   override name = "UnsupportedMediaTypeError";
 }
+/**
+ * Too many processes or queued cells for the daemon's maximum, a tenant past one of its quotas,
+ * or a process start refused by the sandbox's `pids` limit. A daemon at its maximum of sandboxes
+ * answers UnavailableError instead.
+ */
 export class QuotaExceededError extends ApiError {
   override name = "QuotaExceededError";
 }
@@ -75,6 +80,24 @@ export class TooManyConnectionsError extends ApiError {
 export class BadGatewayError extends ApiError {
   override name = "BadGatewayError";
 }
+/**
+ * Nowhere to run it now: the daemon is at its maximum of sandboxes, or a gateway has no node
+ * with room or cannot read the cluster's membership.
+ */
+export class UnavailableError extends ApiError {
+  override name = "UnavailableError";
+}
+/** Through a gateway: the node that holds the sandbox cannot be reached; the message names both. */
+export class NodeUnreachableError extends ApiError {
+  override name = "NodeUnreachableError";
+}
+/**
+ * Through a gateway: a route it does not serve, one that changes what each node holds on its own
+ * (templates, tenants).
+ */
+export class NotImplementedError extends ApiError {
+  override name = "NotImplementedError";
+}
 
 type ApiErrorClass = new (message: string, code: string, status: number) => ApiError;
 
@@ -97,6 +120,9 @@ export const ERROR_TABLE: Readonly<Record<string, readonly [ApiErrorClass, numbe
   bad_gateway: [BadGatewayError, 502],
   request_header_too_large: [RequestHeaderTooLargeError, 431],
   too_many_connections: [TooManyConnectionsError, 503],
+  unavailable: [UnavailableError, 503],
+  node_unreachable: [NodeUnreachableError, 503],
+  not_implemented: [NotImplementedError, 501],
 };
 
 const STATUS_FALLBACK: Readonly<Record<number, string>> = {
@@ -111,6 +137,7 @@ const STATUS_FALLBACK: Readonly<Record<number, string>> = {
   415: "unsupported_media_type",
   429: "quota_exceeded",
   431: "request_header_too_large",
+  501: "not_implemented",
   502: "bad_gateway",
   503: "shutting_down",
 };

@@ -11,6 +11,7 @@ import {
   ERROR_TABLE,
   InvalidRequestError,
   NotFoundError,
+  NotImplementedError,
   Sandbox,
   SandstreamError,
   ShuttingDownError,
@@ -54,6 +55,9 @@ test("every code of spec/errors.md maps to its class and status", () => {
     bad_gateway: 502,
     request_header_too_large: 431,
     too_many_connections: 503,
+    unavailable: 503,
+    node_unreachable: 503,
+    not_implemented: 501,
   };
   assert.deepEqual(Object.keys(ERROR_TABLE).sort(), Object.keys(expected).sort());
   for (const [code, status] of Object.entries(expected)) {
@@ -64,6 +68,8 @@ test("every code of spec/errors.md maps to its class and status", () => {
     assert.equal(error.code, code);
   }
   assert.ok(apiError(undefined, "gateway", 404) instanceof NotFoundError);
+  assert.ok(apiError(undefined, "gateway", 501) instanceof NotImplementedError);
+  assert.ok(apiError(undefined, "gateway", 503) instanceof ShuttingDownError);
   assert.equal(apiError(undefined, "teapot", 418).code, "http_418");
 });
 

@@ -48,6 +48,9 @@ std::string_view CodeFor(ErrorCode code, Subject subject) {
     case ErrorCode::kShuttingDown:
     case ErrorCode::kTooManyConnections:
     case ErrorCode::kBadGateway:
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kNodeUnreachable:
+    case ErrorCode::kNotImplemented:
       return "INTERNAL_ERROR";
     case ErrorCode::kUnauthorized:
     case ErrorCode::kForbidden:

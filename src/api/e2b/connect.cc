@@ -74,7 +74,11 @@ std::string_view ConnectCode(ErrorCode code) {
     case ErrorCode::kShuttingDown:
     case ErrorCode::kTooManyConnections:
     case ErrorCode::kBadGateway:
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kNodeUnreachable:
       return "unavailable";
+    case ErrorCode::kNotImplemented:
+      return "unimplemented";
     case ErrorCode::kSandboxSetupFailed:
     case ErrorCode::kInternal:
       return "internal";

@@ -19,6 +19,7 @@ from .errors import (
     InvalidJson,
     InvalidRequest,
     MethodNotAllowed,
+    NodeUnreachable,
     NotFound,
     PayloadTooLarge,
     QuotaExceeded,
@@ -28,9 +29,11 @@ from .errors import (
     ShuttingDown,
     TooManyConnections,
     RequestHeaderTooLarge,
+    RouteNotImplemented,
     StreamLost,
     Timeout,
     Unauthorized,
+    Unavailable,
     UnsupportedMediaType,
 )
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
@@ -80,6 +83,7 @@ __all__ = [
     "Logs",
     "MethodNotAllowed",
     "Network",
+    "NodeUnreachable",
     "NotFound",
     "OutputDigest",
     "PayloadTooLarge",
@@ -90,6 +94,7 @@ __all__ = [
     "Result",
     "Processes",
     "QuotaExceeded",
+    "RouteNotImplemented",
     "Sandbox",
     "SandboxError",
     "SandboxInfo",
@@ -107,6 +112,7 @@ __all__ = [
     "Timeout",
     "Token",
     "Unauthorized",
+    "Unavailable",
     "UnsupportedMediaType",
     "strip_ansi",
 ]

@@ -91,8 +91,9 @@ class UnsupportedMediaType(SandboxError):
 
 
 class QuotaExceeded(SandboxError):
-    """Too many sandboxes or processes for the server's configured maximum, or a tenant past one
-    of its quotas, named with its value in the message (429)."""
+    """Too many processes or queued cells for the server's configured maximum, a tenant past one
+    of its quotas, named with its value in the message, or a process start refused by the
+    sandbox's `pids` limit (429). A server at its maximum of sandboxes raises `Unavailable`."""
 
     code = "quota_exceeded"
 
@@ -134,6 +135,27 @@ class BadGateway(SandboxError):
     code = "bad_gateway"
 
 
+class Unavailable(SandboxError):
+    """Nowhere to run it now (503): the server is at its maximum of sandboxes, or a gateway has
+    no node with room or cannot read the cluster's membership."""
+
+    code = "unavailable"
+
+
+class NodeUnreachable(SandboxError):
+    """Through a gateway: the node that holds the sandbox cannot be reached (503); the message
+    names the node, the sandbox and why."""
+
+    code = "node_unreachable"
+
+
+class RouteNotImplemented(SandboxError):
+    """Through a gateway: a route it does not serve, one that changes what each node holds on
+    its own, such as templates or tenants (501)."""
+
+    code = "not_implemented"
+
+
 ERROR_TYPES: dict[str, type[SandboxError]] = {
     cls.code: cls
     for cls in (
@@ -154,6 +176,9 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         BadGateway,
         RequestHeaderTooLarge,
         TooManyConnections,
+        Unavailable,
+        NodeUnreachable,
+        RouteNotImplemented,
     )
 }
 

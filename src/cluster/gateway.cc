@@ -1,0 +1,526 @@
+#include "cluster/gateway.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include "api/http.h"
+#include "api/relay.h"
+#include "api/router.h"
+#include "base/log.h"
+#include "base/timer.h"
+#include "base/version.h"
+
+namespace sandstream::cluster {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace json = boost::json;
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
+constexpr auto kListTimeout = std::chrono::seconds(10);
+
+// The segment after `prefix` ("/v1/sandboxes/") up to the next '/', if the path has one.
+std::optional<std::string> SegmentAfter(std::string_view path, std::string_view prefix) {
+  if (!path.starts_with(prefix)) return std::nullopt;
+  path.remove_prefix(prefix.size());
+  std::string_view id = path.substr(0, path.find('/'));
+  if (id.empty()) return std::nullopt;
+  return std::string(id);
+}
+
+bool HopByHop(const http::fields::value_type& field) {
+  const std::string_view name = field.name_string();
+  return field.name() == http::field::connection || field.name() == http::field::keep_alive ||
+         field.name() == http::field::proxy_connection || field.name() == http::field::te ||
+         beast::iequals(name, "proxy-connection");
+}
+
+std::string PeerAddress(const tcp::socket& socket) {
+  boost::system::error_code ec;
+  const auto peer = socket.remote_endpoint(ec);
+  return ec ? std::string() : peer.address().to_string();
+}
+
+// The request's head as the node gets it: the same line and fields but hop-by-hop ones,
+// `Connection: close` (one exchange per connection: the gateway relays raw bytes and does not
+// look for the next request) or `upgrade`, and the X-Forwarded-* a proxy adds.
+std::string NodeHead(const http::request_header<>& req, const std::string& peer) {
+  const bool upgrade = !req[http::field::upgrade].empty();
+  std::string out(req.method_string());
+  out += ' ';
+  out += req.target();
+  out += req.version() == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n";
+  std::string forwarded_for;
+  for (const auto& field : req) {
+    if (HopByHop(field)) continue;
+    if (beast::iequals(field.name_string(), "x-forwarded-for")) {
+      forwarded_for = std::string(field.value());
+      continue;
+    }
+    out += field.name_string();
+    out += ": ";
+    out += field.value();
+    out += "\r\n";
+  }
+  if (!peer.empty()) forwarded_for += (forwarded_for.empty() ? "" : ", ") + peer;
+  if (!forwarded_for.empty()) out += "X-Forwarded-For: " + forwarded_for + "\r\n";
+  if (req["X-Forwarded-Proto"].empty()) out += "X-Forwarded-Proto: http\r\n";
+  out += upgrade ? "Connection: upgrade\r\n" : "Connection: close\r\n";
+  out += "\r\n";
+  return out;
+}
+
+// The request as a whole message, for the calls the gateway makes itself (create, list).
+http::request<http::string_body> NodeRequest(const http::request_header<>& req, std::string body,
+                                             const std::string& peer) {
+  http::request<http::string_body> out{req.method(), req.target(), 11};
+  for (const auto& field : req) {
+    if (HopByHop(field) || field.name() == http::field::host ||
+        field.name() == http::field::content_length ||
+        field.name() == http::field::transfer_encoding || field.name() == http::field::expect) {
+      continue;
+    }
+    out.insert(field.name_string(), field.value());
+  }
+  if (!peer.empty()) out.set("X-Forwarded-For", peer);
+  if (req.find(http::field::host) != req.end()) {
+    out.set("X-Forwarded-Host", req[http::field::host]);
+  }
+  out.body() = std::move(body);
+  return out;
+}
+
+std::string ErrorBody(const Error& error, bool e2b) {
+  if (e2b) {
+    return json::serialize(json::object{{"code", static_cast<int>(api::StatusFor(error.code))},
+                                        {"message", error.message}});
+  }
+  return json::serialize(json::object{
+      {"error", json::object{{"code", ErrorCodeName(error.code)}, {"message", error.message}}}});
+}
+
+// Writes one whole answer; the connection ends with it.
+asio::awaitable<void> Answer(beast::tcp_stream& client, unsigned version, http::status status,
+                             std::string body, const http::fields* from = nullptr) {
+  http::response<http::string_body> res{status, version};
+  if (from) {
+    for (const auto& field : *from) {
+      if (HopByHop(field) || field.name() == http::field::content_length ||
+          field.name() == http::field::transfer_encoding) {
+        continue;
+      }
+      res.insert(field.name_string(), field.value());
+    }
+  } else {
+    res.set(http::field::server, "sandstreamd");
+    res.set(http::field::content_type, "application/json");
+  }
+  res.keep_alive(false);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  client.expires_after(std::chrono::seconds(60));
+  auto [ec, n] = co_await http::async_write(client, res, kTuple);
+  (void)ec;
+  (void)n;
+}
+
+asio::awaitable<void> AnswerError(beast::tcp_stream& client, unsigned version, const Error& error,
+                                  bool e2b) {
+  log::Info("gateway refused",
+            {{"code", std::string(ErrorCodeName(error.code))}, {"error", error.message}});
+  co_await Answer(client, version, api::StatusFor(error.code), ErrorBody(error, e2b));
+}
+
+// Connects `socket` to `address` within `timeout`: its first address (a node's address is
+// normally an IP literal, which resolves at once).
+asio::awaitable<Result<void>> ConnectTo(tcp::socket& socket, const HostPort& address,
+                                        SteadyClock::duration timeout) {
+  tcp::resolver resolver(socket.get_executor());
+  auto [rec, endpoints] = co_await resolver.async_resolve(address.host, address.port,
+                                                          tcp::resolver::numeric_service, kTuple);
+  if (rec) co_return Error{ErrorCode::kNodeUnreachable, rec.message()};
+  if (endpoints.empty()) co_return Error{ErrorCode::kNodeUnreachable, "no address"};
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  Timer timer(socket.get_executor(), timeout);
+  auto connected = co_await (socket.async_connect(endpoint, kTuple) || timer.async_wait(kTuple));
+  if (connected.index() == 1) co_return Error{ErrorCode::kNodeUnreachable, "no connection in time"};
+  const auto [cec] = std::get<0>(connected);
+  if (cec) co_return Error{ErrorCode::kNodeUnreachable, cec.message()};
+  boost::system::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  co_return Ok{};
+}
+
+// A node that cannot be reached, and the sandbox the request was for ("" for none).
+Error Unreachable(std::string_view node, std::string_view sandbox_id, std::string_view why) {
+  const std::string holds =
+      sandbox_id.empty() ? "" : ", which holds sandbox " + std::string(sandbox_id) + ",";
+  return Error{ErrorCode::kNodeUnreachable,
+               "node " + std::string(node) + holds + " is unreachable: " + std::string(why)};
+}
+
+}  // namespace
+
+GatewayRoute RouteOf(const http::request_header<>& req, const std::string& preview_domain) {
+  const std::string_view target = req.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  const bool read_only = req.method() == http::verb::get || req.method() == http::verb::head;
+  if (path == "/healthz" && read_only) return {GatewayRoute::kHealth, {}};
+  if (auto proxy = api::MatchProxy(req[http::field::host], path, preview_domain);
+      proxy && proxy->preview) {
+    return {GatewayRoute::kSandbox, proxy->sandbox_id};
+  }
+  // E2B's envd routes name their sandbox in a header.
+  if (const std::string_view id = req["E2b-Sandbox-Id"]; !id.empty()) {
+    return {GatewayRoute::kSandbox, std::string(id), true};
+  }
+  if (path == "/v1/sandboxes") {
+    if (req.method() == http::verb::get) return {GatewayRoute::kList, {}};
+    if (req.method() == http::verb::post) return {GatewayRoute::kCreate, {}};
+    return {GatewayRoute::kNotHere, {}};
+  }
+  if (path == "/v2/sandboxes" || path == "/sandboxes") {
+    if (req.method() == http::verb::get) return {GatewayRoute::kList, {}, true};
+    if (req.method() == http::verb::post && path == "/v2/sandboxes") {
+      return {GatewayRoute::kCreate, {}, true};
+    }
+    return {GatewayRoute::kNotHere, {}, true};
+  }
+  if (auto id = SegmentAfter(path, "/v1/sandboxes/")) return {GatewayRoute::kSandbox, *id};
+  for (std::string_view prefix : {"/v2/sandboxes/", "/sandboxes/"}) {
+    if (auto id = SegmentAfter(path, prefix)) return {GatewayRoute::kSandbox, *id, true};
+  }
+  if (read_only) return {GatewayRoute::kAnyNode, {}};
+  return {GatewayRoute::kNotHere, {}};
+}
+
+Gateway::Gateway(asio::any_io_executor ex, Members& members, GatewayOptions options)
+    : ex_(ex), members_(members), options_(std::move(options)), acceptor_(ex), sessions_(ex) {}
+
+Result<tcp::endpoint> Gateway::Listen(const std::string& listen) {
+  auto where =
+      ParseHostPort(listen.ends_with(":0") ? listen.substr(0, listen.size() - 2) + ":1" : listen);
+  if (!where) return std::move(where).error();
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(where->host, ec);
+  if (ec) return Error{ErrorCode::kInvalidRequest, "listen " + listen + ": not an IP address"};
+  const auto port = static_cast<uint16_t>(listen.ends_with(":0") ? 0 : std::stoi(where->port));
+  const tcp::endpoint endpoint(address, port);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Error{ErrorCode::kInternal, "listen " + listen + ": " + ec.message()};
+  return acceptor_.local_endpoint();
+}
+
+void Gateway::StopAccepting() {
+  stopping_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  for (beast::tcp_stream* idle : idle_) idle->cancel();
+}
+
+asio::awaitable<void> Gateway::Run() {
+  Timer backoff(ex_);
+  for (;;) {
+    auto [ec, socket] = co_await acceptor_.async_accept(kTuple);
+    if (ec) {
+      if (stopping_ || ec == asio::error::operation_aborted) co_return;
+      log::Warn("accept failed, retrying in 100 ms", {{"error", ec.message()}});
+      backoff.expires_after(std::chrono::milliseconds(100));
+      auto [timer_ec] = co_await backoff.async_wait(kTuple);
+      (void)timer_ec;
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    sessions_.Spawn(Session(std::move(socket)), "gateway session");
+  }
+}
+
+const Member* Gateway::NodeFor(const std::string& sandbox_id, std::optional<Error>& refusal) const {
+  const auto node = NodeOfSandbox(sandbox_id);
+  if (!node) {
+    refusal = Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "' (its id names no node)"};
+    return nullptr;
+  }
+  const Member* to = members_.Find(*node);
+  if (!to || !to->up) {
+    refusal = Unreachable(*node, sandbox_id, to ? to->why_down : "it has not joined the cluster");
+    return nullptr;
+  }
+  return to;
+}
+
+const Member* Gateway::LightestNode(std::optional<Error>& refusal) const {
+  const Member* to = nullptr;
+  for (const Member* m : members_.All()) {
+    if (m->up && (!to || m->record.Load(m->pending) < to->record.Load(to->pending))) to = m;
+  }
+  if (!to) refusal = Error{ErrorCode::kUnavailable, "no node is up"};
+  return to;
+}
+
+Error Gateway::NotServed(const http::request_header<>& req) {
+  const std::string_view target = req.target();
+  return Error{ErrorCode::kNotImplemented,
+               std::string(req.method_string()) + " " +
+                   std::string(target.substr(0, target.find('?'))) +
+                   " changes what each node holds on its own and is not served through a "
+                   "gateway: send it to every node"};
+}
+
+asio::awaitable<void> Gateway::Session(tcp::socket socket) {
+  beast::tcp_stream client(std::move(socket));
+  beast::flat_buffer buffer;
+  http::request_parser<http::empty_body> parser;
+  parser.header_limit(api::kHeaderLimit);
+  parser.body_limit(boost::none);
+  client.expires_after(options_.idle_connection);
+  const auto idle = idle_.insert(idle_.end(), &client);
+  auto [ec, n] = co_await http::async_read_header(client, buffer, parser, kTuple);
+  idle_.erase(idle);
+  (void)n;
+  if (ec) {
+    const std::optional<Error> error = api::HeaderError(ec);
+    if (error) co_await AnswerError(client, 11, *error, false);
+  } else {
+    const http::request_header<>& req = parser.get();
+    const GatewayRoute route = RouteOf(req, options_.preview_domain);
+    // Decided before any co_await, and answered from named values: GCC 12 mishandles
+    // temporaries (a braced Error, a conditional) that live across one.
+    std::optional<Error> refusal;
+    const Member* to = nullptr;
+    if (route.kind == GatewayRoute::kSandbox) {
+      to = NodeFor(route.sandbox_id, refusal);
+    } else if (route.kind == GatewayRoute::kAnyNode) {
+      to = LightestNode(refusal);
+    } else if (route.kind == GatewayRoute::kNotHere) {
+      refusal = NotServed(req);
+    }
+    if (refusal) {
+      co_await AnswerError(client, req.version(), *refusal, route.e2b);
+    } else if (route.kind == GatewayRoute::kHealth) {
+      co_await Health(client, req);
+    } else if (route.kind == GatewayRoute::kList) {
+      co_await List(client, req, route);
+    } else if (route.kind == GatewayRoute::kCreate) {
+      co_await Create(client, buffer, parser, route);
+    } else {
+      co_await Pass(client, buffer, req, route, to);
+    }
+  }
+  boost::system::error_code ignored;
+  client.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  client.socket().close(ignored);
+}
+
+asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                    const http::request_header<>& req, const GatewayRoute& route,
+                                    const Member* to) {
+  const std::string node = to->record.id;
+  const std::string subject =
+      route.sandbox_id.empty() ? "node " + node : "sandbox " + route.sandbox_id;
+  client.expires_never();
+  tcp::socket upstream(ex_);
+  if (auto connected = co_await ConnectTo(upstream, to->address, options_.connect_timeout);
+      !connected) {
+    // Built before the co_await: GCC 12 destroys a conditional's temporary twice across one.
+    Error error = Unreachable(node, route.sandbox_id, connected.error().message);
+    co_return co_await AnswerError(client, req.version(), error, route.e2b);
+  }
+  const std::string head = NodeHead(req, PeerAddress(client.socket()));
+  bool sent = co_await api::WriteWithin(upstream, asio::buffer(head), options_.write_timeout);
+  // What was read past the request's header is the start of its body.
+  if (sent && buffer.size() > 0) {
+    sent = co_await api::WriteWithin(upstream, buffer.data(), options_.write_timeout);
+    buffer.consume(buffer.size());
+  }
+  if (!sent) {
+    const Error error{ErrorCode::kBadGateway,
+                      "node " + node + " did not take the request for " + subject};
+    co_return co_await AnswerError(client, req.version(), error, route.e2b);
+  }
+  const api::Exchanged done =
+      co_await api::RelayExchange(client.socket(), upstream, options_.write_timeout);
+  if (done.down == 0) {
+    const Error error{ErrorCode::kBadGateway,
+                      "node " + node + " closed the connection without an answer for " + subject};
+    co_await AnswerError(client, req.version(), error, route.e2b);
+  }
+}
+
+asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                      http::request_parser<http::empty_body>& header_parser,
+                                      const GatewayRoute& route) {
+  const unsigned version = header_parser.get().version();
+  const std::string peer = PeerAddress(client.socket());
+  // The body is kept whole: it goes again to the next node if one refuses.
+  http::request_parser<http::string_body> parser(std::move(header_parser));
+  parser.body_limit(options_.max_body_bytes);
+  if (!parser.is_done()) {
+    if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+      http::response<http::empty_body> go_on{http::status::continue_, version};
+      auto [cont_ec, sent] = co_await http::async_write(client, go_on, kTuple);
+      (void)sent;
+      if (cont_ec) co_return;
+    }
+    client.expires_after(kBodyReadTimeout);
+    auto [ec, n] = co_await http::async_read(client, buffer, parser, kTuple);
+    (void)n;
+    if (ec == http::error::body_limit) {
+      const Error error = api::BodyTooLarge(options_.max_body_bytes);
+      co_return co_await AnswerError(client, version, error, route.e2b);
+    }
+    if (ec) co_return;
+  }
+  const http::request<http::string_body>& req = parser.get();
+  std::string template_name;
+  {
+    boost::system::error_code ec;
+    const json::value body = json::parse(req.body(), ec);
+    const char* field = route.e2b ? "templateID" : "template";
+    if (!ec && body.is_object()) {
+      if (const json::value* t = body.as_object().if_contains(field); t && t->is_string()) {
+        template_name = std::string(t->as_string());
+      }
+    }
+  }
+  auto candidates = members_.Candidates(template_name);
+  if (!candidates) co_return co_await AnswerError(client, version, candidates.error(), route.e2b);
+  std::string refusals;
+  for (const std::string& node : *candidates) {
+    const Member* m = members_.Find(node);
+    if (!m || !m->up) continue;
+    http::request<http::string_body> call = NodeRequest(req, req.body(), peer);
+    auto answer = co_await Call(ex_, m->address, std::move(call), options_.node_timeout, 16u << 20);
+    if (!answer) {
+      if (answer.error().code == ErrorCode::kNodeUnreachable) {
+        // Nothing reached the node: the next one may take it.
+        refusals += (refusals.empty() ? "" : "; ") + node + ": " + answer.error().message;
+        continue;
+      }
+      // The request went out: the node may have made the sandbox, so it is not made twice.
+      const Error error{ErrorCode::kBadGateway,
+                        "node " + node + " did not answer the create: " + answer.error().message};
+      co_return co_await AnswerError(client, version, error, route.e2b);
+    }
+    if (answer->result() == http::status::service_unavailable) {
+      // Full or stopping: it made nothing.
+      refusals += (refusals.empty() ? "" : "; ") + node + ": " + answer->body().substr(0, 300);
+      continue;
+    }
+    if (answer->result_int() / 100 == 2) members_.Placed(node);
+    log::Info("placed", {{"node", node}, {"status", std::to_string(answer->result_int())}});
+    co_return co_await Answer(client, version, answer->result(), std::move(answer->body()),
+                              &answer->base());
+  }
+  const Error error{ErrorCode::kUnavailable, "no node could take the sandbox: " + refusals};
+  co_await AnswerError(client, version, error, route.e2b);
+}
+
+asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::request_header<>& req,
+                                    const GatewayRoute& route) {
+  const std::string peer = PeerAddress(client.socket());
+  struct Part {
+    std::string node;
+    Result<http::response<http::string_body>> answer = Error{};
+  };
+  std::vector<Part> parts;
+  std::vector<std::string> unreachable;
+  for (const Member* m : members_.All()) {
+    if (m->up) {
+      parts.push_back({m->record.id});
+    } else {
+      unreachable.push_back(m->record.id);
+    }
+  }
+  {
+    TaskGroup calls(ex_);
+    for (Part& part : parts) {
+      const Member* m = members_.Find(part.node);
+      calls.Spawn(
+          [](Part& into, asio::any_io_executor ex, HostPort to,
+             http::request<http::string_body> call) -> asio::awaitable<void> {
+            into.answer = co_await Call(ex, to, std::move(call), kListTimeout, 64u << 20);
+          }(part, ex_, m->address, NodeRequest(req, {}, peer)),
+          "list call");
+    }
+    co_await calls.Join();
+  }
+  json::array merged;
+  for (Part& part : parts) {
+    if (!part.answer) {
+      unreachable.push_back(part.node);
+      continue;
+    }
+    auto& answer = *part.answer;
+    // A refusal (the credential) is every node's: the first one is the answer.
+    if (answer.result_int() != 200) {
+      co_return co_await Answer(client, req.version(), answer.result(), std::move(answer.body()),
+                                &answer.base());
+    }
+    boost::system::error_code ec;
+    json::value body = json::parse(answer.body(), ec);
+    json::array* items = nullptr;
+    if (!ec && route.e2b && body.is_array()) items = &body.as_array();
+    if (!ec && !route.e2b && body.is_object()) {
+      if (json::value* s = body.as_object().if_contains("sandboxes"); s && s->is_array()) {
+        items = &s->as_array();
+      }
+    }
+    if (!items) {
+      unreachable.push_back(part.node);
+      continue;
+    }
+    for (json::value& item : *items) merged.push_back(std::move(item));
+  }
+  std::sort(unreachable.begin(), unreachable.end());
+  http::response<http::string_body> res{http::status::ok, req.version()};
+  res.set(http::field::server, "sandstreamd");
+  res.set(http::field::content_type, "application/json");
+  std::string missing;
+  for (const std::string& node : unreachable) missing += (missing.empty() ? "" : ",") + node;
+  // Sandboxes on a node that cannot be reached are not in the list: the answer says so.
+  if (!missing.empty()) res.set("X-Sandstream-Unreachable-Nodes", missing);
+  if (route.e2b) {
+    res.body() = json::serialize(merged);
+  } else {
+    json::array nodes;
+    for (const std::string& node : unreachable) nodes.emplace_back(node);
+    res.body() = json::serialize(
+        json::object{{"sandboxes", std::move(merged)}, {"unreachable_nodes", std::move(nodes)}});
+  }
+  co_await Answer(client, req.version(), http::status::ok, std::move(res.body()), &res.base());
+}
+
+asio::awaitable<void> Gateway::Health(beast::tcp_stream& client,
+                                      const http::request_header<>& req) {
+  json::array nodes;
+  for (const Member* m : members_.All()) {
+    json::object o = m->record.Json();
+    o["address"] = m->address.text();
+    o["up"] = m->up;
+    if (!m->up) o["why_down"] = m->why_down;
+    o["load"] = m->record.Load(m->pending);
+    nodes.push_back(std::move(o));
+  }
+  json::object body{{"status", stopping_ ? "stopping" : "ok"},
+                    {"role", "gateway"},
+                    {"version", kVersion},
+                    {"nodes", std::move(nodes)}};
+  if (const auto& down = members_.unavailable()) body["membership_error"] = down->message;
+  co_await Answer(client, req.version(), http::status::ok, json::serialize(body));
+}
+
+}  // namespace sandstream::cluster

@@ -1,0 +1,99 @@
+// sandstreamd as a gateway: stateless, in front of nodes. Every request about one sandbox goes
+// to the node its id names (sb_{node}_{hex}), and so does the host form of a preview URL, with
+// no table to look up: the request's head is rewritten (Connection: close, X-Forwarded-*) and
+// both directions are then relayed as they come (api/relay.h), so streams, uploads and
+// WebSockets pass unbuffered and a node's flow control reaches the client as TCP backpressure.
+// A new sandbox goes to the less loaded of two nodes with room (Members::Candidates), the next
+// one tried if a node refuses; the list of sandboxes is every node's, merged. Credentials are
+// passed on and checked by the nodes, which hold them.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include "base/async.h"
+#include "base/clock.h"
+#include "base/result.h"
+#include "cluster/members.h"
+
+namespace sandstream::cluster {
+
+struct GatewayOptions {
+  std::string preview_domain = "localhost";
+  uint64_t max_body_bytes = 1u << 20;  // what a create's body may be (it is kept to retry)
+  std::chrono::seconds idle_connection{120};
+  SteadyClock::duration write_timeout = std::chrono::seconds(60);
+  SteadyClock::duration connect_timeout = std::chrono::seconds(5);
+  // How long a node may take to create a sandbox (or list its own).
+  SteadyClock::duration node_timeout = std::chrono::seconds(120);
+};
+
+// What the gateway does with a request, from its head alone.
+struct GatewayRoute {
+  enum Kind {
+    kHealth,   // GET /healthz: the gateway's own, with its view of the nodes
+    kList,     // GET /v1/sandboxes (E2B: GET /v2/sandboxes): every node's, merged
+    kCreate,   // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
+    kSandbox,  // about one sandbox: to the node its id names
+    kAnyNode,  // read-only and the same on every node (templates, the console): any node
+    kNotHere,  // changes what each node holds alone (templates, tenants): not yet
+  } kind;
+  std::string sandbox_id;  // kSandbox
+  bool e2b = false;        // E2B's wire: its error shape, its list shape
+};
+GatewayRoute RouteOf(const boost::beast::http::request_header<>& req,
+                     const std::string& preview_domain);
+
+class Gateway {
+ public:
+  Gateway(boost::asio::any_io_executor ex, Members& members, GatewayOptions options);
+
+  Result<boost::asio::ip::tcp::endpoint> Listen(const std::string& listen);
+  boost::asio::awaitable<void> Run();
+  void StopAccepting();
+  boost::asio::awaitable<bool> SessionsEnded(SteadyClock::duration within) {
+    return sessions_.Join(within);
+  }
+
+ private:
+  boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
+  // The node that holds `sandbox_id`, or null and why not.
+  const Member* NodeFor(const std::string& sandbox_id, std::optional<Error>& refusal) const;
+  // The least loaded node up, for what any node answers alike.
+  const Member* LightestNode(std::optional<Error>& refusal) const;
+  static Error NotServed(const boost::beast::http::request_header<>& req);
+  boost::asio::awaitable<void> Pass(boost::beast::tcp_stream& client,
+                                    boost::beast::flat_buffer& buffer,
+                                    const boost::beast::http::request_header<>& req,
+                                    const GatewayRoute& route, const Member* to);
+  boost::asio::awaitable<void> Create(
+      boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
+      boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
+      const GatewayRoute& route);
+  boost::asio::awaitable<void> List(boost::beast::tcp_stream& client,
+                                    const boost::beast::http::request_header<>& req,
+                                    const GatewayRoute& route);
+  boost::asio::awaitable<void> Health(boost::beast::tcp_stream& client,
+                                      const boost::beast::http::request_header<>& req);
+
+  boost::asio::any_io_executor ex_;
+  Members& members_;
+  GatewayOptions options_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  TaskGroup sessions_;
+  std::list<boost::beast::tcp_stream*> idle_;
+  bool stopping_ = false;
+};
+
+}  // namespace sandstream::cluster

@@ -1,0 +1,383 @@
+"""Many nodes behind gateways, on one machine: etcd (Debian's etcd-server) on loopback, three
+nodes registering there, two stateless gateways routing by the node a sandbox id names.
+
+Everything listens on 127.0.0.1; the nodes run real sandboxes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from helpers import API_KEY, BIN, Daemon, assert_error, run, wait_until
+from sse import SseEvent, assert_contiguous, chunks_of, iter_sse, read_events
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Etcd:
+    """One etcd member on loopback ports, its data in `data_dir` (kept across restarts)."""
+
+    def __init__(self, data_dir: Path, log_path: Path) -> None:
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.url = f"http://127.0.0.1:{self.client_port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if not Path(ETCD).exists():
+            pytest.fail("etcd not found: scripts/install-deps test installs etcd-server")
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [ETCD, "--name", "test", "--data-dir", str(self.data_dir),
+             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+             "--listen-peer-urls", f"http://127.0.0.1:{self.peer_port}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer_port}",
+             "--initial-cluster", f"test=http://127.0.0.1:{self.peer_port}"],
+            stdout=log, stderr=log, start_new_session=True)
+        log.close()
+
+        def healthy() -> bool:
+            with contextlib.suppress(httpx.HTTPError):
+                return httpx.get(f"{self.url}/health", timeout=1).status_code == 200
+            return False
+
+        if not wait_until(healthy, 20, 0.1):
+            self.stop()
+            pytest.fail(f"etcd did not start: {self.log_path.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class Cluster:
+    """etcd, nodes and gateways; every process stopped at the end."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.etcd = Etcd(root / "etcd", root / "etcd.log")
+        self.nodes: dict[str, Daemon] = {}
+        self.gateways: list[Daemon] = []
+
+    def start_node(self, node_id: str) -> Daemon:
+        d = Daemon(self.root / node_id, ["--node-id", node_id, "--etcd", self.etcd.url],
+                   {}, self.root / f"{node_id}.log")
+        d.start()
+        self.nodes[node_id] = d
+        return d
+
+    def start_gateway(self, *args: str) -> Daemon:
+        n = len(self.gateways)
+        d = Daemon(self.root / f"gateway{n}", ["--role", "gateway",
+                                               *(args or ("--etcd", self.etcd.url))],
+                   {}, self.root / f"gateway{n}.log")
+        d.start()
+        self.gateways.append(d)
+        return d
+
+    def nodes_seen(self, gateway: Daemon) -> dict[str, dict[str, Any]]:
+        body = httpx.get(f"{gateway.url}/healthz", timeout=5).json()
+        assert body["role"] == "gateway", body
+        return {n["id"]: n for n in body["nodes"]}
+
+    def wait_seen(self, gateway: Daemon, up: set[str], down: frozenset[str] = frozenset(),
+                  within: float = 20) -> None:
+        def ok() -> bool:
+            seen = self.nodes_seen(gateway)
+            return (all(seen.get(n, {}).get("up") for n in up)
+                    and all(not seen[n]["up"] for n in down if n in seen))
+        assert wait_until(ok, within, 0.1), self.nodes_seen(gateway)
+
+    def stop(self) -> None:
+        for d in [*self.gateways, *self.nodes.values()]:
+            if d.alive():
+                with contextlib.suppress(AssertionError):
+                    d.stop(timeout=15)
+        self.etcd.stop()
+
+
+def client_of(d: Daemon, **kw: Any) -> httpx.Client:
+    return httpx.Client(base_url=d.url, headers={"Authorization": f"Bearer {API_KEY}"},
+                        timeout=30, **kw)
+
+
+def node_of(sandbox_id: str) -> str:
+    assert sandbox_id.startswith("sb_") and sandbox_id.count("_") == 2, sandbox_id
+    return sandbox_id.split("_")[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        c.etcd.start()
+        for node in ("n1", "n2", "n3"):
+            c.start_node(node)
+        for _ in range(2):
+            g = c.start_gateway()
+            c.wait_seen(g, {"n1", "n2", "n3"})
+        yield c
+    finally:
+        c.stop()
+
+
+def create_on(c: httpx.Client, node: str, made: list[str], tries: int = 40) -> str:
+    """Creates sandboxes through `c` until one lands on `node`; every one made is in `made`."""
+    for _ in range(tries):
+        r = c.post("/v1/sandboxes", json={})
+        assert r.status_code == 201, r.text
+        made.append(r.json()["id"])
+        if node_of(made[-1]) == node:
+            return made[-1]
+    raise AssertionError(f"no sandbox landed on {node} in {tries} creates: {made}")
+
+
+def test_sandboxes_spread_and_every_route_works_through_either_gateway(cluster: Cluster) -> None:
+    g1, g2 = (client_of(g) for g in cluster.gateways[:2])
+    made = []
+    for i in range(9):
+        r = (g1 if i % 2 else g2).post("/v1/sandboxes", json={"metadata": {"n": str(i)}})
+        assert r.status_code == 201, r.text
+        made.append(r.json()["id"])
+    nodes = {node_of(s) for s in made}
+    assert nodes == {"n1", "n2", "n3"}, made
+    try:
+        listed = g1.get("/v1/sandboxes").json()
+        assert set(made) <= {s["id"] for s in listed["sandboxes"]}
+        assert listed["unreachable_nodes"] == []
+        for sid in made[:3]:
+            for g in (g1, g2):
+                assert g.get(f"/v1/sandboxes/{sid}").json()["id"] == sid
+                out = run(g, sid, cmd="hostname; echo hi")
+                assert out["stdout"] == f"{sid}\nhi\n", out
+            # Files up through one gateway, down through the other.
+            payload = bytes(range(256)) * 4096
+            r = g1.put(f"/v1/sandboxes/{sid}/files/content",
+                       params={"path": "/workspace/blob"}, content=payload)
+            assert r.status_code in (200, 201, 204), r.text
+            r = g2.get(f"/v1/sandboxes/{sid}/files/content", params={"path": "/workspace/blob"})
+            assert r.status_code == 200 and r.content == payload
+            # A stream arrives as it is written, not at the end.
+            with g2.stream("POST", f"/v1/sandboxes/{sid}/exec/stream",
+                           json={"cmd": "echo a; sleep 1; echo b"}) as resp:
+                assert resp.status_code == 200
+                events = read_events(resp)
+            outs = [e for e in events if e.event == "stdout"]
+            assert [e.json()["chunk"] for e in outs] == ["a\n", "b\n"]
+            assert outs[1].t - outs[0].t > 0.7, "the first chunk waited for the second"
+            assert events[-1].event == "exit" and events[-1].json()["exit_code"] == 0
+        # Errors come from the node that holds the sandbox, as they would from it directly.
+        assert_error(g1.get(f"/v1/sandboxes/{made[0]}/processes/proc_0000000000000000"), 404,
+                     "not_found")
+        assert_error(httpx.get(f"{cluster.gateways[0].url}/v1/sandboxes/{made[0]}"), 401,
+                     "unauthorized")
+        assert_error(httpx.get(f"{cluster.gateways[0].url}/v1/sandboxes"), 401, "unauthorized")
+        assert_error(httpx.post(f"{cluster.gateways[0].url}/v1/sandboxes", json={}), 401,
+                     "unauthorized")
+        # An id that names no node is nobody's; one naming a node never seen is not a 404.
+        assert_error(g1.get("/v1/sandboxes/sb_0123456789abcdef"), 404, "not_found")
+        body = assert_error(g1.get("/v1/sandboxes/sb_n9_0123456789abcdef"), 503,
+                            "node_unreachable")
+        assert "n9" in body["message"]
+        # What each node holds on its own is not changed through a gateway.
+        assert_error(g1.post("/v1/templates", json={}), 501, "not_implemented")
+    finally:
+        for sid in made:
+            g1.delete(f"/v1/sandboxes/{sid}")
+    assert not {s["id"] for s in g2.get("/v1/sandboxes").json()["sandboxes"]} & set(made)
+
+
+def test_preview_and_terminal_through_a_gateway(cluster: Cluster) -> None:
+    gw = cluster.gateways[0]
+    g = client_of(gw)
+    sid = g.post("/v1/sandboxes", json={}).json()["id"]
+    try:
+        g.post(f"/v1/sandboxes/{sid}/processes",
+               json={"cmd": "mkdir -p site && echo page-of-$(hostname) > site/index.html && "
+                             "cd site && exec python3 -m http.server 8000"})
+        r = g.get(f"/v1/sandboxes/{sid}/ports/8000/wait", params={"timeout_seconds": 20})
+        assert r.status_code == 200, r.text
+        assert g.post(f"/v1/sandboxes/{sid}/ports", json={"port": 8000}).status_code in (200, 201)
+        # The host form: {port}-{id}.localhost, at the gateway's own address.
+        host = f"8000-{sid}.localhost:{gw.port}"
+        r = g.get("/index.html", headers={"Host": host})
+        assert r.status_code == 200 and r.text == f"page-of-{sid}\n", r.text
+        # And the path form.
+        r = g.get(f"/v1/sandboxes/{sid}/ports/8000/index.html")
+        assert r.status_code == 200 and r.text == f"page-of-{sid}\n"
+        # A WebSocket upgrade passes through: the terminal echoes what it is sent.
+        url = f"ws://127.0.0.1:{gw.port}/v1/sandboxes/{sid}/exec/pty?access_token={API_KEY}"
+        with connect(url, open_timeout=10) as ws:
+            ws.send(b"echo term-$((6*7))\n")
+            seen = ""
+            deadline = time.monotonic() + 10
+            while "term-42" not in seen and time.monotonic() < deadline:
+                frame = ws.recv(timeout=10)
+                seen += frame if isinstance(frame, str) else frame.decode(errors="replace")
+            assert "term-42" in seen, seen
+    finally:
+        g.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_stream_cut_with_its_gateway_resumes_through_another(cluster: Cluster) -> None:
+    gw = cluster.start_gateway()
+    cluster.wait_seen(gw, {"n1", "n2", "n3"})
+    g_first, g_other = client_of(gw), client_of(cluster.gateways[1])
+    sid = g_other.post("/v1/sandboxes", json={}).json()["id"]
+    n = 60
+    cmd = f"i=0; while [ $i -lt {n} ]; do echo line $i; i=$((i+1)); sleep 0.03; done"
+    key = {"Idempotency-Key": f"gw-resume-{sid}"}
+    url = f"/v1/sandboxes/{sid}/exec/stream"
+    try:
+        first: list[SseEvent] = []
+        with g_first.stream("POST", url, json={"cmd": cmd}, headers=key) as r:
+            assert r.status_code == 200
+            for e in iter_sse(r):
+                assert isinstance(e, SseEvent)
+                first.append(e)
+                if sum(ev.event == "stdout" for ev in first) >= 5:
+                    gw.kill()  # the gateway dies mid-stream
+                    break
+        assert first[-1].event == "stdout"
+        with g_other.stream("POST", url, json={"cmd": cmd},
+                            headers={**key, "Last-Event-ID": str(first[-1].id)}) as r:
+            assert r.status_code == 200
+            second = read_events(r)
+        events = first + second
+        assert_contiguous(events)
+        assert chunks_of(events) == "".join(f"line {i}\n" for i in range(n))
+        assert events[-1].event == "exit"
+    finally:
+        g_other.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_node_killed_answers_503_and_comes_back_with_its_sandboxes(cluster: Cluster) -> None:
+    g1, g2 = (client_of(g) for g in cluster.gateways[:2])
+    made: list[str] = []
+    try:
+        on_n3 = create_on(g1, "n3", made)
+        assert run(g1, on_n3, cmd="echo kept > /workspace/mark")["exit_code"] == 0
+        cluster.nodes["n3"].kill()
+        for g in (g1, g2):
+            body = assert_error(g.get(f"/v1/sandboxes/{on_n3}"), 503, "node_unreachable")
+            assert "n3" in body["message"] and on_n3 in body["message"]
+        # New sandboxes still go somewhere alive, at once (a refused connection moves on).
+        for _ in range(4):
+            r = g2.post("/v1/sandboxes", json={})
+            assert r.status_code == 201, r.text
+            made.append(r.json()["id"])
+            assert node_of(made[-1]) != "n3"
+        listed = g1.get("/v1/sandboxes").json()
+        assert listed["unreachable_nodes"] == ["n3"]
+        # Its lease lapses: the gateways see it down.
+        cluster.wait_seen(cluster.gateways[0], set(), frozenset({"n3"}), within=20)
+        # Started again on its data, it takes its sandboxes back, and the gateways route to it.
+        cluster.nodes["n3"].start()
+        for gw in cluster.gateways[:2]:
+            cluster.wait_seen(gw, {"n3"})
+        for g in (g1, g2):
+            assert run(g, on_n3, cmd="cat /workspace/mark")["stdout"] == "kept\n"
+    finally:
+        for sid in made:
+            g1.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_node_added_is_used(cluster: Cluster) -> None:
+    g = client_of(cluster.gateways[0])
+    cluster.start_node("n4")
+    cluster.wait_seen(cluster.gateways[0], {"n4"})
+    made: list[str] = []
+    try:
+        sid = create_on(g, "n4", made)
+        assert run(g, sid, cmd="hostname")["stdout"] == f"{sid}\n"
+    finally:
+        for sid in made:
+            g.delete(f"/v1/sandboxes/{sid}")
+        cluster.nodes["n4"].stop()
+
+
+def test_etcd_stopped_and_started(cluster: Cluster) -> None:
+    g = client_of(cluster.gateways[0])
+    sid = g.post("/v1/sandboxes", json={}).json()["id"]
+    try:
+        cluster.etcd.stop()
+
+        def refused() -> bool:
+            r = g.post("/v1/sandboxes", json={})
+            if r.status_code == 201:
+                g.delete(f"/v1/sandboxes/{r.json()['id']}")
+            return r.status_code == 503
+        assert wait_until(refused, 15, 0.2)
+        body = assert_error(g.post("/v1/sandboxes", json={}), 503, "unavailable")
+        assert "etcd" in body["message"], body
+        # What exists keeps working, through either gateway.
+        for gw in cluster.gateways[:2]:
+            assert run(client_of(gw), sid, cmd="echo up")["stdout"] == "up\n"
+        cluster.etcd.start()
+
+        def placed() -> bool:
+            r = g.post("/v1/sandboxes", json={})
+            if r.status_code == 201:
+                g.delete(f"/v1/sandboxes/{r.json()['id']}")
+            return r.status_code == 201
+        assert wait_until(placed, 30, 0.3)
+    finally:
+        g.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_a_gateway_without_etcd_reads_its_nodes_health(cluster: Cluster) -> None:
+    addresses = ",".join(f"127.0.0.1:{cluster.nodes[n].port}" for n in ("n1", "n2", "n3"))
+    gw = cluster.start_gateway("--gateway-nodes", addresses)
+    cluster.wait_seen(gw, {"n1", "n2", "n3"})
+    g = client_of(gw)
+    made = []
+    try:
+        for _ in range(6):
+            r = g.post("/v1/sandboxes", json={})
+            assert r.status_code == 201, r.text
+            made.append(r.json()["id"])
+        assert len({node_of(s) for s in made}) >= 2, made
+        assert run(g, made[0], cmd="echo ok")["stdout"] == "ok\n"
+    finally:
+        for sid in made:
+            g.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_cluster_settings_are_checked_at_start(tmp_path: Path) -> None:
+    def start(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path), *args],
+                              capture_output=True, text=True, timeout=30,
+                              env={"SANDSTREAM_API_KEY": API_KEY, "PATH": "/usr/bin:/bin"})
+
+    r = start("--role", "gateway")
+    assert r.returncode == 2 and "a gateway needs etcd or gateway_nodes" in r.stderr, r.stderr
+    r = start("--node-id", "Bad_Id")
+    assert r.returncode == 2 and "node_id must be" in r.stderr, r.stderr
+    r = start("--etcd", "http://127.0.0.1:2379")
+    assert r.returncode == 2 and "needs a node_id" in r.stderr, r.stderr
+    r = start("--role", "gateway", "--etcd", "https://etcd:2379")
+    assert r.returncode == 2 and "etcd:" in r.stderr, r.stderr
