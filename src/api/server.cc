@@ -104,6 +104,10 @@ Server::Server(asio::any_io_executor ex, Service& service, ServerOptions options
     : ex_(ex), service_(service), options_(std::move(options)), acceptor_(ex), sessions_(ex) {}
 
 Result<tcp::endpoint> Server::Listen(const std::string& listen) {
+  return OpenAcceptor(acceptor_, listen);
+}
+
+Result<tcp::endpoint> OpenAcceptor(tcp::acceptor& acceptor, const std::string& listen) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) return Error{ErrorCode::kInvalidRequest, "listen: expected host:port"};
   std::string host = listen.substr(0, colon);
@@ -113,12 +117,12 @@ Result<tcp::endpoint> Server::Listen(const std::string& listen) {
   if (ec) return Error{ErrorCode::kInvalidRequest, "listen: bad address '" + host + "'"};
   const int port = std::atoi(listen.c_str() + colon + 1);
   tcp::endpoint ep(address, static_cast<unsigned short>(port));
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Error{ErrorCode::kInternal, "listen " + listen + ": " + ec.message()};
-  return acceptor_.local_endpoint();
+  return acceptor.local_endpoint();
 }
 
 asio::awaitable<void> Server::EndStreamsOfDeadTokens() {

@@ -2,18 +2,17 @@
 // and on shutdown ends every open stream with an `error` event before closing it.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/json/object.hpp>
 #include <chrono>
 #include <functional>
 #include <list>
 #include <map>
 #include <optional>
 #include <string>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/json/object.hpp>
 
 #include "api/http.h"
 #include "base/async.h"
@@ -60,6 +59,11 @@ struct StreamHandle {
 };
 
 struct RouteMatch;
+
+// Opens, binds and listens `acceptor` on `listen` ("host:port", "[v6]:port"; port 0 picks one):
+// the bound endpoint. For the API server and for a gateway.
+Result<boost::asio::ip::tcp::endpoint> OpenAcceptor(boost::asio::ip::tcp::acceptor& acceptor,
+                                                    const std::string& listen);
 
 class Server {
  public:

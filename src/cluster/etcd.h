@@ -35,8 +35,6 @@ class Etcd {
   boost::asio::awaitable<Result<std::vector<std::pair<std::string, std::string>>>> Range(
       const std::string& prefix);
 
-  const std::vector<HostPort>& endpoints() const { return endpoints_; }
-
  private:
   // POSTs `body` to `path` on the first endpoint that answers; the answer's JSON text.
   boost::asio::awaitable<Result<std::string>> Post(std::string path, std::string body);

@@ -1,8 +1,6 @@
 #include "cluster/gateway.h"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
@@ -12,6 +10,7 @@
 #include "api/http.h"
 #include "api/relay.h"
 #include "api/router.h"
+#include "api/server.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "base/version.h"
@@ -21,7 +20,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace json = boost::json;
 using asio::ip::tcp;
-using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -39,10 +37,8 @@ std::optional<std::string> SegmentAfter(std::string_view path, std::string_view 
 }
 
 bool HopByHop(const http::fields::value_type& field) {
-  const std::string_view name = field.name_string();
   return field.name() == http::field::connection || field.name() == http::field::keep_alive ||
-         field.name() == http::field::proxy_connection || field.name() == http::field::te ||
-         beast::iequals(name, "proxy-connection");
+         field.name() == http::field::proxy_connection || field.name() == http::field::te;
 }
 
 std::string PeerAddress(const tcp::socket& socket) {
@@ -141,26 +137,6 @@ asio::awaitable<void> AnswerError(beast::tcp_stream& client, unsigned version, c
   co_await Answer(client, version, api::StatusFor(error.code), ErrorBody(error, e2b));
 }
 
-// Connects `socket` to `address` within `timeout`: its first address (a node's address is
-// normally an IP literal, which resolves at once).
-asio::awaitable<Result<void>> ConnectTo(tcp::socket& socket, const HostPort& address,
-                                        SteadyClock::duration timeout) {
-  tcp::resolver resolver(socket.get_executor());
-  auto [rec, endpoints] = co_await resolver.async_resolve(address.host, address.port,
-                                                          tcp::resolver::numeric_service, kTuple);
-  if (rec) co_return Error{ErrorCode::kNodeUnreachable, rec.message()};
-  if (endpoints.empty()) co_return Error{ErrorCode::kNodeUnreachable, "no address"};
-  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
-  Timer timer(socket.get_executor(), timeout);
-  auto connected = co_await (socket.async_connect(endpoint, kTuple) || timer.async_wait(kTuple));
-  if (connected.index() == 1) co_return Error{ErrorCode::kNodeUnreachable, "no connection in time"};
-  const auto [cec] = std::get<0>(connected);
-  if (cec) co_return Error{ErrorCode::kNodeUnreachable, cec.message()};
-  boost::system::error_code ignored;
-  socket.set_option(tcp::no_delay(true), ignored);
-  co_return Ok{};
-}
-
 // A node that cannot be reached, and the sandbox the request was for ("" for none).
 Error Unreachable(std::string_view node, std::string_view sandbox_id, std::string_view why) {
   const std::string holds =
@@ -208,20 +184,7 @@ Gateway::Gateway(asio::any_io_executor ex, Members& members, GatewayOptions opti
     : ex_(ex), members_(members), options_(std::move(options)), acceptor_(ex), sessions_(ex) {}
 
 Result<tcp::endpoint> Gateway::Listen(const std::string& listen) {
-  auto where =
-      ParseHostPort(listen.ends_with(":0") ? listen.substr(0, listen.size() - 2) + ":1" : listen);
-  if (!where) return std::move(where).error();
-  boost::system::error_code ec;
-  const auto address = asio::ip::make_address(where->host, ec);
-  if (ec) return Error{ErrorCode::kInvalidRequest, "listen " + listen + ": not an IP address"};
-  const auto port = static_cast<uint16_t>(listen.ends_with(":0") ? 0 : std::stoi(where->port));
-  const tcp::endpoint endpoint(address, port);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Error{ErrorCode::kInternal, "listen " + listen + ": " + ec.message()};
-  return acceptor_.local_endpoint();
+  return api::OpenAcceptor(acceptor_, listen);
 }
 
 void Gateway::StopAccepting() {
@@ -333,7 +296,7 @@ asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
       route.sandbox_id.empty() ? "node " + node : "sandbox " + route.sandbox_id;
   client.expires_never();
   tcp::socket upstream(ex_);
-  if (auto connected = co_await ConnectTo(upstream, to->address, options_.connect_timeout);
+  if (auto connected = co_await Connect(upstream, to->address, options_.connect_timeout);
       !connected) {
     // Built before the co_await: GCC 12 destroys a conditional's temporary twice across one.
     Error error = Unreachable(node, route.sandbox_id, connected.error().message);

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/connect.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -16,6 +16,7 @@
 namespace sandstream::cluster {
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
 
 std::string HostPort::text() const {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
@@ -58,23 +59,44 @@ Result<HostPort> ParseHostPort(std::string_view text) {
   return out;
 }
 
+asio::awaitable<Result<void>> Connect(tcp::socket& socket, const HostPort& to,
+                                      SteadyClock::duration timeout) {
+  constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+  tcp::resolver resolver(socket.get_executor());
+  auto [rec, endpoints] =
+      co_await resolver.async_resolve(to.host, to.port, tcp::resolver::numeric_service, kTuple);
+  if (rec)
+    co_return Error{ErrorCode::kNodeUnreachable, "resolve " + to.text() + ": " + rec.message()};
+  if (endpoints.empty()) co_return Error{ErrorCode::kNodeUnreachable, to.text() + ": no address"};
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  Timer timer(socket.get_executor(), timeout);
+  auto connected = co_await (socket.async_connect(endpoint, kTuple) || timer.async_wait(kTuple));
+  if (connected.index() == 1) {
+    co_return Error{ErrorCode::kNodeUnreachable, "connect to " + to.text() + ": no answer in time"};
+  }
+  const auto [cec] = std::get<0>(connected);
+  if (cec)
+    co_return Error{ErrorCode::kNodeUnreachable, "connect to " + to.text() + ": " + cec.message()};
+  boost::system::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  co_return Ok{};
+}
+
 namespace {
 
 // The socket and the deadline that closes it: shared with the timer's handler, which may run
 // after the call has returned.
 struct Exchange {
-  explicit Exchange(const asio::any_io_executor& ex) : socket(ex), deadline(ex), resolver(ex) {}
+  explicit Exchange(const asio::any_io_executor& ex) : socket(ex), deadline(ex) {}
   tcp::socket socket;
   Timer deadline;
-  tcp::resolver resolver;
   bool expired = false;
 };
 
-// Before the request went out (resolve, connect) the error is kNodeUnreachable: nothing reached
-// the other side, and a caller may try elsewhere. After, kBadGateway.
+// After the request went out, the error is kBadGateway: the other side may have acted on it.
 Error Failed(const HostPort& to, std::string_view step, const Exchange& x,
-             const boost::system::error_code& ec, bool sent) {
-  return Error{sent ? ErrorCode::kBadGateway : ErrorCode::kNodeUnreachable,
+             const boost::system::error_code& ec) {
+  return Error{ErrorCode::kBadGateway,
                std::string(step) + " " + to.text() + ": " +
                    (x.expired ? std::string("no answer in time") : ec.message())};
 }
@@ -85,12 +107,14 @@ asio::awaitable<Result<http::response<http::string_body>>> Call(
     asio::any_io_executor ex, const HostPort& to, http::request<http::string_body> req,
     SteadyClock::duration timeout, uint64_t body_limit) {
   auto x = std::make_shared<Exchange>(ex);
+  if (auto connected = co_await Connect(x->socket, to, timeout); !connected) {
+    co_return std::move(connected).error();
+  }
   x->deadline.expires_after(timeout);
   x->deadline.async_wait([x](const boost::system::error_code& ec) {
     if (ec) return;
     x->expired = true;
     boost::system::error_code ignored;
-    x->resolver.cancel();
     x->socket.close(ignored);
   });
   struct Disarm {
@@ -98,22 +122,13 @@ asio::awaitable<Result<http::response<http::string_body>>> Call(
     ~Disarm() { x.deadline.cancel(); }
   } disarm{*x};
 
-  auto [rec, endpoints] = co_await x->resolver.async_resolve(
-      to.host, to.port, tcp::resolver::numeric_service, asio::as_tuple(asio::use_awaitable));
-  if (rec) co_return Failed(to, "resolve", *x, rec, false);
-  auto [cec, endpoint] =
-      co_await asio::async_connect(x->socket, endpoints, asio::as_tuple(asio::use_awaitable));
-  if (cec) co_return Failed(to, "connect to", *x, cec, false);
-  boost::system::error_code ignored;
-  x->socket.set_option(tcp::no_delay(true), ignored);
-
   req.set(http::field::host, to.text());
   req.keep_alive(false);
   req.prepare_payload();
   auto [wec, wrote] =
       co_await http::async_write(x->socket, req, asio::as_tuple(asio::use_awaitable));
   (void)wrote;
-  if (wec) co_return Failed(to, "write to", *x, wec, true);
+  if (wec) co_return Failed(to, "write to", *x, wec);
 
   boost::beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
@@ -121,7 +136,7 @@ asio::awaitable<Result<http::response<http::string_body>>> Call(
   auto [ec, read] =
       co_await http::async_read(x->socket, buffer, parser, asio::as_tuple(asio::use_awaitable));
   (void)read;
-  if (ec) co_return Failed(to, "read from", *x, ec, true);
+  if (ec) co_return Failed(to, "read from", *x, ec);
   co_return parser.release();
 }
 

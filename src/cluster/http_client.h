@@ -8,6 +8,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -26,9 +27,15 @@ struct HostPort {
 };
 Result<HostPort> ParseHostPort(std::string_view text);
 
-// Sends `req` (its Host and Content-Length are set here) and reads the answer, whole, within
-// `timeout`. An error says what failed: kNodeUnreachable before anything was sent (resolve,
-// connect), kBadGateway after (the write, the read).
+// Connects `socket` to the first address of `to` within `timeout`, with TCP_NODELAY; an error
+// is kNodeUnreachable (nothing was sent). A node's address is normally an IP literal, which
+// resolves at once.
+boost::asio::awaitable<Result<void>> Connect(boost::asio::ip::tcp::socket& socket,
+                                             const HostPort& to, SteadyClock::duration timeout);
+
+// Connects (Connect), sends `req` (its Host and Content-Length are set here) and reads the
+// answer, whole, each within `timeout`. An error says what failed: kNodeUnreachable before
+// anything was sent, kBadGateway after (the write, the read).
 boost::asio::awaitable<Result<http::response<http::string_body>>> Call(
     boost::asio::any_io_executor ex, const HostPort& to, http::request<http::string_body> req,
     SteadyClock::duration timeout, uint64_t body_limit = 16u << 20);

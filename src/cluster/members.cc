@@ -38,12 +38,14 @@ asio::awaitable<void> Members::Run() {
 void Members::Saw(NodeRecord record, HostPort address) {
   Member& m = members_[record.id];
   if (!m.up && !m.record.id.empty()) log::Info("node up", {{"node", record.id}});
+  // A node rewrites its record on every renewal, mostly unchanged: what this gateway placed
+  // there stays counted until the record shows something new.
+  if (m.record != record) m.pending = 0;
   m.record = std::move(record);
   m.address = std::move(address);
   m.up = true;
   m.why_down.clear();
   m.seen = SteadyNow();
-  m.pending = 0;
 }
 
 asio::awaitable<void> Members::PollNode(HostPort address) {
@@ -86,7 +88,7 @@ asio::awaitable<void> Members::PollNode(HostPort address) {
 }
 
 asio::awaitable<void> Members::RefreshFromEtcd() {
-  auto kvs = co_await options_.etcd->Range(options_.prefix + "nodes/");
+  auto kvs = co_await options_.etcd->Range(NodesPrefix(options_.prefix));
   if (!kvs) {
     if (!unavailable_) log::Warn("etcd unavailable", {{"error", kvs.error().message}});
     unavailable_ =

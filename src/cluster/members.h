@@ -28,7 +28,7 @@ struct Member {
   bool up = false;
   std::string why_down;  // when not up
   SteadyTime seen{};     // the last time it was seen up
-  int64_t pending = 0;   // placed here by this gateway since its record was last read
+  int64_t pending = 0;   // placed here by this gateway since its record last changed
 };
 
 class Members {
@@ -52,7 +52,7 @@ class Members {
   // the less loaded; then the other; then the rest, least loaded first. An error when there is
   // none, or when membership cannot be read (etcd down).
   Result<std::vector<std::string>> Candidates(std::string_view template_name);
-  // A sandbox placed on `node_id`: counted in its load until its record is read again.
+  // A sandbox placed on `node_id`: counted in its load until its record changes.
   void Placed(std::string_view node_id);
   // Why membership cannot be read now (etcd down), if it cannot.
   const std::optional<Error>& unavailable() const { return unavailable_; }

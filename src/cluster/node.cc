@@ -25,6 +25,7 @@ json::object NodeRecord::Json() const {
           {"max_sandboxes", max_sandboxes},
           {"memory_mb", memory_mb},
           {"memory_mb_capacity", memory_mb_capacity},
+          {"sandbox_memory_mb", sandbox_memory_mb},
           {"cpu_percent", cpu_percent},
           {"cpu_percent_capacity", cpu_percent_capacity},
           {"templates", std::move(names)},
@@ -49,6 +50,7 @@ Result<NodeRecord> NodeRecord::FromJson(std::string_view text) {
   r.max_sandboxes = IntField(o, "max_sandboxes");
   r.memory_mb = IntField(o, "memory_mb");
   r.memory_mb_capacity = IntField(o, "memory_mb_capacity");
+  r.sandbox_memory_mb = IntField(o, "sandbox_memory_mb");
   r.cpu_percent = IntField(o, "cpu_percent");
   r.cpu_percent_capacity = IntField(o, "cpu_percent_capacity");
   if (const json::value* t = o.if_contains("templates"); t && t->is_array()) {
@@ -69,8 +71,10 @@ double NodeRecord::Load(int64_t pending) const {
   const auto share = [](int64_t used, int64_t capacity) {
     return capacity > 0 ? static_cast<double>(used) / static_cast<double>(capacity) : 0.0;
   };
-  // A sandbox placed but not yet in the record counts at the default's weight: one sandbox.
-  return std::max(share(sandboxes + pending, max_sandboxes), share(memory_mb, memory_mb_capacity));
+  // A sandbox placed but not yet in the record counts at the default's weight: one sandbox, and
+  // the memory of default limits.
+  return std::max(share(sandboxes + pending, max_sandboxes),
+                  share(memory_mb + pending * sandbox_memory_mb, memory_mb_capacity));
 }
 
 bool IsValidNodeId(std::string_view id) {

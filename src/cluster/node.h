@@ -22,6 +22,7 @@ struct NodeRecord {
   int64_t max_sandboxes = 0;
   int64_t memory_mb = 0;           // committed: the sum of its sandboxes' memory limits
   int64_t memory_mb_capacity = 0;  // what it may commit
+  int64_t sandbox_memory_mb = 0;   // what a sandbox of default limits commits there
   int64_t cpu_percent = 0;         // committed, 100 = one core
   int64_t cpu_percent_capacity = 0;
   std::vector<std::string> templates;
@@ -29,12 +30,22 @@ struct NodeRecord {
 
   boost::json::object Json() const;
   static Result<NodeRecord> FromJson(std::string_view text);
+  bool operator==(const NodeRecord&) const = default;
 
   bool HasRoom() const { return !stopping && sandboxes < max_sandboxes; }
   bool HasTemplate(std::string_view name) const;
   // The share of its capacity in use, the fuller of sandboxes and memory: 0 to 1 (or more).
   double Load(int64_t pending = 0) const;
 };
+
+// Where nodes keep their records in etcd, under the cluster's prefix ("/sandstream/"): one key
+// per node, {prefix}nodes/{id}.
+inline std::string NodesPrefix(const std::string& prefix) {
+  return prefix + "nodes/";
+}
+inline std::string NodeKey(const std::string& prefix, const std::string& id) {
+  return NodesPrefix(prefix) + id;
+}
 
 // A sandbox made on a node has the id sb_{node}_{16 hex} (Service::CreateSandbox).
 // Whether `id` may name a node: [a-z0-9][a-z0-9-]{0,39}, so it fits a DNS label with the rest

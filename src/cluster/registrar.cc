@@ -10,12 +10,12 @@
 namespace sandstream::cluster {
 namespace asio = boost::asio;
 
-Registrar::Registrar(asio::any_io_executor ex, Etcd& etcd, std::string prefix,
+Registrar::Registrar(asio::any_io_executor ex, Etcd& etcd, std::string key,
                      std::function<NodeRecord()> record, SteadyClock::duration interval,
                      int64_t ttl_seconds)
     : ex_(std::move(ex)),
       etcd_(etcd),
-      key_(prefix + "nodes/" + record().id),
+      key_(std::move(key)),
       record_(std::move(record)),
       interval_(interval),
       ttl_seconds_(ttl_seconds) {}

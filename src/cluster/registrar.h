@@ -1,4 +1,4 @@
-// A node's membership: its record under {prefix}nodes/{id} in etcd, held by a lease it renews.
+// A node's membership: its record under NodeKey() in etcd, held by a lease it renews.
 // The record is written again at every renewal, so gateways read a load at most `interval` old;
 // a node that stops renewing (dead, cut off) disappears when the lease's TTL runs out.
 #pragma once
@@ -17,7 +17,8 @@ namespace sandstream::cluster {
 
 class Registrar {
  public:
-  Registrar(boost::asio::any_io_executor ex, Etcd& etcd, std::string prefix,
+  // `key`: the node's (NodeKey); `record`: the node as it is now.
+  Registrar(boost::asio::any_io_executor ex, Etcd& etcd, std::string key,
             std::function<NodeRecord()> record,
             SteadyClock::duration interval = std::chrono::seconds(2), int64_t ttl_seconds = 10);
 

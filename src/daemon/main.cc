@@ -4,16 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
-#include <cstdio>
-#include <filesystem>
-#include <iostream>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
 
 #include "api/server.h"
 #include "base/ids.h"
@@ -113,6 +112,22 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   return o;
 }
 
+// The line a supervisor (and the tests) wait for, with the bound address. Returns host:port.
+std::string PrintListening(const boost::asio::ip::tcp::endpoint& endpoint, const char* role) {
+  std::string address = endpoint.address().to_string();
+  if (endpoint.address().is_v6()) address = "[" + address + "]";
+  std::printf("sandstreamd %s %slistening on http://%s:%u\n", kVersion, role, address.c_str(),
+              endpoint.port());
+  std::fflush(stdout);
+  return address + ":" + std::to_string(endpoint.port());
+}
+
+// The etcd client of the config, if it names etcd (validated by LoadConfig).
+std::unique_ptr<cluster::Etcd> MakeEtcd(asio::io_context& io, const Config& config) {
+  if (config.etcd.empty()) return nullptr;
+  return std::make_unique<cluster::Etcd>(io.get_executor(), *cluster::ParseEndpoints(config.etcd));
+}
+
 // This node as gateways see it: what it holds and what it may hold.
 cluster::NodeRecord NodeRecordOf(const Service& service, const Config& config,
                                  const std::string& address) {
@@ -129,6 +144,7 @@ cluster::NodeRecord NodeRecordOf(const Service& service, const Config& config,
       static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE) / (1 << 20);
   static const int64_t cpu_percent = ::sysconf(_SC_NPROCESSORS_ONLN) * 100;
   r.memory_mb_capacity = memory_mb;
+  r.sandbox_memory_mb = config.default_memory_mb;
   r.cpu_percent_capacity = cpu_percent;
   for (const Template* t : service.templates().List()) r.templates.push_back(t->name);
   r.stopping = service.shutting_down();
@@ -154,16 +170,11 @@ asio::awaitable<void> StopGatewayOnSignal(asio::signal_set& signals, cluster::Ga
 int RunGateway(const Config& config) {
   asio::io_context io(1);
   asio::signal_set signals(io, SIGINT, SIGTERM);
-  std::unique_ptr<cluster::Etcd> etcd;
+  std::unique_ptr<cluster::Etcd> etcd = MakeEtcd(io, config);
   cluster::Members::Options members_options;
   members_options.prefix = config.etcd_prefix;
-  if (!config.etcd.empty()) {
-    etcd =
-        std::make_unique<cluster::Etcd>(io.get_executor(), *cluster::ParseEndpoints(config.etcd));
-    members_options.etcd = etcd.get();
-  } else {
-    members_options.nodes = *cluster::ParseEndpoints(config.gateway_nodes);
-  }
+  members_options.etcd = etcd.get();
+  if (!etcd) members_options.nodes = *cluster::ParseEndpoints(config.gateway_nodes);
   cluster::Members members(io.get_executor(), std::move(members_options));
   cluster::GatewayOptions options;
   options.preview_domain = config.preview_domain;
@@ -177,13 +188,9 @@ int RunGateway(const Config& config) {
     std::cerr << "sandstreamd: " << endpoint.error().message << "\n";
     return 1;
   }
-  std::string address = endpoint->address().to_string();
-  if (endpoint->address().is_v6()) address = "[" + address + "]";
-  std::printf("sandstreamd %s gateway listening on http://%s:%u\n", kVersion, address.c_str(),
-              endpoint->port());
-  std::fflush(stdout);
-  log::Info("gateway started", {{"listen", address + ":" + std::to_string(endpoint->port())},
-                                {"membership", etcd ? "etcd" : "gateway_nodes"}});
+  const std::string listening = PrintListening(*endpoint, "gateway ");
+  log::Info("gateway started",
+            {{"listen", listening}, {"membership", etcd ? "etcd" : "gateway_nodes"}});
   asio::co_spawn(io, members.Run(), asio::detached);
   asio::co_spawn(io, gateway.Run(), asio::detached);
   asio::co_spawn(io, StopGatewayOnSignal(signals, gateway, members, config, io), asio::detached);
@@ -342,13 +349,11 @@ int main(int argc, char** argv) {
     if (endpoint->address().is_v6() && host != "127.0.0.1") host = "[" + host + "]";
     advertised = host + ":" + std::to_string(endpoint->port());
   }
-  std::unique_ptr<cluster::Etcd> etcd;
+  std::unique_ptr<cluster::Etcd> etcd = MakeEtcd(io, *config);
   std::unique_ptr<cluster::Registrar> registrar;
-  if (!config->etcd.empty()) {
-    etcd =
-        std::make_unique<cluster::Etcd>(io.get_executor(), *cluster::ParseEndpoints(config->etcd));
+  if (etcd) {
     registrar = std::make_unique<cluster::Registrar>(
-        io.get_executor(), *etcd, config->etcd_prefix,
+        io.get_executor(), *etcd, cluster::NodeKey(config->etcd_prefix, config->node_id),
         [&service, &config, &advertised] { return NodeRecordOf(service, *config, advertised); });
   }
 
@@ -366,16 +371,13 @@ int main(int argc, char** argv) {
                 "egress_dns): names will not resolve in sandboxes with egress");
     }
   }
-  std::string address = endpoint->address().to_string();
-  if (endpoint->address().is_v6()) address = "[" + address + "]";
-  std::printf("sandstreamd %s listening on http://%s:%u\n", kVersion, address.c_str(),
-              endpoint->port());
+  const std::string listening = PrintListening(*endpoint, "");
   if (generated) {
     std::printf("API key (generated, stored in %s/api_key): %s\n", config->data_dir.c_str(),
                 key->c_str());
   }
   std::fflush(stdout);
-  log::Info("started", {{"listen", address + ":" + std::to_string(endpoint->port())},
+  log::Info("started", {{"listen", listening},
                         {"runtime", std::string((*runtime)->name())},
                         {"data_dir", config->data_dir},
                         {"max_connections", std::to_string(server_options.max_connections)}});

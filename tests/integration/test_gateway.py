@@ -153,7 +153,9 @@ def create_on(c: httpx.Client, node: str, made: list[str], tries: int = 40) -> s
         made.append(r.json()["id"])
         if node_of(made[-1]) == node:
             return made[-1]
-    raise AssertionError(f"no sandbox landed on {node} in {tries} creates: {made}")
+    seen = httpx.get(f"{c.base_url}/healthz", timeout=5).json()["nodes"]
+    raise AssertionError(f"no sandbox landed on {node} in {tries} creates: {made}; "
+                         f"the gateway sees {seen}")
 
 
 def test_sandboxes_spread_and_every_route_works_through_either_gateway(cluster: Cluster) -> None:
@@ -277,6 +279,7 @@ def test_a_stream_cut_with_its_gateway_resumes_through_another(cluster: Cluster)
 
 def test_a_node_killed_answers_503_and_comes_back_with_its_sandboxes(cluster: Cluster) -> None:
     g1, g2 = (client_of(g) for g in cluster.gateways[:2])
+    cluster.wait_seen(cluster.gateways[0], {"n1", "n2", "n3"})
     made: list[str] = []
     try:
         on_n3 = create_on(g1, "n3", made)
@@ -326,25 +329,21 @@ def test_etcd_stopped_and_started(cluster: Cluster) -> None:
     try:
         cluster.etcd.stop()
 
-        def refused() -> bool:
+        def create_status() -> int:
+            """A create's status; a sandbox it made is deleted at once."""
             r = g.post("/v1/sandboxes", json={})
             if r.status_code == 201:
                 g.delete(f"/v1/sandboxes/{r.json()['id']}")
-            return r.status_code == 503
-        assert wait_until(refused, 15, 0.2)
+            return r.status_code
+
+        assert wait_until(lambda: create_status() == 503, 15, 0.2)
         body = assert_error(g.post("/v1/sandboxes", json={}), 503, "unavailable")
         assert "etcd" in body["message"], body
         # What exists keeps working, through either gateway.
         for gw in cluster.gateways[:2]:
             assert run(client_of(gw), sid, cmd="echo up")["stdout"] == "up\n"
         cluster.etcd.start()
-
-        def placed() -> bool:
-            r = g.post("/v1/sandboxes", json={})
-            if r.status_code == 201:
-                g.delete(f"/v1/sandboxes/{r.json()['id']}")
-            return r.status_code == 201
-        assert wait_until(placed, 30, 0.3)
+        assert wait_until(lambda: create_status() == 201, 30, 0.3)
     finally:
         g.delete(f"/v1/sandboxes/{sid}")
 

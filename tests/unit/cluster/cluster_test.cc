@@ -63,7 +63,9 @@ NodeRecord Record(std::string id, int64_t sandboxes, int64_t max = 100) {
   r.address = "127.0.0.1:1";
   r.sandboxes = sandboxes;
   r.max_sandboxes = max;
+  r.memory_mb = sandboxes * 10;
   r.memory_mb_capacity = 1000;
+  r.sandbox_memory_mb = 10;
   r.templates = {"base"};
   return r;
 }
@@ -142,6 +144,26 @@ TEST(Placement, TwoChoicesSpreadEvenly) {
   for (const auto& [node, count] : placed) {
     EXPECT_NEAR(count, 1000.0 / 3, 1000.0 / 3 * 0.1) << node;
   }
+}
+
+TEST(Placement, PlacementsCountUntilTheRecordChanges) {
+  boost::asio::io_context io;
+  Members members(io.get_executor(), {});
+  const HostPort at = *ParseHostPort("a:1");
+  members.Saw(Record("a", 0, 10), at);
+  members.Saw(Record("b", 1, 10), at);
+  // Two placed on a since its record was read: it is the fuller, even when its unchanged
+  // record is read again (a node rewrites it on every renewal).
+  members.Placed("a");
+  members.Placed("a");
+  members.Saw(Record("a", 0, 10), at);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(members.Candidates("")->front(), "b");
+  // Its record now counts them: pending is dropped, not counted twice.
+  members.Saw(Record("a", 2, 10), at);
+  EXPECT_EQ(members.Find("a")->pending, 0);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(members.Candidates("")->front(), "b");
+  members.Saw(Record("b", 3, 10), at);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(members.Candidates("")->front(), "a");
 }
 
 TEST(Placement, RoomTemplatesAndTheLessLoadedFirst) {
