@@ -8,9 +8,11 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +44,7 @@ namespace json = boost::json;
 constexpr const char* kApiKey = "sandstream-bench-key";
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
-constexpr int kFigures = 10;
+constexpr int kFigures = 11;
 constexpr int kInFlight = 8;  // figure 6d/6e
 // Figure 9: the egress daemon's pool, and its upstream DNS, a stub in the bench that answers
 // every A query with kStubAnswer; both in the figure's private network namespace.
@@ -73,6 +75,9 @@ std::string Ms(double ms) {
 }
 std::string Us(double us) {
   return Format("%.1f us", us);
+}
+std::string Gib(double gibps) {
+  return Format("%.2f", gibps);
 }
 std::string Count(double n) {
   return Format("%.0f", n);
@@ -412,7 +417,7 @@ class Bench {
         // A sandbox per run: an ended process keeps its log window until its sandbox goes.
         const std::string sb = CreateSandbox();
         const double d0 = ProcessCpuSeconds(daemon_->pid()), c0 = SelfCpuSeconds();
-        gibps.Add(StreamOnce(sb, cmd, v.encoding, v.bytes) / kGiB);
+        gibps.Add(StreamOnce(daemon_->port(), sb, cmd, v.encoding, v.bytes) / kGiB);
         daemon_cpu += ProcessCpuSeconds(daemon_->pid()) - d0;
         client_cpu += SelfCpuSeconds() - c0;
         DeleteSandbox(sb);
@@ -594,7 +599,8 @@ class Bench {
       HttpClient http(first->port(), kApiKey);
       std::vector<std::unique_ptr<SseStream>> followers;
       for (int i = 0; i < count; ++i) {
-        ids.push_back(StringField(ParseObject(http.Expect(201, "POST", "/v1/sandboxes", "{}")), "id"));
+        ids.push_back(
+            StringField(ParseObject(http.Expect(201, "POST", "/v1/sandboxes", "{}")), "id"));
         const std::string base = "/v1/sandboxes/" + ids.back() + "/processes";
         processes.push_back(StringField(
             ParseObject(http.Expect(201, "POST", base,
@@ -616,8 +622,8 @@ class Bench {
       for (const auto& v : listed.at("sandboxes").as_array()) {
         running += v.as_object().at("status") == "running" ? 1 : 0;
       }
-      CheckExecTrue(again.Expect(200, "POST", "/v1/sandboxes/" + ids.back() + "/exec",
-                                 R"({"cmd":"true"})"));
+      CheckExecTrue(
+          again.Expect(200, "POST", "/v1/sandboxes/" + ids.back() + "/exec", R"({"cmd":"true"})"));
       adopt_ms = static_cast<double>(MonotonicNs() - t0) / 1e6;
       if (running != ids.size()) {
         throw BenchError(std::to_string(running) + " of " + std::to_string(ids.size()) +
@@ -641,12 +647,12 @@ class Bench {
     rows_.push_back({"7. restart after SIGKILL: " + std::to_string(count) +
                          " sandboxes with a running process and a follower each taken back, an "
                          "exec answered",
-                     Ms(adopt_ms), "a start on an empty data dir, /healthz answered",
-                     Ms(empty_ms), Ratio(adopt_ms, empty_ms),
-                     "<= 1 s" + Met(adopt_ms <= 1000)});
-    Detail("7", "one restart; every sandbox listed running and its process running with the same "
-                "id; the followers' connections were cut by the kill (they resume with "
-                "Last-Event-ID, see tests/integration/test_restart.py)");
+                     Ms(adopt_ms), "a start on an empty data dir, /healthz answered", Ms(empty_ms),
+                     Ratio(adopt_ms, empty_ms), "<= 1 s" + Met(adopt_ms <= 1000)});
+    Detail("7",
+           "one restart; every sandbox listed running and its process running with the same "
+           "id; the followers' connections were cut by the kill (they resume with "
+           "Last-Event-ID, see tests/integration/test_restart.py)");
   }
 
   // 8: a server in a sandbox reached through an exposed port (the path form), against the same
@@ -690,16 +696,16 @@ class Bench {
 
     // 10b: a snapshot of a sandbox that wrote `mib` MiB, against the same bytes copied on the
     // host from a tmpfs into the data dir's filesystem and synced (what a snapshot must do).
-    const std::string writer = CreateSandbox(R"({"template":"bench-image","disk_mb":)" +
-                                             std::to_string(mib + 64) +
-                                             R"(,"memory_mb":)" + std::to_string(mib * 2 + 256) +
-                                             "}");
+    const std::string writer =
+        CreateSandbox(R"({"template":"bench-image","disk_mb":)" + std::to_string(mib + 64) +
+                      R"(,"memory_mb":)" + std::to_string(mib * 2 + 256) + "}");
     const std::string fill = "head -c " + std::to_string(mib) + "M /dev/urandom > /opt/data";
-    const json::object wrote = ParseObject(http_->Expect(
-        200, "POST", "/v1/sandboxes/" + writer + "/exec",
-        json::serialize(json::object{{"cmd", fill}})));
+    const json::object wrote =
+        ParseObject(http_->Expect(200, "POST", "/v1/sandboxes/" + writer + "/exec",
+                                  json::serialize(json::object{{"cmd", fill}})));
     if (wrote.at("exit_code") != json::value(0)) {
-      throw BenchError("writing " + std::to_string(mib) + " MiB answered " + json::serialize(wrote));
+      throw BenchError("writing " + std::to_string(mib) + " MiB answered " +
+                       json::serialize(wrote));
     }
     const int rounds = options_.quick ? 1 : 3;
     Samples snapshot, copy;
@@ -739,6 +745,150 @@ class Bench {
                      "; import of the image (" + std::to_string(archive.size() >> 10) +
                      " KiB, once) " + Ms(import_ms) + "; snapshot rounds " +
                      std::to_string(rounds) + ", copy " + Dist(copy, Ms));
+  }
+
+  // Three nodes behind one gateway on this machine (the gateway reads its nodes' /healthz; with
+  // etcd it reads the same records from there): what a request and a stream cost through the
+  // gateway against the node directly, and how evenly it places.
+  void Gateway() {
+    const int exec_runs = options_.quick ? 60 : 400;
+    const uint64_t bytes = options_.quick ? 64ull << 20 : 1ull << 30;
+    const int repeats = options_.quick ? 1 : 3;
+    const int placements = options_.quick ? 60 : 1000;
+    std::vector<std::unique_ptr<Daemon>> nodes;
+    std::string addresses;
+    for (int i = 1; i <= 3; ++i) {
+      DaemonOptions o = daemon_options_;
+      o.extra_args.insert(o.extra_args.end(), {"--node-id", "n" + std::to_string(i)});
+      nodes.push_back(std::make_unique<Daemon>(o, cgroups_));
+      addresses +=
+          (i > 1 ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes.back()->port());
+    }
+    DaemonOptions o = daemon_options_;
+    o.extra_args.insert(o.extra_args.end(), {"--role", "gateway", "--gateway-nodes", addresses});
+    Daemon gateway(o, cgroups_);
+    HttpClient via(gateway.port(), kApiKey);
+    const int64_t deadline = MonotonicNs() + 10'000'000'000;
+    for (;;) {
+      const json::object health = ParseObject(via.Expect(200, "GET", "/healthz"));
+      int up = 0;
+      for (const json::value& n : health.at("nodes").as_array()) up += n.at("up").as_bool();
+      if (up == 3) break;
+      if (MonotonicNs() > deadline) throw BenchError("the gateway did not see its 3 nodes up");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    // The node a sandbox id names: sb_n{i}_{hex}.
+    auto node_of = [&](const std::string& id) -> size_t {
+      if (id.size() < 5 || id.compare(0, 4, "sb_n") != 0 || id[4] < '1' || id[4] > '3')
+        throw BenchError("a sandbox id naming no node of the bench: " + id);
+      return static_cast<size_t>(id[4] - '1');
+    };
+    auto create = [&] { return CreateVia(via); };
+
+    // 11a: the same exec through the gateway (a connection each: it relays one exchange per
+    // connection) and to the node directly (kept alive, as a client of one node has it).
+    const std::string sb = create();
+    const Daemon& home = *nodes[node_of(sb)];
+    HttpClient direct(home.port(), kApiKey);
+    const std::string path = "/v1/sandboxes/" + sb + "/exec";
+    const std::string body = R"({"cmd":"echo hi"})";
+    Samples through, kept, fresh;
+    const double gateway_cpu0 = ProcessCpuSeconds(gateway.pid());
+    for (int i = -5; i < exec_runs; ++i) {
+      auto timed = [&](HttpClient& c) {
+        const int64_t t0 = MonotonicNs();
+        const std::string res = c.Expect(200, "POST", path, body);
+        const double ms = static_cast<double>(MonotonicNs() - t0) / 1e6;
+        if (StringField(ParseObject(res), "stdout") != "hi\n")
+          throw BenchError("exec answered " + res);
+        return ms;
+      };
+      const double a = timed(via), b = timed(direct);
+      HttpClient once(home.port(), kApiKey);
+      const double c = timed(once);
+      if (i < 0) continue;
+      through.Add(a);
+      kept.Add(b);
+      fresh.Add(c);
+    }
+    const double gateway_cpu_ms = (ProcessCpuSeconds(gateway.pid()) - gateway_cpu0) * 1e3 / (exec_runs + 5);
+    DeleteVia(via, sb);
+    rows_.push_back({"11a. exec `echo hi` through a gateway",
+                     Ms(through.P(.5)) + " (" + Ms(through.P(.9)) + ")",
+                     "the node directly, kept-alive connection", Ms(kept.P(.5)),
+                     Ratio(through.P(.5), kept.P(.5)),
+                     "p50 <= direct + 0.3 ms" + Met(through.P(.5) <= kept.P(.5) + 0.3)});
+    Detail("11a", "n=" + std::to_string(exec_runs) +
+                      " interleaved; p10/p50/p90/p99 through the gateway " + Dist(through, Ms) +
+                      ", direct kept alive " + Dist(kept, Ms) +
+                      ", direct with a new connection each " + Dist(fresh, Ms) +
+                      " (the gateway relays one exchange per connection); gateway CPU per exec " +
+                      Ms(gateway_cpu_ms));
+
+    // 11b: one stream's throughput, through the gateway and directly, a sandbox per repeat.
+    const std::string cmd = "head -c " + std::to_string(bytes) + " /dev/zero";
+    Samples via_gibps, direct_gibps;
+    // CPU seconds of the node (without its sandbox), the bench's client and the gateway, per path.
+    struct Cpu {
+      double node = 0, client = 0, gateway = 0;
+    } direct_cpu, via_cpu;
+    auto stream = [&](uint16_t port, const std::string& s, pid_t node, Cpu& cpu) {
+      const double n0 = ProcessCpuSeconds(node), c0 = SelfCpuSeconds(),
+                   g0 = ProcessCpuSeconds(gateway.pid());
+      const double gibps = StreamOnce(port, s, cmd, "base64", bytes) / kGiB;
+      cpu.node += ProcessCpuSeconds(node) - n0;
+      cpu.client += SelfCpuSeconds() - c0;
+      cpu.gateway += ProcessCpuSeconds(gateway.pid()) - g0;
+      return gibps;
+    };
+    for (int r = 0; r < repeats; ++r) {
+      const std::string s = create();
+      const Daemon& node = *nodes[node_of(s)];
+      direct_gibps.Add(stream(node.port(), s, node.pid(), direct_cpu));
+      via_gibps.Add(stream(gateway.port(), s, node.pid(), via_cpu));
+      DeleteVia(via, s);
+    }
+    rows_.push_back({"11b. one stream through a gateway, base64, head -c N /dev/zero",
+                     Format("%.2f GiB/s", via_gibps.P(.5)) + Format(" (%.2f)", via_gibps.P(.1)),
+                     "the same stream from the node directly",
+                     Format("%.2f GiB/s", direct_gibps.P(.5)),
+                     Ratio(via_gibps.P(.5), direct_gibps.P(.5)),
+                     ">= 80% of direct" + Met(via_gibps.P(.5) >= 0.8 * direct_gibps.P(.5))});
+    const double gib = static_cast<double>(bytes) * repeats / kGiB;
+    auto per_gib = [gib](const Cpu& c) {
+      return "node " + Format("%.2f", c.node / gib) + ", client " + Format("%.2f", c.client / gib) +
+             ", gateway " + Format("%.2f", c.gateway / gib);
+    };
+    Detail("11b", "N=" + std::to_string(bytes >> 20) + " MiB, " + std::to_string(repeats) +
+                      " run(s) each, interleaved; GiB/s p10/p50/p90/p99 through the gateway " +
+                      Dist(via_gibps, Gib) + ", direct " + Dist(direct_gibps, Gib) +
+                      "; CPU seconds per GiB of output, direct: " + per_gib(direct_cpu) +
+                      "; through the gateway (it splices the node's SSE): " + per_gib(via_cpu));
+
+    // 11c: placement: `placements` sandboxes created through the gateway, counted per node.
+    std::vector<std::string> made;
+    std::array<int, 3> per_node{};
+    Samples create_ms;
+    for (int i = 0; i < placements; ++i) {
+      const int64_t t0 = MonotonicNs();
+      made.push_back(create());
+      create_ms.Add(static_cast<double>(MonotonicNs() - t0) / 1e6);
+      ++per_node[node_of(made.back())];
+    }
+    for (const std::string& id : made) DeleteVia(via, id);
+    const double even = placements / 3.0;
+    double worst = 0;
+    for (int n : per_node) worst = std::max(worst, std::abs(n - even) / even);
+    rows_.push_back({"11c. " + std::to_string(placements) + " sandboxes placed over 3 nodes",
+                     Format("%.1f%% off even", worst * 100), "even: a third each",
+                     Format("%.0f", even), "-", "within 10% of even" + Met(worst <= 0.10)});
+    Detail("11c",
+           "per node " + std::to_string(per_node[0]) + "/" + std::to_string(per_node[1]) + "/" +
+               std::to_string(per_node[2]) +
+               " (two random nodes with room, the less loaded; load from each node's record, "
+               "read every second, plus what the gateway placed since); create through the "
+               "gateway p10/p50/p90/p99 " +
+               Dist(create_ms, Ms));
   }
 
   void ExposedPort() {
@@ -856,7 +1006,8 @@ class Bench {
                std::to_string(repeats) + " runs of " + mib +
                " MiB each way, interleaved; GiB/s p10/p50/p90/p99 through the daemon " +
                Dist(through, gibps) + ", direct " + Dist(direct, gibps) +
-               "; a bare relay in the bench (blocking, a 64 KiB buffer, copying; the daemon splices) " +
+               "; a bare relay in the bench (blocking, a 64 KiB buffer, copying; the daemon "
+               "splices) " +
                Dist(bare, gibps) + ", the daemon at " + Ratio(through.P(.5), bare.P(.5)) +
                " of it; daemon CPU seconds per GiB relayed " +
                Format("%.2f", daemon_cpu * kGiB / (static_cast<double>(bytes) * repeats)));
@@ -1176,11 +1327,14 @@ print(" ".join(map(str, out)))
   bool failed() const { return failed_; }
 
  private:
-  std::string CreateSandbox(std::string_view body = "{}") {
-    const json::object o = ParseObject(http_->Expect(201, "POST", "/v1/sandboxes", body));
-    return StringField(o, "id");
+  std::string CreateSandbox(std::string_view body = "{}") { return CreateVia(*http_, body); }
+  void DeleteSandbox(const std::string& id) { DeleteVia(*http_, id); }
+  static std::string CreateVia(HttpClient& c, std::string_view body = "{}") {
+    return StringField(ParseObject(c.Expect(201, "POST", "/v1/sandboxes", body)), "id");
   }
-  void DeleteSandbox(const std::string& id) { http_->Expect(204, "DELETE", "/v1/sandboxes/" + id); }
+  static void DeleteVia(HttpClient& c, const std::string& id) {
+    c.Expect(204, "DELETE", "/v1/sandboxes/" + id);
+  }
 
   double MetricValue(std::string_view name) {
     const std::string text = http_->Expect(200, "GET", "/metrics");
@@ -1206,8 +1360,9 @@ print(" ".join(map(str, out)))
   // Lets exiting processes and freed pages settle before a memory reading.
   static void Settle() { std::this_thread::sleep_for(std::chrono::milliseconds(500)); }
 
-  double StreamOnce(const std::string& sb, const std::string& cmd, const char* encoding,
-                    uint64_t bytes) {
+  // One exec/stream of `cmd` in `sb`, read through `port` (the daemon's, or a gateway's).
+  double StreamOnce(uint16_t port, const std::string& sb, const std::string& cmd,
+                    const char* encoding, uint64_t bytes) {
     // Default settings: the daemon's log window, and the stream holding the producer back when
     // the client falls behind it (flow "wait"), so every byte must arrive without a gap.
     json::object req{{"cmd", cmd}, {"encoding", encoding}};
@@ -1215,7 +1370,7 @@ print(" ".join(map(str, out)))
     uint64_t decoded = 0;
     bool exited = false;
     const int64_t t0 = MonotonicNs();
-    SseStream stream(daemon_->port(), kApiKey, "POST", "/v1/sandboxes/" + sb + "/exec/stream",
+    SseStream stream(port, kApiKey, "POST", "/v1/sandboxes/" + sb + "/exec/stream",
                      json::serialize(req));
     while (!exited && stream.Pump([&](const SseStream::Event& e) {
       if (e.type == "stdout") {
@@ -1412,13 +1567,12 @@ int Main(int argc, char** argv) {
 
   bool failed = false;
   try {
-    DaemonOptions daemon_options{
-        options.daemon,
-        options.runtime,
-        kApiKey,
-        {"--log-level", "warn", "--max-sandboxes", std::to_string(sandboxes + 120),
-         "--teardown-on-exit", "true"},
-        {}};
+    DaemonOptions daemon_options{options.daemon,
+                                 options.runtime,
+                                 kApiKey,
+                                 {"--log-level", "warn", "--max-sandboxes",
+                                  std::to_string(sandboxes + 120), "--teardown-on-exit", "true"},
+                                 {}};
     utsname uts{};
     ::uname(&uts);
     std::printf("sandstream-bench%s: %s, runtime %s, %ld cores, kernel %s, cgroup accounting %s\n",
@@ -1438,6 +1592,7 @@ int Main(int argc, char** argv) {
     bench.Run(8, "8. exposed port", [&] { bench.ExposedPort(); });
     bench.Run(9, "9. egress", [&] { bench.Egress(); });
     bench.Run(10, "10. templates", [&] { bench.Templates(); });
+    bench.Run(11, "11. gateway", [&] { bench.Gateway(); });
     std::printf("\n");
     bench.PrintTable();
     failed = bench.failed();
