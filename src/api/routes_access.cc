@@ -47,6 +47,29 @@ Result<Access*> AccessOf(Context& ctx) {
   return access;
 }
 
+// What `tenant` takes: on this node, and in a cluster its sandboxes, memory, CPU and disk on
+// every node (processes and streams are counted per node).
+TenantUsage UsageOf(Context& ctx, std::string_view tenant) {
+  TenantUsage u = ctx.service.Usage(tenant);
+  const Access* access = ctx.service.access();
+  const SharedTenants* shared = access ? access->shared() : nullptr;
+  if (shared && !tenant.empty()) {
+    const TenantUsage all = shared->Total(tenant);
+    u.sandboxes = all.sandboxes;
+    u.memory_mb = all.memory_mb;
+    u.cpu_percent = all.cpu_percent;
+    u.disk_mb = all.disk_mb;
+  }
+  return u;
+}
+
+// In a cluster: tenants and keys as etcd has them now, for another node may have changed them
+// a moment ago.
+asio::awaitable<void> Fresh(Context& ctx) {
+  const Access* access = ctx.service.access();
+  if (SharedTenants* shared = access ? access->shared() : nullptr) co_await shared->Reread();
+}
+
 Result<const Tenant*> NamedTenant(Context& ctx) {
   const Tenant* t = ctx.service.TenantOf(ctx.params.at(0));
   if (!t) return Error{ErrorCode::kNotFound, "no tenant '" + ctx.params.at(0) + "'"};
@@ -56,6 +79,7 @@ Result<const Tenant*> NamedTenant(Context& ctx) {
 }  // namespace
 
 asio::awaitable<void> CreateTenant(Context& ctx) {
+  co_await Fresh(ctx);
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
   auto body = ParseBody(ctx);
@@ -71,17 +95,19 @@ asio::awaitable<void> CreateTenant(Context& ctx) {
   }
   auto quotas = QuotasFromJson(body->contains("quotas") ? body->at("quotas") : json::value());
   if (!quotas) co_return co_await ReplyError(ctx, quotas.error());
-  auto tenant = (*access)->CreateTenant(std::string(name->as_string()), *quotas);
+  std::string tenant_name(name->as_string());
+  auto tenant = co_await (*access)->CreateTenant(std::move(tenant_name), *quotas);
   if (!tenant) co_return co_await ReplyError(ctx, tenant.error());
   co_await ReplyJson(ctx, http::status::created, TenantJson(*tenant, {}));
 }
 
 asio::awaitable<void> ListTenants(Context& ctx) {
+  co_await Fresh(ctx);
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
   json::array items;
   for (const auto& [name, t] : (*access)->tenants()) {
-    items.push_back(TenantJson(t, ctx.service.Usage(name)));
+    items.push_back(TenantJson(t, UsageOf(ctx, name)));
   }
   json::object body;
   body["tenants"] = std::move(items);
@@ -89,12 +115,14 @@ asio::awaitable<void> ListTenants(Context& ctx) {
 }
 
 asio::awaitable<void> GetTenant(Context& ctx) {
+  co_await Fresh(ctx);
   auto t = NamedTenant(ctx);
   if (!t) co_return co_await ReplyError(ctx, t.error());
-  co_await ReplyJson(ctx, http::status::ok, TenantJson(**t, ctx.service.Usage((*t)->name)));
+  co_await ReplyJson(ctx, http::status::ok, TenantJson(**t, UsageOf(ctx, (*t)->name)));
 }
 
 asio::awaitable<void> UpdateTenant(Context& ctx) {
+  co_await Fresh(ctx);
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
   // Every quota is set from the body: none at all is a mistake, not "no quotas".
@@ -110,12 +138,13 @@ asio::awaitable<void> UpdateTenant(Context& ctx) {
   }
   auto quotas = QuotasFromJson(body->contains("quotas") ? body->at("quotas") : json::value());
   if (!quotas) co_return co_await ReplyError(ctx, quotas.error());
-  auto tenant = (*access)->SetQuotas(ctx.params.at(0), *quotas);
+  auto tenant = co_await (*access)->SetQuotas(ctx.params.at(0), *quotas);
   if (!tenant) co_return co_await ReplyError(ctx, tenant.error());
-  co_await ReplyJson(ctx, http::status::ok, TenantJson(*tenant, ctx.service.Usage(tenant->name)));
+  co_await ReplyJson(ctx, http::status::ok, TenantJson(*tenant, UsageOf(ctx, tenant->name)));
 }
 
 asio::awaitable<void> DeleteTenant(Context& ctx) {
+  co_await Fresh(ctx);
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
   auto t = NamedTenant(ctx);
@@ -125,15 +154,16 @@ asio::awaitable<void> DeleteTenant(Context& ctx) {
         ctx, ErrorCode::kConflict,
         "tenant '" + (*t)->name + "' has " + std::to_string(left) + " sandbox(es): delete them first");
   }
-  auto deleted = (*access)->DeleteTenant((*t)->name);
+  auto deleted = co_await (*access)->DeleteTenant((*t)->name);
   if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
 asio::awaitable<void> CreateKey(Context& ctx) {
+  co_await Fresh(ctx);
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
-  auto made = (*access)->CreateKey(ctx.params.at(0));
+  auto made = co_await (*access)->CreateKey(ctx.params.at(0));
   if (!made) co_return co_await ReplyError(ctx, made.error());
   json::object o = KeyJson(made->first);
   o["key"] = made->second;  // shown this once
@@ -141,6 +171,7 @@ asio::awaitable<void> CreateKey(Context& ctx) {
 }
 
 asio::awaitable<void> ListKeys(Context& ctx) {
+  co_await Fresh(ctx);
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
   auto t = NamedTenant(ctx);
@@ -153,9 +184,10 @@ asio::awaitable<void> ListKeys(Context& ctx) {
 }
 
 asio::awaitable<void> RevokeKey(Context& ctx) {
+  co_await Fresh(ctx);
   auto access = AccessOf(ctx);
   if (!access) co_return co_await ReplyError(ctx, access.error());
-  auto revoked = (*access)->RevokeKey(ctx.params.at(0), ctx.params.at(1));
+  auto revoked = co_await (*access)->RevokeKey(ctx.params.at(0), ctx.params.at(1));
   if (!revoked) co_return co_await ReplyError(ctx, revoked.error());
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
@@ -163,7 +195,7 @@ asio::awaitable<void> RevokeKey(Context& ctx) {
 asio::awaitable<void> GetUsage(Context& ctx) {
   const std::string& tenant = ctx.principal.tenant;
   const Tenant* t = ctx.service.TenantOf(tenant);
-  const TenantUsage usage = ctx.service.Usage(tenant);
+  const TenantUsage usage = UsageOf(ctx, tenant);
   json::object o = TenantJson(t ? *t : Tenant{}, usage);
   o["name"] = tenant.empty() ? json::value(nullptr) : json::value(tenant);
   if (!t) o.erase("created_at");

@@ -260,6 +260,12 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     }
 
     RouteMatch match = MatchRoute(parser, options_);
+    if (match.refusal && match.refusal->code == ErrorCode::kUnauthorized &&
+        options_.refresh_access) {
+      // A key made through another node may not have reached this one yet.
+      co_await options_.refresh_access();
+      match = MatchRoute(parser, options_);
+    }
     if (!match.refusal) match.refusal = Admission(match);
     const bool stream_body = match.route && match.route->stream_body;
     parser.body_limit(match.body_limit);

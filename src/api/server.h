@@ -47,6 +47,9 @@ struct ServerOptions {
   // In a cluster: this node's record (id, address, load) for GET /healthz, where a gateway
   // without etcd reads it. Unset: not in a cluster.
   std::function<boost::json::object()> node_record;
+  // In a cluster: reads the cluster's tenants and keys again, for a credential this node does
+  // not know (yet: a key made through another node a moment ago). Unset: not shared.
+  std::function<boost::asio::awaitable<void>()> refresh_access;
 };
 
 // A live streaming response, so shutdown (or the end of the token it was opened with) can

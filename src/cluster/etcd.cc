@@ -68,6 +68,46 @@ std::string KeyBody(const std::string& key, const std::string* range_end, const 
   return json::serialize(o);
 }
 
+// The store's revision in an answer's header.
+int64_t Revision(const json::object& answer) {
+  const json::value* header = answer.if_contains("header");
+  return header && header->is_object() ? Int64Field(header->as_object(), "revision") : 0;
+}
+
+std::string TxnBody(const std::vector<Condition>& conditions, const std::vector<Write>& writes) {
+  json::array compare;
+  for (const Condition& c : conditions) {
+    json::object condition{{"key", Base64(c.key)}};
+    if (c.exists) {
+      condition["target"] = "VERSION";
+      condition["result"] = "GREATER";
+      condition["version"] = "0";
+    } else {
+      condition["target"] = "MOD";
+      condition["result"] = "EQUAL";
+      condition["mod_revision"] = std::to_string(c.mod_revision);
+    }
+    compare.push_back(std::move(condition));
+  }
+  json::array success;
+  for (const Write& w : writes) {
+    json::object op{{"key", Base64(w.key)}};
+    json::object request;
+    if (w.value) {
+      op["value"] = Base64(*w.value);
+      request["request_put"] = std::move(op);
+    } else {
+      if (w.prefix) op["range_end"] = Base64(PrefixEnd(w.key));
+      request["request_delete_range"] = std::move(op);
+    }
+    success.push_back(std::move(request));
+  }
+  json::object body;
+  body["compare"] = std::move(compare);
+  body["success"] = std::move(success);
+  return json::serialize(body);
+}
+
 }  // namespace
 
 Result<std::vector<HostPort>> ParseEndpoints(std::string_view list) {
@@ -153,14 +193,22 @@ asio::awaitable<Result<void>> Etcd::Delete(const std::string& key) {
   co_return Ok{};
 }
 
-asio::awaitable<Result<std::vector<std::pair<std::string, std::string>>>> Etcd::Range(
-    const std::string& prefix) {
+asio::awaitable<Result<Listing>> Etcd::Range(const std::string& prefix) {
   const std::string end = PrefixEnd(prefix);
-  auto text = co_await Post("/v3/kv/range", KeyBody(prefix, &end, nullptr, 0));
+  co_return co_await Read(KeyBody(prefix, &end, nullptr, 0));
+}
+
+asio::awaitable<Result<Listing>> Etcd::Get(const std::string& key) {
+  co_return co_await Read(KeyBody(key, nullptr, nullptr, 0));
+}
+
+asio::awaitable<Result<Listing>> Etcd::Read(std::string body) {
+  auto text = co_await Post("/v3/kv/range", std::move(body));
   if (!text) co_return std::move(text).error();
   auto o = ParseObject(*text);
   if (!o) co_return std::move(o).error();
-  std::vector<std::pair<std::string, std::string>> out;
+  Listing out;
+  out.revision = Revision(*o);
   const json::value* kvs = o->if_contains("kvs");
   if (!kvs || !kvs->is_array()) co_return out;
   for (const json::value& kv : kvs->as_array()) {
@@ -171,9 +219,23 @@ asio::awaitable<Result<std::vector<std::pair<std::string, std::string>>>> Etcd::
     auto key = DecodeBase64(k->as_string());
     auto value =
         (v && v->is_string()) ? DecodeBase64(v->as_string()) : std::optional<std::string>("");
-    if (key && value) out.emplace_back(std::move(*key), std::move(*value));
+    if (key && value) {
+      out.kvs.push_back(
+          {std::move(*key), std::move(*value), Int64Field(kv.as_object(), "mod_revision")});
+    }
   }
   co_return out;
+}
+
+asio::awaitable<Result<int64_t>> Etcd::Txn(std::vector<Condition> conditions,
+                                           std::vector<Write> writes) {
+  auto text = co_await Post("/v3/kv/txn", TxnBody(conditions, writes));
+  if (!text) co_return std::move(text).error();
+  auto o = ParseObject(*text);
+  if (!o) co_return std::move(o).error();
+  const json::value* succeeded = o->if_contains("succeeded");
+  if (!succeeded || !succeeded->is_bool() || !succeeded->as_bool()) co_return int64_t{0};
+  co_return Revision(*o);
 }
 
 }  // namespace sandstream::cluster

@@ -1,5 +1,7 @@
 #include "cluster/gateway.h"
 
+#include <algorithm>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -147,7 +149,8 @@ Error Unreachable(std::string_view node, std::string_view sandbox_id, std::strin
 
 }  // namespace
 
-GatewayRoute RouteOf(const http::request_header<>& req, const std::string& preview_domain) {
+GatewayRoute RouteOf(const http::request_header<>& req, const std::string& preview_domain,
+                     bool shared_tenants) {
   const std::string_view target = req.target();
   const std::string_view path = target.substr(0, target.find('?'));
   const bool read_only = req.method() == http::verb::get || req.method() == http::verb::head;
@@ -177,6 +180,7 @@ GatewayRoute RouteOf(const http::request_header<>& req, const std::string& previ
     if (auto id = SegmentAfter(path, prefix)) return {GatewayRoute::kSandbox, *id, true};
   }
   if (read_only) return {GatewayRoute::kAnyNode, {}};
+  if (shared_tenants && path.starts_with("/v1/admin/tenants")) return {GatewayRoute::kAnyNode, {}};
   return {GatewayRoute::kNotHere, {}};
 }
 
@@ -211,27 +215,33 @@ asio::awaitable<void> Gateway::Run() {
   }
 }
 
-const Member* Gateway::NodeFor(const std::string& sandbox_id, std::optional<Error>& refusal) const {
+std::vector<Gateway::Target> Gateway::NodeFor(const std::string& sandbox_id,
+                                              std::optional<Error>& refusal) const {
   const auto node = NodeOfSandbox(sandbox_id);
   if (!node) {
     refusal = Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "' (its id names no node)"};
-    return nullptr;
+    return {};
   }
   const Member* to = members_.Find(*node);
   if (!to || !to->up) {
     refusal = Unreachable(*node, sandbox_id, to ? to->why_down : "it has not joined the cluster");
-    return nullptr;
+    return {};
   }
-  return to;
+  return {{to->record.id, to->address}};
 }
 
-const Member* Gateway::LightestNode(std::optional<Error>& refusal) const {
-  const Member* to = nullptr;
+std::vector<Gateway::Target> Gateway::ByLoad(std::optional<Error>& refusal) const {
+  std::vector<const Member*> up;
   for (const Member* m : members_.All()) {
-    if (m->up && (!to || m->record.Load(m->pending) < to->record.Load(to->pending))) to = m;
+    if (m->up) up.push_back(m);
   }
-  if (!to) refusal = Error{ErrorCode::kUnavailable, "no node is up"};
-  return to;
+  std::stable_sort(up.begin(), up.end(), [](const Member* a, const Member* b) {
+    return a->record.Load(a->pending) < b->record.Load(b->pending);
+  });
+  std::vector<Target> out;
+  for (const Member* m : up) out.push_back({m->record.id, m->address});
+  if (out.empty()) refusal = Error{ErrorCode::kUnavailable, "no node is up"};
+  return out;
 }
 
 Error Gateway::NotServed(const http::request_header<>& req) {
@@ -259,15 +269,15 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
     if (error) co_await AnswerError(client, 11, *error, false);
   } else {
     const http::request_header<>& req = parser.get();
-    const GatewayRoute route = RouteOf(req, options_.preview_domain);
+    const GatewayRoute route = RouteOf(req, options_.preview_domain, options_.shared_tenants);
     // Decided before any co_await, and answered from named values: GCC 12 mishandles
     // temporaries (a braced Error, a conditional) that live across one.
     std::optional<Error> refusal;
-    const Member* to = nullptr;
+    std::vector<Target> to;
     if (route.kind == GatewayRoute::kSandbox) {
       to = NodeFor(route.sandbox_id, refusal);
     } else if (route.kind == GatewayRoute::kAnyNode) {
-      to = LightestNode(refusal);
+      to = ByLoad(refusal);
     } else if (route.kind == GatewayRoute::kNotHere) {
       refusal = NotServed(req);
     }
@@ -280,7 +290,7 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
     } else if (route.kind == GatewayRoute::kCreate) {
       co_await Create(client, buffer, parser, route);
     } else {
-      co_await Pass(client, buffer, req, route, to);
+      co_await Pass(client, buffer, req, route, std::move(to));
     }
   }
   boost::system::error_code ignored;
@@ -290,18 +300,32 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
 
 asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffer& buffer,
                                     const http::request_header<>& req, const GatewayRoute& route,
-                                    const Member* to) {
-  const std::string node = to->record.id;
-  const std::string subject =
-      route.sandbox_id.empty() ? "node " + node : "sandbox " + route.sandbox_id;
+                                    std::vector<Target> to) {
   client.expires_never();
   tcp::socket upstream(ex_);
-  if (auto connected = co_await Connect(upstream, to->address, options_.connect_timeout);
-      !connected) {
+  std::string node;
+  std::string why;      // the last node's refusal
+  std::string refused;  // every node's, named
+  for (const Target& target : to) {
+    auto connected = co_await Connect(upstream, target.address, options_.connect_timeout);
+    if (connected) {
+      node = target.node;
+      break;
+    }
+    why = connected.error().message;
+    refused += (refused.empty() ? "" : "; ") + target.node + ": " + why;
+    boost::system::error_code ignored;
+    upstream.close(ignored);
+  }
+  if (node.empty()) {
     // Built before the co_await: GCC 12 destroys a conditional's temporary twice across one.
-    Error error = Unreachable(node, route.sandbox_id, connected.error().message);
+    Error error = route.kind == GatewayRoute::kSandbox
+                      ? Unreachable(to.front().node, route.sandbox_id, why)
+                      : Error{ErrorCode::kUnavailable, "no node could be reached: " + refused};
     co_return co_await AnswerError(client, req.version(), error, route.e2b);
   }
+  const std::string subject =
+      route.sandbox_id.empty() ? "node " + node : "sandbox " + route.sandbox_id;
   const std::string head = NodeHead(req, PeerAddress(client.socket()));
   bool sent = co_await api::WriteWithin(upstream, asio::buffer(head), options_.write_timeout);
   // What was read past the request's header is the start of its body.

@@ -37,6 +37,9 @@ struct GatewayOptions {
   SteadyClock::duration connect_timeout = std::chrono::seconds(5);
   // How long a node may take to create a sandbox (or list its own).
   SteadyClock::duration node_timeout = std::chrono::seconds(120);
+  // The nodes keep tenants and keys in etcd (the gateway reads membership there): a change to
+  // them may go to any node.
+  bool shared_tenants = false;
 };
 
 // What the gateway does with a request, from its head alone.
@@ -46,14 +49,14 @@ struct GatewayRoute {
     kList,     // GET /v1/sandboxes (E2B: GET /v2/sandboxes): every node's, merged
     kCreate,   // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
     kSandbox,  // about one sandbox: to the node its id names
-    kAnyNode,  // read-only and the same on every node (templates, the console): any node
-    kNotHere,  // changes what each node holds alone (templates, tenants): not yet
+    kAnyNode,  // the same on every node (templates, the console; tenants in etcd): any node
+    kNotHere,  // changes what each node holds alone (templates, tenants without etcd): not yet
   } kind;
   std::string sandbox_id;  // kSandbox
   bool e2b = false;        // E2B's wire: its error shape, its list shape
 };
 GatewayRoute RouteOf(const boost::beast::http::request_header<>& req,
-                     const std::string& preview_domain);
+                     const std::string& preview_domain, bool shared_tenants = false);
 
 class Gateway {
  public:
@@ -68,15 +71,22 @@ class Gateway {
 
  private:
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
-  // The node that holds `sandbox_id`, or null and why not.
-  const Member* NodeFor(const std::string& sandbox_id, std::optional<Error>& refusal) const;
-  // The least loaded node up, for what any node answers alike.
-  const Member* LightestNode(std::optional<Error>& refusal) const;
+  // A node a request may go to: its id and address (copied: membership may change meanwhile).
+  struct Target {
+    std::string node;
+    HostPort address;
+  };
+  // The node that holds `sandbox_id`, or none and why not.
+  std::vector<Target> NodeFor(const std::string& sandbox_id, std::optional<Error>& refusal) const;
+  // Every node up, least loaded first, for what any node answers alike.
+  std::vector<Target> ByLoad(std::optional<Error>& refusal) const;
   static Error NotServed(const boost::beast::http::request_header<>& req);
+  // Relays the request to the first of `to` that takes a connection (nothing reaches a node
+  // that refuses one, so the next may have it).
   boost::asio::awaitable<void> Pass(boost::beast::tcp_stream& client,
                                     boost::beast::flat_buffer& buffer,
                                     const boost::beast::http::request_header<>& req,
-                                    const GatewayRoute& route, const Member* to);
+                                    const GatewayRoute& route, std::vector<Target> to);
   boost::asio::awaitable<void> Create(
       boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
       boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,

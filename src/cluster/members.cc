@@ -98,7 +98,8 @@ asio::awaitable<void> Members::RefreshFromEtcd() {
   if (unavailable_) log::Info("etcd available again");
   unavailable_.reset();
   std::vector<std::string> present;
-  for (auto& [key, value] : *kvs) {
+  for (auto& [key, value, revision] : kvs->kvs) {
+    (void)revision;
     auto record = NodeRecord::FromJson(value);
     if (!record) {
       log::Warn("unreadable node record in etcd", {{"key", key}});

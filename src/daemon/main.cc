@@ -22,6 +22,7 @@
 #include "cluster/gateway.h"
 #include "cluster/members.h"
 #include "cluster/registrar.h"
+#include "cluster/tenants.h"
 #include "daemon/config.h"
 #include "daemon/runtime_factory.h"
 #include "platform/fd.h"
@@ -181,6 +182,7 @@ int RunGateway(const Config& config) {
   options.max_body_bytes = static_cast<uint64_t>(config.max_body_bytes);
   options.write_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config.write_timeout_seconds * 1000));
+  options.shared_tenants = etcd != nullptr;
   RaiseOpenFilesLimit();
   cluster::Gateway gateway(io.get_executor(), members, options);
   auto endpoint = gateway.Listen(config.listen);
@@ -284,8 +286,25 @@ int main(int argc, char** argv) {
   // Before anything can be seen from outside (the listening line): a SIGTERM from then on is a
   // graceful stop, served once the loop runs, never the default action.
   asio::signal_set signals(io, SIGINT, SIGTERM);
-  // Tenants, their keys and scoped tokens; the configured key is the admin's.
+  // Tenants, their keys and scoped tokens; the configured key is the admin's. With etcd,
+  // tenants and keys are the cluster's, mirrored here.
   Access access(*key, store->get());
+  std::unique_ptr<cluster::Etcd> etcd = MakeEtcd(io, *config);
+  const Service* service_ref = nullptr;  // set once the service exists
+  std::unique_ptr<cluster::EtcdTenants> tenants;
+  if (etcd) {
+    cluster::EtcdTenants::Options tenants_options;
+    tenants_options.prefix = config->etcd_prefix;
+    tenants_options.node_id = config->node_id;
+    tenants = std::make_unique<cluster::EtcdTenants>(
+        io.get_executor(), *etcd, access,
+        [&service_ref] {
+          return service_ref ? service_ref->Committed()
+                             : std::map<std::string, TenantUsage, std::less<>>{};
+        },
+        std::move(tenants_options));
+    access.Share(tenants.get());
+  }
   if (auto loaded = access.Load(); !loaded) {
     std::cerr << "sandstreamd: " << loaded.error().message << "\n";
     return 1;
@@ -297,6 +316,7 @@ int main(int argc, char** argv) {
   if (egress) service_options.dns_upstreams = egress->options().resolvers;
   Service service(io.get_executor(), **runtime, **store, std::move(service_options));
   service.Restore();
+  service_ref = &service;
 
   api::ServerOptions server_options;
   server_options.api_key = *key;
@@ -321,6 +341,11 @@ int main(int argc, char** argv) {
   server_options.web_dir = ResolveWebDir(*config);
   server_options.preview_domain = config->preview_domain;
   server_options.public_url = config->public_url;
+  if (tenants) {
+    server_options.refresh_access = [&tenants]() -> asio::awaitable<void> {
+      co_await tenants->Refresh();
+    };
+  }
   // Where gateways reach this node: advertise, else the address it listens on (a wildcard one
   // says nothing: loopback, with a warning), known once it is bound.
   std::string advertised;
@@ -349,7 +374,6 @@ int main(int argc, char** argv) {
     if (endpoint->address().is_v6() && host != "127.0.0.1") host = "[" + host + "]";
     advertised = host + ":" + std::to_string(endpoint->port());
   }
-  std::unique_ptr<cluster::Etcd> etcd = MakeEtcd(io, *config);
   std::unique_ptr<cluster::Registrar> registrar;
   if (etcd) {
     registrar = std::make_unique<cluster::Registrar>(
@@ -384,6 +408,7 @@ int main(int argc, char** argv) {
 
   asio::co_spawn(io, server.Run(), asio::detached);
   if (registrar) asio::co_spawn(io, registrar->Run(), asio::detached);
+  if (tenants) asio::co_spawn(io, tenants->Run(), asio::detached);
   asio::co_spawn(io, ShutdownOnSignal(signals, server, service, *config, io, registrar.get()),
                  asio::detached);
   io.run();

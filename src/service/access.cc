@@ -12,6 +12,7 @@
 #include "base/log.h"
 
 namespace sandstream {
+namespace asio = boost::asio;
 namespace json = boost::json;
 
 namespace {
@@ -206,34 +207,56 @@ Result<void> Access::Load() {
   if (!store_) return Ok{};
   auto rows = store_->AccessRows();
   if (!rows) return std::move(rows).error();
+  size_t unshared = 0;
   for (const auto& row : *rows) {
-    json::object o;
-    try {
-      o = json::parse(row.record).as_object();
-    } catch (const std::exception&) {
-      log::Warn("access: unreadable record", {{"kind", row.kind}, {"id", row.id}});
+    if (shared_ && row.kind != "token") {
+      ++unshared;
       continue;
     }
-    if (row.kind == "tenant") {
-      auto quotas = QuotasFromJson(o["quotas"]);
-      tenants_[row.id] = Tenant{row.id, quotas ? *quotas : Quotas{}, Time(o, "created_at")};
-    } else if (row.kind == "key") {
-      keys_[row.id] = KeyInfo{row.id, Text(o, "tenant"), Text(o, "hash"), Time(o, "created_at")};
-    } else if (row.kind == "token") {
-      std::vector<std::string> names;
-      if (auto* a = o.if_contains("scopes"); a && a->is_array()) {
-        for (const auto& n : a->as_array()) {
-          if (n.is_string()) names.emplace_back(n.as_string());
-        }
-      }
-      auto grant = ParseScopes(names);
-      if (!grant) continue;
-      tokens_[row.id] = TokenInfo{row.id,         Text(o, "tenant"), Text(o, "sandbox"), *grant,
-                                  Text(o, "hash"), Time(o, "created_at"), Time(o, "expires_at")};
-    }
+    Apply(row.kind, row.id, row.record);
+  }
+  if (unshared > 0) {
+    log::Warn("access: this node's own tenants and keys are not used in a cluster (its tenants "
+              "and keys are etcd's): make them again through a gateway",
+              {{"records", std::to_string(unshared)}});
   }
   DropExpiredTokens();
   return Ok{};
+}
+
+void Access::Replace(const std::vector<Record>& records) {
+  tenants_.clear();
+  keys_.clear();
+  for (const Record& r : records) {
+    if (r.kind == "tenant" || r.kind == "key") Apply(r.kind, r.id, r.text);
+  }
+}
+
+void Access::Apply(std::string_view kind, const std::string& id, const std::string& text) {
+  json::object o;
+  try {
+    o = json::parse(text).as_object();
+  } catch (const std::exception&) {
+    log::Warn("access: unreadable record", {{"kind", std::string(kind)}, {"id", id}});
+    return;
+  }
+  if (kind == "tenant") {
+    auto quotas = QuotasFromJson(o["quotas"]);
+    tenants_[id] = Tenant{id, quotas ? *quotas : Quotas{}, Time(o, "created_at")};
+  } else if (kind == "key") {
+    keys_[id] = KeyInfo{id, Text(o, "tenant"), Text(o, "hash"), Time(o, "created_at")};
+  } else if (kind == "token") {
+    std::vector<std::string> names;
+    if (auto* a = o.if_contains("scopes"); a && a->is_array()) {
+      for (const auto& n : a->as_array()) {
+        if (n.is_string()) names.emplace_back(n.as_string());
+      }
+    }
+    auto grant = ParseScopes(names);
+    if (!grant) return;
+    tokens_[id] = TokenInfo{id,         Text(o, "tenant"), Text(o, "sandbox"), *grant,
+                            Text(o, "hash"), Time(o, "created_at"), Time(o, "expires_at")};
+  }
 }
 
 void Access::DropExpiredTokens() const {
@@ -290,59 +313,76 @@ const Tenant* Access::FindTenant(std::string_view name) const {
   return it == tenants_.end() ? nullptr : &it->second;
 }
 
-Result<Tenant> Access::CreateTenant(const std::string& name, const Quotas& quotas) {
+asio::awaitable<Result<void>> Access::KeepTenant(const Tenant& t, bool create) {
+  std::string text = json::serialize(TenantJson(t));
+  if (shared_) co_return co_await shared_->PutTenant(t.name, std::move(text), create);
+  if (store_) co_return store_->PutAccess("tenant", t.name, text);
+  co_return Ok{};
+}
+
+asio::awaitable<Result<Tenant>> Access::CreateTenant(std::string name, Quotas quotas) {
   if (!ValidTenantName(name)) {
-    return Error{ErrorCode::kInvalidRequest, "a tenant's name is [a-z0-9][a-z0-9_-]{0,62}"};
+    co_return Error{ErrorCode::kInvalidRequest, "a tenant's name is [a-z0-9][a-z0-9_-]{0,62}"};
   }
   if (tenants_.contains(name)) {
-    return Error{ErrorCode::kConflict, "tenant '" + name + "' exists already"};
+    co_return Error{ErrorCode::kConflict, "tenant '" + name + "' exists already"};
   }
-  Tenant t{name, quotas, SystemNow()};
-  if (store_) {
-    if (auto r = store_->PutAccess("tenant", name, json::serialize(TenantJson(t))); !r) {
-      return std::move(r).error();
-    }
+  const Tenant t{name, quotas, SystemNow()};
+  if (auto kept = co_await KeepTenant(t, true); !kept) {
+    co_return std::move(kept).error();
   }
   tenants_[name] = t;
-  return t;
+  co_return t;
 }
 
-Result<Tenant> Access::SetQuotas(const std::string& name, const Quotas& quotas) {
+asio::awaitable<Result<Tenant>> Access::SetQuotas(std::string name, Quotas quotas) {
   auto it = tenants_.find(name);
-  if (it == tenants_.end()) return Error{ErrorCode::kNotFound, "no tenant '" + name + "'"};
+  if (it == tenants_.end()) co_return Error{ErrorCode::kNotFound, "no tenant '" + name + "'"};
   Tenant t = it->second;
   t.quotas = quotas;
-  if (store_) {
-    if (auto r = store_->PutAccess("tenant", name, json::serialize(TenantJson(t))); !r) {
-      return std::move(r).error();
+  if (auto kept = co_await KeepTenant(t, false); !kept) {
+    co_return std::move(kept).error();
+  }
+  tenants_[name] = t;
+  co_return t;
+}
+
+asio::awaitable<Result<void>> Access::DeleteTenant(std::string name) {
+  if (!tenants_.contains(name)) co_return Error{ErrorCode::kNotFound, "no tenant '" + name + "'"};
+  std::vector<std::string> key_ids;
+  for (const auto& key : Keys(name)) key_ids.push_back(key.id);
+  if (shared_) {
+    if (auto deleted = co_await shared_->DeleteTenant(name); !deleted) {
+      co_return std::move(deleted).error();
     }
+  } else if (store_) {
+    for (const auto& id : key_ids) {
+      if (auto r = store_->DeleteAccess("key", id); !r) co_return r;
+    }
+    if (auto r = store_->DeleteAccess("tenant", name); !r) co_return r;
   }
-  it->second = t;
-  return t;
-}
-
-Result<void> Access::DeleteTenant(const std::string& name) {
-  if (!tenants_.contains(name)) return Error{ErrorCode::kNotFound, "no tenant '" + name + "'"};
-  for (const auto& key : Keys(name)) (void)RevokeKey(name, key.id);
-  if (store_) {
-    if (auto r = store_->DeleteAccess("tenant", name); !r) return r;
-  }
+  for (const auto& id : key_ids) keys_.erase(id);
   tenants_.erase(name);
-  return Ok{};
+  co_return Ok{};
 }
 
-Result<std::pair<KeyInfo, std::string>> Access::CreateKey(const std::string& tenant) {
-  if (!tenants_.contains(tenant)) return Error{ErrorCode::kNotFound, "no tenant '" + tenant + "'"};
+asio::awaitable<Result<std::pair<KeyInfo, std::string>>> Access::CreateKey(std::string tenant) {
+  if (!tenants_.contains(tenant)) {
+    co_return Error{ErrorCode::kNotFound, "no tenant '" + tenant + "'"};
+  }
   const std::string short_id = RandomHex(8);
   const std::string key = std::string(kKeyPrefix) + short_id + "_" + RandomHex(32);
   KeyInfo info{"key_" + short_id, tenant, Sha256Hex(key), SystemNow()};
-  if (store_) {
-    if (auto r = store_->PutAccess("key", info.id, json::serialize(KeyJson(info))); !r) {
-      return std::move(r).error();
-    }
+  std::string text = json::serialize(KeyJson(info));
+  Result<void> kept = Ok{};
+  if (shared_) {
+    kept = co_await shared_->PutKey(tenant, info.id, std::move(text));
+  } else if (store_) {
+    kept = store_->PutAccess("key", info.id, text);
   }
+  if (!kept) co_return std::move(kept).error();
   keys_[info.id] = info;
-  return std::pair{info, key};
+  co_return std::pair{info, key};
 }
 
 std::vector<KeyInfo> Access::Keys(std::string_view tenant) const {
@@ -353,17 +393,18 @@ std::vector<KeyInfo> Access::Keys(std::string_view tenant) const {
   return out;
 }
 
-Result<void> Access::RevokeKey(std::string_view tenant, const std::string& id) {
+asio::awaitable<Result<void>> Access::RevokeKey(std::string tenant, std::string id) {
   auto it = keys_.find(id);
   if (it == keys_.end() || it->second.tenant != tenant) {
-    return Error{ErrorCode::kNotFound,
-                 "no key '" + id + "' of tenant '" + std::string(tenant) + "'"};
+    co_return Error{ErrorCode::kNotFound, "no key '" + id + "' of tenant '" + tenant + "'"};
   }
-  if (store_) {
-    if (auto r = store_->DeleteAccess("key", id); !r) return r;
+  if (shared_) {
+    if (auto r = co_await shared_->DeleteKey(tenant, id); !r) co_return r;
+  } else if (store_) {
+    if (auto r = store_->DeleteAccess("key", id); !r) co_return r;
   }
-  keys_.erase(it);
-  return Ok{};
+  keys_.erase(id);
+  co_return Ok{};
 }
 
 Result<std::pair<TokenInfo, std::string>> Access::CreateToken(const std::string& tenant,

@@ -6,13 +6,17 @@
 //  - a scoped token: one sandbox, for the scopes it names, until it expires, is revoked or the
 //    sandbox is deleted; made for a browser, where whatever is in a URL is in its history.
 // Keys and tokens are random secrets shown once when made; the daemon keeps their SHA-256 only.
-// One io_context thread uses it (no locks); the store keeps every change.
+// One io_context thread uses it (no locks); the store keeps every change. In a cluster, tenants
+// and keys are the cluster's (SharedTenants, in etcd) and this is their mirror; tokens, which
+// name one sandbox, stay with the node that holds it.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,6 +57,16 @@ struct Quotas {
   int64_t disk_mb = 0;            // the sum of their disk limits
   int64_t streams = 0;            // open streaming responses (SSE, WebSockets, relays)
   int64_t requests_per_second = 0;
+};
+
+// What a tenant's sandboxes take (its quotas' measure).
+struct TenantUsage {
+  int64_t sandboxes = 0;
+  int64_t running_processes = 0;
+  int64_t memory_mb = 0;
+  int64_t cpu_percent = 0;
+  int64_t disk_mb = 0;
+  int64_t streams = 0;
 };
 
 struct Tenant {
@@ -106,13 +120,53 @@ struct Principal {
   }
 };
 
+// Tenants and keys kept for a whole cluster rather than in one node's store, and what each
+// tenant takes on every node, so that its quotas hold across them (cluster::EtcdTenants).
+class SharedTenants {
+ public:
+  virtual ~SharedTenants() = default;
+  // A tenant's record: when `create`, only if it has none yet (kConflict), else only if it has
+  // one (kNotFound).
+  virtual boost::asio::awaitable<Result<void>> PutTenant(std::string name, std::string record,
+                                                         bool create) = 0;
+  // Deletes tenant `name` and its keys; kConflict while it has sandboxes on any node.
+  virtual boost::asio::awaitable<Result<void>> DeleteTenant(std::string name) = 0;
+  // A new key's record, if its tenant still exists (kNotFound).
+  virtual boost::asio::awaitable<Result<void>> PutKey(std::string tenant, std::string id,
+                                                      std::string record) = 0;
+  virtual boost::asio::awaitable<Result<void>> DeleteKey(std::string tenant, std::string id) = 0;
+  // Publishes what `tenant` takes on this node now (sandboxes being made included); with
+  // `quotas`, only if its sandboxes, memory_mb, cpu_percent and disk_mb over every node then
+  // stay within them (else kQuotaExceeded naming the quota, and nothing is published).
+  virtual boost::asio::awaitable<Result<void>> Commit(std::string tenant,
+                                                      std::optional<Quotas> quotas) = 0;
+  // What `tenant` takes on this node has gone down: published soon, in the background.
+  virtual void Changed(std::string tenant) = 0;
+  // Reads tenants and keys (and usage) now, for an admin about to change or show them: another
+  // node may have changed them a moment ago.
+  virtual boost::asio::awaitable<void> Reread() = 0;
+  // What `tenant` takes on every node, as last read: sandboxes, memory_mb, cpu_percent, disk_mb.
+  virtual TenantUsage Total(std::string_view tenant) const = 0;
+};
+
 class Access {
  public:
   // `store` may be null (nothing is kept: tests and tools).
   Access(std::string admin_key, Store* store) : admin_key_(std::move(admin_key)), store_(store) {}
 
-  // The tenants, keys and tokens the store holds; expired tokens are dropped.
+  // Tenants and keys are `shared`'s from now on (set before Load).
+  void Share(SharedTenants* shared) { shared_ = shared; }
+  SharedTenants* shared() const { return shared_; }
+
+  // The tenants, keys and tokens the store holds (tokens only, when shared); expired tokens
+  // are dropped.
   Result<void> Load();
+  // A shared record: `kind` "tenant" or "key", its id and its JSON text.
+  struct Record {
+    std::string kind, id, text;
+  };
+  // The tenants and keys are these records now (the shared store's, as read).
+  void Replace(const std::vector<Record>& records);
 
   // The principal a credential (a bearer token, an access_token) names, or a 401 saying why.
   Result<Principal> Authenticate(std::string_view credential) const;
@@ -120,15 +174,17 @@ class Access {
   // Tenant names: [a-z0-9][a-z0-9_-]{0,62}.
   const std::map<std::string, Tenant, std::less<>>& tenants() const { return tenants_; }
   const Tenant* FindTenant(std::string_view name) const;
-  Result<Tenant> CreateTenant(const std::string& name, const Quotas& quotas);
-  Result<Tenant> SetQuotas(const std::string& name, const Quotas& quotas);
-  // With its keys; the caller has made sure it has no sandbox left.
-  Result<void> DeleteTenant(const std::string& name);
+  // These change the shared store first, when there is one.
+  boost::asio::awaitable<Result<Tenant>> CreateTenant(std::string name, Quotas quotas);
+  boost::asio::awaitable<Result<Tenant>> SetQuotas(std::string name, Quotas quotas);
+  // With its keys; the caller has made sure it has no sandbox left on this node (the shared
+  // store refuses while it has any on another).
+  boost::asio::awaitable<Result<void>> DeleteTenant(std::string name);
 
   // A new key of `tenant`: its record, and the key itself, which is never shown again.
-  Result<std::pair<KeyInfo, std::string>> CreateKey(const std::string& tenant);
+  boost::asio::awaitable<Result<std::pair<KeyInfo, std::string>>> CreateKey(std::string tenant);
   std::vector<KeyInfo> Keys(std::string_view tenant) const;
-  Result<void> RevokeKey(std::string_view tenant, const std::string& id);
+  boost::asio::awaitable<Result<void>> RevokeKey(std::string tenant, std::string id);
 
   // A token for `sandbox` (of `tenant`) with `grant` for `ttl`: its record and the token.
   static constexpr std::chrono::seconds kMaxTokenTtl{7 * 24 * 3600};
@@ -147,9 +203,14 @@ class Access {
 
  private:
   void DropExpiredTokens() const;
+  // Takes in one stored record (Load, Replace).
+  void Apply(std::string_view kind, const std::string& id, const std::string& text);
+  // Writes a tenant's record where tenants are kept: the shared store, else this node's.
+  boost::asio::awaitable<Result<void>> KeepTenant(const Tenant& t, bool create);
 
   std::string admin_key_;
   Store* store_;
+  SharedTenants* shared_ = nullptr;
   std::map<std::string, Tenant, std::less<>> tenants_;
   std::map<std::string, KeyInfo, std::less<>> keys_;
   mutable std::map<std::string, TokenInfo, std::less<>> tokens_;

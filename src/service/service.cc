@@ -212,9 +212,33 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   if (auto quotas = CheckCreateQuotas(sb->tenant, limits); !quotas) co_return std::move(quotas).error();
   ++creating_;
   const auto creating = creating_by_tenant_.emplace(sb->tenant, limits);
+  // In a cluster the tenant's quotas count its sandboxes on every node: this one is counted
+  // there before it is made, and given back if it is not.
+  SharedTenants* shared = SharedFor(sb->tenant);
+  if (shared) {
+    const Tenant* t = TenantOf(sb->tenant);
+    std::optional<Quotas> quotas;
+    if (t) quotas = t->quotas;
+    auto committed = co_await shared->Commit(sb->tenant, quotas);
+    if (!committed) {
+      creating_by_tenant_.erase(creating);
+      --creating_;
+      shared->Changed(sb->tenant);
+      co_return std::move(committed).error();
+    }
+  }
   Result<std::unique_ptr<sandbox::Sandbox>> runtime = co_await Await(runtime_.Create(spec));
   creating_by_tenant_.erase(creating);
   --creating_;
+  // Every way out from here without the sandbox gives its share back.
+  struct GiveBack {
+    SharedTenants* shared;
+    const std::string& tenant;
+    bool keep = false;
+    ~GiveBack() {
+      if (shared && !keep) shared->Changed(tenant);
+    }
+  } give_back{shared, sb->tenant};
   if (!runtime) {
     log::Warn("sandbox setup failed", {{"sandbox", sb->id}, {"error", runtime.error().message}});
     co_return std::move(runtime).error();
@@ -228,6 +252,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     (void)co_await Await(sb->runtime->Destroy());
     co_return std::move(resolving).error();
   }
+  give_back.keep = true;
   PrepareTemplate(options_, *sb);
   SandboxEntry* raw = sb.get();
   sandboxes_.emplace(sb->id, std::move(sb));
@@ -930,8 +955,31 @@ Result<void> Service::StartResolver(SandboxEntry& sb) {
 }
 
 void Service::Free(const std::string& id) {
+  std::string tenant;
+  if (auto it = sandboxes_.find(id); it != sandboxes_.end()) tenant = it->second->tenant;
   std::erase(order_, id);
   sandboxes_.erase(id);
+  if (SharedTenants* shared = SharedFor(tenant)) shared->Changed(tenant);
+}
+
+SharedTenants* Service::SharedFor(std::string_view tenant) const {
+  if (tenant.empty() || !options_.access) return nullptr;
+  return options_.access->shared();
+}
+
+std::map<std::string, TenantUsage, std::less<>> Service::Committed() const {
+  std::map<std::string, TenantUsage, std::less<>> out;
+  auto add = [&out](const std::string& tenant, const sandbox::Limits& limits) {
+    if (tenant.empty()) return;
+    TenantUsage& u = out[tenant];
+    ++u.sandboxes;
+    u.memory_mb += limits.memory_mb;
+    u.cpu_percent += limits.cpu_percent;
+    u.disk_mb += limits.disk_mb;
+  };
+  for (const auto& [id, sb] : sandboxes_) add(sb->tenant, sb->limits);
+  for (const auto& [tenant, limits] : creating_by_tenant_) add(tenant, limits);
+  return out;
 }
 
 void Service::Restore() {

@@ -93,16 +93,6 @@ struct SandboxRequest {
 class Session;
 class CodeContext;
 
-// What a tenant's sandboxes take now (its quotas' measure).
-struct TenantUsage {
-  int64_t sandboxes = 0;
-  int64_t running_processes = 0;
-  int64_t memory_mb = 0;
-  int64_t cpu_percent = 0;
-  int64_t disk_mb = 0;
-  int64_t streams = 0;
-};
-
 // A live sandbox as the service keeps it. The API reads it through Service::Find's const view
 // and changes it only through Service (and the service layer's Session and CodeContext, which
 // reach the mutable entry as friends); `runtime` is for the service layer alone.
@@ -252,6 +242,9 @@ class Service {
   boost::asio::thread_pool& blocking_pool() { return blocking_pool_; }
   size_t sandbox_count() const { return sandboxes_.size(); }
   TenantUsage Usage(std::string_view tenant) const;
+  // What each tenant's sandboxes here take, those being made included (sandboxes, memory_mb,
+  // cpu_percent, disk_mb): what a cluster counts against its quotas for this node.
+  std::map<std::string, TenantUsage, std::less<>> Committed() const;
   // The tenant's record when it has one (quotas), else null (the admin's sandboxes).
   const Tenant* TenantOf(std::string_view tenant) const;
   Access* access() const { return options_.access; }
@@ -306,6 +299,8 @@ class Service {
   Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
                                           bool* attached);
   Result<void> CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const;
+  // The cluster's tenants, when `tenant` is one of them and tenants are shared.
+  SharedTenants* SharedFor(std::string_view tenant) const;
   // An image template: `job` makes the image on the image thread (from an archive, a
   // registry), then it is recorded as `name`, with `source` saying where it came from.
   using ImageJob =

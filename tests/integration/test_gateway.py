@@ -323,11 +323,105 @@ def test_a_node_added_is_used(cluster: Cluster) -> None:
         cluster.nodes["n4"].stop()
 
 
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_tenants_keys_and_quotas_hold_across_nodes(cluster: Cluster) -> None:
+    g1, g2 = (client_of(g) for g in cluster.gateways[:2])
+    nodes = [cluster.nodes[n] for n in ("n1", "n2", "n3")]
+    r = g1.post("/v1/admin/tenants", json={"name": "acme", "quotas": {"sandboxes": 3}})
+    assert r.status_code == 201, r.text
+    assert_error(g2.post("/v1/admin/tenants", json={"name": "acme"}), 409, "conflict")
+    made = g2.post("/v1/admin/tenants/acme/keys")
+    assert made.status_code == 201, made.text
+    key, key_id = made.json()["key"], made.json()["id"]
+    mine: list[str] = []
+    try:
+        # The key opens every node at once (one that has not read it yet reads it then).
+        for node in nodes:
+            r = httpx.get(f"{node.url}/v1/sandboxes", headers=bearer(key), timeout=10)
+            assert r.status_code == 200, (node.url, r.text)
+        # A sandbox on each node, made there directly: the quota of 3 is full across them.
+        for node in nodes:
+            r = httpx.post(f"{node.url}/v1/sandboxes", headers=bearer(key), json={}, timeout=30)
+            assert r.status_code == 201, r.text
+            mine.append(r.json()["id"])
+        assert sorted(node_of(s) for s in mine) == ["n1", "n2", "n3"]
+        t1 = httpx.Client(base_url=cluster.gateways[0].url, headers=bearer(key), timeout=30)
+        body = assert_error(t1.post("/v1/sandboxes", json={}), 429, "quota_exceeded")
+        assert "sandboxes 3" in body["message"] and "every node" in body["message"], body
+        for node in nodes:
+            r = httpx.post(f"{node.url}/v1/sandboxes", headers=bearer(key), json={}, timeout=30)
+            assert_error(r, 429, "quota_exceeded")
+        # Every node, and so either gateway, counts the tenant's sandboxes on all of them.
+        for node in nodes:
+            assert wait_until(lambda node=node: httpx.get(
+                f"{node.url}/v1/usage", headers=bearer(key),
+                timeout=10).json()["usage"]["sandboxes"] == 3, 5, 0.1), node.url
+        assert g2.get("/v1/admin/tenants/acme").json()["usage"]["sandboxes"] == 3
+        listed = {s["id"] for s in t1.get("/v1/sandboxes").json()["sandboxes"]}
+        assert listed == set(mine)
+        # Not deleted while it has sandboxes, whichever node is asked.
+        body = assert_error(httpx.delete(f"{nodes[0].url}/v1/admin/tenants/acme",
+                                         headers=bearer(API_KEY), timeout=10), 409, "conflict")
+        assert "sandbox" in body["message"], body
+        # One given back on n3: there is room again, on another node.
+        on_n3 = next(s for s in mine if node_of(s) == "n3")
+        assert t1.delete(f"/v1/sandboxes/{on_n3}").status_code == 204
+        mine.remove(on_n3)
+
+        def create_on_n1() -> bool:
+            r = httpx.post(f"{nodes[0].url}/v1/sandboxes", headers=bearer(key), json={},
+                           timeout=30)
+            if r.status_code == 201:
+                mine.append(r.json()["id"])
+            return r.status_code == 201
+
+        assert wait_until(create_on_n1, 5, 0.1)
+        assert_error(t1.post("/v1/sandboxes", json={}), 429, "quota_exceeded")
+        # Quotas changed through one gateway hold on every node.
+        r = g2.patch("/v1/admin/tenants/acme", json={"quotas": {"sandboxes": 4}})
+        assert r.status_code == 200, r.text
+        assert wait_until(lambda: httpx.post(
+            f"{nodes[1].url}/v1/sandboxes", headers=bearer(key), json={},
+            timeout=30).status_code == 201, 5, 0.2)
+        mine.extend(s["id"] for s in t1.get("/v1/sandboxes").json()["sandboxes"]
+                    if s["id"] not in mine)
+        assert len(mine) == 4, mine
+        # A key revoked through one gateway stops opening every node.
+        assert g1.delete(f"/v1/admin/tenants/acme/keys/{key_id}").status_code == 204
+
+        def refused_everywhere() -> bool:
+            return all(httpx.get(f"{n.url}/v1/sandboxes", headers=bearer(key),
+                                 timeout=10).status_code == 401 for n in nodes)
+
+        assert wait_until(refused_everywhere, 5, 0.1)
+    finally:
+        for sid in mine:
+            g1.delete(f"/v1/sandboxes/{sid}")
+    # Gone from every node's count, it can be deleted.
+    assert wait_until(lambda: g1.delete("/v1/admin/tenants/acme").status_code == 204, 10, 0.2)
+    assert wait_until(lambda: g2.get("/v1/admin/tenants/acme").status_code == 404, 5, 0.1)
+
+
 def test_etcd_stopped_and_started(cluster: Cluster) -> None:
     g = client_of(cluster.gateways[0])
+    n1 = cluster.nodes["n1"]
+    assert g.post("/v1/admin/tenants", json={"name": "calm"}).status_code == 201
+    key = g.post("/v1/admin/tenants/calm/keys").json()["key"]
     sid = g.post("/v1/sandboxes", json={}).json()["id"]
+    # n1 has read the key (a node reads one it does not know from etcd, which is about to go).
+    assert httpx.get(f"{n1.url}/v1/sandboxes", headers=bearer(key), timeout=10).status_code == 200
     try:
         cluster.etcd.stop()
+        # A tenant's new sandbox cannot be counted against its quotas: refused, saying why.
+        # Its key, as last read, still opens the node.
+        r = httpx.post(f"{n1.url}/v1/sandboxes", headers=bearer(key), json={}, timeout=30)
+        body = assert_error(r, 503, "unavailable")
+        assert "quotas cannot be counted" in body["message"] and "etcd" in body["message"], body
+        assert httpx.get(f"{n1.url}/v1/sandboxes", headers=bearer(key),
+                         timeout=10).status_code == 200
 
         def create_status() -> int:
             """A create's status; a sandbox it made is deleted at once."""
@@ -344,8 +438,12 @@ def test_etcd_stopped_and_started(cluster: Cluster) -> None:
             assert run(client_of(gw), sid, cmd="echo up")["stdout"] == "up\n"
         cluster.etcd.start()
         assert wait_until(lambda: create_status() == 201, 30, 0.3)
+        r = httpx.post(f"{n1.url}/v1/sandboxes", headers=bearer(key), json={}, timeout=30)
+        assert r.status_code == 201, r.text
+        assert g.delete(f"/v1/sandboxes/{r.json()['id']}").status_code == 204
     finally:
         g.delete(f"/v1/sandboxes/{sid}")
+    assert wait_until(lambda: g.delete("/v1/admin/tenants/calm").status_code == 204, 10, 0.2)
 
 
 def test_a_gateway_without_etcd_reads_its_nodes_health(cluster: Cluster) -> None:

@@ -125,7 +125,18 @@ TEST(GatewayRoutes, FromTheHeadAlone) {
   EXPECT_EQ(Route(http::verb::get, "/v1/templates").kind, GatewayRoute::kAnyNode);
   EXPECT_EQ(Route(http::verb::get, "/").kind, GatewayRoute::kAnyNode);
   EXPECT_EQ(Route(http::verb::post, "/v1/templates").kind, GatewayRoute::kNotHere);
-  EXPECT_EQ(Route(http::verb::post, "/v1/tenants").kind, GatewayRoute::kNotHere);
+  EXPECT_EQ(Route(http::verb::post, "/v1/admin/tenants").kind, GatewayRoute::kNotHere);
+}
+
+TEST(GatewayRoutes, TenantsInEtcdGoToAnyNode) {
+  http::request_header<> req;
+  req.method(http::verb::post);
+  req.target("/v1/admin/tenants/acme/keys");
+  req.set(http::field::host, "gw:8080");
+  EXPECT_EQ(RouteOf(req, "localhost", true).kind, GatewayRoute::kAnyNode);
+  EXPECT_EQ(RouteOf(req, "localhost", false).kind, GatewayRoute::kNotHere);
+  req.target("/v1/templates");
+  EXPECT_EQ(RouteOf(req, "localhost", true).kind, GatewayRoute::kNotHere);
 }
 
 TEST(Placement, TwoChoicesSpreadEvenly) {
