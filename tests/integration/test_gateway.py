@@ -1,12 +1,18 @@
-"""Many nodes behind gateways, on one machine: etcd (Debian's etcd-server) on loopback, three
-nodes registering there, two stateless gateways routing by the node a sandbox id names.
+"""Many nodes behind gateways, on one machine: etcd (Debian's etcd-server), three nodes
+registering there, two stateless gateways routing by the node a sandbox id names.
 
-Everything listens on 127.0.0.1; the nodes run real sandboxes.
+All of it in network namespaces the test makes: a "lab" namespace with a bridge, etcd and the
+gateways (on its loopback), and a namespace per node, its veth on the lab's bridge
+(10.251.0.0/24). The tests themselves run in the lab namespace (their thread enters it), so
+nothing here touches this machine's own network. The nodes run real sandboxes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -25,6 +31,83 @@ from sse import SseEvent, assert_contiguous, chunks_of, iter_sse, read_events
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
 
+LAB_NET = "10.251.0"
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def sh(*cmd: str) -> None:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}: {r.stderr}"
+
+
+def setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+class Lab:
+    """The namespaces: the lab's (bridge, etcd, gateways, the tests) and one per node."""
+
+    def __init__(self) -> None:
+        self.prefix = f"ssg{secrets.token_hex(3)}"
+        self.lab = f"{self.prefix}lab"
+        self.namespaces: list[str] = []
+        self.addresses: dict[str, str] = {}
+        self._home: int | None = None
+
+    def up(self) -> None:
+        sh("ip", "netns", "add", self.lab)
+        self.namespaces.append(self.lab)
+        sh("ip", "-n", self.lab, "link", "set", "lo", "up")
+        sh("ip", "-n", self.lab, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", self.lab, "addr", "add", f"{LAB_NET}.1/24", "dev", "br0")
+        sh("ip", "-n", self.lab, "link", "set", "br0", "up")
+
+    def add_node(self, node_id: str) -> str:
+        """A namespace for `node_id`, on the bridge; its address."""
+        ns = f"{self.prefix}{node_id}"
+        address = f"{LAB_NET}.{10 + len(self.addresses)}"
+        sh("ip", "netns", "add", ns)
+        self.namespaces.append(ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name",
+           f"v{node_id}", "netns", self.lab)
+        sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", self.lab, "link", "set", f"v{node_id}", "master", "br0", "up")
+        self.addresses[node_id] = address
+        return address
+
+    def wrapper(self, node_id: str) -> list[str]:
+        return ["nsenter", f"--net=/run/netns/{self.prefix}{node_id}", "--"]
+
+    def link(self, node_id: str, up: bool) -> None:
+        """Plugs the node's cable in or pulls it out (its side of the veth)."""
+        sh("ip", "-n", f"{self.prefix}{node_id}", "link", "set", "eth0", "up" if up else "down")
+
+    def enter(self) -> None:
+        """This thread, and what it starts from now on, into the lab's namespace."""
+        self._home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        target = os.open(f"/run/netns/{self.lab}", os.O_RDONLY)
+        try:
+            setns(target)
+        finally:
+            os.close(target)
+
+    def leave(self) -> None:
+        if self._home is not None:
+            setns(self._home)
+            os.close(self._home)
+            self._home = None
+
+    def down(self) -> None:
+        self.leave()
+        for ns in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -32,7 +115,8 @@ def free_port() -> int:
 
 
 class Etcd:
-    """One etcd member on loopback ports, its data in `data_dir` (kept across restarts)."""
+    """One etcd member on the lab's loopback and bridge, its data in `data_dir` (kept across
+    restarts)."""
 
     def __init__(self, data_dir: Path, log_path: Path) -> None:
         self.data_dir = data_dir
@@ -40,6 +124,7 @@ class Etcd:
         self.client_port = free_port()
         self.peer_port = free_port()
         self.url = f"http://127.0.0.1:{self.client_port}"
+        self.bridge_url = f"http://{LAB_NET}.1:{self.client_port}"  # the nodes'
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -48,7 +133,8 @@ class Etcd:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [ETCD, "--name", "test", "--data-dir", str(self.data_dir),
-             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+             "--listen-client-urls", f"{self.url},{self.bridge_url}",
+             "--advertise-client-urls", self.bridge_url,
              "--listen-peer-urls", f"http://127.0.0.1:{self.peer_port}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer_port}",
              "--initial-cluster", f"test=http://127.0.0.1:{self.peer_port}"],
@@ -75,17 +161,21 @@ class Etcd:
 
 
 class Cluster:
-    """etcd, nodes and gateways; every process stopped at the end."""
+    """etcd, nodes and gateways in `lab` (entered); every process stopped at the end."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, lab: Lab) -> None:
         self.root = root
+        self.lab = lab
         self.etcd = Etcd(root / "etcd", root / "etcd.log")
         self.nodes: dict[str, Daemon] = {}
         self.gateways: list[Daemon] = []
 
     def start_node(self, node_id: str) -> Daemon:
-        d = Daemon(self.root / node_id, ["--node-id", node_id, "--etcd", self.etcd.url],
-                   {}, self.root / f"{node_id}.log")
+        """A node in a namespace of its own, on the lab's bridge."""
+        address = self.lab.add_node(node_id)
+        d = Daemon(self.root / node_id, ["--node-id", node_id, "--etcd", self.etcd.bridge_url],
+                   {}, self.root / f"{node_id}.log", wrapper=self.lab.wrapper(node_id),
+                   listen=f"{address}:0")
         d.start()
         self.nodes[node_id] = d
         return d
@@ -132,17 +222,23 @@ def node_of(sandbox_id: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    lab = Lab()
     try:
-        c.etcd.start()
-        for node in ("n1", "n2", "n3"):
-            c.start_node(node)
-        for _ in range(2):
-            g = c.start_gateway()
-            c.wait_seen(g, {"n1", "n2", "n3"})
-        yield c
+        lab.up()
+        lab.enter()
+        c = Cluster(tmp_path_factory.mktemp("cluster"), lab)
+        try:
+            c.etcd.start()
+            for node in ("n1", "n2", "n3"):
+                c.start_node(node)
+            for _ in range(2):
+                g = c.start_gateway()
+                c.wait_seen(g, {"n1", "n2", "n3"})
+            yield c
+        finally:
+            c.stop()
     finally:
-        c.stop()
+        lab.down()
 
 
 def create_on(c: httpx.Client, node: str, made: list[str], tries: int = 40) -> str:
@@ -309,6 +405,36 @@ def test_a_node_killed_answers_503_and_comes_back_with_its_sandboxes(cluster: Cl
             g1.delete(f"/v1/sandboxes/{sid}")
 
 
+def test_a_node_cut_off_answers_503_and_is_back_when_its_link_is(cluster: Cluster) -> None:
+    g1, g2 = (client_of(g) for g in cluster.gateways[:2])
+    cluster.wait_seen(cluster.gateways[0], {"n1", "n2", "n3"})
+    made: list[str] = []
+    try:
+        on_n2 = create_on(g1, "n2", made)
+        assert run(g1, on_n2, cmd="echo before > /workspace/mark")["exit_code"] == 0
+        cluster.lab.link("n2", up=False)  # alive, but nobody reaches it, nor it etcd
+        for g in (g1, g2):
+            body = assert_error(g.get(f"/v1/sandboxes/{on_n2}"), 503, "node_unreachable")
+            assert "n2" in body["message"], body
+        r = g2.post("/v1/sandboxes", json={})
+        assert r.status_code == 201, r.text
+        made.append(r.json()["id"])
+        assert node_of(made[-1]) != "n2"
+        # Its lease lapses: the gateways stop placing there.
+        for gw in cluster.gateways[:2]:
+            cluster.wait_seen(gw, set(), frozenset({"n2"}), within=20)
+        cluster.lab.link("n2", up=True)
+        # It registers again by itself; its sandboxes never stopped.
+        for gw in cluster.gateways[:2]:
+            cluster.wait_seen(gw, {"n2"}, within=20)
+        for g in (g1, g2):
+            assert run(g, on_n2, cmd="cat /workspace/mark")["stdout"] == "before\n"
+    finally:
+        cluster.lab.link("n2", up=True)
+        for sid in made:
+            g1.delete(f"/v1/sandboxes/{sid}")
+
+
 def test_a_node_added_is_used(cluster: Cluster) -> None:
     g = client_of(cluster.gateways[0])
     cluster.start_node("n4")
@@ -447,7 +573,7 @@ def test_etcd_stopped_and_started(cluster: Cluster) -> None:
 
 
 def test_a_gateway_without_etcd_reads_its_nodes_health(cluster: Cluster) -> None:
-    addresses = ",".join(f"127.0.0.1:{cluster.nodes[n].port}" for n in ("n1", "n2", "n3"))
+    addresses = ",".join(cluster.nodes[n].url.removeprefix("http://") for n in ("n1", "n2", "n3"))
     gw = cluster.start_gateway("--gateway-nodes", addresses)
     cluster.wait_seen(gw, {"n1", "n2", "n3"})
     g = client_of(gw)
