@@ -1,7 +1,9 @@
 // GET /healthz and GET /metrics (Prometheus text format 0.0.4).
-#include <boost/json.hpp>
 #include <cstdio>
 
+#include <boost/json.hpp>
+
+#include "api/prometheus.h"
 #include "api/routes.h"
 #include "api/server.h"
 #include "base/version.h"
@@ -13,23 +15,6 @@ namespace json = boost::json;
 
 namespace {
 const SteadyTime kStarted = SteadyNow();
-
-void Metric(std::string& out, std::string_view name, std::string_view type, std::string_view help,
-            double value) {
-  out += "# HELP ";
-  out += name;
-  out += ' ';
-  out += help;
-  out += "\n# TYPE ";
-  out += name;
-  out += ' ';
-  out += type;
-  out += '\n';
-  out += name;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, " %.17g\n", value);
-  out += buf;
-}
 }  // namespace
 
 asio::awaitable<void> GetHealth(Context& ctx) {
@@ -45,34 +30,30 @@ asio::awaitable<void> GetHealth(Context& ctx) {
 
 asio::awaitable<void> GetMetrics(Context& ctx) {
   const Metrics& m = ctx.service.metrics();
-  std::string out;
-  Metric(out, "sandstream_sandboxes", "gauge", "Live sandboxes.",
-         static_cast<double>(ctx.service.sandbox_count()));
-  Metric(out, "sandstream_processes_running", "gauge", "Running processes.",
-         static_cast<double>(ctx.service.running_processes()));
-  Metric(out, "sandstream_processes_started_total", "counter", "Processes started.",
-         static_cast<double>(m.processes_started_total));
-  Metric(out, "sandstream_sandboxes_created_total", "counter", "Sandboxes created.",
-         static_cast<double>(m.sandboxes_created_total));
-  Metric(out, "sandstream_streams_open", "gauge", "Open SSE streams.",
-         static_cast<double>(m.streams_open));
-  Metric(out, "sandstream_stream_bytes_total", "counter", "Bytes written to SSE streams.",
-         static_cast<double>(m.stream_bytes_total));
-  Metric(out, "sandstream_gaps_total", "counter", "Gap events sent to readers that fell behind.",
-         static_cast<double>(m.gaps_total));
-  out += "# HELP sandstream_http_requests_total HTTP requests answered, by status.\n";
-  out += "# TYPE sandstream_http_requests_total counter\n";
+  PrometheusText p;
+  auto count = [](auto n) { return static_cast<double>(n); };
+  p.Single("sandstream_sandboxes", "gauge", "Live sandboxes.", count(ctx.service.sandbox_count()));
+  p.Single("sandstream_processes_running", "gauge", "Running processes.",
+           count(ctx.service.running_processes()));
+  p.Single("sandstream_processes_started_total", "counter", "Processes started.",
+           count(m.processes_started_total));
+  p.Single("sandstream_sandboxes_created_total", "counter", "Sandboxes created.",
+           count(m.sandboxes_created_total));
+  p.Single("sandstream_streams_open", "gauge", "Open SSE streams.", count(m.streams_open));
+  p.Single("sandstream_stream_bytes_total", "counter", "Bytes written to SSE streams.",
+           count(m.stream_bytes_total));
+  p.Single("sandstream_gaps_total", "counter", "Gap events sent to readers that fell behind.",
+           count(m.gaps_total));
+  p.Family("sandstream_http_requests_total", "counter", "HTTP requests answered, by status.");
   for (const auto& [code, n] : m.http_requests_total) {
-    out += "sandstream_http_requests_total{code=\"" + std::to_string(code) + "\"} " +
-           std::to_string(n) + "\n";
+    p.Sample("sandstream_http_requests_total", {{"code", std::to_string(code)}}, count(n));
   }
-  Metric(out, "sandstream_sandboxes_egress", "gauge", "Live sandboxes with egress.",
-         static_cast<double>(ctx.service.egress_sandboxes()));
-  out += "# HELP sandstream_dns_queries_total Queries of sandboxes with egress, by outcome.\n";
-  out += "# TYPE sandstream_dns_queries_total counter\n";
+  p.Single("sandstream_sandboxes_egress", "gauge", "Live sandboxes with egress.",
+           count(ctx.service.egress_sandboxes()));
+  p.Family("sandstream_dns_queries_total", "counter",
+           "Queries of sandboxes with egress, by outcome.");
   for (const auto& [outcome, n] : m.dns_queries_total) {
-    out += "sandstream_dns_queries_total{outcome=\"" + outcome + "\"} " + std::to_string(n) +
-           "\n";
+    p.Sample("sandstream_dns_queries_total", {{"outcome", outcome}}, count(n));
   }
   if (const Access* access = ctx.service.access(); access && !access->tenants().empty()) {
     const std::pair<const char*, int64_t TenantUsage::*> gauges[] = {
@@ -83,18 +64,15 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
         {"disk_mb", &TenantUsage::disk_mb},
         {"streams", &TenantUsage::streams}};
     std::vector<std::pair<std::string, TenantUsage>> usage;
-    for (const auto& [name, t] : access->tenants()) usage.emplace_back(name, ctx.service.Usage(name));
+    for (const auto& [name, t] : access->tenants())
+      usage.emplace_back(name, ctx.service.Usage(name));
     for (const auto& [gauge, field] : gauges) {
       const std::string metric = std::string("sandstream_tenant_") + gauge;
-      out += "# HELP " + metric + " What a tenant's sandboxes take now (" + gauge + ").\n";
-      out += "# TYPE " + metric + " gauge\n";
-      for (const auto& [name, u] : usage) {
-        out += metric + "{tenant=\"" + name + "\"} " + std::to_string(u.*field) + "\n";
-      }
+      p.Family(metric, "gauge", std::string("What a tenant's sandboxes take now (") + gauge + ").");
+      for (const auto& [name, u] : usage) p.Sample(metric, {{"tenant", name}}, count(u.*field));
     }
   }
-  out += "# HELP sandstream_exec_duration_seconds Buffered exec, request to result.\n";
-  out += "# TYPE sandstream_exec_duration_seconds histogram\n";
+  p.Family("sandstream_exec_duration_seconds", "histogram", "Buffered exec, request to result.");
   uint64_t cumulative = 0;
   const auto& h = m.exec_duration;
   for (size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
@@ -105,14 +83,11 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
     } else {
       std::snprintf(le, sizeof le, "+Inf");
     }
-    out += "sandstream_exec_duration_seconds_bucket{le=\"" + std::string(le) + "\"} " +
-           std::to_string(cumulative) + "\n";
+    p.Sample("sandstream_exec_duration_seconds_bucket", {{"le", le}}, count(cumulative));
   }
-  char sum[64];
-  std::snprintf(sum, sizeof sum, "%.9g", h.sum);
-  out += "sandstream_exec_duration_seconds_sum " + std::string(sum) + "\n";
-  out += "sandstream_exec_duration_seconds_count " + std::to_string(h.count) + "\n";
-  co_await Reply(ctx, http::status::ok, std::move(out), "text/plain; version=0.0.4; charset=utf-8");
+  p.Sample("sandstream_exec_duration_seconds_sum", {}, h.sum);
+  p.Sample("sandstream_exec_duration_seconds_count", {}, count(h.count));
+  co_await Reply(ctx, http::status::ok, p.Take(), std::string(kPrometheusContentType));
 }
 
 }  // namespace sandstream::api

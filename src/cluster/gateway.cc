@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 
 #include "api/http.h"
+#include "api/prometheus.h"
 #include "api/relay.h"
 #include "api/router.h"
 #include "api/server.h"
@@ -109,7 +110,8 @@ std::string ErrorBody(const Error& error, bool e2b) {
 
 // Writes one whole answer; the connection ends with it.
 asio::awaitable<void> Answer(beast::tcp_stream& client, unsigned version, http::status status,
-                             std::string body, const http::fields* from = nullptr) {
+                             std::string body, const http::fields* from = nullptr,
+                             std::string_view content_type = "application/json") {
   http::response<http::string_body> res{status, version};
   if (from) {
     for (const auto& field : *from) {
@@ -121,7 +123,7 @@ asio::awaitable<void> Answer(beast::tcp_stream& client, unsigned version, http::
     }
   } else {
     res.set(http::field::server, "sandstreamd");
-    res.set(http::field::content_type, "application/json");
+    res.set(http::field::content_type, content_type);
   }
   res.keep_alive(false);
   res.body() = std::move(body);
@@ -147,6 +149,35 @@ Error Unreachable(std::string_view node, std::string_view sandbox_id, std::strin
                "node " + std::string(node) + holds + " is unreachable: " + std::string(why)};
 }
 
+const char* RouteName(GatewayRoute::Kind kind) {
+  switch (kind) {
+    case GatewayRoute::kHealth:
+      return "health";
+    case GatewayRoute::kMetrics:
+      return "metrics";
+    case GatewayRoute::kList:
+      return "list";
+    case GatewayRoute::kCreate:
+      return "create";
+    case GatewayRoute::kSandbox:
+      return "sandbox";
+    case GatewayRoute::kAnyNode:
+      return "any_node";
+    case GatewayRoute::kNotHere:
+      return "not_here";
+  }
+  return "unknown";
+}
+
+// Whether `presented` is `key`, in time that does not depend on where they differ.
+bool SameKey(std::string_view presented, std::string_view key) {
+  unsigned char diff = presented.size() == key.size() ? 0 : 1;
+  for (size_t i = 0; i < key.size(); ++i) {
+    diff |= static_cast<unsigned char>(key[i] ^ (i < presented.size() ? presented[i] : 0));
+  }
+  return diff == 0;
+}
+
 }  // namespace
 
 GatewayRoute RouteOf(const http::request_header<>& req, const std::string& preview_domain,
@@ -155,6 +186,7 @@ GatewayRoute RouteOf(const http::request_header<>& req, const std::string& previ
   const std::string_view path = target.substr(0, target.find('?'));
   const bool read_only = req.method() == http::verb::get || req.method() == http::verb::head;
   if (path == "/healthz" && read_only) return {GatewayRoute::kHealth, {}};
+  if (path == "/metrics" && read_only) return {GatewayRoute::kMetrics, {}};
   if (auto proxy = api::MatchProxy(req[http::field::host], path, preview_domain);
       proxy && proxy->preview) {
     return {GatewayRoute::kSandbox, proxy->sandbox_id};
@@ -254,6 +286,11 @@ Error Gateway::NotServed(const http::request_header<>& req) {
 }
 
 asio::awaitable<void> Gateway::Session(tcp::socket socket) {
+  ++counts_.connections;
+  struct Closed {
+    int64_t& open;
+    ~Closed() { --open; }
+  } closed{counts_.connections};
   beast::tcp_stream client(std::move(socket));
   beast::flat_buffer buffer;
   http::request_parser<http::empty_body> parser;
@@ -266,10 +303,11 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
   (void)n;
   if (ec) {
     const std::optional<Error> error = api::HeaderError(ec);
-    if (error) co_await AnswerError(client, 11, *error, false);
+    if (error) co_await Refuse(client, 11, *error, false);
   } else {
     const http::request_header<>& req = parser.get();
     const GatewayRoute route = RouteOf(req, options_.preview_domain, options_.shared_tenants);
+    ++counts_.requests[RouteName(route.kind)];
     // Decided before any co_await, and answered from named values: GCC 12 mishandles
     // temporaries (a braced Error, a conditional) that live across one.
     std::optional<Error> refusal;
@@ -282,9 +320,11 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
       refusal = NotServed(req);
     }
     if (refusal) {
-      co_await AnswerError(client, req.version(), *refusal, route.e2b);
+      co_await Refuse(client, req.version(), *refusal, route.e2b);
     } else if (route.kind == GatewayRoute::kHealth) {
       co_await Health(client, req);
+    } else if (route.kind == GatewayRoute::kMetrics) {
+      co_await Metrics(client, req);
     } else if (route.kind == GatewayRoute::kList) {
       co_await List(client, req, route);
     } else if (route.kind == GatewayRoute::kCreate) {
@@ -322,7 +362,7 @@ asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
     Error error = route.kind == GatewayRoute::kSandbox
                       ? Unreachable(to.front().node, route.sandbox_id, why)
                       : Error{ErrorCode::kUnavailable, "no node could be reached: " + refused};
-    co_return co_await AnswerError(client, req.version(), error, route.e2b);
+    co_return co_await Refuse(client, req.version(), error, route.e2b);
   }
   const std::string subject =
       route.sandbox_id.empty() ? "node " + node : "sandbox " + route.sandbox_id;
@@ -336,14 +376,16 @@ asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
   if (!sent) {
     const Error error{ErrorCode::kBadGateway,
                       "node " + node + " did not take the request for " + subject};
-    co_return co_await AnswerError(client, req.version(), error, route.e2b);
+    co_return co_await Refuse(client, req.version(), error, route.e2b);
   }
   const api::Exchanged done =
       co_await api::RelayExchange(client.socket(), upstream, options_.write_timeout);
+  counts_.to_node += done.up;
+  counts_.to_client += done.down;
   if (done.down == 0) {
     const Error error{ErrorCode::kBadGateway,
                       "node " + node + " closed the connection without an answer for " + subject};
-    co_await AnswerError(client, req.version(), error, route.e2b);
+    co_await Refuse(client, req.version(), error, route.e2b);
   }
 }
 
@@ -367,7 +409,7 @@ asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buf
     (void)n;
     if (ec == http::error::body_limit) {
       const Error error = api::BodyTooLarge(options_.max_body_bytes);
-      co_return co_await AnswerError(client, version, error, route.e2b);
+      co_return co_await Refuse(client, version, error, route.e2b);
     }
     if (ec) co_return;
   }
@@ -384,7 +426,7 @@ asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buf
     }
   }
   auto candidates = members_.Candidates(template_name);
-  if (!candidates) co_return co_await AnswerError(client, version, candidates.error(), route.e2b);
+  if (!candidates) co_return co_await Refuse(client, version, candidates.error(), route.e2b);
   std::string refusals;
   for (const std::string& node : *candidates) {
     const Member* m = members_.Find(node);
@@ -400,20 +442,23 @@ asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buf
       // The request went out: the node may have made the sandbox, so it is not made twice.
       const Error error{ErrorCode::kBadGateway,
                         "node " + node + " did not answer the create: " + answer.error().message};
-      co_return co_await AnswerError(client, version, error, route.e2b);
+      co_return co_await Refuse(client, version, error, route.e2b);
     }
     if (answer->result() == http::status::service_unavailable) {
       // Full or stopping: it made nothing.
       refusals += (refusals.empty() ? "" : "; ") + node + ": " + answer->body().substr(0, 300);
       continue;
     }
-    if (answer->result_int() / 100 == 2) members_.Placed(node);
+    if (answer->result_int() / 100 == 2) {
+      members_.Placed(node);
+      ++counts_.placements[node];
+    }
     log::Info("placed", {{"node", node}, {"status", std::to_string(answer->result_int())}});
     co_return co_await Answer(client, version, answer->result(), std::move(answer->body()),
                               &answer->base());
   }
   const Error error{ErrorCode::kUnavailable, "no node could take the sandbox: " + refusals};
-  co_await AnswerError(client, version, error, route.e2b);
+  co_await Refuse(client, version, error, route.e2b);
 }
 
 asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::request_header<>& req,
@@ -508,6 +553,75 @@ asio::awaitable<void> Gateway::Health(beast::tcp_stream& client,
                     {"nodes", std::move(nodes)}};
   if (const auto& down = members_.unavailable()) body["membership_error"] = down->message;
   co_await Answer(client, req.version(), http::status::ok, json::serialize(body));
+}
+
+asio::awaitable<void> Gateway::Refuse(beast::tcp_stream& client, unsigned version,
+                                      const Error& error, bool e2b) {
+  ++counts_.refusals[std::string(ErrorCodeName(error.code))];
+  co_await AnswerError(client, version, error, e2b);
+}
+
+asio::awaitable<void> Gateway::Metrics(beast::tcp_stream& client,
+                                       const http::request_header<>& req) {
+  std::optional<Error> refusal;
+  const std::string_view auth = req[http::field::authorization];
+  if (options_.api_key.empty()) {
+    refusal = Error{ErrorCode::kNotFound,
+                    "this gateway has no /metrics: give it the admin key (api_key) to have one"};
+  } else if (!auth.starts_with("Bearer ") || !SameKey(auth.substr(7), options_.api_key)) {
+    refusal = Error{ErrorCode::kUnauthorized,
+                    "GET /metrics asks for the admin key: send Authorization: Bearer <key>"};
+  }
+  if (refusal) co_return co_await Refuse(client, req.version(), *refusal, false);
+  api::PrometheusText p;
+  auto count = [](auto n) { return static_cast<double>(n); };
+  const std::vector<const Member*> members = members_.All();
+  const auto up =
+      std::count_if(members.begin(), members.end(), [](const Member* m) { return m->up; });
+  p.Family("sandstream_gateway_nodes", "gauge", "Nodes this gateway knows, up or down.");
+  p.Sample("sandstream_gateway_nodes", {{"state", "up"}}, count(up));
+  p.Sample("sandstream_gateway_nodes", {{"state", "down"}}, count(members.size() - up));
+  p.Family("sandstream_gateway_node_up", "gauge",
+           "Whether the gateway routes to a node (1) or not.");
+  for (const Member* m : members) {
+    p.Sample("sandstream_gateway_node_up", {{"node", m->record.id}}, m->up);
+  }
+  p.Family("sandstream_gateway_node_load", "gauge",
+           "A node's load as placement sees it (0 to 1; its sandboxes or memory, the fuller).");
+  for (const Member* m : members) {
+    p.Sample("sandstream_gateway_node_load", {{"node", m->record.id}}, m->record.Load(m->pending));
+  }
+  p.Family("sandstream_gateway_node_sandboxes", "gauge", "A node's sandboxes, as it last said.");
+  for (const Member* m : members) {
+    p.Sample("sandstream_gateway_node_sandboxes", {{"node", m->record.id}},
+             count(m->record.sandboxes));
+  }
+  p.Single("sandstream_gateway_membership_available", "gauge",
+           "Whether membership can be read (etcd answers): 1 or 0.", !members_.unavailable());
+  p.Family("sandstream_gateway_requests_total", "counter",
+           "Requests, by what the gateway does with them (sandbox, create, list, any_node, ...).");
+  for (const auto& [route, n] : counts_.requests) {
+    p.Sample("sandstream_gateway_requests_total", {{"route", route}}, count(n));
+  }
+  p.Family("sandstream_gateway_refusals_total", "counter",
+           "Errors the gateway answered itself, by code (node_unreachable, unavailable, ...).");
+  for (const auto& [code, n] : counts_.refusals) {
+    p.Sample("sandstream_gateway_refusals_total", {{"code", code}}, count(n));
+  }
+  p.Family("sandstream_gateway_placements_total", "counter", "Sandboxes placed, by node.");
+  for (const auto& [node, n] : counts_.placements) {
+    p.Sample("sandstream_gateway_placements_total", {{"node", node}}, count(n));
+  }
+  p.Family("sandstream_gateway_relayed_bytes_total", "counter",
+           "Bytes relayed between clients and nodes, by direction.");
+  p.Sample("sandstream_gateway_relayed_bytes_total", {{"direction", "to_node"}},
+           count(counts_.to_node));
+  p.Sample("sandstream_gateway_relayed_bytes_total", {{"direction", "to_client"}},
+           count(counts_.to_client));
+  p.Single("sandstream_gateway_connections_open", "gauge", "Client connections open.",
+           count(counts_.connections));
+  co_await Answer(client, req.version(), http::status::ok, p.Take(), nullptr,
+                  api::kPrometheusContentType);
 }
 
 }  // namespace sandstream::cluster

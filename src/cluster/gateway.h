@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -40,12 +42,15 @@ struct GatewayOptions {
   // The nodes keep tenants and keys in etcd (the gateway reads membership there): a change to
   // them may go to any node.
   bool shared_tenants = false;
+  // The admin key, which GET /metrics asks for; empty: the gateway has no /metrics.
+  std::string api_key;
 };
 
 // What the gateway does with a request, from its head alone.
 struct GatewayRoute {
   enum Kind {
     kHealth,   // GET /healthz: the gateway's own, with its view of the nodes
+    kMetrics,  // GET /metrics: the gateway's own (the admin key)
     kList,     // GET /v1/sandboxes (E2B: GET /v2/sandboxes): every node's, merged
     kCreate,   // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
     kSandbox,  // about one sandbox: to the node its id names
@@ -96,6 +101,11 @@ class Gateway {
                                     const GatewayRoute& route);
   boost::asio::awaitable<void> Health(boost::beast::tcp_stream& client,
                                       const boost::beast::http::request_header<>& req);
+  boost::asio::awaitable<void> Metrics(boost::beast::tcp_stream& client,
+                                       const boost::beast::http::request_header<>& req);
+  // Answers `error` from the gateway itself (counted by code).
+  boost::asio::awaitable<void> Refuse(boost::beast::tcp_stream& client, unsigned version,
+                                      const Error& error, bool e2b);
 
   boost::asio::any_io_executor ex_;
   Members& members_;
@@ -104,6 +114,15 @@ class Gateway {
   TaskGroup sessions_;
   std::list<boost::beast::tcp_stream*> idle_;
   bool stopping_ = false;
+  // What GET /metrics tells.
+  struct Counts {
+    std::map<std::string, uint64_t, std::less<>> requests;    // by route kind
+    std::map<std::string, uint64_t, std::less<>> refusals;    // answered here, by error code
+    std::map<std::string, uint64_t, std::less<>> placements;  // sandboxes made, by node
+    uint64_t to_node = 0;                                     // bytes relayed each way
+    uint64_t to_client = 0;
+    int64_t connections = 0;  // client connections open
+  } counts_;
 };
 
 }  // namespace sandstream::cluster

@@ -183,6 +183,7 @@ int RunGateway(const Config& config) {
   options.write_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config.write_timeout_seconds * 1000));
   options.shared_tenants = etcd != nullptr;
+  options.api_key = config.api_key;
   RaiseOpenFilesLimit();
   cluster::Gateway gateway(io.get_executor(), members, options);
   auto endpoint = gateway.Listen(config.listen);

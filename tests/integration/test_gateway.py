@@ -309,6 +309,35 @@ def test_sandboxes_spread_and_every_route_works_through_either_gateway(cluster: 
     assert not {s["id"] for s in g2.get("/v1/sandboxes").json()["sandboxes"]} & set(made)
 
 
+def test_a_gateway_has_metrics_of_its_own(cluster: Cluster) -> None:
+    gw = cluster.gateways[0]
+    g = client_of(gw)
+    sid = g.post("/v1/sandboxes", json={}).json()["id"]
+    try:
+        assert run(g, sid, cmd="echo counted")["stdout"] == "counted\n"
+        assert_error(httpx.get(f"{gw.url}/metrics", timeout=10), 401, "unauthorized")
+        r = g.get("/metrics")
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+        samples = {}
+        for line in r.text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                samples[name] = float(value)
+        for node in ("n1", "n2", "n3"):
+            assert samples[f'sandstream_gateway_node_up{{node="{node}"}}'] == 1
+        assert samples['sandstream_gateway_nodes{state="up"}'] >= 3
+        assert samples["sandstream_gateway_membership_available"] == 1
+        assert samples['sandstream_gateway_requests_total{route="sandbox"}'] >= 1
+        assert samples['sandstream_gateway_requests_total{route="create"}'] >= 1
+        assert samples[f'sandstream_gateway_placements_total{{node="{node_of(sid)}"}}'] >= 1
+        assert samples['sandstream_gateway_relayed_bytes_total{direction="to_client"}'] > 0
+        assert samples['sandstream_gateway_refusals_total{code="unauthorized"}'] >= 1
+        assert samples["sandstream_gateway_connections_open"] >= 1
+    finally:
+        g.delete(f"/v1/sandboxes/{sid}")
+
+
 def test_preview_and_terminal_through_a_gateway(cluster: Cluster) -> None:
     gw = cluster.gateways[0]
     g = client_of(gw)

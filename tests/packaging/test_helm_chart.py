@@ -247,7 +247,10 @@ def test_gateway_deployment_and_service() -> None:
     assert spec["securityContext"]["runAsUser"] != 0
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert "privileged" not in c["securityContext"]
-    assert not [e for e in c.get("env", []) if "API_KEY" in e["name"]]
+    # The key only opens the gateway's own /metrics, which the pod's annotations point at.
+    keys = [e for e in c["env"] if e["name"] == "SANDSTREAM_API_KEY"]
+    assert keys[0]["valueFrom"]["secretKeyRef"]["name"] == f"{PREFIX}-api-key"
+    assert gw["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"] == "/metrics"
     for probe in ("readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
     svc = docs[("Service", PREFIX)]

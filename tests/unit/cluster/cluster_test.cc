@@ -102,6 +102,7 @@ GatewayRoute Route(http::verb verb, std::string target, std::string host = "gw:8
 
 TEST(GatewayRoutes, FromTheHeadAlone) {
   EXPECT_EQ(Route(http::verb::get, "/healthz").kind, GatewayRoute::kHealth);
+  EXPECT_EQ(Route(http::verb::get, "/metrics").kind, GatewayRoute::kMetrics);
   EXPECT_EQ(Route(http::verb::get, "/v1/sandboxes").kind, GatewayRoute::kList);
   EXPECT_EQ(Route(http::verb::get, "/v1/sandboxes?x=1").kind, GatewayRoute::kList);
   EXPECT_EQ(Route(http::verb::post, "/v1/sandboxes").kind, GatewayRoute::kCreate);
