@@ -1,6 +1,7 @@
 #include "cluster/gateway.h"
 
 #include <algorithm>
+#include <set>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -157,6 +158,12 @@ const char* RouteName(GatewayRoute::Kind kind) {
       return "metrics";
     case GatewayRoute::kList:
       return "list";
+    case GatewayRoute::kTemplates:
+      return "templates";
+    case GatewayRoute::kTemplate:
+      return "template";
+    case GatewayRoute::kEveryNode:
+      return "every_node";
     case GatewayRoute::kCreate:
       return "create";
     case GatewayRoute::kSandbox:
@@ -208,6 +215,16 @@ GatewayRoute RouteOf(const http::request_header<>& req, const std::string& previ
     return {GatewayRoute::kNotHere, {}, true};
   }
   if (auto id = SegmentAfter(path, "/v1/sandboxes/")) return {GatewayRoute::kSandbox, *id};
+  // Templates are each node's: pulled and deleted on all of them, listed from all of them.
+  if (path == "/v1/templates") {
+    if (req.method() == http::verb::get) return {GatewayRoute::kTemplates, {}};
+    if (req.method() == http::verb::post) return {GatewayRoute::kEveryNode, {}};
+  }
+  if (auto name = SegmentAfter(path, "/v1/templates/");
+      name && path.size() == 14 + name->size()) {
+    if (req.method() == http::verb::get) return {GatewayRoute::kTemplate, {}, false, *name};
+    if (req.method() == http::verb::delete_) return {GatewayRoute::kEveryNode, {}};
+  }
   for (std::string_view prefix : {"/v2/sandboxes/", "/sandboxes/"}) {
     if (auto id = SegmentAfter(path, prefix)) return {GatewayRoute::kSandbox, *id, true};
   }
@@ -316,6 +333,8 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
       to = NodeFor(route.sandbox_id, refusal);
     } else if (route.kind == GatewayRoute::kAnyNode) {
       to = ByLoad(refusal);
+    } else if (route.kind == GatewayRoute::kTemplate) {
+      to = WithTemplate(route.name, refusal);
     } else if (route.kind == GatewayRoute::kNotHere) {
       refusal = NotServed(req);
     }
@@ -325,10 +344,12 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
       co_await Health(client, req);
     } else if (route.kind == GatewayRoute::kMetrics) {
       co_await Metrics(client, req);
-    } else if (route.kind == GatewayRoute::kList) {
+    } else if (route.kind == GatewayRoute::kList || route.kind == GatewayRoute::kTemplates) {
       co_await List(client, req, route);
     } else if (route.kind == GatewayRoute::kCreate) {
       co_await Create(client, buffer, parser, route);
+    } else if (route.kind == GatewayRoute::kEveryNode) {
+      co_await Everywhere(client, buffer, parser, route);
     } else {
       co_await Pass(client, buffer, req, route, std::move(to));
     }
@@ -389,12 +410,10 @@ asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
   }
 }
 
-asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,
-                                      http::request_parser<http::empty_body>& header_parser,
-                                      const GatewayRoute& route) {
+asio::awaitable<std::optional<http::request<http::string_body>>> Gateway::ReadWhole(
+    beast::tcp_stream& client, beast::flat_buffer& buffer,
+    http::request_parser<http::empty_body>& header_parser, const GatewayRoute& route) {
   const unsigned version = header_parser.get().version();
-  const std::string peer = PeerAddress(client.socket());
-  // The body is kept whole: it goes again to the next node if one refuses.
   http::request_parser<http::string_body> parser(std::move(header_parser));
   parser.body_limit(options_.max_body_bytes);
   if (!parser.is_done()) {
@@ -402,18 +421,31 @@ asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buf
       http::response<http::empty_body> go_on{http::status::continue_, version};
       auto [cont_ec, sent] = co_await http::async_write(client, go_on, kTuple);
       (void)sent;
-      if (cont_ec) co_return;
+      if (cont_ec) co_return std::nullopt;
     }
     client.expires_after(kBodyReadTimeout);
     auto [ec, n] = co_await http::async_read(client, buffer, parser, kTuple);
     (void)n;
     if (ec == http::error::body_limit) {
       const Error error = api::BodyTooLarge(options_.max_body_bytes);
-      co_return co_await Refuse(client, version, error, route.e2b);
+      co_await Refuse(client, version, error, route.e2b);
+      co_return std::nullopt;
     }
-    if (ec) co_return;
+    if (ec) co_return std::nullopt;
   }
-  const http::request<http::string_body>& req = parser.get();
+  co_return parser.release();
+}
+
+asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                      http::request_parser<http::empty_body>& header_parser,
+                                      const GatewayRoute& route) {
+  const unsigned version = header_parser.get().version();
+  const std::string peer = PeerAddress(client.socket());
+  // The body is kept whole: it goes again to the next node if one refuses.
+  std::optional<http::request<http::string_body>> whole =
+      co_await ReadWhole(client, buffer, header_parser, route);
+  if (!whole) co_return;
+  const http::request<http::string_body>& req = *whole;
   std::string template_name;
   {
     boost::system::error_code ec;
@@ -461,37 +493,42 @@ asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buf
   co_await Refuse(client, version, error, route.e2b);
 }
 
+asio::awaitable<std::vector<Gateway::NodeAnswer>> Gateway::CallEvery(
+    http::request<http::string_body> call, SteadyClock::duration timeout) {
+  std::vector<NodeAnswer> answers;
+  std::vector<HostPort> addresses;
+  for (const Member* m : members_.All()) {
+    if (!m->up) continue;
+    answers.push_back({m->record.id});
+    addresses.push_back(m->address);
+  }
+  TaskGroup calls(ex_);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    calls.Spawn(
+        [](NodeAnswer& into, asio::any_io_executor ex, HostPort to,
+           http::request<http::string_body> request,
+           SteadyClock::duration within) -> asio::awaitable<void> {
+          into.answer = co_await Call(ex, to, std::move(request), within, 64u << 20);
+        }(answers[i], ex_, addresses[i], call, timeout),
+        "node call");
+  }
+  co_await calls.Join();
+  co_return answers;
+}
+
 asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::request_header<>& req,
                                     const GatewayRoute& route) {
   const std::string peer = PeerAddress(client.socket());
-  struct Part {
-    std::string node;
-    Result<http::response<http::string_body>> answer = Error{};
-  };
-  std::vector<Part> parts;
   std::vector<std::string> unreachable;
   for (const Member* m : members_.All()) {
-    if (m->up) {
-      parts.push_back({m->record.id});
-    } else {
-      unreachable.push_back(m->record.id);
-    }
+    if (!m->up) unreachable.push_back(m->record.id);
   }
-  {
-    TaskGroup calls(ex_);
-    for (Part& part : parts) {
-      const Member* m = members_.Find(part.node);
-      calls.Spawn(
-          [](Part& into, asio::any_io_executor ex, HostPort to,
-             http::request<http::string_body> call) -> asio::awaitable<void> {
-            into.answer = co_await Call(ex, to, std::move(call), kListTimeout, 64u << 20);
-          }(part, ex_, m->address, NodeRequest(req, {}, peer)),
-          "list call");
-    }
-    co_await calls.Join();
-  }
+  std::vector<NodeAnswer> parts = co_await CallEvery(NodeRequest(req, {}, peer), kListTimeout);
+  const bool templates = route.kind == GatewayRoute::kTemplates;
+  const char* field = templates ? "templates" : "sandboxes";
+  std::set<std::string, std::less<>> named;  // templates already in the list
   json::array merged;
-  for (Part& part : parts) {
+  for (NodeAnswer& part : parts) {
     if (!part.answer) {
       unreachable.push_back(part.node);
       continue;
@@ -507,7 +544,7 @@ asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::reque
     json::array* items = nullptr;
     if (!ec && route.e2b && body.is_array()) items = &body.as_array();
     if (!ec && !route.e2b && body.is_object()) {
-      if (json::value* s = body.as_object().if_contains("sandboxes"); s && s->is_array()) {
+      if (json::value* s = body.as_object().if_contains(field); s && s->is_array()) {
         items = &s->as_array();
       }
     }
@@ -515,7 +552,14 @@ asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::reque
       unreachable.push_back(part.node);
       continue;
     }
-    for (json::value& item : *items) merged.push_back(std::move(item));
+    for (json::value& item : *items) {
+      // A template every node has is listed once.
+      if (templates && item.is_object()) {
+        const json::value* name = item.as_object().if_contains("name");
+        if (name && name->is_string() && !named.emplace(name->as_string()).second) continue;
+      }
+      merged.push_back(std::move(item));
+    }
   }
   std::sort(unreachable.begin(), unreachable.end());
   http::response<http::string_body> res{http::status::ok, req.version()};
@@ -530,10 +574,121 @@ asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::reque
   } else {
     json::array nodes;
     for (const std::string& node : unreachable) nodes.emplace_back(node);
-    res.body() = json::serialize(
-        json::object{{"sandboxes", std::move(merged)}, {"unreachable_nodes", std::move(nodes)}});
+    json::object out;
+    out[field] = std::move(merged);
+    out["unreachable_nodes"] = std::move(nodes);
+    res.body() = json::serialize(out);
   }
   co_await Answer(client, req.version(), http::status::ok, std::move(res.body()), &res.base());
+}
+
+std::vector<Gateway::Target> Gateway::WithTemplate(const std::string& name,
+                                                   std::optional<Error>& refusal) const {
+  std::vector<Target> all = ByLoad(refusal);
+  std::stable_partition(all.begin(), all.end(), [this, &name](const Target& t) {
+    const Member* m = members_.Find(t.node);
+    return m && m->record.HasTemplate(name);
+  });
+  return all;
+}
+
+asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                          http::request_parser<http::empty_body>& header_parser,
+                                          const GatewayRoute& route) {
+  const http::request_header<>& head = header_parser.get();
+  const unsigned version = head.version();
+  const bool pull = head.method() == http::verb::post;
+  std::optional<Error> refusal;
+  const std::string_view type = head[http::field::content_type];
+  if (pull && type.substr(0, type.find(';')) != "application/json") {
+    refusal = Error{ErrorCode::kNotImplemented,
+                    "an image archive is imported on each node (POST it to every node): through "
+                    "a gateway, pull the image from a registry ({\"name\", \"image\"})"};
+  } else if (head[http::field::accept].find("text/event-stream") != std::string_view::npos) {
+    refusal = Error{ErrorCode::kNotImplemented,
+                    "a pull's progress is each node's: through a gateway the pull answers once "
+                    "every node has it (ask for application/json)"};
+  }
+  if (refusal) co_return co_await Refuse(client, version, *refusal, false);
+  const std::string peer = PeerAddress(client.socket());
+  std::optional<http::request<http::string_body>> whole =
+      co_await ReadWhole(client, buffer, header_parser, route);
+  if (!whole) co_return;
+  std::vector<NodeAnswer> answers =
+      co_await CallEvery(NodeRequest(*whole, whole->body(), peer), options_.node_timeout);
+  if (answers.empty()) {
+    const Error error{ErrorCode::kUnavailable, "no node is up"};
+    co_return co_await Refuse(client, version, error, false);
+  }
+  // What each node said: done, or why not.
+  std::vector<std::string> done;
+  json::object failed;
+  const NodeAnswer* first_done = nullptr;
+  const NodeAnswer* first_failed = nullptr;  // the first refusal that is not a 404
+  const NodeAnswer* first_missing = nullptr;
+  for (const NodeAnswer& a : answers) {
+    if (!a.answer) {
+      failed[a.node] = a.answer.error().message;
+      continue;
+    }
+    const int status = a.answer->result_int();
+    if (status / 100 == 2) {
+      done.push_back(a.node);
+      if (!first_done) first_done = &a;
+      continue;
+    }
+    if (status == 404 && !pull) {
+      if (!first_missing) first_missing = &a;
+      continue;  // not there to delete
+    }
+    boost::system::error_code ec;
+    const json::value body = json::parse(a.answer->body(), ec);
+    const json::value* message = nullptr;
+    if (!ec && body.is_object()) {
+      if (const json::value* e = body.as_object().if_contains("error"); e && e->is_object()) {
+        message = e->as_object().if_contains("message");
+      }
+    }
+    failed[a.node] = message && message->is_string()
+                         ? std::string(message->as_string())
+                         : std::to_string(status) + " " + a.answer->body().substr(0, 200);
+    if (!first_failed) first_failed = &a;
+  }
+  std::string done_list;
+  for (const std::string& node : done) done_list += (done_list.empty() ? "" : ", ") + node;
+  if (!pull && first_failed) {
+    // A delete refused somewhere (in use there): that answer, saying where it did go.
+    http::response<http::string_body> res = *first_failed->answer;
+    if (!done.empty()) res.set("X-Sandstream-Done-Nodes", done_list);
+    co_return co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
+  }
+  if (!first_done) {
+    // Nowhere: the first node's refusal (or, for a delete, its 404), or why none answered.
+    const NodeAnswer* say = first_failed ? first_failed : first_missing;
+    if (say) {
+      http::response<http::string_body> res = *say->answer;
+      co_return co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
+    }
+    const Error error{ErrorCode::kUnavailable,
+                      "no node could be reached: " + json::serialize(failed)};
+    co_return co_await Refuse(client, version, error, false);
+  }
+  http::response<http::string_body> res = *first_done->answer;
+  if (pull) {
+    // The first node's template, with where it is and where it is not.
+    boost::system::error_code ec;
+    json::value body = json::parse(res.body(), ec);
+    if (!ec && body.is_object()) {
+      json::array nodes;
+      for (const std::string& node : done) nodes.emplace_back(node);
+      body.as_object()["nodes"] = std::move(nodes);
+      if (!failed.empty()) body.as_object()["failed_nodes"] = failed;
+      res.body() = json::serialize(body);
+    }
+  } else if (!failed.empty()) {
+    res.set("X-Sandstream-Failed-Nodes", json::serialize(failed));
+  }
+  co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
 }
 
 asio::awaitable<void> Gateway::Health(beast::tcp_stream& client,

@@ -23,6 +23,7 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
 
 #include "base/async.h"
 #include "base/clock.h"
@@ -52,13 +53,17 @@ struct GatewayRoute {
     kHealth,   // GET /healthz: the gateway's own, with its view of the nodes
     kMetrics,  // GET /metrics: the gateway's own (the admin key)
     kList,     // GET /v1/sandboxes (E2B: GET /v2/sandboxes): every node's, merged
+    kTemplates,  // GET /v1/templates: every node's, merged (one each by name)
+    kTemplate,   // GET /v1/templates/{name}: a node that has it
+    kEveryNode,  // a template pulled (JSON) or deleted: on every node, the answers merged
     kCreate,   // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
     kSandbox,  // about one sandbox: to the node its id names
     kAnyNode,  // the same on every node (templates, the console; tenants in etcd): any node
     kNotHere,  // changes what each node holds alone (templates, tenants without etcd): not yet
   } kind;
-  std::string sandbox_id;  // kSandbox
-  bool e2b = false;        // E2B's wire: its error shape, its list shape
+  std::string sandbox_id;   // kSandbox
+  bool e2b = false;         // E2B's wire: its error shape, its list shape
+  std::string name = "";    // kTemplate
 };
 GatewayRoute RouteOf(const boost::beast::http::request_header<>& req,
                      const std::string& preview_domain, bool shared_tenants = false);
@@ -92,13 +97,36 @@ class Gateway {
                                     boost::beast::flat_buffer& buffer,
                                     const boost::beast::http::request_header<>& req,
                                     const GatewayRoute& route, std::vector<Target> to);
+  // Reads the body whole (it may go to several nodes): the request, or none when it has been
+  // answered (too large) or the client has gone.
+  boost::asio::awaitable<std::optional<boost::beast::http::request<boost::beast::http::string_body>>>
+  ReadWhole(boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
+            boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
+            const GatewayRoute& route);
   boost::asio::awaitable<void> Create(
       boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
       boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
       const GatewayRoute& route);
+  // One node's answer to a call the gateway made itself.
+  struct NodeAnswer {
+    std::string node;
+    Result<boost::beast::http::response<boost::beast::http::string_body>> answer = Error{};
+  };
+  // `call` made to every node up at once; their answers in `members_` order.
+  boost::asio::awaitable<std::vector<NodeAnswer>> CallEvery(
+      boost::beast::http::request<boost::beast::http::string_body> call,
+      SteadyClock::duration timeout);
+  // Every node's list (sandboxes, or templates), merged.
   boost::asio::awaitable<void> List(boost::beast::tcp_stream& client,
                                     const boost::beast::http::request_header<>& req,
                                     const GatewayRoute& route);
+  // A change made on every node (a template pulled or deleted), their answers merged.
+  boost::asio::awaitable<void> Everywhere(
+      boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
+      boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
+      const GatewayRoute& route);
+  // The nodes that have template `name`, lightest first, then the rest.
+  std::vector<Target> WithTemplate(const std::string& name, std::optional<Error>& refusal) const;
   boost::asio::awaitable<void> Health(boost::beast::tcp_stream& client,
                                       const boost::beast::http::request_header<>& req);
   boost::asio::awaitable<void> Metrics(boost::beast::tcp_stream& client,

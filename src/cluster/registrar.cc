@@ -21,14 +21,20 @@ Registrar::Registrar(asio::any_io_executor ex, Etcd& etcd, std::string key,
       ttl_seconds_(ttl_seconds) {}
 
 asio::awaitable<Result<void>> Registrar::Renew() {
+  // Leave() may come while this waits on etcd: from then on nothing is registered again.
   if (lease_ != 0) {
     auto alive = co_await etcd_.KeepAlive(lease_);
     if (!alive) co_return std::move(alive).error();
+    if (leaving_) co_return Ok{};
     if (!*alive) lease_ = 0;  // it ran out while etcd was away: a new one
   }
   if (lease_ == 0) {
     auto granted = co_await etcd_.Grant(ttl_seconds_);
     if (!granted) co_return std::move(granted).error();
+    if (leaving_) {
+      (void)co_await etcd_.Revoke(*granted);
+      co_return Ok{};
+    }
     lease_ = *granted;
   }
   co_return co_await etcd_.Put(key_, boost::json::serialize(record_().Json()), lease_);

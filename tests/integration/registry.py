@@ -113,11 +113,13 @@ class TokenService:
 
 
 class Registry:
-    """docker-registry serving `storage` on 127.0.0.1:<port>; with `token`, behind its auth."""
+    """docker-registry serving `storage` on `address` (127.0.0.1):<port>; with `token`, behind
+    its auth."""
 
-    def __init__(self, directory: Path, storage: Path, token: TokenService | None = None) -> None:
+    def __init__(self, directory: Path, storage: Path, token: TokenService | None = None,
+                 address: str = "127.0.0.1") -> None:
         self.port = free_port()
-        self.host = f"127.0.0.1:{self.port}"
+        self.host = f"{address}:{self.port}"
         self.url = f"http://{self.host}"
         config: dict[str, Any] = {
             "version": 0.1,

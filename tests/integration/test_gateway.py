@@ -25,7 +25,9 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+import images
 from helpers import API_KEY, BIN, Daemon, assert_error, run, wait_until
+from registry import Registry
 from sse import SseEvent, assert_contiguous, chunks_of, iter_sse, read_events
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
@@ -169,11 +171,20 @@ class Cluster:
         self.etcd = Etcd(root / "etcd", root / "etcd.log")
         self.nodes: dict[str, Daemon] = {}
         self.gateways: list[Daemon] = []
+        self.registry: Registry | None = None
+
+    def start_registry(self) -> None:
+        """A registry on the lab's bridge holding tiny:1, which the nodes may pull from."""
+        self.registry = Registry(self.root / "registry", self.root / "registry-storage",
+                                 address=f"{LAB_NET}.1")
+        self.registry.push("tiny", "1", images.tiny_image())
 
     def start_node(self, node_id: str) -> Daemon:
         """A node in a namespace of its own, on the lab's bridge."""
         address = self.lab.add_node(node_id)
-        d = Daemon(self.root / node_id, ["--node-id", node_id, "--etcd", self.etcd.bridge_url],
+        pulls = ["--registry-plain-http", self.registry.host] if self.registry else []
+        d = Daemon(self.root / node_id,
+                   ["--node-id", node_id, "--etcd", self.etcd.bridge_url, *pulls],
                    {}, self.root / f"{node_id}.log", wrapper=self.lab.wrapper(node_id),
                    listen=f"{address}:0")
         d.start()
@@ -208,6 +219,8 @@ class Cluster:
                 with contextlib.suppress(AssertionError):
                     d.stop(timeout=15)
         self.etcd.stop()
+        if self.registry:
+            self.registry.close()
 
 
 def client_of(d: Daemon, **kw: Any) -> httpx.Client:
@@ -229,6 +242,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c = Cluster(tmp_path_factory.mktemp("cluster"), lab)
         try:
             c.etcd.start()
+            c.start_registry()
             for node in ("n1", "n2", "n3"):
                 c.start_node(node)
             for _ in range(2):
@@ -241,10 +255,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         lab.down()
 
 
-def create_on(c: httpx.Client, node: str, made: list[str], tries: int = 40) -> str:
+def create_on(c: httpx.Client, node: str, made: list[str], tries: int = 40,
+              **body: Any) -> str:
     """Creates sandboxes through `c` until one lands on `node`; every one made is in `made`."""
     for _ in range(tries):
-        r = c.post("/v1/sandboxes", json={})
+        r = c.post("/v1/sandboxes", json=body)
         assert r.status_code == 201, r.text
         made.append(r.json()["id"])
         if node_of(made[-1]) == node:
@@ -267,6 +282,11 @@ def test_sandboxes_spread_and_every_route_works_through_either_gateway(cluster: 
         listed = g1.get("/v1/sandboxes").json()
         assert set(made) <= {s["id"] for s in listed["sandboxes"]}
         assert listed["unreachable_nodes"] == []
+        # E2B's list, in its own shape, merged the same way.
+        e2b = httpx.get(f"{cluster.gateways[1].url}/v2/sandboxes", headers={"X-API-KEY": API_KEY},
+                        timeout=10)
+        assert e2b.status_code == 200, e2b.text
+        assert set(made) <= {s["sandboxID"] for s in e2b.json()}
         for sid in made[:3]:
             for g in (g1, g2):
                 assert g.get(f"/v1/sandboxes/{sid}").json()["id"] == sid
@@ -302,7 +322,7 @@ def test_sandboxes_spread_and_every_route_works_through_either_gateway(cluster: 
                             "node_unreachable")
         assert "n9" in body["message"]
         # What each node holds on its own is not changed through a gateway.
-        assert_error(g1.post("/v1/templates", json={}), 501, "not_implemented")
+        assert_error(g1.delete("/v1/sandboxes"), 501, "not_implemented")
     finally:
         for sid in made:
             g1.delete(f"/v1/sandboxes/{sid}")
@@ -476,6 +496,51 @@ def test_a_node_added_is_used(cluster: Cluster) -> None:
         for sid in made:
             g.delete(f"/v1/sandboxes/{sid}")
         cluster.nodes["n4"].stop()
+    # Stopped, it leaves etcd: the gateways see it go within their next read.
+    for gw in cluster.gateways[:2]:
+        cluster.wait_seen(gw, set(), frozenset({"n4"}), within=5)
+
+
+def test_templates_are_pulled_listed_and_deleted_on_every_node(cluster: Cluster) -> None:
+    assert cluster.registry is not None
+    g = client_of(cluster.gateways[0])
+    nodes = ["n1", "n2", "n3"]
+    image = f"{cluster.registry.host}/tiny:1"
+    r = g.post("/v1/templates", json={"name": "tiny", "image": image}, timeout=180)
+    assert r.status_code == 201, r.text
+    assert sorted(r.json()["nodes"]) == nodes and "failed_nodes" not in r.json(), r.json()
+    assert r.json()["source"] == image
+    # Listed once, found through either gateway.
+    listed = [t["name"] for t in g.get("/v1/templates").json()["templates"]]
+    assert listed.count("tiny") == 1, listed
+    g2 = client_of(cluster.gateways[1])
+    assert g2.get("/v1/templates/tiny").json()["source"] == image
+    # Its sandboxes, on every node, see the image.
+    made: list[str] = []
+    try:
+        on = {node: create_on(g, node, made, template="tiny") for node in nodes}
+        for sid in on.values():
+            assert run(g, sid, cmd="id -u")["stdout"] == "1234\n"
+        # Not deleted where a sandbox uses it: that node's 409, saying where it did go.
+        for sid in made:
+            if sid != on["n1"]:
+                g.delete(f"/v1/sandboxes/{sid}")
+        r = g.delete("/v1/templates/tiny")
+        body = assert_error(r, 409, "conflict")
+        assert "in use" in body["message"] or "sandbox" in body["message"], body
+        assert r.headers["x-sandstream-done-nodes"] == "n2, n3"
+        g.delete(f"/v1/sandboxes/{on['n1']}")
+        made = []
+        assert g.delete("/v1/templates/tiny").status_code == 204
+        assert_error(g.get("/v1/templates/tiny"), 404, "not_found")
+    finally:
+        for sid in made:
+            g.delete(f"/v1/sandboxes/{sid}")
+    # An archive is each node's own: refused through a gateway, saying what works.
+    r = g.post("/v1/templates?name=x", content=b"not a tar",
+               headers={"Content-Type": "application/x-tar"})
+    body = assert_error(r, 501, "not_implemented")
+    assert "pull" in body["message"], body
 
 
 def bearer(key: str) -> dict[str, str]:

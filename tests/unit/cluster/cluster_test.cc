@@ -123,9 +123,15 @@ TEST(GatewayRoutes, FromTheHeadAlone) {
   EXPECT_TRUE(e2b_create.e2b);
   EXPECT_EQ(Route(http::verb::delete_, "/sandboxes/sb_n1_0123456789abcdef").sandbox_id,
             "sb_n1_0123456789abcdef");
-  EXPECT_EQ(Route(http::verb::get, "/v1/templates").kind, GatewayRoute::kAnyNode);
+  EXPECT_EQ(Route(http::verb::get, "/v1/console.js").kind, GatewayRoute::kAnyNode);
   EXPECT_EQ(Route(http::verb::get, "/").kind, GatewayRoute::kAnyNode);
-  EXPECT_EQ(Route(http::verb::post, "/v1/templates").kind, GatewayRoute::kNotHere);
+  EXPECT_EQ(Route(http::verb::get, "/v1/templates").kind, GatewayRoute::kTemplates);
+  EXPECT_EQ(Route(http::verb::post, "/v1/templates").kind, GatewayRoute::kEveryNode);
+  EXPECT_EQ(Route(http::verb::delete_, "/v1/templates/tiny").kind, GatewayRoute::kEveryNode);
+  auto tmpl = Route(http::verb::get, "/v1/templates/tiny");
+  EXPECT_EQ(tmpl.kind, GatewayRoute::kTemplate);
+  EXPECT_EQ(tmpl.name, "tiny");
+  EXPECT_EQ(Route(http::verb::post, "/v1/templates/tiny/x").kind, GatewayRoute::kNotHere);
   EXPECT_EQ(Route(http::verb::post, "/v1/admin/tenants").kind, GatewayRoute::kNotHere);
 }
 
@@ -136,7 +142,7 @@ TEST(GatewayRoutes, TenantsInEtcdGoToAnyNode) {
   req.set(http::field::host, "gw:8080");
   EXPECT_EQ(RouteOf(req, "localhost", true).kind, GatewayRoute::kAnyNode);
   EXPECT_EQ(RouteOf(req, "localhost", false).kind, GatewayRoute::kNotHere);
-  req.target("/v1/templates");
+  req.target("/v1/usage");
   EXPECT_EQ(RouteOf(req, "localhost", true).kind, GatewayRoute::kNotHere);
 }
 
