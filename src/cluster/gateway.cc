@@ -220,8 +220,7 @@ GatewayRoute RouteOf(const http::request_header<>& req, const std::string& previ
     if (req.method() == http::verb::get) return {GatewayRoute::kTemplates, {}};
     if (req.method() == http::verb::post) return {GatewayRoute::kEveryNode, {}};
   }
-  if (auto name = SegmentAfter(path, "/v1/templates/");
-      name && path.size() == 14 + name->size()) {
+  if (auto name = SegmentAfter(path, "/v1/templates/"); name && path.size() == 14 + name->size()) {
     if (req.method() == http::verb::get) return {GatewayRoute::kTemplate, {}, false, *name};
     if (req.method() == http::verb::delete_) return {GatewayRoute::kEveryNode, {}};
   }

@@ -50,20 +50,20 @@ struct GatewayOptions {
 // What the gateway does with a request, from its head alone.
 struct GatewayRoute {
   enum Kind {
-    kHealth,   // GET /healthz: the gateway's own, with its view of the nodes
-    kMetrics,  // GET /metrics: the gateway's own (the admin key)
-    kList,     // GET /v1/sandboxes (E2B: GET /v2/sandboxes): every node's, merged
+    kHealth,     // GET /healthz: the gateway's own, with its view of the nodes
+    kMetrics,    // GET /metrics: the gateway's own (the admin key)
+    kList,       // GET /v1/sandboxes (E2B: GET /v2/sandboxes): every node's, merged
     kTemplates,  // GET /v1/templates: every node's, merged (one each by name)
     kTemplate,   // GET /v1/templates/{name}: a node that has it
     kEveryNode,  // a template pulled (JSON) or deleted: on every node, the answers merged
-    kCreate,   // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
-    kSandbox,  // about one sandbox: to the node its id names
-    kAnyNode,  // the same on every node (templates, the console; tenants in etcd): any node
-    kNotHere,  // changes what each node holds alone (templates, tenants without etcd): not yet
+    kCreate,     // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
+    kSandbox,    // about one sandbox: to the node its id names
+    kAnyNode,    // the same on every node (the console; tenants in etcd): any node
+    kNotHere,    // changes what each node holds alone (tenants without etcd): not served
   } kind;
-  std::string sandbox_id;   // kSandbox
-  bool e2b = false;         // E2B's wire: its error shape, its list shape
-  std::string name = "";    // kTemplate
+  std::string sandbox_id;  // kSandbox
+  bool e2b = false;        // E2B's wire: its error shape, its list shape
+  std::string name = "";   // kTemplate
 };
 GatewayRoute RouteOf(const boost::beast::http::request_header<>& req,
                      const std::string& preview_domain, bool shared_tenants = false);
@@ -99,7 +99,8 @@ class Gateway {
                                     const GatewayRoute& route, std::vector<Target> to);
   // Reads the body whole (it may go to several nodes): the request, or none when it has been
   // answered (too large) or the client has gone.
-  boost::asio::awaitable<std::optional<boost::beast::http::request<boost::beast::http::string_body>>>
+  boost::asio::awaitable<
+      std::optional<boost::beast::http::request<boost::beast::http::string_body>>>
   ReadWhole(boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
             boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
             const GatewayRoute& route);
