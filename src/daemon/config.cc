@@ -67,6 +67,7 @@ const Field kFields[] = {
     {"host_id_base", &Config::host_id_base},
     {"allow_nested_userns", &Config::allow_nested_userns},
     {"teardown_on_exit", &Config::teardown_on_exit},
+    {"cgroup_parent", &Config::cgroup_parent},
     {"max_processes_per_sandbox", &Config::max_processes_per_sandbox},
     {"default_memory_mb", &Config::default_memory_mb},
     {"max_memory_mb", &Config::max_memory_mb},
@@ -269,6 +270,24 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
   // Each sandbox maps 65536 host ids below 2^32; the runtime checks the exact range at start.
   if (c.max_sandboxes > 65535) problems.push_back("max_sandboxes must be at most 65535");
   if (c.host_id_base > 4294901759) problems.push_back("host_id_base must be at most 4294901759");
+  if (!c.cgroup_parent.empty()) {
+    bool ok = c.cgroup_parent.front() == '/' && c.cgroup_parent.size() <= 200 &&
+              c.cgroup_parent.back() != '/';
+    std::string_view rest(c.cgroup_parent);
+    while (ok && !rest.empty()) {
+      rest.remove_prefix(1);  // the '/'
+      const std::string_view part = rest.substr(0, rest.find('/'));
+      rest.remove_prefix(part.size());
+      ok = !part.empty() && part != "." && part != ".." &&
+           std::all_of(part.begin(), part.end(), [](unsigned char ch) {
+             return std::isalnum(ch) || ch == '.' || ch == '-' || ch == '_';
+           });
+    }
+    if (!ok) {
+      problems.push_back("cgroup_parent must be an absolute cgroup path such as /sandstream "
+                         "(names of a-z, A-Z, 0-9, '.', '-', '_')");
+    }
+  }
   if (c.default_disk_mb > sandbox::WritableMb({c.default_memory_mb, 1, 1, c.default_disk_mb, 1})) {
     problems.push_back("default_disk_mb must leave a quarter of default_memory_mb (32 MiB at "
                        "least) free: tmpfs pages count against the memory limit");

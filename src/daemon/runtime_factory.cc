@@ -34,7 +34,8 @@ Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config,
   for (unsigned char c : config.data_dir) hash = (hash ^ c) * 16777619u;
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%08x", hash);
-  options.cgroup_parent = std::string("sandstream-") + suffix;
+  options.cgroup_parent =
+      config.cgroup_parent.empty() ? std::string("sandstream-") + suffix : config.cgroup_parent;
   auto runtime = std::make_unique<sandbox::NamespaceRuntime>(options);
   if (!runtime->ready()) return runtime->ready().error();
   return std::unique_ptr<sandbox::Runtime>(std::move(runtime));

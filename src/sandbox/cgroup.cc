@@ -245,12 +245,57 @@ void SandboxCgroup::KillAndForget() {
   for (const auto& dir : dirs_) ::rmdir(dir.c_str());
 }
 
+namespace {
+
+// Makes `path` (absolute in its hierarchy, under `top`) and every cgroup on the way, writing
+// `enable` to the subtree_control of `top` and each one made (v2: every ancestor hands the
+// controllers down); `enable` empty for v1.
+Result<std::string> MakeAbsoluteParent(const std::string& top, const std::string& path,
+                                       const std::string& enable) {
+  std::string at = top;
+  auto hand_down = [&enable](const std::string& dir) -> Result<void> {
+    if (enable.empty()) return Ok{};
+    if (int e = WriteString(dir + "/cgroup.subtree_control", enable); e != 0) {
+      return SysError(ErrorCode::kInternal, "cgroup: enable controllers: " + dir, e);
+    }
+    return Ok{};
+  };
+  for (const auto& part : Split(path, '/')) {
+    if (part.empty()) continue;
+    if (auto handed = hand_down(at); !handed) return std::move(handed).error();
+    at += "/" + part;
+    if (::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST) {
+      return SysError(ErrorCode::kInternal, "cgroup: mkdir " + at, errno);
+    }
+  }
+  if (auto handed = hand_down(at); !handed) return std::move(handed).error();
+  return at;
+}
+
+}  // namespace
+
 Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
   const auto mounts = FindMounts();
   const auto own = OwnCgroups();
   Cgroups cg;
+  // "/name": that cgroup of each hierarchy, outside the daemon's own.
+  const bool absolute = parent_name.starts_with('/');
 
   if (auto v2 = mounts.find(""); v2 != mounts.end() && own.count("")) {
+    if (absolute) {
+      const std::string top = JoinCgroupPath(v2->second, "/");
+      auto controllers = ReadFile(top + "/cgroup.controllers");
+      if (controllers && HasWord(*controllers, "memory") && HasWord(*controllers, "pids") &&
+          HasWord(*controllers, "cpu")) {
+        auto parent = MakeAbsoluteParent(top, parent_name, "+memory +pids +cpu");
+        if (!parent) return std::move(parent).error();
+        cg.version_ = CgroupVersion::kV2;
+        cg.parents_ = {*parent};
+        return cg;
+      }
+    }
+  }
+  if (auto v2 = mounts.find(""); !absolute && v2 != mounts.end() && own.count("")) {
     std::string self = JoinCgroupPath(v2->second, own.at(""));
     // A daemon started again from the leaf an earlier one moved itself into (below) nests
     // the sandboxes where that one did, so that it finds them.
@@ -293,6 +338,12 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
     if (m == mounts.end()) {
       return Error{ErrorCode::kInternal,
                    std::string("cgroup: no cgroup v2 controllers and no v1 ") + ctrl + " hierarchy"};
+    }
+    if (absolute) {
+      auto parent = MakeAbsoluteParent(JoinCgroupPath(m->second, "/"), parent_name, "");
+      if (!parent) return std::move(parent).error();
+      cg.parents_.push_back(*parent);
+      continue;
     }
     const std::string parent = JoinCgroupPath(m->second, OwnPathFor(own, ctrl)) + "/" + parent_name;
     if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {

@@ -58,7 +58,8 @@ class SandboxCgroup {
 // The daemon's parent cgroups, found once at start-up from /proc/self/{cgroup,mountinfo}.
 class Cgroups {
  public:
-  // Nests `parent_name` under the daemon's own cgroup in each hierarchy.
+  // Nests `parent_name` under the daemon's own cgroup in each hierarchy; an absolute one
+  // ("/sandstream") is that cgroup of each hierarchy, made if missing, outside the daemon's.
   static Result<Cgroups> Detect(const std::string& parent_name);
 
   CgroupVersion version() const { return version_; }

@@ -24,7 +24,8 @@ struct NamespaceRuntimeOptions {
   uint32_t host_id_range = 65536;
   // How many sandboxes can exist at once (number of id ranges).
   uint32_t max_sandboxes = 4096;
-  // Sandbox cgroups live in <daemon's own cgroup>/<cgroup_parent>/<id>, in every hierarchy.
+  // Sandbox cgroups live in <daemon's own cgroup>/<cgroup_parent>/<id>, in every hierarchy, or
+  // in <cgroup_parent>/<id> when it is absolute ("/sandstream").
   std::string cgroup_parent = "sandstream";
   // Egress for sandboxes that ask for it; null: none.
   std::shared_ptr<net::Egress> egress;

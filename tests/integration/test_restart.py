@@ -4,8 +4,11 @@ continues where it was, without a gap."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import secrets
 import signal
 import time
 from pathlib import Path
@@ -309,3 +312,87 @@ def test_code_context_and_session_keep_their_state(daemon_factory: Any, sig: int
         assert out["stdout"] == "/tmp/deep yes\n", out
         assert c.delete(f"/v1/sandboxes/{sb['id']}").status_code in (200, 204)
     d2.stop()
+
+
+def _container_cgroups(name: str) -> list[Path]:
+    """A cgroup `name` in every hierarchy the daemon uses: what a container runtime gives a
+    container (cgroup v2: one; v1: memory, pids and cpu)."""
+    root = Path("/sys/fs/cgroup")
+    unified = root / "cgroup.controllers"
+    if unified.exists() and "pids" in unified.read_text().split():
+        return [root / name]
+    return [root / ctrl / name for ctrl in ("memory", "pids", "cpu")]
+
+
+def _kill_cgroup_tree(top: Path) -> None:
+    """What a runtime does when a container ends: every process in its cgroups is killed."""
+    for _ in range(50):
+        pids = [int(p) for procs in top.rglob("cgroup.procs") for p in procs.read_text().split()]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    raise AssertionError(f"processes left in {top}")
+
+
+@pytest.mark.parametrize("absolute", [False, True], ids=["below-own-cgroup", "cgroup-parent"])
+def test_sandboxes_outlive_their_daemons_container_with_an_absolute_cgroup_parent(
+        tmp_path: Path, marker: str, absolute: bool) -> None:
+    """A daemon in a container's cgroups (as a Kubernetes pod runs it): when the container
+    ends, its runtime kills every process in them. Sandboxes nested below the daemon's own
+    cgroup end with it; with cgroup_parent outside it, they run on and the next daemon takes
+    them back."""
+    tag = secrets.token_hex(3)
+    container = _container_cgroups(f"sandstream-ctr-{tag}")
+    parent = f"/sandstream-test-{tag}"
+    for d in container:
+        d.mkdir()
+    enter = "; ".join(f"echo $$ > {d}/cgroup.procs" for d in container)
+    args = [*KEEP, *(["--cgroup-parent", parent] if absolute else [])]
+
+    def daemon() -> Daemon:
+        d = Daemon(tmp_path / "data", args, {}, tmp_path / "sandstreamd.log",
+                   wrapper=["sh", "-c", f'{enter}; exec "$@"', "sh"])
+        d.start()
+        return d
+
+    d = daemon()
+    try:
+        with d.client() as c:
+            sb = create_sandbox(c)["id"]
+            start(c, sb, cmd=f"sleep {marker}")
+            assert wait_until(lambda: pgrep(marker), 5)
+            # Its cgroups: below the container's, or in cgroup_parent of every hierarchy.
+            inside = [c for c in container if list(c.glob(f"**/{sb}"))]
+            if absolute:
+                assert not inside, inside
+                assert all(Path(f"{c.parent}{parent}/{sb}").is_dir() for c in container)
+            else:
+                assert inside == container
+        for top in container:
+            _kill_cgroup_tree(top)
+        d.proc.wait(10)
+        assert bool(pgrep(marker)) == absolute, pgrep(marker)
+        d = daemon()
+        with d.client() as c:
+            got = c.get(f"/v1/sandboxes/{sb}").json()
+            if absolute:
+                assert got["status"] == "running", got
+                assert run(c, sb, cmd="echo back")["stdout"] == "back\n"
+            else:
+                assert got["status"] != "running", got
+            c.delete(f"/v1/sandboxes/{sb}")
+        assert d.stop() == 0, d.log_tail()
+        assert wait_no_process(marker) == []
+    finally:
+        d.kill()
+        made = [*container, *(Path(f"{c.parent}{parent}") for c in container)]
+        for path in made:
+            if path.exists():
+                _kill_cgroup_tree(path)
+        for path in made:
+            for sub in sorted(path.glob("**/"), key=lambda p: len(str(p)), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()

@@ -61,7 +61,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "image": {"repository": "registry.example.com/sandstream", "tag": "custom"},
         "settings": {"preview_domain": "sandboxes.example.com",
                      "public_url": "https://sandboxes.example.com"},
-        "node": {"port": 9090, "dataDir": "/srv/sandstream",
+        "node": {"port": 9090, "dataDir": "/srv/sandstream", "keepSandboxesOnRestart": False,
                  "settings": {"max_sandboxes": 500, "max_image_bytes": 8589934592,
                               "write_timeout_seconds": 2.5, "allow_nested_userns": True,
                               "egress_pool": "none"},
@@ -178,7 +178,10 @@ def test_node_daemonset_is_privileged_on_the_hosts_cgroups_and_data_dir() -> Non
     spec = pod_spec(node)
     c = only_container(node)
     assert c["securityContext"]["privileged"] is True
-    assert "hostPID" not in spec and "hostNetwork" not in spec
+    # Sandboxes outlive the pod: their cgroups outside the container's, keepers in the
+    # machine's pid namespace.
+    assert spec["hostPID"] is True and "hostNetwork" not in spec
+    assert flag(c["args"], "cgroup-parent") == "/sandstream"
     volumes = {v["name"]: v for v in spec["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     assert volumes[mounts["/sys/fs/cgroup"]]["hostPath"] == {"path": "/sys/fs/cgroup",
@@ -202,6 +205,12 @@ def test_node_daemonset_is_privileged_on_the_hosts_cgroups_and_data_dir() -> Non
         "secretKeyRef": {"name": f"{PREFIX}-api-key", "key": "api-key"}}
     secret = rendered("default")[("Secret", f"{PREFIX}-api-key")]
     assert secret["data"] == {"api-key": "azhzLXRlc3Qta2V5"}  # base64 of KEY
+
+
+def test_sandboxes_may_end_with_their_pod() -> None:
+    node = rendered("settings")[("DaemonSet", f"{PREFIX}-node")]
+    assert "hostPID" not in pod_spec(node)
+    assert not [a for a in only_container(node)["args"] if a.startswith("--cgroup-parent")]
 
 
 def test_node_settings_data_dir_and_port() -> None:
@@ -317,7 +326,10 @@ def test_external_etcd() -> None:
     ({"apiKey": {"value": KEY}, "node": {"settings": {"teardown_on_exit": True}}},
      "teardown_on_exit is set by the chart"),
     ({"apiKey": {"value": KEY}, "settings": {"node-id": "x"}}, "node_id is set by the chart"),
-], ids=["no-key", "two-keys", "no-etcd", "etcd-twice", "etcd-even", "teardown", "node-id"])
+    ({"apiKey": {"value": KEY}, "node": {"settings": {"cgroup_parent": "/x"}}},
+     "cgroup_parent is set by the chart"),
+], ids=["no-key", "two-keys", "no-etcd", "etcd-twice", "etcd-even", "teardown", "node-id",
+        "cgroup-parent"])
 def test_refuses(values: dict[str, Any], message: str, tmp_path: Path) -> None:
     r = template(tmp_path, values)
     assert r.returncode != 0, r.stdout

@@ -406,6 +406,21 @@ TEST_F(ConfigTest, PreviewDomainIsALowercaseDnsName) {
   }
 }
 
+TEST_F(ConfigTest, CgroupParentIsEmptyOrAnAbsoluteCgroupPath) {
+  for (const char* good : {"/sandstream", "/kube.slice/sandstream-nodes", "/a_b/c-1.2"}) {
+    auto r = Load({"--cgroup-parent", good});
+    ASSERT_TRUE(r.ok()) << good << ": " << r.error().message;
+    EXPECT_EQ(r->cgroup_parent, good);
+  }
+  for (const char* bad : {"sandstream", "/", "/a/", "//a", "/a/../b", "/.", "/a b", "/a:b"}) {
+    auto refused = Load({"--cgroup-parent", bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.error().message.find("cgroup_parent must be an absolute cgroup path"),
+              std::string::npos)
+        << refused.error().message;
+  }
+}
+
 TEST_F(ConfigTest, PublicUrlIsASchemeAndAHost) {
   for (const char* good : {"https://sandstream.example.com", "http://10.0.0.2:8080"}) {
     auto r = Load({"--public-url", good});
@@ -476,7 +491,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
   EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
-  EXPECT_EQ(o.size(), 60u);
+  EXPECT_EQ(o.size(), 61u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;

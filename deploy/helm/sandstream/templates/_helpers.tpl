@@ -112,7 +112,7 @@ api-key
 
 {{/* Flags of a dict of settings, as YAML list items. Called with (dict "settings" ...). */}}
 {{- define "sandstream.flags" -}}
-{{- $reserved := list "role" "node_id" "advertise" "listen" "data_dir" "etcd" "etcd_prefix" "api_key" "teardown_on_exit" "gateway_nodes" "config" -}}
+{{- $reserved := list "role" "node_id" "advertise" "listen" "data_dir" "etcd" "etcd_prefix" "api_key" "teardown_on_exit" "cgroup_parent" "gateway_nodes" "config" -}}
 {{- range $name, $value := .settings }}
 {{- $key := replace "-" "_" $name }}
 {{- if has $key $reserved }}
