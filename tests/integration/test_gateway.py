@@ -329,6 +329,26 @@ def test_sandboxes_spread_and_every_route_works_through_either_gateway(cluster: 
     assert not {s["id"] for s in g2.get("/v1/sandboxes").json()["sandboxes"]} & set(made)
 
 
+def test_the_sdk_and_the_cli_point_at_a_gateway_as_at_a_node(cluster: Cluster) -> None:
+    from sandstream import Sandbox
+
+    gw = cluster.gateways[1]
+    out: list[str] = []
+    err: list[str] = []
+    with Sandbox.create(base_url=gw.url, api_key=API_KEY) as sb:
+        assert node_of(sb.id) in cluster.nodes
+        code = sb.exec_stream("for i in 1 2 3; do echo $i; sleep 0.05; done; echo oops >&2",
+                              on_stdout=out.append, on_stderr=err.append)
+        assert code == 0 and "".join(out) == "1\n2\n3\n" and "".join(err) == "oops\n"
+        sb.files.write("/workspace/note.txt", "through the gateway")
+        assert sb.files.read_text("/workspace/note.txt") == "through the gateway"
+    cli = os.environ.get("SANDSTREAM_CLI", str(Path(BIN).with_name("sandstream")))
+    env = {**os.environ, "SANDSTREAM_URL": gw.url, "SANDSTREAM_API_KEY": API_KEY}
+    r = subprocess.run([cli, "run", "--", "sh", "-c", "echo via-cli; exit 3"], env=env,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 3 and r.stdout == b"via-cli\n", r
+
+
 def test_a_gateway_has_metrics_of_its_own(cluster: Cluster) -> None:
     gw = cluster.gateways[0]
     g = client_of(gw)
