@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -152,6 +155,40 @@ int64_t BenchCgroups::MemoryUsage(const char* leaf) const {
   return text.empty() ? -1 : std::strtoll(text.c_str(), nullptr, 10);
 }
 
+namespace {
+
+int OpenLog(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw BenchError("open " + path + ": " + std::strerror(errno));
+  return fd;
+}
+
+// Forks and execs `args` with `env`, its stdout and stderr on those descriptors, in the
+// daemon's cgroup leaf when `cgroups` is given; the child ends with the bench.
+pid_t Start(std::vector<std::string>& args, std::vector<std::string>& env, int out, int err,
+            const BenchCgroups* cgroups) {
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw BenchError("fork: " + std::string(std::strerror(errno)));
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
+    if (cgroups) cgroups->EnterDaemonInChild();
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
 Daemon::Daemon(const DaemonOptions& options, const BenchCgroups& cgroups) {
   if (options.dir.empty()) {
     char dir_template[] = "/tmp/sandstream-bench.XXXXXX";
@@ -172,28 +209,10 @@ Daemon::Daemon(const DaemonOptions& options, const BenchCgroups& cgroups) {
     if (!std::string_view(*e).starts_with("SANDSTREAM_API_KEY=")) env.emplace_back(*e);
   }
   env.push_back("SANDSTREAM_API_KEY=" + options.api_key);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw BenchError("pipe2: " + std::string(std::strerror(errno)));
-  int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) throw BenchError("open " + log_path_ + ": " + std::strerror(errno));
-  const pid_t parent = ::getpid();
-  pid_ = ::fork();
-  if (pid_ < 0) throw BenchError("fork: " + std::string(std::strerror(errno)));
-  if (pid_ == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
-    cgroups.EnterDaemonInChild();
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
+  const int log_fd = OpenLog(log_path_);
+  pid_ = Start(args, env, out[1], log_fd, &cgroups);
   ::close(out[1]);
   ::close(log_fd);
   stdout_fd_ = out[0];
@@ -252,6 +271,88 @@ void Daemon::Kill() {
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+namespace {
+
+// A loopback port nobody listens on now (etcd binds it a moment later).
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw BenchError("no free loopback port: " + std::string(std::strerror(errno)));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+std::string EtcdServer::Binary() {
+  for (const char* path : {"/usr/bin/etcd", "/usr/local/bin/etcd"}) {
+    if (::access(path, X_OK) == 0) return path;
+  }
+  return {};
+}
+
+EtcdServer::EtcdServer() {
+  const std::string binary = Binary();
+  if (binary.empty()) throw BenchError("etcd is not installed (Debian's etcd-server)");
+  char dir_template[] = "/tmp/sandstream-bench-etcd.XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr)
+    throw BenchError("mkdtemp: " + std::string(std::strerror(errno)));
+  dir_ = dir_template;
+  const uint16_t client = FreePort(), peer = FreePort();
+  url_ = "http://127.0.0.1:" + std::to_string(client);
+  const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer);
+  std::vector<std::string> args = {binary,
+                                   "--name=bench",
+                                   "--data-dir=" + dir_ + "/data",
+                                   "--listen-client-urls=" + url_,
+                                   "--advertise-client-urls=" + url_,
+                                   "--listen-peer-urls=" + peer_url,
+                                   "--initial-advertise-peer-urls=" + peer_url,
+                                   "--initial-cluster=bench=" + peer_url};
+  const std::string log = dir_ + "/etcd.log";
+  const int log_fd = OpenLog(log);
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  pid_ = Start(args, env, log_fd, log_fd, nullptr);
+  ::close(log_fd);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    try {
+      HttpClient health(client, "");
+      if (health.Request("GET", "/health").status == 200) return;
+    } catch (const BenchError&) {
+      // not listening yet
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      const std::string said = ReadText(log).substr(0, 600);
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+      throw BenchError("etcd did not start: " + said);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+EtcdServer::~EtcdServer() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  std::error_code ec;
+  if (!dir_.empty()) fs::remove_all(dir_, ec);
 }
 
 int64_t Daemon::Rss() const { return ProcessRss(pid_); }

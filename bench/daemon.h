@@ -78,6 +78,27 @@ class Daemon {
   bool owns_dir_ = true;
 };
 
+// One etcd member (Debian's etcd-server) on free loopback ports with a temporary data dir, for
+// the figures of a cluster; stopped and removed with this object.
+class EtcdServer {
+ public:
+  // Where etcd is installed; empty when it is not (those figures are skipped).
+  static std::string Binary();
+  // Starts it and waits until /health answers; throws BenchError.
+  EtcdServer();
+  ~EtcdServer();
+  EtcdServer(const EtcdServer&) = delete;
+  EtcdServer& operator=(const EtcdServer&) = delete;
+
+  // http://127.0.0.1:<client port>
+  const std::string& url() const { return url_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string dir_;
+  std::string url_;
+};
+
 // Reads a field of /proc/meminfo ("MemAvailable", "Slab") in bytes.
 int64_t MemInfo(const char* field);
 // CPU time (user + system) a process has used so far, in seconds, without its children.
