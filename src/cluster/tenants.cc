@@ -1,5 +1,7 @@
 #include "cluster/tenants.h"
 
+#include <algorithm>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
@@ -134,7 +136,9 @@ void EtcdTenants::Stop() {
 asio::awaitable<void> EtcdTenants::Run() {
   SteadyTime reconciled = SteadyNow();
   bool first = true;
+  bool adopted = false;
   while (!stopping_) {
+    if (!adopted) adopted = co_await Adopt();
     co_await Sync();
     if (!failing_ && (first || SteadyNow() - reconciled >= options_.reconcile)) {
       Reconcile();
@@ -145,6 +149,49 @@ asio::awaitable<void> EtcdTenants::Run() {
     auto [ec] = co_await tick_.async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;
   }
+}
+
+asio::awaitable<bool> EtcdTenants::Adopt() {
+  // Tenants first: a key goes in only under its tenant.
+  std::vector<Access::Record> records = access_.unshared();
+  if (records.empty()) co_return true;
+  std::stable_partition(records.begin(), records.end(),
+                        [](const Access::Record& r) { return r.kind == "tenant"; });
+  int64_t added = 0, kept = 0;
+  for (const Access::Record& r : records) {
+    std::vector<Condition> conditions;
+    std::string key;
+    if (r.kind == "tenant") {
+      key = TenantKey(r.id);
+      conditions.push_back({key, 0});
+    } else {
+      boost::system::error_code ec;
+      const json::value v = json::parse(r.text, ec);
+      const json::value* tenant =
+          !ec && v.is_object() ? v.as_object().if_contains("tenant") : nullptr;
+      if (!tenant || !tenant->is_string() || !Access::ValidTenantName(tenant->as_string())) {
+        access_.Adopted(r);  // a key of no tenant opened nothing
+        continue;
+      }
+      key = KeysPrefix(tenant->as_string()) + r.id;
+      conditions.push_back({key, 0});
+      conditions.push_back({TenantKey(tenant->as_string()), 0, true});
+    }
+    std::vector<Write> writes{{key, r.text}};
+    auto done = co_await etcd_.Txn(std::move(conditions), std::move(writes));
+    if (!done) co_return false;  // again on the next round
+    if (*done > 0) {
+      Wrote(*done);
+      ++added;
+    } else {
+      ++kept;  // the cluster has one of that name already (or the key's tenant is gone)
+    }
+    access_.Adopted(r);
+  }
+  log::Info("etcd: the tenants and keys this node held before it joined are the cluster's now",
+            {{"added", std::to_string(added)},
+             {"not_added_as_the_cluster_has_that_name", std::to_string(kept)}});
+  co_return true;
 }
 
 asio::awaitable<void> EtcdTenants::Refresh() {

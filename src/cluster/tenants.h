@@ -71,6 +71,9 @@ class EtcdTenants final : public SharedTenants {
   boost::asio::awaitable<void> Flush();
   // Publishes every tenant whose entry for this node differs from what it holds.
   void Reconcile();
+  // Takes in the tenants and keys this node held before it joined (Access::unshared), each
+  // only where etcd has none of that name: whether all are in.
+  boost::asio::awaitable<bool> Adopt();
   // A write of ours reached etcd at `revision`: a read from before it is not mirrored.
   void Wrote(int64_t revision);
 

@@ -207,18 +207,12 @@ Result<void> Access::Load() {
   if (!store_) return Ok{};
   auto rows = store_->AccessRows();
   if (!rows) return std::move(rows).error();
-  size_t unshared = 0;
   for (const auto& row : *rows) {
-    if (shared_ && row.kind != "token") {
-      ++unshared;
+    if (shared_ && (row.kind == "tenant" || row.kind == "key")) {
+      unshared_.push_back({row.kind, row.id, row.record});
       continue;
     }
     Apply(row.kind, row.id, row.record);
-  }
-  if (unshared > 0) {
-    log::Warn("access: this node's own tenants and keys are not used in a cluster (its tenants "
-              "and keys are etcd's): make them again through a gateway",
-              {{"records", std::to_string(unshared)}});
   }
   DropExpiredTokens();
   return Ok{};
@@ -230,6 +224,18 @@ void Access::Replace(const std::vector<Record>& records) {
   for (const Record& r : records) {
     if (r.kind == "tenant" || r.kind == "key") Apply(r.kind, r.id, r.text);
   }
+}
+
+void Access::Adopted(const Record& record) {
+  if (store_) {
+    if (auto r = store_->DeleteAccess(record.kind, record.id); !r) {
+      log::Warn("access: could not delete a record the cluster took in",
+                {{"kind", record.kind}, {"id", record.id}, {"error", r.error().message}});
+    }
+  }
+  std::erase_if(unshared_, [&record](const Record& r) {
+    return r.kind == record.kind && r.id == record.id;
+  });
 }
 
 void Access::Apply(std::string_view kind, const std::string& id, const std::string& text) {

@@ -167,6 +167,10 @@ class Access {
   };
   // The tenants and keys are these records now (the shared store's, as read).
   void Replace(const std::vector<Record>& records);
+  // Shared: the tenants and keys this node's store held from before (Load), for the shared
+  // store to take in; each one taken is then deleted from this node's store.
+  const std::vector<Record>& unshared() const { return unshared_; }
+  void Adopted(const Record& record);
 
   // The principal a credential (a bearer token, an access_token) names, or a 401 saying why.
   Result<Principal> Authenticate(std::string_view credential) const;
@@ -211,6 +215,7 @@ class Access {
   std::string admin_key_;
   Store* store_;
   SharedTenants* shared_ = nullptr;
+  std::vector<Record> unshared_;
   std::map<std::string, Tenant, std::less<>> tenants_;
   std::map<std::string, KeyInfo, std::less<>> keys_;
   mutable std::map<std::string, TokenInfo, std::less<>> tokens_;

@@ -645,7 +645,42 @@ def test_tenants_keys_and_quotas_hold_across_nodes(cluster: Cluster) -> None:
     assert wait_until(lambda: g2.get("/v1/admin/tenants/acme").status_code == 404, 5, 0.1)
 
 
+def test_a_node_that_joins_brings_its_tenants_and_keys(cluster: Cluster) -> None:
+    # A node on its own first, with a tenant and a key of its own.
+    address = cluster.lab.add_node("n5")
+    alone = Daemon(cluster.root / "n5", [], {}, cluster.root / "n5.log",
+                   wrapper=cluster.lab.wrapper("n5"), listen=f"{address}:0")
+    alone.start()
+    c = httpx.Client(base_url=alone.url, headers=bearer(API_KEY), timeout=30)
+    assert c.post("/v1/admin/tenants", json={"name": "early",
+                                              "quotas": {"sandboxes": 7}}).status_code == 201
+    key = c.post("/v1/admin/tenants/early/keys").json()["key"]
+    assert alone.stop() == 0
+    # Started again in the cluster: its tenant and key are the cluster's, on every node.
+    joined = Daemon(cluster.root / "n5", ["--node-id", "n5", "--etcd", cluster.etcd.bridge_url],
+                    {}, cluster.root / "n5.log", wrapper=cluster.lab.wrapper("n5"),
+                    listen=f"{address}:0")
+    joined.start()
+    try:
+        g = client_of(cluster.gateways[0])
+        assert wait_until(lambda: g.get("/v1/admin/tenants/early").status_code == 200, 10, 0.2)
+        assert g.get("/v1/admin/tenants/early").json()["quotas"]["sandboxes"] == 7
+        n1 = cluster.nodes["n1"]
+        assert httpx.get(f"{n1.url}/v1/sandboxes", headers=bearer(key), timeout=10).status_code == 200
+        # Deleted in the cluster, it does not come back with the node's next start.
+        assert g.delete("/v1/admin/tenants/early").status_code == 204
+        assert joined.stop() == 0
+        joined.start()
+        time.sleep(1.5)
+        assert_error(g.get("/v1/admin/tenants/early"), 404, "not_found")
+    finally:
+        joined.stop()
+    for gw in cluster.gateways[:2]:
+        cluster.wait_seen(gw, set(), frozenset({"n5"}), within=5)
+
+
 def test_etcd_stopped_and_started(cluster: Cluster) -> None:
+
     g = client_of(cluster.gateways[0])
     n1 = cluster.nodes["n1"]
     assert g.post("/v1/admin/tenants", json={"name": "calm"}).status_code == 201
