@@ -530,6 +530,9 @@ def test_templates_are_pulled_listed_and_deleted_on_every_node(cluster: Cluster)
     assert r.status_code == 201, r.text
     assert sorted(r.json()["nodes"]) == nodes and "failed_nodes" not in r.json(), r.json()
     assert r.json()["source"] == image
+    # Every node has it now: pulled again under its name, every node says so.
+    assert_error(g.post("/v1/templates", json={"name": "tiny", "image": image}, timeout=60),
+                 409, "conflict")
     # Listed once, found through either gateway.
     listed = [t["name"] for t in g.get("/v1/templates").json()["templates"]]
     assert listed.count("tiny") == 1, listed
