@@ -18,6 +18,7 @@
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "cluster/catalog.h"
 #include "cluster/etcd.h"
 #include "cluster/gateway.h"
 #include "cluster/members.h"
@@ -306,12 +307,21 @@ int main(int argc, char** argv) {
         std::move(tenants_options));
     access.Share(tenants.get());
   }
+  // Templates pulled on any node are pulled on every node, those that join later included.
+  std::unique_ptr<cluster::EtcdTemplates> catalog;
+  if (etcd) {
+    cluster::EtcdTemplates::Options catalog_options;
+    catalog_options.prefix = config->etcd_prefix;
+    catalog = std::make_unique<cluster::EtcdTemplates>(io.get_executor(), *etcd,
+                                                       std::move(catalog_options));
+  }
   if (auto loaded = access.Load(); !loaded) {
     std::cerr << "sandstreamd: " << loaded.error().message << "\n";
     return 1;
   }
   ServiceOptions service_options = MakeServiceOptions(*config);
   service_options.access = &access;
+  service_options.catalog = catalog.get();
   service_options.node_id = config->node_id;
   service_options.egress = egress;
   if (egress) service_options.dns_upstreams = egress->options().resolvers;
@@ -410,6 +420,7 @@ int main(int argc, char** argv) {
   asio::co_spawn(io, server.Run(), asio::detached);
   if (registrar) asio::co_spawn(io, registrar->Run(), asio::detached);
   if (tenants) asio::co_spawn(io, tenants->Run(), asio::detached);
+  if (catalog) asio::co_spawn(io, catalog->Run(service), asio::detached);
   asio::co_spawn(io, ShutdownOnSignal(signals, server, service, *config, io, registrar.get()),
                  asio::detached);
   io.run();

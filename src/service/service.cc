@@ -295,6 +295,8 @@ asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
   policy.public_address = net::IsPublicAddress;
   policy.stop = &stop_pulls_;
   const std::string source = image.String();
+  // A private image's credentials are not kept: other nodes cannot pull it on their own.
+  const bool shareable = credentials.username.empty() && credentials.password.empty();
   // Made on the image thread: libcurl's first use sets up TLS, which is no work for the loop.
   ImageJob job = [image = std::move(image), credentials = std::move(credentials),
                   policy = std::move(policy)](image::Store& store,
@@ -302,8 +304,13 @@ asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
     image::Registry registry(image, credentials, policy);
     return store.Pull(registry, report);
   };
-  co_return co_await MakeImageTemplate(std::move(name), std::move(tenant), source,
-                                       std::move(job), std::move(progress));
+  const std::string made_name = name, made_tenant = tenant;
+  Result<const Template*> made = co_await MakeImageTemplate(
+      std::move(name), std::move(tenant), source, std::move(job), std::move(progress));
+  if (made && shareable && options_.catalog) {
+    options_.catalog->Pulled(made_name, made_tenant, source);
+  }
+  co_return made;
 }
 
 asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string name,
@@ -468,6 +475,7 @@ asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
     log::Warn("collecting template layers failed", {{"error", collected.error().message}});
   }
   log::Info("template deleted", {{"template", name}});
+  if (options_.catalog) options_.catalog->Deleted(name);
   co_return Ok{};
 }
 

@@ -31,9 +31,22 @@
 
 namespace sandstream {
 
+// The templates a cluster keeps on every node (cluster::EtcdTemplates): told of each template
+// pulled from a registry without credentials, and of each one deleted, it has every other node,
+// and every node that joins later, pull it too.
+class TemplateCatalog {
+ public:
+  virtual ~TemplateCatalog() = default;
+  virtual void Pulled(const std::string& name, const std::string& tenant,
+                      const std::string& image) = 0;
+  virtual void Deleted(const std::string& name) = 0;
+};
+
 struct ServiceOptions {
   // Tenants and their quotas, keys and tokens; null: the admin alone (tests).
   Access* access = nullptr;
+  // In a cluster: where pulled templates are kept for every node; null: not in one.
+  TemplateCatalog* catalog = nullptr;
   // Egress, when the daemon offers it, and the resolvers its sandboxes' DNS goes to.
   std::shared_ptr<net::Egress> egress;
   std::vector<uint32_t> dns_upstreams;

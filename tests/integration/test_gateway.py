@@ -538,6 +538,15 @@ def test_templates_are_pulled_listed_and_deleted_on_every_node(cluster: Cluster)
     assert listed.count("tiny") == 1, listed
     g2 = client_of(cluster.gateways[1])
     assert g2.get("/v1/templates/tiny").json()["source"] == image
+    # A node that joins later pulls it by itself, from the registry it came from.
+    n6 = cluster.start_node("n6")
+    try:
+        assert wait_until(lambda: httpx.get(f"{n6.url}/v1/templates/tiny", headers=bearer(API_KEY),
+                                            timeout=10).status_code == 200, 30, 0.3)
+    finally:
+        n6.stop()
+    for gw in cluster.gateways[:2]:
+        cluster.wait_seen(gw, set(), frozenset({"n6"}), within=5)
     # Its sandboxes, on every node, see the image.
     made: list[str] = []
     try:
@@ -555,6 +564,9 @@ def test_templates_are_pulled_listed_and_deleted_on_every_node(cluster: Cluster)
         g.delete(f"/v1/sandboxes/{on['n1']}")
         made = []
         assert g.delete("/v1/templates/tiny").status_code == 204
+        assert_error(g.get("/v1/templates/tiny"), 404, "not_found")
+        # Deleted everywhere, it is out of the cluster's catalog: no node pulls it back.
+        time.sleep(6)
         assert_error(g.get("/v1/templates/tiny"), 404, "not_found")
     finally:
         for sid in made:
