@@ -177,9 +177,12 @@ std::optional<Error> Admit(const http::request_parser<http::string_body>& parser
                            const ServerOptions& options, bool with_cookie = false,
                            uint16_t port = 0) {
   if (m.route->open) return std::nullopt;
-  auto principal =
-      Authenticate(Credential(parser, m.query, with_cookie, m.route->dialect), options);
-  if (!principal) return std::move(principal).error();
+  const std::string_view credential = Credential(parser, m.query, with_cookie, m.route->dialect);
+  auto principal = Authenticate(credential, options);
+  if (!principal) {
+    m.unknown_key = options.access && options.access->UnknownKey(credential);
+    return std::move(principal).error();
+  }
   m.principal = std::move(*principal);
   const std::string_view sandbox =
       m.route->pattern.starts_with("/v1/sandboxes/{}") && !m.params.empty()

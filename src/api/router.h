@@ -31,6 +31,8 @@ struct RouteMatch {
   // No route, the wrong method, no or the wrong API key, a credential the route is not for, or
   // a Content-Length past body_limit.
   std::optional<Error> refusal;
+  // Refused for a tenant key's shape with an id this node does not know.
+  bool unknown_key = false;
 };
 
 RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,

@@ -260,8 +260,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     }
 
     RouteMatch match = MatchRoute(parser, options_);
-    if (match.refusal && match.refusal->code == ErrorCode::kUnauthorized &&
-        options_.refresh_access) {
+    if (match.refusal && match.unknown_key && options_.refresh_access) {
       // A key made through another node may not have reached this one yet.
       co_await options_.refresh_access();
       match = MatchRoute(parser, options_);

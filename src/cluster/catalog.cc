@@ -27,35 +27,51 @@ void EtcdTemplates::Stop() {
 void EtcdTemplates::Pulled(const std::string& name, const std::string& tenant,
                            const std::string& image) {
   failed_.erase(name);
+  if (name == pulling_) return;  // from the catalog: it is there
   json::object record{{"image", image}};
   record["tenant"] = tenant.empty() ? json::value(nullptr) : json::value(tenant);
-  Spawn(
-      ex_,
-      [](Etcd& etcd, std::string key, std::string value) -> asio::awaitable<void> {
-        if (auto put = co_await etcd.Put(key, value); !put) {
-          log::Warn("etcd: a pulled template is not in the cluster's catalog",
-                    {{"key", key}, {"error", put.error().message}});
-        }
-      }(etcd_, Key(name), json::serialize(record)),
-      "catalog put");
+  writes_.emplace_back(Key(name), json::serialize(record));
+  StartDrain();
 }
 
 void EtcdTemplates::Deleted(const std::string& name) {
   // Not pulled back from a catalog read before the delete reaches etcd.
   failed_[name] = SteadyNow() + options_.retry;
-  Spawn(
-      ex_,
-      [](Etcd& etcd, std::string key) -> asio::awaitable<void> {
-        if (auto gone = co_await etcd.Delete(key); !gone) {
-          log::Warn("etcd: a deleted template is still in the cluster's catalog",
-                    {{"key", key}, {"error", gone.error().message}});
-        }
-      }(etcd_, Key(name)),
-      "catalog delete");
+  writes_.emplace_back(Key(name), std::nullopt);
+  StartDrain();
+}
+
+void EtcdTemplates::StartDrain() {
+  if (writing_) return;
+  writing_ = true;  // now: the task starts later, and a second one would write out of order
+  Spawn(ex_, Drain(), "catalog writes");
+}
+
+asio::awaitable<void> EtcdTemplates::Drain() {
+  while (!writes_.empty() && !stopping_) {
+    const auto [key, value] = writes_.front();
+    Result<void> written = Ok{};
+    if (value) {
+      written = co_await etcd_.Put(key, *value);
+    } else {
+      written = co_await etcd_.Delete(key);
+    }
+    if (!written) {
+      log::Warn("etcd: the cluster's template catalog is not written yet; tried again",
+                {{"key", key}, {"error", written.error().message}});
+      break;
+    }
+    writes_.pop_front();
+  }
+  writing_ = false;
 }
 
 asio::awaitable<void> EtcdTemplates::Run(Service& service) {
   while (!stopping_) {
+    if (!writes_.empty() && !writing_) {
+      writing_ = true;
+      co_await Drain();
+    }
     co_await PullMissing(service);
     tick_.expires_after(options_.interval);
     auto [ec] = co_await tick_.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -99,8 +115,10 @@ asio::awaitable<void> EtcdTemplates::PullMissing(Service& service) {
     // Named, not temporaries: GCC 12 destroys a temporary twice across a co_await.
     image::Credentials anonymous;
     Service::TemplateProgress quiet = [](json::object) {};
+    pulling_ = name;
     auto made = co_await service.PullTemplate(name, std::move(owner), std::move(*reference),
                                               std::move(anonymous), std::move(quiet));
+    pulling_.clear();
     if (made) {
       failed_.erase(name);
     } else if (made.error().code != ErrorCode::kConflict) {

@@ -5,7 +5,9 @@
 // catalog, so no node pulls it again.
 #pragma once
 
+#include <deque>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -44,6 +46,15 @@ class EtcdTemplates final : public TemplateCatalog {
   boost::asio::any_io_executor ex_;
   Etcd& etcd_;
   Options options_;
+  // Writes the queued catalog changes in order; one that fails stays first, for the next round.
+  // Only one runs at a time (writing_, set by whoever starts it).
+  void StartDrain();
+  boost::asio::awaitable<void> Drain();
+
+  // The catalog changes to write, in order: a put (the record) or a delete (none).
+  std::deque<std::pair<std::string, std::optional<std::string>>> writes_;
+  bool writing_ = false;
+  std::string pulling_;  // the template this catalog pulls now (not published again)
   // By name: not pulled before then (it failed, or this node deleted it).
   std::map<std::string, SteadyTime, std::less<>> failed_;
   bool stopping_ = false;

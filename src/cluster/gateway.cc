@@ -522,7 +522,9 @@ asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::reque
   for (const Member* m : members_.All()) {
     if (!m->up) unreachable.push_back(m->record.id);
   }
-  std::vector<NodeAnswer> parts = co_await CallEvery(NodeRequest(req, {}, peer), kListTimeout);
+  // Named: GCC 12 destroys a temporary that lives across a co_await twice.
+  http::request<http::string_body> call = NodeRequest(req, std::string(), peer);
+  std::vector<NodeAnswer> parts = co_await CallEvery(std::move(call), kListTimeout);
   const bool templates = route.kind == GatewayRoute::kTemplates;
   const char* field = templates ? "templates" : "sandboxes";
   std::set<std::string, std::less<>> named;  // templates already in the list
@@ -613,8 +615,8 @@ asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat
   std::optional<http::request<http::string_body>> whole =
       co_await ReadWhole(client, buffer, header_parser, route);
   if (!whole) co_return;
-  std::vector<NodeAnswer> answers =
-      co_await CallEvery(NodeRequest(*whole, whole->body(), peer), options_.node_timeout);
+  http::request<http::string_body> call = NodeRequest(*whole, whole->body(), peer);
+  std::vector<NodeAnswer> answers = co_await CallEvery(std::move(call), options_.node_timeout);
   if (answers.empty()) {
     const Error error{ErrorCode::kUnavailable, "no node is up"};
     co_return co_await Refuse(client, version, error, false);

@@ -139,7 +139,11 @@ asio::awaitable<void> EtcdTenants::Run() {
   bool adopted = false;
   while (!stopping_) {
     if (!adopted) adopted = co_await Adopt();
-    co_await Sync();
+    if (syncing_) {
+      co_await synced_.Wait();  // a Refresh's read: the same
+    } else {
+      co_await Sync();
+    }
     if (!failing_ && (first || SteadyNow() - reconciled >= options_.reconcile)) {
       Reconcile();
       reconciled = SteadyNow();
@@ -198,11 +202,11 @@ asio::awaitable<void> EtcdTenants::Refresh() {
   const SteadyTime asked = SteadyNow();
   Timer spacing(ex_);
   for (;;) {
-    if (sync_began_ >= asked) co_return;  // a read that began since: as fresh as asked
     if (syncing_) {
       co_await synced_.Wait();
       continue;
     }
+    if (sync_began_ >= asked) co_return;  // a read that began since, done: as fresh as asked
     const SteadyTime next = sync_began_ + kRefreshSpacing;
     if (next <= SteadyNow()) break;
     spacing.expires_at(next);
@@ -235,8 +239,10 @@ asio::awaitable<void> EtcdTenants::Sync() {
   }
   if (failing_) log::Info("etcd: tenants and keys read again");
   failing_ = false;
-  // A read from before a write of ours would take that write back.
-  if (listing->revision < written_) co_return;
+  // A read from before a write of ours to tenants or keys would take that write back, and one
+  // older than a read applied already would bring back what that one took away.
+  if (listing->revision < written_ || listing->revision < applied_) co_return;
+  applied_ = listing->revision;
   std::vector<Access::Record> records;
   std::map<std::string, Usage, std::less<>> usage;
   for (const KeyValue& kv : listing->kvs) {
@@ -369,7 +375,9 @@ asio::awaitable<Result<void>> EtcdTenants::Commit(std::string tenant,
       if (auto over = OverQuota(tenant, *quotas, total)) co_return std::move(*over);
     }
     const auto entry = usage.find(options_.node_id);
-    if (entry != usage.end() ? SameCounts(entry->second, mine) : Nothing(mine)) {
+    // A create is always written (with the tenant's being there as a condition), even when a
+    // background publish has counted it already.
+    if (!quotas && (entry != usage.end() ? SameCounts(entry->second, mine) : Nothing(mine))) {
       usage_[tenant] = std::move(usage);
       co_return Ok{};
     }
@@ -388,7 +396,6 @@ asio::awaitable<Result<void>> EtcdTenants::Commit(std::string tenant,
       co_return Unavailable("tenant '" + tenant + "''s quotas cannot be counted", done.error());
     }
     if (*done > 0) {
-      Wrote(*done);
       usage_[tenant] = std::move(usage);
       co_return Ok{};
     }
@@ -405,10 +412,11 @@ asio::awaitable<Result<void>> EtcdTenants::Commit(std::string tenant,
 }
 
 void EtcdTenants::Changed(std::string tenant) {
+  if (stopping_) return;  // the daemon is ending: the next start publishes what it holds
   changed_.insert(std::move(tenant));
   if (flushing_) return;
   flushing_ = true;
-  Spawn(ex_, Flush(), "publishing tenant usage", [this] { flushing_ = false; });
+  Spawn(ex_, Flush(), "publishing tenant usage");
 }
 
 asio::awaitable<void> EtcdTenants::Flush() {
@@ -422,6 +430,7 @@ asio::awaitable<void> EtcdTenants::Flush() {
                 {{"tenant", tenant}, {"error", published.error().message}});
     }
   }
+  flushing_ = false;  // here, not when the task's end is reported: a Changed() in between
 }
 
 void EtcdTenants::Reconcile() {

@@ -74,7 +74,8 @@ class EtcdTenants final : public SharedTenants {
   // Takes in the tenants and keys this node held before it joined (Access::unshared), each
   // only where etcd has none of that name: whether all are in.
   boost::asio::awaitable<bool> Adopt();
-  // A write of ours reached etcd at `revision`: a read from before it is not mirrored.
+  // A write of ours to tenants or keys reached etcd at `revision`: a read from before it is not
+  // mirrored. (Usage writes do not count: on a busy node every read would be.)
   void Wrote(int64_t revision);
 
   boost::asio::any_io_executor ex_;
@@ -83,7 +84,8 @@ class EtcdTenants final : public SharedTenants {
   Local local_;
   Options options_;
   std::map<std::string, Usage, std::less<>> usage_;  // by tenant, as last read or written
-  int64_t written_ = 0;                              // the revision of our last write
+  int64_t written_ = 0;  // the revision of our last write to tenants or keys
+  int64_t applied_ = 0;  // the revision of the last read mirrored
   bool syncing_ = false;
   SteadyTime sync_began_{};
   AsyncSignal synced_;

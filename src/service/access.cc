@@ -314,6 +314,11 @@ Result<Principal> Access::Authenticate(std::string_view credential) const {
   return Error{ErrorCode::kUnauthorized, "wrong API key (or a revoked key or token)"};
 }
 
+bool Access::UnknownKey(std::string_view credential) const {
+  const auto id = IdOf(credential, kKeyPrefix, "key_");
+  return id && !keys_.contains(*id);
+}
+
 const Tenant* Access::FindTenant(std::string_view name) const {
   auto it = tenants_.find(name);
   return it == tenants_.end() ? nullptr : &it->second;

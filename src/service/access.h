@@ -174,6 +174,9 @@ class Access {
 
   // The principal a credential (a bearer token, an access_token) names, or a 401 saying why.
   Result<Principal> Authenticate(std::string_view credential) const;
+  // Whether `credential` has a tenant key's shape with an id this node does not know (made on
+  // another node a moment ago, say).
+  bool UnknownKey(std::string_view credential) const;
 
   // Tenant names: [a-z0-9][a-z0-9_-]{0,62}.
   const std::map<std::string, Tenant, std::less<>>& tenants() const { return tenants_; }

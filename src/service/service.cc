@@ -217,8 +217,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   SharedTenants* shared = SharedFor(sb->tenant);
   if (shared) {
     const Tenant* t = TenantOf(sb->tenant);
-    std::optional<Quotas> quotas;
-    if (t) quotas = t->quotas;
+    std::optional<Quotas> quotas = t ? t->quotas : Quotas{};
     auto committed = co_await shared->Commit(sb->tenant, quotas);
     if (!committed) {
       creating_by_tenant_.erase(creating);
@@ -230,29 +229,24 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   Result<std::unique_ptr<sandbox::Sandbox>> runtime = co_await Await(runtime_.Create(spec));
   creating_by_tenant_.erase(creating);
   --creating_;
-  // Every way out from here without the sandbox gives its share back.
-  struct GiveBack {
-    SharedTenants* shared;
-    const std::string& tenant;
-    bool keep = false;
-    ~GiveBack() {
-      if (shared && !keep) shared->Changed(tenant);
-    }
-  } give_back{shared, sb->tenant};
+  // Every way out from here without the sandbox gives its share back (said at each, not by a
+  // destructor: one would run as the loop is torn down, after what it reaches is gone).
   if (!runtime) {
     log::Warn("sandbox setup failed", {{"sandbox", sb->id}, {"error", runtime.error().message}});
+    if (shared) shared->Changed(sb->tenant);
     co_return std::move(runtime).error();
   }
   if (shutting_down_) {
     (void)co_await Await((*runtime)->Destroy());
+    if (shared) shared->Changed(sb->tenant);
     co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   }
   sb->runtime = std::move(*runtime);
   if (auto resolving = StartResolver(*sb); !resolving) {
     (void)co_await Await(sb->runtime->Destroy());
+    if (shared) shared->Changed(sb->tenant);
     co_return std::move(resolving).error();
   }
-  give_back.keep = true;
   PrepareTemplate(options_, *sb);
   SandboxEntry* raw = sb.get();
   sandboxes_.emplace(sb->id, std::move(sb));
