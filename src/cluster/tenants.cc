@@ -78,28 +78,6 @@ Error Unavailable(std::string_view what, const Error& why) {
   return Error{ErrorCode::kUnavailable, std::string(what) + ": " + why.message};
 }
 
-// The quota `usage` (the tenant's total with the new sandbox) would pass, if any.
-std::optional<Error> OverQuota(std::string_view tenant, const Quotas& quotas,
-                               const TenantUsage& usage) {
-  const struct {
-    const char* name;
-    int64_t quota;
-    int64_t after;
-  } checks[] = {{"sandboxes", quotas.sandboxes, usage.sandboxes},
-                {"memory_mb", quotas.memory_mb, usage.memory_mb},
-                {"cpu_percent", quotas.cpu_percent, usage.cpu_percent},
-                {"disk_mb", quotas.disk_mb, usage.disk_mb}};
-  for (const auto& c : checks) {
-    if (c.quota > 0 && c.after > c.quota) {
-      return Error{ErrorCode::kQuotaExceeded,
-                   "tenant '" + std::string(tenant) + "' would pass its quota " + c.name + " " +
-                       std::to_string(c.quota) + " (" + std::to_string(c.after) +
-                       " with this sandbox, over every node)"};
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 EtcdTenants::EtcdTenants(asio::any_io_executor ex, Etcd& etcd, Access& access, Local local,
@@ -372,7 +350,9 @@ asio::awaitable<Result<void>> EtcdTenants::Commit(std::string tenant,
         if (node == options_.node_id) continue;
         for (const auto& c : kCounted) total.*(c.field) += u.*(c.field);
       }
-      if (auto over = OverQuota(tenant, *quotas, total)) co_return std::move(*over);
+      if (auto over = PastCreateQuota(tenant, *quotas, total, ", over every node")) {
+        co_return std::move(*over);
+      }
     }
     const auto entry = usage.find(options_.node_id);
     // A create is always written (with the tenant's being there as a condition), even when a

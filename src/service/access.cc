@@ -161,6 +161,27 @@ std::vector<std::string> ScopeNames(const Grant& grant) {
   return out;
 }
 
+std::optional<Error> PastCreateQuota(std::string_view tenant, const Quotas& quotas,
+                                     const TenantUsage& after, std::string_view where) {
+  const struct {
+    const char* name;
+    int64_t quota;
+    int64_t after;
+  } checks[] = {{"sandboxes", quotas.sandboxes, after.sandboxes},
+                {"memory_mb", quotas.memory_mb, after.memory_mb},
+                {"cpu_percent", quotas.cpu_percent, after.cpu_percent},
+                {"disk_mb", quotas.disk_mb, after.disk_mb}};
+  for (const auto& c : checks) {
+    if (c.quota > 0 && c.after > c.quota) {
+      return Error{ErrorCode::kQuotaExceeded,
+                   "tenant '" + std::string(tenant) + "' would pass its quota " + c.name + " " +
+                       std::to_string(c.quota) + " (" + std::to_string(c.after) +
+                       " with this sandbox" + std::string(where) + ")"};
+    }
+  }
+  return std::nullopt;
+}
+
 json::object QuotasJson(const Quotas& q) {
   json::object o;
   for (const auto& f : kQuotaFields) o[f.name] = q.*(f.field);

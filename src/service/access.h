@@ -224,6 +224,12 @@ class Access {
   mutable std::map<std::string, TokenInfo, std::less<>> tokens_;
 };
 
+// The quota among sandboxes, memory_mb, cpu_percent and disk_mb that `after` (what `tenant`
+// would take with a new sandbox) passes, as kQuotaExceeded naming it; `where` ends the message
+// (", over every node" in a cluster).
+std::optional<Error> PastCreateQuota(std::string_view tenant, const Quotas& quotas,
+                                     const TenantUsage& after, std::string_view where = "");
+
 // Quotas as JSON ({"sandboxes": 10, ...}, 0 for none) and back (unknown names and negative
 // numbers refused, absent ones 0).
 boost::json::object QuotasJson(const Quotas& q);

@@ -659,30 +659,15 @@ TenantUsage Service::Usage(std::string_view tenant) const {
 Result<void> Service::CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const {
   const Tenant* t = TenantOf(tenant);
   if (!t) return Ok{};
-  TenantUsage used = Usage(tenant);
-  // Sandboxes still being created count as they will.
-  for (auto [it, end] = creating_by_tenant_.equal_range(std::string(tenant)); it != end; ++it) {
-    ++used.sandboxes;
-    used.memory_mb += it->second.memory_mb;
-    used.cpu_percent += it->second.cpu_percent;
-    used.disk_mb += it->second.disk_mb;
-  }
-  const struct {
-    const char* name;
-    int64_t quota;
-    int64_t after;
-  } checks[] = {{"sandboxes", t->quotas.sandboxes, used.sandboxes + 1},
-                {"memory_mb", t->quotas.memory_mb, used.memory_mb + limits.memory_mb},
-                {"cpu_percent", t->quotas.cpu_percent, used.cpu_percent + limits.cpu_percent},
-                {"disk_mb", t->quotas.disk_mb, used.disk_mb + limits.disk_mb}};
-  for (const auto& c : checks) {
-    if (c.quota > 0 && c.after > c.quota) {
-      return Error{ErrorCode::kQuotaExceeded, "tenant '" + std::string(tenant) +
-                                                  "' would pass its quota " + c.name + " " +
-                                                  std::to_string(c.quota) + " (" +
-                                                  std::to_string(c.after) + " with this sandbox)"};
-    }
-  }
+  // What it holds here, sandboxes still being made included, and this one.
+  const auto committed = Committed();
+  const auto held = committed.find(tenant);
+  TenantUsage after = held == committed.end() ? TenantUsage{} : held->second;
+  ++after.sandboxes;
+  after.memory_mb += limits.memory_mb;
+  after.cpu_percent += limits.cpu_percent;
+  after.disk_mb += limits.disk_mb;
+  if (auto over = PastCreateQuota(tenant, t->quotas, after)) return std::move(*over);
   return Ok{};
 }
 
