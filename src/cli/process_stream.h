@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "cli/http.h"
-#include "cli/sse_parser.h"
+#include "base/sse_parser.h"
 
 namespace sandstream::cli {
 

@@ -1,7 +1,10 @@
 #include "cluster/gateway.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <memory>
 #include <set>
+#include <sstream>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -16,6 +19,7 @@
 #include "api/router.h"
 #include "api/server.h"
 #include "base/log.h"
+#include "base/sse_parser.h"
 #include "base/timer.h"
 #include "base/version.h"
 
@@ -593,34 +597,314 @@ std::vector<Gateway::Target> Gateway::WithTemplate(const std::string& name,
   return all;
 }
 
+// One node's part of a request the gateway sends to every node up.
+struct Leg {
+  std::string node;
+  std::unique_ptr<NodeCall> call;
+  std::string head = "";         // the request's head as this node gets it
+  std::string write_error = "";  // why it took no more of the body (its answer may say why)
+  std::string failed = "";       // why it has no answer
+  std::optional<http::response<http::string_body>> answer = std::nullopt;
+  std::string last_event = "";  // of a stream: "template" or "error", and its data
+  std::string last_data = "";
+  bool sending() const { return failed.empty() && write_error.empty(); }
+  bool streaming() const {
+    return failed.empty() && !answer && call->head().result_int() / 100 == 2 &&
+           call->head()[http::field::content_type].starts_with("text/event-stream");
+  }
+};
+
+namespace {
+
+// Runs `step(leg)` for every leg still going, at once, and waits for them all.
+template <class Step>
+asio::awaitable<void> EveryLeg(asio::any_io_executor ex, std::vector<Leg>& legs, Step step) {
+  TaskGroup group(ex);
+  for (Leg& leg : legs) {
+    if (leg.failed.empty()) group.Spawn(step(leg), "node call");
+  }
+  co_await group.Join();
+}
+
+asio::awaitable<void> OpenLeg(Leg& leg, SteadyClock::duration timeout) {
+  auto opened = co_await leg.call->Open(timeout);
+  if (!opened) leg.failed = opened.error().message;
+}
+
+asio::awaitable<void> WriteLeg(Leg& leg, std::vector<asio::const_buffer> bytes,
+                               SteadyClock::duration timeout) {
+  if (!leg.sending()) co_return;
+  auto sent = co_await leg.call->Write(std::move(bytes), timeout);
+  if (!sent) leg.write_error = sent.error().message;
+}
+
+// A node that stopped taking the body may have answered why (a 413, a 400) before it closed.
+asio::awaitable<void> ReadLegHead(Leg& leg, SteadyClock::duration timeout) {
+  auto head = co_await leg.call->ReadHead(timeout);
+  if (!head) leg.failed = leg.write_error.empty() ? head.error().message : leg.write_error;
+}
+
+asio::awaitable<void> ReadLegAnswer(Leg& leg, SteadyClock::duration timeout) {
+  if (leg.answer) co_return;
+  auto answer = co_await leg.call->ReadRest(timeout, 16u << 20);
+  if (answer) {
+    leg.answer = std::move(*answer);
+  } else {
+    leg.failed = answer.error().message;
+  }
+}
+
+// What a pull's stream said last, as the answer a node gives without one (an error event's
+// status does not reach the client: the stream's last event says it).
+http::response<http::string_body> AnswerOfEvent(const Leg& leg) {
+  const bool made = leg.last_event == "template";
+  http::response<http::string_body> out{
+      made ? http::status::created : http::status::internal_server_error, 11};
+  out.set(http::field::content_type, "application/json");
+  out.body() = leg.last_data;
+  return out;
+}
+
+// Follows one node's pull as events: its progress goes to the client (through `send`) tagged
+// with the node, its last event (the template, or the error) is kept for the merged one.
+template <class Send>
+asio::awaitable<void> FollowLeg(Leg& leg, Send& send, SteadyClock::duration timeout) {
+  if (!leg.streaming()) co_return co_await ReadLegAnswer(leg, timeout);
+  SseParser parser;
+  for (;;) {
+    Result<std::string_view> piece = co_await leg.call->ReadSome(timeout);
+    if (!piece) {
+      leg.failed = piece.error().message;
+      co_return;
+    }
+    if (piece->empty()) break;
+    std::vector<SseEvent> got = parser.Feed(*piece);
+    if (got.empty()) {
+      std::string keepalive = ":\n\n";  // the node's keep-alive, passed on
+      co_await send(std::move(keepalive));
+    }
+    for (SseEvent& event : got) {
+      if (event.type == "template" || event.type == "error") {
+        leg.last_event = std::move(event.type);
+        leg.last_data = std::move(event.data);
+        continue;
+      }
+      boost::system::error_code ec;
+      json::value data = json::parse(event.data, ec);
+      if (ec || !data.is_object()) continue;
+      data.as_object()["node"] = leg.node;
+      std::string text = "event: " + event.type + "\ndata: " + json::serialize(data) + "\n\n";
+      co_await send(std::move(text));
+    }
+  }
+  if (leg.last_event.empty()) leg.failed = "its stream ended before the pull did";
+}
+
+// Each leg's head: `call`'s, with the leg's node as its Host.
+void AddressTo(std::vector<Leg>& legs, http::request<http::string_body>& call) {
+  for (Leg& leg : legs) {
+    call.set(http::field::host, leg.call->to().text());
+    std::ostringstream text;
+    text << call.base();
+    leg.head = text.str();
+  }
+}
+
+// What a leg came to: the node's answer, the last event of its stream, or why neither.
+Result<http::response<http::string_body>> OutcomeOf(Leg& leg) {
+  if (leg.answer) return std::move(*leg.answer);
+  if (!leg.last_event.empty()) return AnswerOfEvent(leg);
+  return Error{ErrorCode::kBadGateway, leg.failed};
+}
+
+bool IsJsonType(std::string_view type) {
+  std::string_view base = type.substr(0, type.find(';'));
+  while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
+  return beast::iequals(base, "application/json");
+}
+
+constexpr std::string_view kEventStreamHead =
+    "HTTP/1.1 200 OK\r\nServer: sandstreamd\r\nContent-Type: text/event-stream\r\n"
+    "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n";
+
+}  // namespace
+
 asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat_buffer& buffer,
                                           http::request_parser<http::empty_body>& header_parser,
                                           const GatewayRoute& route) {
   const http::request_header<>& head = header_parser.get();
   const unsigned version = head.version();
   const bool pull = head.method() == http::verb::post;
-  std::optional<Error> refusal;
-  const std::string_view type = head[http::field::content_type];
-  if (pull && type.substr(0, type.find(';')) != "application/json") {
-    refusal = Error{ErrorCode::kNotImplemented,
-                    "an image archive is imported on each node (POST it to every node): through "
-                    "a gateway, pull the image from a registry ({\"name\", \"image\"})"};
-  } else if (head[http::field::accept].find("text/event-stream") != std::string_view::npos) {
-    refusal = Error{ErrorCode::kNotImplemented,
-                    "a pull's progress is each node's: through a gateway the pull answers once "
-                    "every node has it (ask for application/json)"};
-  }
-  if (refusal) co_return co_await Refuse(client, version, *refusal, false);
+  // An image archive goes to every node as it arrives; a pull's progress comes from every node.
+  const bool archive = pull && !IsJsonType(head[http::field::content_type]);
+  const bool events =
+      pull && head[http::field::accept].find("text/event-stream") != std::string_view::npos;
   const std::string peer = PeerAddress(client.socket());
-  std::optional<http::request<http::string_body>> whole =
-      co_await ReadWhole(client, buffer, header_parser, route);
-  if (!whole) co_return;
-  http::request<http::string_body> call = NodeRequest(*whole, whole->body(), peer);
-  std::vector<NodeAnswer> answers = co_await CallEvery(std::move(call), options_.node_timeout);
-  if (answers.empty()) {
-    const Error error{ErrorCode::kUnavailable, "no node is up"};
+  if (!archive && !events) {
+    std::optional<http::request<http::string_body>> whole =
+        co_await ReadWhole(client, buffer, header_parser, route);
+    if (!whole) co_return;
+    http::request<http::string_body> call = NodeRequest(*whole, whole->body(), peer);
+    std::vector<NodeAnswer> answers = co_await CallEvery(std::move(call), options_.node_timeout);
+    http::response<http::string_body> res = Merged(pull, answers);
+    co_return co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
+  }
+
+  std::vector<Leg> legs;
+  for (const Member* m : members_.All()) {
+    if (m->up) legs.push_back({m->record.id, std::make_unique<NodeCall>(ex_, m->address)});
+  }
+  const SteadyClock::duration connect_timeout = options_.connect_timeout;
+  co_await EveryLeg(ex_, legs, [&](Leg& leg) { return OpenLeg(leg, connect_timeout); });
+  if (std::none_of(legs.begin(), legs.end(), [](const Leg& l) { return l.failed.empty(); })) {
+    std::string why;
+    for (const Leg& leg : legs) why += (why.empty() ? "" : "; ") + leg.node + ": " + leg.failed;
+    const Error error{ErrorCode::kUnavailable,
+                      legs.empty() ? "no node is up" : "no node could be reached: " + why};
     co_return co_await Refuse(client, version, error, false);
   }
+  if (archive) {
+    if (!co_await SendEverywhere(client, buffer, header_parser, legs)) co_return;
+  } else {
+    std::optional<http::request<http::string_body>> whole =
+        co_await ReadWhole(client, buffer, header_parser, route);
+    if (!whole) co_return;
+    http::request<http::string_body> call = NodeRequest(*whole, whole->body(), peer);
+    call.keep_alive(false);
+    call.prepare_payload();
+    AddressTo(legs, call);
+    const SteadyClock::duration within = options_.write_timeout;
+    co_await EveryLeg(ex_, legs, [&](Leg& leg) {
+      return WriteLeg(leg, {asio::buffer(leg.head), asio::buffer(call.body())}, within);
+    });
+  }
+  const SteadyClock::duration timeout = options_.node_timeout;
+  co_await EveryLeg(ex_, legs, [&](Leg& leg) { return ReadLegHead(leg, timeout); });
+  if (events && std::any_of(legs.begin(), legs.end(), [](const Leg& l) { return l.streaming(); })) {
+    co_return co_await MergeEvents(client, legs);
+  }
+  co_await EveryLeg(ex_, legs, [&](Leg& leg) { return ReadLegAnswer(leg, timeout); });
+  std::vector<NodeAnswer> answers;
+  for (Leg& leg : legs) answers.push_back({leg.node, OutcomeOf(leg)});
+  http::response<http::string_body> res = Merged(pull, answers);
+  co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
+}
+
+asio::awaitable<bool> Gateway::SendEverywhere(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                              http::request_parser<http::empty_body>& header_parser,
+                                              std::vector<Leg>& legs) {
+  const http::request_header<>& head = header_parser.get();
+  const unsigned version = head.version();
+  const bool go_on = beast::iequals(head[http::field::expect], "100-continue");
+  // Each node gets the body as it comes: its length when the client said it, else in chunks.
+  const boost::optional<uint64_t> length = header_parser.content_length();
+  http::request<http::string_body> call =
+      NodeRequest(head, std::string(), PeerAddress(client.socket()));
+  call.keep_alive(false);
+  if (length) {
+    call.content_length(*length);
+  } else {
+    call.chunked(true);
+  }
+  AddressTo(legs, call);
+  const SteadyClock::duration within = options_.write_timeout;
+  co_await EveryLeg(ex_, legs,
+                    [&](Leg& leg) { return WriteLeg(leg, {asio::buffer(leg.head)}, within); });
+  if (go_on) {
+    http::response<http::empty_body> next{http::status::continue_, version};
+    auto [ec, sent] = co_await http::async_write(client, next, kTuple);
+    (void)sent;
+    if (ec) co_return false;
+  }
+  http::request_parser<http::buffer_body> parser(std::move(header_parser));
+  parser.body_limit(boost::none);  // each node holds the archive to its own limit
+  std::vector<char> piece(64 * 1024);
+  auto sending = [&legs] {
+    return std::any_of(legs.begin(), legs.end(), [](const Leg& l) { return l.sending(); });
+  };
+  while (!parser.is_done() && sending()) {
+    parser.get().body().data = piece.data();
+    parser.get().body().size = piece.size();
+    client.expires_after(kBodyReadTimeout);
+    auto [ec, n] = co_await http::async_read_some(client, buffer, parser, kTuple);
+    (void)n;
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      // The client left, or its body broke off: no node gets a whole archive.
+      for (Leg& leg : legs) leg.call->Close();
+      if (ec != http::error::end_of_stream && ec != asio::error::eof &&
+          ec != beast::error::timeout && ec != asio::error::connection_reset) {
+        const Error error{ErrorCode::kInvalidRequest, "the request's body: " + ec.message()};
+        co_await Refuse(client, version, error, false);
+      }
+      co_return false;
+    }
+    const size_t got = piece.size() - parser.get().body().size;
+    if (got == 0) continue;
+    std::string before, after;
+    if (!length) {
+      char size[24];
+      before.assign(size, static_cast<size_t>(std::snprintf(size, sizeof size, "%zx\r\n", got)));
+      after = "\r\n";
+    }
+    co_await EveryLeg(ex_, legs, [&](Leg& leg) {
+      return WriteLeg(leg,
+                      {asio::buffer(before), asio::buffer(piece.data(), got), asio::buffer(after)},
+                      within);
+    });
+    counts_.to_node += got * legs.size();
+  }
+  if (!length) {
+    static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+    co_await EveryLeg(ex_, legs,
+                      [&](Leg& leg) { return WriteLeg(leg, {asio::buffer(kLastChunk)}, within); });
+  }
+  co_return true;
+}
+
+asio::awaitable<void> Gateway::MergeEvents(beast::tcp_stream& client, std::vector<Leg>& legs) {
+  client.expires_never();
+  TurnQueue turn(ex_);
+  bool gone = false;
+  auto send = [&](std::string text) -> asio::awaitable<void> {
+    co_await turn.Acquire();
+    if (!gone) {
+      gone =
+          !co_await api::WriteWithin(client.socket(), asio::buffer(text), options_.write_timeout);
+      counts_.to_client += text.size();
+      // Nobody to tell: the nodes' pulls go on without the gateway.
+      if (gone) {
+        for (Leg& leg : legs) leg.call->Close();
+      }
+    }
+    turn.Release();
+  };
+  std::string start(kEventStreamHead);
+  co_await send(std::move(start));
+  const SteadyClock::duration timeout = options_.node_timeout;
+  co_await EveryLeg(ex_, legs, [&](Leg& leg) { return FollowLeg(leg, send, timeout); });
+  if (gone) co_return;
+  std::vector<NodeAnswer> answers;
+  for (Leg& leg : legs) answers.push_back({leg.node, OutcomeOf(leg)});
+  http::response<http::string_body> res = Merged(true, answers);
+  const char* last = res.result_int() / 100 == 2 ? "template" : "error";
+  std::string text = "event: " + std::string(last) + "\ndata: " + res.body() + "\n\n";
+  co_await send(std::move(text));
+}
+
+http::response<http::string_body> Gateway::Merged(bool pull, std::vector<NodeAnswer>& answers) {
+  // The gateway's own refusal, counted as Refuse counts it.
+  auto refusal = [this](const Error& error) {
+    ++counts_.refusals[std::string(ErrorCodeName(error.code))];
+    log::Info("gateway refused",
+              {{"code", std::string(ErrorCodeName(error.code))}, {"error", error.message}});
+    http::response<http::string_body> res{api::StatusFor(error.code), 11};
+    res.set(http::field::server, "sandstreamd");
+    res.set(http::field::content_type, "application/json");
+    res.body() = ErrorBody(error, false);
+    return res;
+  };
+  if (answers.empty()) return refusal(Error{ErrorCode::kUnavailable, "no node is up"});
   // What each node said: done, or why not.
   std::vector<std::string> done;
   json::object failed;
@@ -661,18 +945,14 @@ asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat
     // A delete refused somewhere (in use there): that answer, saying where it did go.
     http::response<http::string_body> res = *first_failed->answer;
     if (!done.empty()) res.set("X-Sandstream-Done-Nodes", done_list);
-    co_return co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
+    return res;
   }
   if (!first_done) {
     // Nowhere: the first node's refusal (or, for a delete, its 404), or why none answered.
     const NodeAnswer* say = first_failed ? first_failed : first_missing;
-    if (say) {
-      http::response<http::string_body> res = *say->answer;
-      co_return co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
-    }
-    const Error error{ErrorCode::kUnavailable,
-                      "no node could be reached: " + json::serialize(failed)};
-    co_return co_await Refuse(client, version, error, false);
+    if (say) return *say->answer;
+    return refusal(
+        Error{ErrorCode::kUnavailable, "no node could be reached: " + json::serialize(failed)});
   }
   http::response<http::string_body> res = *first_done->answer;
   if (pull) {
@@ -689,7 +969,7 @@ asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat
   } else if (!failed.empty()) {
     res.set("X-Sandstream-Failed-Nodes", json::serialize(failed));
   }
-  co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
+  return res;
 }
 
 asio::awaitable<void> Gateway::Health(beast::tcp_stream& client,

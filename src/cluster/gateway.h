@@ -68,6 +68,8 @@ struct GatewayRoute {
 GatewayRoute RouteOf(const boost::beast::http::request_header<>& req,
                      const std::string& preview_domain, bool shared_tenants = false);
 
+struct Leg;  // one node's part of a request sent to every node (gateway.cc)
+
 class Gateway {
  public:
   Gateway(boost::asio::any_io_executor ex, Members& members, GatewayOptions options);
@@ -121,11 +123,26 @@ class Gateway {
   boost::asio::awaitable<void> List(boost::beast::tcp_stream& client,
                                     const boost::beast::http::request_header<>& req,
                                     const GatewayRoute& route);
-  // A change made on every node (a template pulled or deleted), their answers merged.
+  // A change made on every node (a template pulled or imported, or deleted), their answers
+  // merged; a pull's or an import's progress, asked for as events, every node's as it comes.
   boost::asio::awaitable<void> Everywhere(
       boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
       boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
       const GatewayRoute& route);
+  // An image archive's body to every leg as it arrives (nothing kept whole): false when the
+  // client left or its body broke off (then answered here, or not at all).
+  boost::asio::awaitable<bool> SendEverywhere(
+      boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
+      boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
+      std::vector<Leg>& legs);
+  // Every leg's stream of events as one: progress as it comes, tagged with its node, then one
+  // last event (the template, with where it is, or the error).
+  boost::asio::awaitable<void> MergeEvents(boost::beast::tcp_stream& client,
+                                           std::vector<Leg>& legs);
+  // Every node's answer to one change, as one: the first node's template (with `nodes` and
+  // `failed_nodes`), a delete refused somewhere (with X-Sandstream-Done-Nodes), or why nowhere.
+  boost::beast::http::response<boost::beast::http::string_body> Merged(
+      bool pull, std::vector<NodeAnswer>& answers);
   // The nodes that have template `name`, lightest first, then the rest.
   std::vector<Target> WithTemplate(const std::string& name, std::optional<Error>& refusal) const;
   boost::asio::awaitable<void> Health(boost::beast::tcp_stream& client,

@@ -2,12 +2,16 @@
 
 #include <charconv>
 #include <memory>
+#include <sstream>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -17,6 +21,7 @@ namespace sandstream::cluster {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using namespace asio::experimental::awaitable_operators;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 
 std::string HostPort::text() const {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
@@ -61,7 +66,6 @@ Result<HostPort> ParseHostPort(std::string_view text) {
 
 asio::awaitable<Result<void>> Connect(tcp::socket& socket, const HostPort& to,
                                       SteadyClock::duration timeout) {
-  constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
   tcp::resolver resolver(socket.get_executor());
   auto [rec, endpoints] =
       co_await resolver.async_resolve(to.host, to.port, tcp::resolver::numeric_service, kTuple);
@@ -82,62 +86,133 @@ asio::awaitable<Result<void>> Connect(tcp::socket& socket, const HostPort& to,
   co_return Ok{};
 }
 
-namespace {
-
-// The socket and the deadline that closes it: shared with the timer's handler, which may run
-// after the call has returned.
-struct Exchange {
-  explicit Exchange(const asio::any_io_executor& ex) : socket(ex), deadline(ex) {}
+struct NodeCall::State {
+  explicit State(const asio::any_io_executor& ex) : socket(ex), deadline(ex) {
+    parser.body_limit(boost::none);  // an answer may be a stream: the caller bounds what it keeps
+  }
   tcp::socket socket;
   Timer deadline;
   bool expired = false;
+  boost::beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  std::vector<char> piece = std::vector<char>(64 * 1024);
 };
 
-// After the request went out, the error is kBadGateway: the other side may have acted on it.
-Error Failed(const HostPort& to, std::string_view step, const Exchange& x,
-             const boost::system::error_code& ec) {
-  return Error{ErrorCode::kBadGateway,
-               std::string(step) + " " + to.text() + ": " +
-                   (x.expired ? std::string("no answer in time") : ec.message())};
+NodeCall::NodeCall(asio::any_io_executor ex, HostPort to)
+    : to_(std::move(to)), state_(std::make_shared<State>(ex)) {}
+
+NodeCall::~NodeCall() {
+  Close();
 }
 
-}  // namespace
+void NodeCall::Close() {
+  state_->deadline.cancel();
+  boost::system::error_code ignored;
+  state_->socket.close(ignored);
+}
+
+void NodeCall::Arm(SteadyClock::duration timeout) {
+  state_->deadline.expires_after(timeout);
+  state_->deadline.async_wait([s = state_](const boost::system::error_code& ec) {
+    if (ec) return;
+    s->expired = true;
+    boost::system::error_code ignored;
+    s->socket.close(ignored);
+  });
+}
+
+// After the request went out, the error is kBadGateway: the other side may have acted on it.
+Error NodeCall::Failed(std::string_view step, const boost::system::error_code& ec) const {
+  return Error{ErrorCode::kBadGateway,
+               std::string(step) + " " + to_.text() + ": " +
+                   (state_->expired ? std::string("no answer in time") : ec.message())};
+}
+
+asio::awaitable<Result<void>> NodeCall::Open(SteadyClock::duration timeout) {
+  co_return co_await Connect(state_->socket, to_, timeout);
+}
+
+asio::awaitable<Result<void>> NodeCall::Write(std::vector<asio::const_buffer> bytes,
+                                              SteadyClock::duration timeout) {
+  Arm(timeout);
+  auto [ec, n] = co_await asio::async_write(state_->socket, bytes, kTuple);
+  (void)n;
+  state_->deadline.cancel();
+  if (ec) co_return Failed("write to", ec);
+  co_return Ok{};
+}
+
+asio::awaitable<Result<void>> NodeCall::ReadHead(SteadyClock::duration timeout) {
+  Arm(timeout);
+  auto [ec, n] =
+      co_await http::async_read_header(state_->socket, state_->buffer, state_->parser, kTuple);
+  (void)n;
+  state_->deadline.cancel();
+  if (ec) co_return Failed("read from", ec);
+  co_return Ok{};
+}
+
+const http::response_header<>& NodeCall::head() const {
+  return state_->parser.get().base();
+}
+
+asio::awaitable<Result<std::string_view>> NodeCall::ReadSome(SteadyClock::duration timeout) {
+  State& s = *state_;
+  // A read may parse framing alone (a chunk's size line): read on until bytes or the end.
+  while (!s.parser.is_done()) {
+    http::buffer_body::value_type& body = s.parser.get().body();
+    body.data = s.piece.data();
+    body.size = s.piece.size();
+    Arm(timeout);
+    auto [ec, n] = co_await http::async_read_some(s.socket, s.buffer, s.parser, kTuple);
+    (void)n;
+    s.deadline.cancel();
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return Failed("read from", ec);
+    const size_t got = s.piece.size() - s.parser.get().body().size;
+    if (got > 0) co_return std::string_view(s.piece.data(), got);
+  }
+  co_return std::string_view();
+}
+
+asio::awaitable<Result<http::response<http::string_body>>> NodeCall::ReadRest(
+    SteadyClock::duration timeout, uint64_t limit) {
+  std::string body;
+  for (;;) {
+    Result<std::string_view> piece = co_await ReadSome(timeout);
+    if (!piece) co_return std::move(piece).error();
+    if (piece->empty()) break;
+    if (body.size() + piece->size() > limit) {
+      co_return Error{ErrorCode::kBadGateway, "read from " + to_.text() + ": an answer over " +
+                                                  std::to_string(limit) + " bytes"};
+    }
+    body.append(*piece);
+  }
+  http::response_header<> fields = head();
+  http::response<http::string_body> out(std::move(fields));
+  out.body() = std::move(body);
+  co_return out;
+}
 
 asio::awaitable<Result<http::response<http::string_body>>> Call(
     asio::any_io_executor ex, const HostPort& to, http::request<http::string_body> req,
     SteadyClock::duration timeout, uint64_t body_limit) {
-  auto x = std::make_shared<Exchange>(ex);
-  if (auto connected = co_await Connect(x->socket, to, timeout); !connected) {
-    co_return std::move(connected).error();
-  }
-  x->deadline.expires_after(timeout);
-  x->deadline.async_wait([x](const boost::system::error_code& ec) {
-    if (ec) return;
-    x->expired = true;
-    boost::system::error_code ignored;
-    x->socket.close(ignored);
-  });
-  struct Disarm {
-    Exchange& x;
-    ~Disarm() { x.deadline.cancel(); }
-  } disarm{*x};
-
+  NodeCall call(ex, to);
+  if (auto opened = co_await call.Open(timeout); !opened) co_return std::move(opened).error();
   req.set(http::field::host, to.text());
   req.keep_alive(false);
   req.prepare_payload();
-  auto [wec, wrote] =
-      co_await http::async_write(x->socket, req, asio::as_tuple(asio::use_awaitable));
-  (void)wrote;
-  if (wec) co_return Failed(to, "write to", *x, wec);
-
-  boost::beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(body_limit);
-  auto [ec, read] =
-      co_await http::async_read(x->socket, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  (void)read;
-  if (ec) co_return Failed(to, "read from", *x, ec);
-  co_return parser.release();
+  std::ostringstream head;
+  head << req.base();
+  const std::string text = head.str();
+  std::vector<asio::const_buffer> bytes{asio::buffer(text), asio::buffer(req.body())};
+  if (auto sent = co_await call.Write(std::move(bytes), timeout); !sent) {
+    co_return std::move(sent).error();
+  }
+  if (auto answered = co_await call.ReadHead(timeout); !answered) {
+    co_return std::move(answered).error();
+  }
+  co_return co_await call.ReadRest(timeout, body_limit);
 }
 
 }  // namespace sandstream::cluster

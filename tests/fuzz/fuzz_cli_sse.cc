@@ -9,9 +9,9 @@
 
 #include "check.h"
 #include "cli/process_stream.h"
-#include "cli/sse_parser.h"
+#include "base/sse_parser.h"
 
-namespace sandstream::cli {
+namespace sandstream {
 namespace {
 
 void CheckEvent(const SseEvent& e) {
@@ -21,9 +21,10 @@ void CheckEvent(const SseEvent& e) {
 }
 
 }  // namespace
-}  // namespace sandstream::cli
+}  // namespace sandstream
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace sandstream;
   using namespace sandstream::cli;
   FuzzedDataProvider in(data, size);
   std::vector<size_t> cuts;

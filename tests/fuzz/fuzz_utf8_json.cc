@@ -14,7 +14,7 @@
 #include "api/sse.h"
 #include "base/base64.h"
 #include "check.h"
-#include "cli/sse_parser.h"
+#include "base/sse_parser.h"
 #include "process/utf8.h"
 
 namespace sandstream {
@@ -105,8 +105,8 @@ void CheckBase64(std::string_view bytes) {
 }
 
 // One event as the daemon frames it, as a client parses it.
-cli::SseEvent ParseOne(const std::string& stream) {
-  cli::SseParser parser;
+SseEvent ParseOne(const std::string& stream) {
+  SseParser parser;
   auto events = parser.Feed(stream);
   FUZZ_CHECK(events.size() == 1);
   return events[0];
@@ -115,7 +115,7 @@ cli::SseEvent ParseOne(const std::string& stream) {
 void CheckSse(std::string_view text, const std::string& literal, uint64_t id) {
   std::string out;
   sse::AppendEvent(out, id, "stdout", "{\"chunk\":" + literal + "}");
-  const cli::SseEvent event = ParseOne(out);
+  const SseEvent event = ParseOne(out);
   FUZZ_CHECK(event.type == "stdout");
   FUZZ_CHECK(event.id == (id == 0 ? "" : std::to_string(id)));
   const json::value data = json::parse(event.data);
@@ -124,7 +124,7 @@ void CheckSse(std::string_view text, const std::string& literal, uint64_t id) {
   for (auto format : {sse::Format::kPandastack, sse::Format::kCloudflare}) {
     std::string error;
     sse::AppendError(error, format, ErrorCode::kInternal, text);
-    const cli::SseEvent e = ParseOne(error);
+    const SseEvent e = ParseOne(error);
     FUZZ_CHECK(e.type == "error");
     const json::value v = json::parse(e.data);
     const char* key = format == sse::Format::kCloudflare ? "error" : "message";

@@ -10,6 +10,7 @@ nothing here touches this machine's own network. The nodes run real sandboxes.
 from __future__ import annotations
 
 import contextlib
+import json
 import ctypes
 import os
 import secrets
@@ -225,7 +226,7 @@ class Cluster:
 
 def client_of(d: Daemon, **kw: Any) -> httpx.Client:
     return httpx.Client(base_url=d.url, headers={"Authorization": f"Bearer {API_KEY}"},
-                        timeout=30, **kw)
+                        **{"timeout": 30, **kw})
 
 
 def node_of(sandbox_id: str) -> str:
@@ -571,11 +572,71 @@ def test_templates_are_pulled_listed_and_deleted_on_every_node(cluster: Cluster)
     finally:
         for sid in made:
             g.delete(f"/v1/sandboxes/{sid}")
-    # An archive is each node's own: refused through a gateway, saying what works.
-    r = g.post("/v1/templates?name=x", content=b"not a tar",
-               headers={"Content-Type": "application/x-tar"})
-    body = assert_error(r, 501, "not_implemented")
-    assert "pull" in body["message"], body
+
+
+def node_events(r: httpx.Response) -> list[SseEvent]:
+    assert r.status_code == 200, r.read()
+    assert r.headers["content-type"].startswith("text/event-stream")
+    return [e for e in iter_sse(r) if isinstance(e, SseEvent)]
+
+
+def test_an_archive_and_a_pulls_progress_go_to_every_node(cluster: Cluster) -> None:
+    assert cluster.registry is not None
+    g = client_of(cluster.gateways[0], timeout=120)
+    nodes = ["n1", "n2", "n3"]
+    tar = {"Content-Type": "application/x-tar"}
+    im = images.Image([images.layer_tar(images.system_layer(user="boxed", uid=2100) +
+                                        [images.Entry("boxed", b"from an archive\n")])],
+                      user="boxed", tag="boxed:1")
+    archive = im.oci_archive()
+    # Its length known: every node gets the archive as the gateway reads it, and imports it.
+    r = g.post("/v1/templates", params={"name": "boxed"}, content=archive, headers=tar)
+    assert r.status_code == 201, r.text
+    assert sorted(r.json()["nodes"]) == nodes and "failed_nodes" not in r.json(), r.json()
+    for name in nodes:
+        got = httpx.get(f"{cluster.nodes[name].url}/v1/templates/boxed", headers=bearer(API_KEY), timeout=10)
+        assert got.status_code == 200 and got.json()["tags"] == ["boxed:1"], got.text
+    # Sent in chunks, with its progress asked for: every node's, tagged, then one template.
+    pieces = [archive[i:i + 3000] for i in range(0, len(archive), 3000)]
+    with g.stream("POST", "/v1/templates", params={"name": "boxed-2"}, content=iter(pieces),
+                  headers={**tar, "Accept": "text/event-stream"}) as r:
+        events = node_events(r)
+    assert events[-1].event == "template", events
+    last = json.loads(events[-1].data)
+    assert last["name"] == "boxed-2" and sorted(last["nodes"]) == nodes, last
+    progress = [json.loads(e.data) for e in events if e.event == "progress"]
+    assert {p["node"] for p in progress} == set(nodes), progress
+    # Made on every node: a sandbox of it on each.
+    made: list[str] = []
+    try:
+        for node in nodes:
+            sid = create_on(g, node, made, template="boxed-2")
+            assert run(g, sid, cmd="cat /boxed; id -u")["stdout"] == "from an archive\n2100\n"
+    finally:
+        for sid in made:
+            g.delete(f"/v1/sandboxes/{sid}")
+    # Not an archive: every node says so, and the answer is theirs.
+    body = assert_error(g.post("/v1/templates", params={"name": "junk"}, content=b"not a tar",
+                               headers=tar), 400, "invalid_request")
+    assert "archive" in body["message"] or "tar" in body["message"], body
+    with g.stream("POST", "/v1/templates", params={"name": "junk"}, content=b"not a tar" * 100,
+                  headers={**tar, "Accept": "text/event-stream"}) as r:
+        events = node_events(r)
+    assert events[-1].event == "error", events
+    assert json.loads(events[-1].data)["error"]["code"] == "invalid_request", events[-1]
+    assert_error(g.get("/v1/templates/junk"), 404, "not_found")
+    # A pull's progress, through the other gateway: every node's, then the template.
+    g2 = client_of(cluster.gateways[1], timeout=180)
+    image = f"{cluster.registry.host}/tiny:1"
+    with g2.stream("POST", "/v1/templates", json={"name": "tiny-ev", "image": image},
+                   headers={"Accept": "text/event-stream"}) as r:
+        events = node_events(r)
+    assert events[-1].event == "template", events
+    assert sorted(json.loads(events[-1].data)["nodes"]) == nodes, events[-1]
+    assert {json.loads(e.data)["node"] for e in events if e.event == "progress"} == set(nodes)
+    for name in ("boxed", "boxed-2", "tiny-ev"):
+        assert g.delete(f"/v1/templates/{name}").status_code == 204
+        assert_error(g.get(f"/v1/templates/{name}"), 404, "not_found")
 
 
 def bearer(key: str) -> dict[str, str]:

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/process_stream.h"
-#include "cli/sse_parser.h"
+#include "base/sse_parser.h"
 
 namespace sandstream::cli {
 namespace {

@@ -1,7 +1,7 @@
 // Incremental Server-Sent Events parser; see sse_parser.h.
-#include "cli/sse_parser.h"
+#include "base/sse_parser.h"
 
-namespace sandstream::cli {
+namespace sandstream {
 namespace {
 
 constexpr std::string_view kBom = "\xEF\xBB\xBF";
@@ -94,4 +94,4 @@ void SseParser::ProcessLine(std::string_view line, std::vector<SseEvent>* out) {
   // `retry` and unknown fields are ignored: reconnection timing is the caller's policy.
 }
 
-}  // namespace sandstream::cli
+}  // namespace sandstream

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace sandstream::cli {
+namespace sandstream {
 
 struct SseEvent {
   std::string type = "message";  // the `event:` field, or "message"
@@ -39,4 +39,4 @@ class SseParser {
   std::string last_event_id_;
 };
 
-}  // namespace sandstream::cli
+}  // namespace sandstream
