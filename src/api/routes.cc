@@ -72,6 +72,7 @@ const std::vector<Route>& AllRoutes() {
         {V::post, "/v1/admin/tenants/{}/keys", CreateKey},
         {V::get, "/v1/admin/tenants/{}/keys", ListKeys},
         {V::delete_, "/v1/admin/tenants/{}/keys/{}", RevokeKey},
+        {V::get, "/v1/admin/e2b/signed-url", e2b::FindSignedSandbox},
     };
     // E2B's control plane and envd at the root: before the console's /{} (GET /health).
     const auto& e2b = e2b::Routes();

@@ -44,6 +44,19 @@ std::optional<std::string> SegmentAfter(std::string_view path, std::string_view 
   return std::string(id);
 }
 
+// Whether the target's query has a field `name` (`?name=` or `&name=`).
+bool HasQueryField(std::string_view target, std::string_view name) {
+  const size_t mark = target.find('?');
+  if (mark == std::string_view::npos) return false;
+  std::string_view query = target.substr(mark + 1);
+  while (!query.empty()) {
+    const std::string_view field = query.substr(0, query.find('&'));
+    if (field.substr(0, field.find('=')) == name) return true;
+    query.remove_prefix(std::min(query.size(), field.size() + 1));
+  }
+  return false;
+}
+
 bool HopByHop(const http::fields::value_type& field) {
   return field.name() == http::field::connection || field.name() == http::field::keep_alive ||
          field.name() == http::field::proxy_connection || field.name() == http::field::te;
@@ -174,6 +187,8 @@ const char* RouteName(GatewayRoute::Kind kind) {
       return "sandbox";
     case GatewayRoute::kAnyNode:
       return "any_node";
+    case GatewayRoute::kSignedUrl:
+      return "signed_url";
     case GatewayRoute::kNotHere:
       return "not_here";
   }
@@ -219,6 +234,11 @@ GatewayRoute RouteOf(const http::request_header<>& req, const std::string& previ
     return {GatewayRoute::kNotHere, {}, true};
   }
   if (auto id = SegmentAfter(path, "/v1/sandboxes/")) return {GatewayRoute::kSandbox, *id};
+  // E2B's signed file URLs name no sandbox (the header above would): their signature does.
+  if (path == "/files" && (req.method() == http::verb::get || req.method() == http::verb::post) &&
+      HasQueryField(target, "signature")) {
+    return {GatewayRoute::kSignedUrl, {}, true};
+  }
   // Templates are each node's: pulled and deleted on all of them, listed from all of them.
   if (path == "/v1/templates") {
     if (req.method() == http::verb::get) return {GatewayRoute::kTemplates, {}};
@@ -353,6 +373,8 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
       co_await Create(client, buffer, parser, route);
     } else if (route.kind == GatewayRoute::kEveryNode) {
       co_await Everywhere(client, buffer, parser, route);
+    } else if (route.kind == GatewayRoute::kSignedUrl) {
+      co_await SignedUrl(client, buffer, parser);
     } else {
       co_await Pass(client, buffer, req, route, std::move(to));
     }
@@ -437,6 +459,73 @@ asio::awaitable<std::optional<http::request<http::string_body>>> Gateway::ReadWh
     if (ec) co_return std::nullopt;
   }
   co_return parser.release();
+}
+
+asio::awaitable<void> Gateway::SignedUrl(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                         http::request_parser<http::empty_body>& parser) {
+  http::request_header<>& req = parser.get();
+  const unsigned version = req.version();
+  if (options_.api_key.empty()) {
+    const Error error{ErrorCode::kNotImplemented,
+                      "a signed file URL names no sandbox: a gateway finds it by asking its "
+                      "nodes, with the admin key (give the gateway api_key), or send "
+                      "E2b-Sandbox-Id"};
+    co_return co_await Refuse(client, version, error, true);
+  }
+  const std::string_view target = req.target();
+  const std::string operation = req.method() == http::verb::get ? "read" : "write";
+  http::request<http::string_body> ask{http::verb::get,
+                                       "/v1/admin/e2b/signed-url?" +
+                                           std::string(target.substr(target.find('?') + 1)) +
+                                           "&operation=" + operation,
+                                       11};
+  ask.set(http::field::authorization, "Bearer " + options_.api_key);
+  std::vector<NodeAnswer> answers = co_await CallEvery(std::move(ask), kListTimeout);
+  std::string sandbox_id;
+  std::optional<Error> refusal;
+  std::string unreachable;
+  for (const NodeAnswer& a : answers) {
+    if (!a.answer) {
+      unreachable += (unreachable.empty() ? "" : ", ") + a.node;
+      continue;
+    }
+    boost::system::error_code ec;
+    const json::value body = json::parse(a.answer->body(), ec);
+    const json::value* id =
+        !ec && body.is_object() ? body.as_object().if_contains("sandbox_id") : nullptr;
+    if (a.answer->result() == http::status::ok && id && id->is_string()) {
+      sandbox_id = std::string(id->as_string());
+      break;
+    }
+    // Expired, or not well formed: every node says the same.
+    if (a.answer->result() != http::status::not_found && !refusal) {
+      const json::value* error =
+          !ec && body.is_object() ? body.as_object().if_contains("error") : nullptr;
+      const json::value* message =
+          error && error->is_object() ? error->as_object().if_contains("message") : nullptr;
+      refusal = Error{a.answer->result() == http::status::unauthorized ? ErrorCode::kUnauthorized
+                                                                       : ErrorCode::kInvalidRequest,
+                      message && message->is_string() ? std::string(message->as_string())
+                                                      : a.answer->body().substr(0, 300)};
+    }
+  }
+  if (sandbox_id.empty() && !refusal) {
+    refusal = unreachable.empty()
+                  ? Error{ErrorCode::kUnauthorized,
+                          "unauthorized access: the signature matches no sandbox's file URL for "
+                          "this path, operation and user (or its sandbox is gone)"}
+                  : Error{ErrorCode::kNodeUnreachable,
+                          "the signature matches no sandbox on the nodes that answered; its "
+                          "sandbox may be on " +
+                              unreachable + ", unreachable now"};
+  }
+  std::vector<Target> to;
+  if (!refusal) to = NodeFor(sandbox_id, refusal);
+  if (refusal) co_return co_await Refuse(client, version, *refusal, true);
+  // Named: the node checks the signature against this sandbox alone.
+  req.set("E2b-Sandbox-Id", sandbox_id);
+  const GatewayRoute route{GatewayRoute::kSandbox, sandbox_id, true};
+  co_await Pass(client, buffer, req, route, std::move(to));
 }
 
 asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,

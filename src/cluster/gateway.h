@@ -59,6 +59,7 @@ struct GatewayRoute {
     kCreate,     // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
     kSandbox,    // about one sandbox: to the node its id names
     kAnyNode,    // the same on every node (the console; tenants in etcd): any node
+    kSignedUrl,  // E2B's signed /files URL, no sandbox named: the node whose sandbox made it
     kNotHere,    // changes what each node holds alone (tenants without etcd): not served
   } kind;
   std::string sandbox_id;  // kSandbox
@@ -106,6 +107,11 @@ class Gateway {
   ReadWhole(boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
             boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
             const GatewayRoute& route);
+  // A signed file URL: every node is asked which of its sandboxes made it (the admin key), and
+  // the request goes to that one's node, naming it.
+  boost::asio::awaitable<void> SignedUrl(
+      boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
+      boost::beast::http::request_parser<boost::beast::http::empty_body>& parser);
   boost::asio::awaitable<void> Create(
       boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
       boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,

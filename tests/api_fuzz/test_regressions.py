@@ -185,3 +185,16 @@ def test_journal_stream_past_its_window_starts_with_a_documented_gap(client: htt
             assert set(data) == {"from_seq", "to_seq", "bytes"} and data["from_seq"] == 1, data
     finally:
         client.delete(f"/v1/sandboxes/{sb}")
+
+
+def test_a_signed_urls_expiration_out_of_range_is_400(client: httpx.Client) -> None:
+    """A signature_expiration far out of range (its milliseconds overflow) is 400, not a crash:
+    on the admin's lookup and on E2B's /files, which takes no key."""
+    for at in ("-23727102680", "9223372036854775807", "253402300800"):
+        r = client.get("/v1/admin/e2b/signed-url",
+                       params={"signature": "0", "operation": "read", "signature_expiration": at})
+        err = helpers.assert_error(r, 400, "invalid_request")
+        assert "signature_expiration" in err["message"], err
+        r = httpx.get(f"{client.base_url}/files",
+                      params={"path": "/x", "signature": "v1_0", "signature_expiration": at})
+        assert r.status_code == 400 and "signature_expiration" in r.json()["message"], r.text

@@ -10,13 +10,14 @@ nothing here touches this machine's own network. The nodes run real sandboxes.
 from __future__ import annotations
 
 import contextlib
-import json
 import ctypes
+import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -348,6 +349,58 @@ def test_the_sdk_and_the_cli_point_at_a_gateway_as_at_a_node(cluster: Cluster) -
     r = subprocess.run([cli, "run", "--", "sh", "-c", "echo via-cli; exit 3"], env=env,
                        capture_output=True, timeout=60)
     assert r.returncode == 3 and r.stdout == b"via-cli\n", r
+
+
+# Run in a process of its own: E2B's SDK keeps its HTTP client's threads for the life of the
+# process, in the network namespace they were made in, and the gateways live in the lab's.
+E2B_SIGNED_URLS = """
+import json, sys
+from e2b import Sandbox
+boxes, nodes = [], set()
+while len(nodes) < 2 and len(boxes) < 12:
+    boxes.append(Sandbox.create())
+    boxes[-1].files.write("/tmp/mine.txt", boxes[-1].sandbox_id)
+    nodes.add(boxes[-1].sandbox_id.split("_")[1])
+last = boxes[-1]
+json.dump({"ids": [b.sandbox_id for b in boxes],
+           "downloads": [b.download_url("/tmp/mine.txt") for b in boxes],
+           "upload": last.upload_url("/tmp/up.bin"),
+           "expired": last.download_url("/tmp/mine.txt", use_signature_expiration=-10)},
+          sys.stdout)
+"""
+
+
+def test_e2bs_signed_file_urls_find_their_sandbox_through_a_gateway(cluster: Cluster) -> None:
+    """E2B's download_url and upload_url name no sandbox (a browser sends no header): the
+    gateway asks every node which of its sandboxes signed one, and sends it there."""
+    gw = cluster.gateways[0]
+    env = {**os.environ, "E2B_API_URL": gw.url, "E2B_SANDBOX_URL": gw.url, "E2B_API_KEY": API_KEY}
+    for name in ("E2B_DEBUG", "E2B_DOMAIN", "E2B_ACCESS_TOKEN"):
+        env.pop(name, None)
+    made = subprocess.run([sys.executable, "-c", E2B_SIGNED_URLS], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    urls = json.loads(made.stdout)
+    g = client_of(gw)
+    try:
+        assert len({node_of(sid) for sid in urls["ids"]}) >= 2, urls["ids"]
+        bare = httpx.Client(timeout=30)
+        for sid, url in zip(urls["ids"], urls["downloads"]):
+            r = bare.get(url)
+            assert r.status_code == 200 and r.text == sid, r.text
+        last = urls["ids"][-1]
+        r = bare.post(urls["upload"], files={"file": ("up.bin", b"\x00up\xff")})
+        assert r.status_code == 200, r.text
+        r = g.get(f"/v1/sandboxes/{last}/files/content", params={"path": "/tmp/up.bin"})
+        assert r.status_code == 200 and r.content == b"\x00up\xff", r.text
+        # Altered, it matches no sandbox; expired, every node says so: E2B's error shape.
+        r = bare.get(urls["downloads"][-1].replace("mine.txt", "up.bin"))
+        assert r.status_code == 401 and "matches no sandbox" in r.json()["message"], r.text
+        r = bare.get(urls["expired"])
+        assert r.status_code == 401 and "expired" in r.json()["message"], r.text
+    finally:
+        for sid in urls["ids"]:
+            g.delete(f"/v1/sandboxes/{sid}")
 
 
 def test_a_gateway_has_metrics_of_its_own(cluster: Cluster) -> None:

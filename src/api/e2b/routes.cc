@@ -116,18 +116,25 @@ Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
   return AdmitHolder(ctx, sb);
 }
 
-asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
-                                                          std::string_view operation) {
-  const std::optional<std::string_view> signature = ctx.Query("signature");
-  if (!signature) co_return EnvdSandbox(ctx);
+namespace {
+
+// The id of the sandbox whose token made the signed URL the query carries (of those a caller
+// could mean: the one E2b-Sandbox-Id names, else every one), none when it matches none, or
+// why it cannot be judged (expired: kUnauthorized).
+asio::awaitable<Result<std::optional<std::string>>> SignerOf(Context& ctx,
+                                                             std::string_view signature,
+                                                             std::string_view operation) {
   Signed s{std::string(ctx.Query("path").value_or("")), std::string(operation),
            std::string(ctx.Query("username").value_or("")),
-           std::string(ctx.Query("signature_expiration").value_or("")), std::string(*signature)};
+           std::string(ctx.Query("signature_expiration").value_or("")), std::string(signature)};
   if (!s.expiration.empty()) {
     int64_t at = 0;
     auto [end, ec] =
         std::from_chars(s.expiration.data(), s.expiration.data() + s.expiration.size(), at);
-    if (ec != std::errc() || end != s.expiration.data() + s.expiration.size()) {
+    // Up to the year 9999: a time out of range is no time (and its milliseconds overflow).
+    constexpr int64_t kLatest = 253402300799;
+    if (ec != std::errc() || end != s.expiration.data() + s.expiration.size() || at < 0 ||
+        at > kLatest) {
       co_return Invalid("signature_expiration must be a Unix time in seconds");
     }
     if (at < ToUnixMillis(SystemNow()) / 1000) {
@@ -143,16 +150,43 @@ asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
       if (!sb->deleting) ids.push_back(sb->id);
     }
   }
-  const std::optional<std::string> id = co_await SignedBy(ctx, std::move(s), std::move(ids));
-  if (!id) {
+  co_return co_await SignedBy(ctx, std::move(s), std::move(ids));
+}
+
+}  // namespace
+
+asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
+                                                          std::string_view operation) {
+  const std::optional<std::string_view> signature = ctx.Query("signature");
+  if (!signature) co_return EnvdSandbox(ctx);
+  Result<std::optional<std::string>> id = co_await SignerOf(ctx, *signature, operation);
+  if (!id) co_return std::move(id).error();
+  if (!*id) {
     co_return Error{ErrorCode::kUnauthorized,
                     "unauthorized access: the signature matches no sandbox's file URL for this "
                     "path, operation and user (or its sandbox is gone)"};
   }
   // It may have gone while the signature was checked.
-  const SandboxEntry* sb = ctx.service.Find(*id);
-  if (!sb || sb->deleting) co_return SandboxGone(*id);
+  const SandboxEntry* sb = ctx.service.Find(**id);
+  if (!sb || sb->deleting) co_return SandboxGone(**id);
   co_return AdmitHolder(ctx, sb);
+}
+
+asio::awaitable<void> FindSignedSandbox(Context& ctx) {
+  const std::string_view operation = ctx.Query("operation").value_or("");
+  const std::optional<std::string_view> signature = ctx.Query("signature");
+  std::optional<Error> refusal;
+  if (operation != "read" && operation != "write") {
+    refusal = Invalid("operation must be \"read\" or \"write\"");
+  } else if (!signature || signature->empty()) {
+    refusal = Invalid("signature is required");
+  }
+  if (refusal) co_return co_await ReplyError(ctx, *refusal);
+  Result<std::optional<std::string>> id = co_await SignerOf(ctx, *signature, operation);
+  if (id && !*id) id = Error{ErrorCode::kNotFound, "no sandbox on this node made this signed URL"};
+  if (!id) co_return co_await ReplyError(ctx, id.error());
+  const boost::json::object body{{"sandbox_id", **id}};
+  co_await ReplyJson(ctx, http::status::ok, body);
 }
 
 Result<bool> ActsAsRoot(const Context& ctx) {

@@ -32,6 +32,9 @@ Result<const SandboxEntry*> EnvdSandbox(Context& ctx);
 // made it, with no header needed; else EnvdSandbox's.
 boost::asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
                                                                  std::string_view operation);
+// GET /v1/admin/e2b/signed-url (the admin's; what a gateway asks each node): the sandbox here
+// whose token made a signed URL (its query as the URL's, plus `operation`), or 404.
+boost::asio::awaitable<void> FindSignedSandbox(Context& ctx);
 // The sandbox user an envd call acts as: `Authorization: Basic base64("user:")` on RPCs, the
 // `username` query on /files; "user" when neither is given, "root" the other one there is.
 Result<bool> ActsAsRoot(const Context& ctx);
