@@ -785,8 +785,8 @@ class Bench {
     };
     auto create = [&] { return CreateVia(via); };
 
-    // 11a: the same exec through the gateway (a connection each: it relays one exchange per
-    // connection) and to the node directly (kept alive, as a client of one node has it).
+    // 11a: the same exec through the gateway and to the node directly, each on a kept-alive
+    // connection, as a client has it (the gateway keeps one when the answer has a length).
     const std::string sb = create();
     const Daemon& home = *nodes[node_of(sb)];
     HttpClient direct(home.port(), kApiKey);
@@ -822,7 +822,7 @@ class Bench {
                       " interleaved; p10/p50/p90/p99 through the gateway " + Dist(through, Ms) +
                       ", direct kept alive " + Dist(kept, Ms) +
                       ", direct with a new connection each " + Dist(fresh, Ms) +
-                      " (the gateway relays one exchange per connection); gateway CPU per exec " +
+                      "; gateway CPU per exec " +
                       Ms(gateway_cpu_ms));
 
     // 11b: one stream's throughput, through the gateway and directly, a sandbox per repeat.

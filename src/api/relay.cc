@@ -1,7 +1,9 @@
 #include "api/relay.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <optional>
@@ -51,7 +53,7 @@ asio::awaitable<bool> WriteWithin(tcp::socket& to, asio::const_buffer data,
 }
 
 asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to, SteadyClock::duration write_timeout,
-                           uint64_t& bytes) {
+                           uint64_t& bytes, uint64_t limit, bool pass_eof) {
   auto pipe = MakePipe();
   if (!pipe) co_return false;
   const UniqueFd& out = pipe->read;
@@ -63,9 +65,9 @@ asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to, SteadyClock::dura
   if (ec) co_return false;
   constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
   Timer timer(to.get_executor());
-  for (;;) {
-    const ssize_t got =
-        ::splice(from.native_handle(), nullptr, in.get(), nullptr, kRelayPipeBytes, kFlags);
+  for (uint64_t left_to_move = limit; left_to_move > 0;) {
+    const ssize_t got = ::splice(from.native_handle(), nullptr, in.get(), nullptr,
+                                 std::min<uint64_t>(kRelayPipeBytes, left_to_move), kFlags);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
       auto [waited] =
           co_await from.async_wait(tcp::socket::wait_read, asio::as_tuple(asio::use_awaitable));
@@ -74,9 +76,10 @@ asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to, SteadyClock::dura
     }
     if (got < 0) co_return false;
     if (got == 0) {
-      to.shutdown(tcp::socket::shutdown_send, ec);
-      co_return true;
+      if (pass_eof) to.shutdown(tcp::socket::shutdown_send, ec);
+      co_return limit == UINT64_MAX;  // short of a limit, the bytes owed never came
     }
+    left_to_move -= static_cast<uint64_t>(got);
     for (size_t left = static_cast<size_t>(got); left > 0;) {
       const ssize_t put = ::splice(out.get(), nullptr, to.native_handle(), nullptr, left, kFlags);
       if (put < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -95,6 +98,7 @@ asio::awaitable<bool> Pump(tcp::socket& from, tcp::socket& to, SteadyClock::dura
     // keep this loop, and the I/O thread with it, to themselves.
     co_await asio::post(to.get_executor(), asio::use_awaitable);
   }
+  co_return true;
 }
 
 namespace {
@@ -108,12 +112,41 @@ struct Relay {
   uint64_t down = 0;
   int status = 0;         // the upstream's final status; 0 while none came
   bool answered = false;  // the upstream's side has ended
+  bool keep = false;      // the client keeps the connection, if the response's framing allows
+  std::optional<uint64_t> body = std::nullopt;  // it does: the body's length (no `close` said)
 };
+
+// The length of a response's body when its head says it (Content-Length; none for 204 and
+// 304), so that a client may keep the connection: a body in chunks or up to the connection's
+// end would leave it waiting, were the upstream to stop short, for bytes that never come.
+std::optional<uint64_t> BodyLength(int status, std::string_view head) {
+  if (status == 204 || status == 304) return 0;
+  std::optional<uint64_t> length;
+  while (!head.empty()) {
+    const size_t eol = head.find("\r\n");
+    const std::string_view line = head.substr(0, eol);
+    head.remove_prefix(eol == std::string_view::npos ? head.size() : eol + 2);
+    if (beast::iequals(line.substr(0, 18), "transfer-encoding:")) return std::nullopt;
+    if (!beast::iequals(line.substr(0, 15), "content-length:")) continue;
+    std::string_view value = line.substr(15);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || end != value.data() + value.size() || (length && *length != n)) {
+      return std::nullopt;
+    }
+    length = n;
+  }
+  return length;
+}
 
 // Passes the upstream's response header on, saying `Connection: close` (the client must not
 // send another request on this connection: it would reach the upstream unchecked) unless it
-// switches protocols; interim (1xx) headers go as they are. Returns what was read
-// past the final header, or nullopt if the upstream sent no whole header.
+// switches protocols, or the client keeps the connection and the framing ends the body;
+// interim (1xx) headers go as they are. Returns what was read past the final header, or
+// nullopt if the upstream sent no whole header.
 asio::awaitable<std::optional<std::string>> ForwardHead(Relay& r) {
   std::string buf;
   std::array<char, kRelayChunk> chunk;
@@ -143,7 +176,8 @@ asio::awaitable<std::optional<std::string>> ForwardHead(Relay& r) {
                          beast::iequals(line.substr(0, 11), "keep-alive:");
         if (!hop || status == 101) head += line;
       }
-      if (status != 101) head += "Connection: close\r\n";
+      if (r.keep && status != 101) r.body = BodyLength(status, std::string_view(buf.data(), end));
+      if (status != 101 && !r.body) head += "Connection: close\r\n";
       head += "\r\n";
     } else {
       head = buf.substr(0, end + 4);
@@ -193,6 +227,58 @@ asio::awaitable<void> Upstream(Relay& r) {
 }
 
 }  // namespace
+
+namespace {
+
+// Returns once the client has gone (EOF, or an error) while it waits for an answer; a client
+// that sends more (its next request) is waited for no longer, and this never returns.
+asio::awaitable<void> ClientGone(tcp::socket& client) {
+  for (;;) {
+    auto [ec] =
+        co_await client.async_wait(tcp::socket::wait_read, asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+    char byte;
+    const ssize_t n = ::recv(client.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) break;
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) co_return;
+  }
+  Timer never(client.get_executor());
+  never.expires_at(Timer::time_point::max());
+  auto [ignored] = co_await never.async_wait(asio::as_tuple(asio::use_awaitable));
+  (void)ignored;
+}
+
+// The answer on a kept connection: its head, then its body until the upstream ends. True
+// when all of it went, and the body was as long as its head said.
+asio::awaitable<bool> KeptDownstream(Relay& r) {
+  std::optional<std::string> rest = co_await ForwardHead(r);
+  if (!rest || !co_await WriteWithin(r.client, asio::buffer(*rest), r.write_timeout)) {
+    co_return false;
+  }
+  const uint64_t head = r.down;
+  r.down += rest->size();
+  const bool clean = co_await Pump(r.upstream, r.client, r.write_timeout, r.down, UINT64_MAX,
+                                   /*pass_eof=*/!r.body);
+  co_return clean&& r.body&& r.down - head == *r.body;
+}
+
+}  // namespace
+
+asio::awaitable<Exchanged> RelayKeptExchange(tcp::socket& client, tcp::socket& upstream,
+                                             uint64_t body, SteadyClock::duration write_timeout) {
+  Relay relay{client, upstream, write_timeout, Timer(client.get_executor())};
+  relay.keep = true;
+  Exchanged out;
+  if (body > 0 &&
+      !co_await Pump(client, upstream, write_timeout, relay.up, body, /*pass_eof=*/false)) {
+    out.up = relay.up;
+    co_return out;
+  }
+  auto answered = co_await (KeptDownstream(relay) || ClientGone(client));
+  out = Exchanged{relay.status, relay.up, relay.down};
+  out.kept = answered.index() == 0 && std::get<0>(answered);
+  co_return out;
+}
 
 asio::awaitable<Exchanged> RelayExchange(tcp::socket& client, tcp::socket& upstream,
                                          SteadyClock::duration write_timeout) {

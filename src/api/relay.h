@@ -18,17 +18,12 @@ boost::asio::awaitable<bool> WriteWithin(boost::asio::ip::tcp::socket& to,
                                          boost::asio::const_buffer data,
                                          SteadyClock::duration timeout);
 
-// One direction of a relay: `from` to `to` as the bytes come, until `from` ends. True when it
-// ended cleanly (EOF), which is passed on (`to` stops sending). The bytes go through a pipe
-// with splice(2), never through this process's memory. Both sockets are made non-blocking at
-// the descriptor (splice honours O_NONBLOCK on a socket, not SPLICE_F_NONBLOCK). A write that
-// makes no progress for `write_timeout` ends it (false); `bytes` counts what reached `to`.
-// It moves at most one pipeful (1 MiB) per turn of the event loop.
 // What one relayed exchange moved.
 struct Exchanged {
   int status = 0;     // the upstream's final status (101: switched protocols); 0 if none came
   uint64_t up = 0;    // bytes from the client to the upstream, past what was sent before
   uint64_t down = 0;  // bytes from the upstream to the client, its head included
+  bool kept = false;  // RelayKeptExchange: the client may send its next request
 };
 // One HTTP exchange whose request head has gone to `upstream` already: the response's head is
 // passed on saying `Connection: close` unless it switches protocols (interim 1xx heads as they
@@ -39,8 +34,27 @@ boost::asio::awaitable<Exchanged> RelayExchange(boost::asio::ip::tcp::socket& cl
                                                 boost::asio::ip::tcp::socket& upstream,
                                                 SteadyClock::duration write_timeout);
 
+// One HTTP exchange on a connection the client keeps (a gateway's; the upstream answers once
+// and closes): the request's head, and what was read of its body, have gone to `upstream`, and
+// `body` more bytes of it come from `client`, no more (a next request may follow them). The
+// response's head is passed on without `Connection: close` when its framing ends it (a
+// length, chunks, or a status without a body), then its body until `upstream` ends; the
+// client's side stays open then (`kept`). A client that leaves while it waits ends it.
+boost::asio::awaitable<Exchanged> RelayKeptExchange(boost::asio::ip::tcp::socket& client,
+                                                    boost::asio::ip::tcp::socket& upstream,
+                                                    uint64_t body,
+                                                    SteadyClock::duration write_timeout);
+
+// One direction of a relay: `from` to `to` as the bytes come, until `from` ends, or after
+// `limit` bytes. True when it ended cleanly (EOF, or the limit), an EOF passed on (`to` stops
+// sending) when `pass_eof`. The bytes go through a pipe with splice(2), never through this
+// process's memory. Both sockets are made non-blocking at the descriptor (splice honours
+// O_NONBLOCK on a socket, not SPLICE_F_NONBLOCK). A write that makes no progress for
+// `write_timeout` ends it (false); `bytes` counts what reached `to`. It moves at most one
+// pipeful (1 MiB) per turn of the event loop.
 boost::asio::awaitable<bool> Pump(boost::asio::ip::tcp::socket& from,
                                   boost::asio::ip::tcp::socket& to,
-                                  SteadyClock::duration write_timeout, uint64_t& bytes);
+                                  SteadyClock::duration write_timeout, uint64_t& bytes,
+                                  uint64_t limit = UINT64_MAX, bool pass_eof = true);
 
 }  // namespace sandstream::api

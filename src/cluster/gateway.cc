@@ -332,20 +332,23 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
     ~Closed() { --open; }
   } closed{counts_.connections};
   beast::tcp_stream client(std::move(socket));
-  beast::flat_buffer buffer;
-  http::request_parser<http::empty_body> parser;
-  parser.header_limit(api::kHeaderLimit);
-  parser.body_limit(boost::none);
-  client.expires_after(options_.idle_connection);
-  const auto idle = idle_.insert(idle_.end(), &client);
-  auto [ec, n] = co_await http::async_read_header(client, buffer, parser, kTuple);
-  idle_.erase(idle);
-  (void)n;
-  if (ec) {
-    const std::optional<Error> error = api::HeaderError(ec);
-    if (error) co_await Refuse(client, 11, *error, false);
-  } else {
-    const http::request_header<>& req = parser.get();
+  beast::flat_buffer buffer;  // what was read past a request: the next one's start, if any
+  for (bool again = true; again && !stopping_;) {
+    again = false;
+    http::request_parser<http::empty_body> parser;
+    parser.header_limit(api::kHeaderLimit);
+    parser.body_limit(boost::none);
+    client.expires_after(options_.idle_connection);
+    const auto idle = idle_.insert(idle_.end(), &client);
+    auto [ec, n] = co_await http::async_read_header(client, buffer, parser, kTuple);
+    idle_.erase(idle);
+    (void)n;
+    if (ec) {
+      const std::optional<Error> error = api::HeaderError(ec);
+      if (error) co_await Refuse(client, 11, *error, false);
+      break;
+    }
+    http::request_header<>& req = parser.get();
     const GatewayRoute route = RouteOf(req, options_.preview_domain, options_.shared_tenants);
     ++counts_.requests[RouteName(route.kind)];
     // Decided before any co_await, and answered from named values: GCC 12 mishandles
@@ -376,7 +379,7 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
     } else if (route.kind == GatewayRoute::kSignedUrl) {
       co_await SignedUrl(client, buffer, parser);
     } else {
-      co_await Pass(client, buffer, req, route, std::move(to));
+      again = co_await Pass(client, buffer, parser, route, std::move(to));
     }
   }
   boost::system::error_code ignored;
@@ -384,9 +387,10 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
   client.socket().close(ignored);
 }
 
-asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffer& buffer,
-                                    const http::request_header<>& req, const GatewayRoute& route,
-                                    std::vector<Target> to) {
+asio::awaitable<bool> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                    http::request_parser<http::empty_body>& parser,
+                                    const GatewayRoute& route, std::vector<Target> to) {
+  const http::request_header<>& req = parser.get();
   client.expires_never();
   tcp::socket upstream(ex_);
   std::string node;
@@ -408,31 +412,51 @@ asio::awaitable<void> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
     Error error = route.kind == GatewayRoute::kSandbox
                       ? Unreachable(to.front().node, route.sandbox_id, why)
                       : Error{ErrorCode::kUnavailable, "no node could be reached: " + refused};
-    co_return co_await Refuse(client, req.version(), error, route.e2b);
+    co_await Refuse(client, req.version(), error, route.e2b);
+    co_return false;
+  }
+  // The connection is kept for the client's next request when this one's end is known from its
+  // head (a length, or no body) and nothing else is asked of it: an upgrade, a body in chunks,
+  // a 100-continue go on with the old relay, both ways until the node closes.
+  std::optional<uint64_t> body;
+  if (req.version() == 11 && parser.keep_alive() && req[http::field::upgrade].empty() &&
+      req[http::field::expect].empty() && !parser.chunked()) {
+    body = parser.content_length().value_or(0);
   }
   const std::string subject =
       route.sandbox_id.empty() ? "node " + node : "sandbox " + route.sandbox_id;
   const std::string head = NodeHead(req, PeerAddress(client.socket()));
   bool sent = co_await api::WriteWithin(upstream, asio::buffer(head), options_.write_timeout);
-  // What was read past the request's header is the start of its body.
-  if (sent && buffer.size() > 0) {
-    sent = co_await api::WriteWithin(upstream, buffer.data(), options_.write_timeout);
-    buffer.consume(buffer.size());
+  // What was read past the request's header is the start of its body (and, on a kept
+  // connection, may run into the next request, which stays).
+  const size_t ahead = body ? std::min<uint64_t>(*body, buffer.size()) : buffer.size();
+  if (sent && ahead > 0) {
+    sent = co_await api::WriteWithin(upstream, asio::buffer(buffer.data(), ahead),
+                                     options_.write_timeout);
+    buffer.consume(ahead);
   }
   if (!sent) {
     const Error error{ErrorCode::kBadGateway,
                       "node " + node + " did not take the request for " + subject};
-    co_return co_await Refuse(client, req.version(), error, route.e2b);
+    co_await Refuse(client, req.version(), error, route.e2b);
+    co_return false;
   }
-  const api::Exchanged done =
-      co_await api::RelayExchange(client.socket(), upstream, options_.write_timeout);
+  api::Exchanged done;
+  if (body) {
+    done = co_await api::RelayKeptExchange(client.socket(), upstream, *body - ahead,
+                                           options_.write_timeout);
+  } else {
+    done = co_await api::RelayExchange(client.socket(), upstream, options_.write_timeout);
+  }
   counts_.to_node += done.up;
   counts_.to_client += done.down;
   if (done.down == 0) {
     const Error error{ErrorCode::kBadGateway,
                       "node " + node + " closed the connection without an answer for " + subject};
     co_await Refuse(client, req.version(), error, route.e2b);
+    co_return false;
   }
+  co_return done.kept;
 }
 
 asio::awaitable<std::optional<http::request<http::string_body>>> Gateway::ReadWhole(
@@ -525,7 +549,7 @@ asio::awaitable<void> Gateway::SignedUrl(beast::tcp_stream& client, beast::flat_
   // Named: the node checks the signature against this sandbox alone.
   req.set("E2b-Sandbox-Id", sandbox_id);
   const GatewayRoute route{GatewayRoute::kSandbox, sandbox_id, true};
-  co_await Pass(client, buffer, req, route, std::move(to));
+  co_await Pass(client, buffer, parser, route, std::move(to));
 }
 
 asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,

@@ -95,11 +95,12 @@ class Gateway {
   std::vector<Target> ByLoad(std::optional<Error>& refusal) const;
   static Error NotServed(const boost::beast::http::request_header<>& req);
   // Relays the request to the first of `to` that takes a connection (nothing reaches a node
-  // that refuses one, so the next may have it).
-  boost::asio::awaitable<void> Pass(boost::beast::tcp_stream& client,
-                                    boost::beast::flat_buffer& buffer,
-                                    const boost::beast::http::request_header<>& req,
-                                    const GatewayRoute& route, std::vector<Target> to);
+  // that refuses one, so the next may have it). True when the client's connection is kept
+  // for its next request.
+  boost::asio::awaitable<bool> Pass(
+      boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
+      boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
+      const GatewayRoute& route, std::vector<Target> to);
   // Reads the body whole (it may go to several nodes): the request, or none when it has been
   // answered (too large) or the client has gone.
   boost::asio::awaitable<

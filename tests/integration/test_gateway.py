@@ -331,6 +331,118 @@ def test_sandboxes_spread_and_every_route_works_through_either_gateway(cluster: 
     assert not {s["id"] for s in g2.get("/v1/sandboxes").json()["sandboxes"]} & set(made)
 
 
+class Wire:
+    """One client connection, read and written by hand: what a kept-alive client sees."""
+
+    def __init__(self, d: Daemon) -> None:
+        host, port = d.url.removeprefix("http://").rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=20)
+        self.rest = b""
+
+    def send(self, method: str, target: str, body: bytes = b"", **headers: str) -> bytes:
+        fields = {"Host": "gateway", "Authorization": f"Bearer {API_KEY}",
+                  "Content-Length": str(len(body)), **headers}
+        head = f"{method} {target} HTTP/1.1\r\n" + "".join(
+            f"{k.replace('_', '-')}: {v}\r\n" for k, v in fields.items()) + "\r\n"
+        return head.encode() + body
+
+    def _fill(self) -> bool:
+        got = self.sock.recv(65536)
+        self.rest += got
+        return bool(got)
+
+    def answer(self) -> tuple[int, dict[str, str], bytes]:
+        """The next response: its status, fields (lower-case names) and body (by its length)."""
+        while b"\r\n\r\n" not in self.rest:
+            assert self._fill(), f"the connection ended before a response: {self.rest!r}"
+        head, self.rest = self.rest.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        fields = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+        length = int(fields.get("content-length", "0"))
+        while len(self.rest) < length:
+            assert self._fill(), "the connection ended inside a body"
+        body, self.rest = self.rest[:length], self.rest[length:]
+        return int(lines[0].split()[1]), fields, body
+
+    def closed(self) -> bool:
+        """Whether the gateway ends the connection (within the socket's timeout), once the
+        rest of what it sent is read."""
+        try:
+            while self._fill():
+                pass
+            return True
+        except TimeoutError:
+            return False
+
+
+def test_a_gateway_keeps_a_clients_connection_between_exchanges(cluster: Cluster) -> None:
+    g = client_of(cluster.gateways[0])
+    sid = g.post("/v1/sandboxes", json={}).json()["id"]
+    try:
+        w = Wire(cluster.gateways[0])
+        # One after another on one connection, each answered whole with its length.
+        for _ in range(3):
+            w.sock.sendall(w.send("GET", f"/v1/sandboxes/{sid}"))
+            status, fields, body = w.answer()
+            assert status == 200 and json.loads(body)["id"] == sid
+            assert fields.get("connection", "").lower() != "close", fields
+        # Pipelined: an exec with its body and a read, in one write; answers in order.
+        exec_body = json.dumps({"cmd": "printf one"}).encode()
+        w.sock.sendall(w.send("POST", f"/v1/sandboxes/{sid}/exec", exec_body,
+                              Content_Type="application/json") +
+                       w.send("GET", f"/v1/sandboxes/{sid}"))
+        status, _, body = w.answer()
+        assert status == 200 and json.loads(body)["stdout"] == "one", body
+        status, _, body = w.answer()
+        assert status == 200 and json.loads(body)["id"] == sid
+        # A body the node refuses (not JSON) is answered, and the connection still serves.
+        w.sock.sendall(w.send("POST", f"/v1/sandboxes/{sid}/exec", b"{nope",
+                              Content_Type="application/json"))
+        status, _, body = w.answer()
+        assert status == 400 and json.loads(body)["error"]["code"] == "invalid_json", body
+        # An answer in chunks (a stream) ends its connection: its end is the node's to say.
+        w.sock.sendall(w.send("POST", f"/v1/sandboxes/{sid}/exec/stream", exec_body,
+                              Content_Type="application/json"))
+        while b"event: exit" not in w.rest:
+            assert w._fill(), w.rest
+        head = w.rest.split(b"\r\n\r\n", 1)[0].lower()
+        assert b"connection: close" in head and b"transfer-encoding: chunked" in head, head
+        assert w.closed()
+        # Asked to close, it closes after the answer.
+        w = Wire(cluster.gateways[0])
+        w.sock.sendall(w.send("GET", f"/v1/sandboxes/{sid}", Connection="close"))
+        status, fields, _ = w.answer()
+        assert status == 200 and fields["connection"].lower() == "close"
+        assert w.closed()
+        # A client that leaves while its answer is made does not hold the gateway.
+        before = metric(cluster.gateways[0], "sandstream_gateway_connections_open")
+        w = Wire(cluster.gateways[0])
+        w.sock.sendall(w.send("POST", f"/v1/sandboxes/{sid}/exec",
+                              json.dumps({"cmd": "sleep 20"}).encode(),
+                              Content_Type="application/json"))
+        time.sleep(0.5)
+        assert metric(cluster.gateways[0], "sandstream_gateway_connections_open") == before + 1
+        w.sock.close()
+        assert wait_until(lambda: metric(cluster.gateways[0],
+                                         "sandstream_gateway_connections_open") == before, 5, 0.1)
+        # The SDK's client keeps one connection for many calls.
+        before = metric(cluster.gateways[0], "sandstream_gateway_connections_open")
+        with client_of(cluster.gateways[0]) as kept:
+            for _ in range(20):
+                assert run(kept, sid, cmd="true")["exit_code"] == 0
+            assert metric(cluster.gateways[0], "sandstream_gateway_connections_open") <= before + 2
+    finally:
+        g.delete(f"/v1/sandboxes/{sid}")
+
+
+def metric(d: Daemon, name: str) -> float:
+    text = httpx.get(f"{d.url}/metrics", headers=bearer(API_KEY), timeout=10).text
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} in {text}")
+
+
 def test_the_sdk_and_the_cli_point_at_a_gateway_as_at_a_node(cluster: Cluster) -> None:
     from sandstream import Sandbox
 
