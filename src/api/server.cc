@@ -1,6 +1,7 @@
 #include "api/server.h"
 
 #include <array>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -21,11 +22,6 @@ using asio::ip::tcp;
 
 namespace {
 
-// A body the daemon will not read is drained (read and dropped) for at most this long and this
-// much before the connection closes: closing with unread bytes resets it, and the reset can
-// destroy the answer before the client reads it.
-constexpr auto kDrainTime = std::chrono::seconds(5);
-constexpr size_t kDrainBytes = 256u << 20;
 // A connection past max_connections is answered and drained this briefly; past this many at
 // once, it is closed without an answer.
 constexpr auto kRefuseDrainTime = std::chrono::seconds(1);
@@ -34,7 +30,8 @@ constexpr size_t kMaxRefusing = 256;
 // without a pause would spin.
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
-// Finishes sending, then reads and drops what the client still sends, for a bounded time.
+}  // namespace
+
 asio::awaitable<void> Drain(beast::tcp_stream& stream, SteadyClock::duration time) {
   // Its contents are never looked at, so every connection may read into it.
   static std::array<char, 64 * 1024> sink;
@@ -47,8 +44,6 @@ asio::awaitable<void> Drain(beast::tcp_stream& stream, SteadyClock::duration tim
     total += got;
   }
 }
-
-}  // namespace
 
 std::optional<Error> Server::Admission(const RouteMatch& match) {
   if (!match.route) return std::nullopt;
@@ -74,14 +69,14 @@ std::optional<Error> Server::AdmitTenant(const std::string& tenant, bool stream)
     Rate& rate = rates_[tenant];
     const SteadyTime now = SteadyNow();
     const double seconds = std::chrono::duration<double>(now - rate.refilled).count();
-    rate.tokens = std::min<double>(static_cast<double>(rps),
-                                   rate.refilled == SteadyTime{} ? static_cast<double>(rps)
+    rate.tokens = std::min<double>(static_cast<double>(rps), rate.refilled == SteadyTime{}
+                                                                 ? static_cast<double>(rps)
                                                                  : rate.tokens + seconds * rps);
     rate.refilled = now;
     if (rate.tokens < 1) {
-      return Error{ErrorCode::kQuotaExceeded, "tenant '" + tenant +
-                                                  "' is at its quota requests_per_second " +
-                                                  std::to_string(rps)};
+      return Error{
+          ErrorCode::kQuotaExceeded,
+          "tenant '" + tenant + "' is at its quota requests_per_second " + std::to_string(rps)};
     }
     rate.tokens -= 1;
   }
@@ -109,9 +104,11 @@ Result<tcp::endpoint> Server::Listen(const std::string& listen) {
 
 Result<tcp::endpoint> OpenAcceptor(tcp::acceptor& acceptor, const std::string& listen) {
   const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) return Error{ErrorCode::kInvalidRequest, "listen: expected host:port"};
+  if (colon == std::string::npos)
+    return Error{ErrorCode::kInvalidRequest, "listen: expected host:port"};
   std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) return Error{ErrorCode::kInvalidRequest, "listen: bad address '" + host + "'"};
@@ -134,8 +131,8 @@ asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
     if (!options_.access) continue;
     for (StreamHandle* h : streams_) {
       if (h->token.empty() || h->stopping || options_.access->TokenLive(h->token)) continue;
-      h->reason = Error{ErrorCode::kUnauthorized,
-                        "token " + h->token + " has expired or was revoked"};
+      h->reason =
+          Error{ErrorCode::kUnauthorized, "token " + h->token + " has expired or was revoked"};
       h->stopping = true;
       if (h->wake) h->wake();
     }
@@ -180,9 +177,9 @@ asio::awaitable<void> Server::Run() {
 
 asio::awaitable<void> Server::Refuse(tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
-  const Error busy{ErrorCode::kTooManyConnections,
-                   "sandstreamd has max_connections (" + std::to_string(options_.max_connections) +
-                       ") connections open; retry later"};
+  const Error busy{ErrorCode::kTooManyConnections, "sandstreamd has max_connections (" +
+                                                       std::to_string(options_.max_connections) +
+                                                       ") connections open; retry later"};
   co_await TurnAway(stream, busy, kRefuseDrainTime);
   boost::system::error_code ec;
   stream.socket().close(ec);
@@ -229,7 +226,9 @@ std::list<StreamHandle*>::iterator Server::AddStream(StreamHandle* h) {
   return streams_.insert(streams_.end(), h);
 }
 
-void Server::RemoveStream(std::list<StreamHandle*>::iterator it) { streams_.erase(it); }
+void Server::RemoveStream(std::list<StreamHandle*>::iterator it) {
+  streams_.erase(it);
+}
 
 asio::awaitable<void> Server::Session(tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));

@@ -2,17 +2,18 @@
 // and on shutdown ends every open stream with an `error` event before closing it.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/json/object.hpp>
 #include <chrono>
 #include <functional>
 #include <list>
 #include <map>
 #include <optional>
 #include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/json/object.hpp>
 
 #include "api/http.h"
 #include "base/async.h"
@@ -28,7 +29,7 @@ struct ServerOptions {
   const Access* access = nullptr;
   uint64_t max_body_bytes = 1u << 20;
   uint64_t max_stdin_bytes = 16u << 20;
-  uint64_t max_file_bytes = 1u << 30;  // file uploads (routes with stream_body)
+  uint64_t max_file_bytes = 1u << 30;            // file uploads (routes with stream_body)
   uint64_t max_image_bytes = uint64_t{4} << 30;  // image archives (POST /v1/templates)
   std::chrono::seconds keepalive{15};
   std::chrono::seconds idle_connection{120};
@@ -57,11 +58,20 @@ struct ServerOptions {
 struct StreamHandle {
   std::function<void()> wake;
   bool stopping = false;
-  std::string token;             // the scoped token it was opened with; empty for a key
-  std::optional<Error> reason;   // why it was stopped, when not for the daemon's shutdown
+  std::string token;            // the scoped token it was opened with; empty for a key
+  std::optional<Error> reason;  // why it was stopped, when not for the daemon's shutdown
 };
 
 struct RouteMatch;
+
+// A body that will not be read is drained (read and dropped) for at most this long, and at
+// most kDrainBytes, before the connection closes: closing with unread bytes resets it, and the
+// reset can destroy the answer before the client reads it.
+inline constexpr auto kDrainTime = std::chrono::seconds(5);
+inline constexpr size_t kDrainBytes = 256u << 20;
+// Finishes sending, then reads and drops what the client still sends, within those bounds.
+// For the API server and for a gateway.
+boost::asio::awaitable<void> Drain(boost::beast::tcp_stream& stream, SteadyClock::duration time);
 
 // Opens, binds and listens `acceptor` on `listen` ("host:port", "[v6]:port"; port 0 picks one):
 // the bound endpoint. For the API server and for a gateway.
@@ -112,7 +122,7 @@ class Server {
   boost::asio::awaitable<void> TurnAway(boost::beast::tcp_stream& stream, const Error& error,
                                         SteadyClock::duration drain);
   boost::asio::awaitable<void> Handle(Context& ctx, const struct Route* route,
-                                     std::optional<Error> error);
+                                      std::optional<Error> error);
 
   boost::asio::any_io_executor ex_;
   Service& service_;
@@ -124,7 +134,7 @@ class Server {
     SteadyTime refilled{};
   };
   std::map<std::string, Rate, std::less<>> rates_;  // by tenant, with a rate quota
-  std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
+  std::list<boost::beast::tcp_stream*> idle_;       // sessions waiting for their next request
   std::list<boost::beast::tcp_stream*> connections_;
   TaskGroup sessions_;
   size_t refusing_ = 0;  // connections being answered 503

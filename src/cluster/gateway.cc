@@ -12,6 +12,7 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
+#include <boost/url.hpp>
 
 #include "api/http.h"
 #include "api/prometheus.h"
@@ -27,6 +28,7 @@ namespace sandstream::cluster {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace json = boost::json;
+namespace urls = boost::urls;
 using asio::ip::tcp;
 
 namespace {
@@ -34,6 +36,8 @@ namespace {
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
 constexpr auto kListTimeout = std::chrono::seconds(10);
+// A node's progress event is a line of JSON: one larger than this ends that node's stream.
+constexpr size_t kMaxEventBytes = 1u << 20;
 
 // The segment after `prefix` ("/v1/sandboxes/") up to the next '/', if the path has one.
 std::optional<std::string> SegmentAfter(std::string_view path, std::string_view prefix) {
@@ -377,13 +381,15 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
     } else if (route.kind == GatewayRoute::kEveryNode) {
       co_await Everywhere(client, buffer, parser, route);
     } else if (route.kind == GatewayRoute::kSignedUrl) {
-      co_await SignedUrl(client, buffer, parser);
+      again = co_await SignedUrl(client, buffer, parser);
     } else {
       again = co_await Pass(client, buffer, parser, route, std::move(to));
     }
   }
+  // What the client still sends (a body no node took, or it closing) is read and dropped for
+  // a while: closing with unread bytes would reset the connection, and the answer with it.
+  co_await api::Drain(client, api::kDrainTime);
   boost::system::error_code ignored;
-  client.socket().shutdown(tcp::socket::shutdown_both, ignored);
   client.socket().close(ignored);
 }
 
@@ -485,52 +491,62 @@ asio::awaitable<std::optional<http::request<http::string_body>>> Gateway::ReadWh
   co_return parser.release();
 }
 
-asio::awaitable<void> Gateway::SignedUrl(beast::tcp_stream& client, beast::flat_buffer& buffer,
+asio::awaitable<bool> Gateway::SignedUrl(beast::tcp_stream& client, beast::flat_buffer& buffer,
                                          http::request_parser<http::empty_body>& parser) {
   http::request_header<>& req = parser.get();
   const unsigned version = req.version();
+  std::optional<Error> refusal;
+  // What the node checks the signature against, and nothing else the client put in the query.
+  urls::url ask_target("/v1/admin/e2b/signed-url");
   if (options_.api_key.empty()) {
-    const Error error{ErrorCode::kNotImplemented,
-                      "a signed file URL names no sandbox: a gateway finds it by asking its "
-                      "nodes, with the admin key (give the gateway api_key), or send "
-                      "E2b-Sandbox-Id"};
-    co_return co_await Refuse(client, version, error, true);
+    refusal = Error{ErrorCode::kNotImplemented,
+                    "a signed file URL names no sandbox: a gateway finds it by asking its "
+                    "nodes, with the admin key (give the gateway api_key), or send "
+                    "E2b-Sandbox-Id"};
+  } else if (auto target = urls::parse_origin_form(req.target()); !target) {
+    refusal = Error{ErrorCode::kInvalidRequest, "the request's target is not a URL path"};
+  } else {
+    for (std::string_view name : {"path", "username", "signature", "signature_expiration"}) {
+      // The last of a name, as a node reads it, passed on as the client encoded it (decoding
+      // and encoding again could turn a '+' of a signature into a space).
+      std::optional<urls::param_pct_view> last;
+      for (const urls::param_pct_view p : target->encoded_params()) {
+        if (p.key.decode() == name) last = p;
+      }
+      if (last) ask_target.encoded_params().append(*last);
+    }
+    ask_target.params().append({"operation", req.method() == http::verb::get ? "read" : "write"});
   }
-  const std::string_view target = req.target();
-  const std::string operation = req.method() == http::verb::get ? "read" : "write";
-  http::request<http::string_body> ask{http::verb::get,
-                                       "/v1/admin/e2b/signed-url?" +
-                                           std::string(target.substr(target.find('?') + 1)) +
-                                           "&operation=" + operation,
-                                       11};
+  if (refusal) {
+    co_await Refuse(client, version, *refusal, true);
+    co_return false;
+  }
+  http::request<http::string_body> ask{http::verb::get, ask_target.buffer(), 11};
   ask.set(http::field::authorization, "Bearer " + options_.api_key);
   std::vector<NodeAnswer> answers = co_await CallEvery(std::move(ask), kListTimeout);
   std::string sandbox_id;
-  std::optional<Error> refusal;
-  std::string unreachable;
+  std::string unreachable;  // nodes that could not say: the sandbox may be theirs
   for (const NodeAnswer& a : answers) {
-    if (!a.answer) {
-      unreachable += (unreachable.empty() ? "" : ", ") + a.node;
-      continue;
-    }
+    const int status = a.answer ? a.answer->result_int() : 0;
     boost::system::error_code ec;
-    const json::value body = json::parse(a.answer->body(), ec);
-    const json::value* id =
-        !ec && body.is_object() ? body.as_object().if_contains("sandbox_id") : nullptr;
-    if (a.answer->result() == http::status::ok && id && id->is_string()) {
+    const json::value body = a.answer ? json::parse(a.answer->body(), ec) : json::value();
+    const json::object* o = !ec && body.is_object() ? &body.as_object() : nullptr;
+    const json::value* id = o ? o->if_contains("sandbox_id") : nullptr;
+    if (status == 200 && id && id->is_string()) {
       sandbox_id = std::string(id->as_string());
+      refusal.reset();
       break;
     }
-    // Expired, or not well formed: every node says the same.
-    if (a.answer->result() != http::status::not_found && !refusal) {
-      const json::value* error =
-          !ec && body.is_object() ? body.as_object().if_contains("error") : nullptr;
+    if ((status == 400 || status == 401) && !refusal) {
+      // The signature's own fault (malformed, expired): every node says the same.
+      const json::value* error = o ? o->if_contains("error") : nullptr;
       const json::value* message =
           error && error->is_object() ? error->as_object().if_contains("message") : nullptr;
-      refusal = Error{a.answer->result() == http::status::unauthorized ? ErrorCode::kUnauthorized
-                                                                       : ErrorCode::kInvalidRequest,
+      refusal = Error{status == 401 ? ErrorCode::kUnauthorized : ErrorCode::kInvalidRequest,
                       message && message->is_string() ? std::string(message->as_string())
                                                       : a.answer->body().substr(0, 300)};
+    } else if (status != 404 && status != 400 && status != 401) {
+      unreachable += (unreachable.empty() ? "" : ", ") + a.node;
     }
   }
   if (sandbox_id.empty() && !refusal) {
@@ -541,15 +557,18 @@ asio::awaitable<void> Gateway::SignedUrl(beast::tcp_stream& client, beast::flat_
                   : Error{ErrorCode::kNodeUnreachable,
                           "the signature matches no sandbox on the nodes that answered; its "
                           "sandbox may be on " +
-                              unreachable + ", unreachable now"};
+                              unreachable + ", which could not say"};
   }
   std::vector<Target> to;
   if (!refusal) to = NodeFor(sandbox_id, refusal);
-  if (refusal) co_return co_await Refuse(client, version, *refusal, true);
+  if (refusal) {
+    co_await Refuse(client, version, *refusal, true);
+    co_return false;
+  }
   // Named: the node checks the signature against this sandbox alone.
   req.set("E2b-Sandbox-Id", sandbox_id);
   const GatewayRoute route{GatewayRoute::kSandbox, sandbox_id, true};
-  co_await Pass(client, buffer, parser, route, std::move(to));
+  co_return co_await Pass(client, buffer, parser, route, std::move(to));
 }
 
 asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,
@@ -784,6 +803,7 @@ template <class Send>
 asio::awaitable<void> FollowLeg(Leg& leg, Send& send, SteadyClock::duration timeout) {
   if (!leg.streaming()) co_return co_await ReadLegAnswer(leg, timeout);
   SseParser parser;
+  size_t pending = 0;  // bytes read since the last whole event
   for (;;) {
     Result<std::string_view> piece = co_await leg.call->ReadSome(timeout);
     if (!piece) {
@@ -792,6 +812,12 @@ asio::awaitable<void> FollowLeg(Leg& leg, Send& send, SteadyClock::duration time
     }
     if (piece->empty()) break;
     std::vector<SseEvent> got = parser.Feed(*piece);
+    pending = got.empty() ? pending + piece->size() : 0;
+    if (pending > kMaxEventBytes) {
+      leg.failed = "its stream sent over " + std::to_string(kMaxEventBytes) +
+                   " bytes without an event's end";
+      co_return;
+    }
     if (got.empty()) {
       std::string keepalive = ":\n\n";  // the node's keep-alive, passed on
       co_await send(std::move(keepalive));
@@ -923,7 +949,11 @@ asio::awaitable<bool> Gateway::SendEverywhere(beast::tcp_stream& client, beast::
   const SteadyClock::duration within = options_.write_timeout;
   co_await EveryLeg(ex_, legs,
                     [&](Leg& leg) { return WriteLeg(leg, {asio::buffer(leg.head)}, within); });
-  if (go_on) {
+  auto sending = [&legs] {
+    return std::any_of(legs.begin(), legs.end(), [](const Leg& l) { return l.sending(); });
+  };
+  // No node took the head: the answer is theirs (the body is drained when it is given).
+  if (go_on && sending()) {
     http::response<http::empty_body> next{http::status::continue_, version};
     auto [ec, sent] = co_await http::async_write(client, next, kTuple);
     (void)sent;
@@ -932,9 +962,6 @@ asio::awaitable<bool> Gateway::SendEverywhere(beast::tcp_stream& client, beast::
   http::request_parser<http::buffer_body> parser(std::move(header_parser));
   parser.body_limit(boost::none);  // each node holds the archive to its own limit
   std::vector<char> piece(64 * 1024);
-  auto sending = [&legs] {
-    return std::any_of(legs.begin(), legs.end(), [](const Leg& l) { return l.sending(); });
-  };
   while (!parser.is_done() && sending()) {
     parser.get().body().data = piece.data();
     parser.get().body().size = piece.size();

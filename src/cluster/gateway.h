@@ -109,8 +109,8 @@ class Gateway {
             boost::beast::http::request_parser<boost::beast::http::empty_body>& parser,
             const GatewayRoute& route);
   // A signed file URL: every node is asked which of its sandboxes made it (the admin key), and
-  // the request goes to that one's node, naming it.
-  boost::asio::awaitable<void> SignedUrl(
+  // the request goes to that one's node, naming it. True when the connection is kept (Pass).
+  boost::asio::awaitable<bool> SignedUrl(
       boost::beast::tcp_stream& client, boost::beast::flat_buffer& buffer,
       boost::beast::http::request_parser<boost::beast::http::empty_body>& parser);
   boost::asio::awaitable<void> Create(

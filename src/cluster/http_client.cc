@@ -86,13 +86,22 @@ asio::awaitable<Result<void>> Connect(tcp::socket& socket, const HostPort& to,
   co_return Ok{};
 }
 
+namespace {
+// What is left of the time until `end` (none once it passed).
+SteadyClock::duration Left(SteadyClock::time_point end) {
+  return std::max(end - SteadyClock::now(), SteadyClock::duration::zero());
+}
+}  // namespace
+
 struct NodeCall::State {
   explicit State(const asio::any_io_executor& ex) : socket(ex), deadline(ex) {
     parser.body_limit(boost::none);  // an answer may be a stream: the caller bounds what it keeps
   }
   tcp::socket socket;
   Timer deadline;
+  uint64_t step = 0;  // which step the deadline is for: a handler of an earlier one does nothing
   bool expired = false;
+  std::string_view late = "no answer in time";  // what a step that misses its deadline says
   boost::beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   std::vector<char> piece = std::vector<char>(64 * 1024);
@@ -106,26 +115,34 @@ NodeCall::~NodeCall() {
 }
 
 void NodeCall::Close() {
-  state_->deadline.cancel();
+  Disarm();
   boost::system::error_code ignored;
   state_->socket.close(ignored);
 }
 
-void NodeCall::Arm(SteadyClock::duration timeout) {
+void NodeCall::Arm(SteadyClock::duration timeout, std::string_view late) {
+  const uint64_t step = ++state_->step;
+  state_->late = late;
   state_->deadline.expires_after(timeout);
-  state_->deadline.async_wait([s = state_](const boost::system::error_code& ec) {
-    if (ec) return;
+  state_->deadline.async_wait([s = state_, step](const boost::system::error_code& ec) {
+    // A handler already queued when its step ended runs as if the timer fired: the step tells.
+    if (ec || s->step != step) return;
     s->expired = true;
     boost::system::error_code ignored;
     s->socket.close(ignored);
   });
 }
 
+void NodeCall::Disarm() {
+  ++state_->step;
+  state_->deadline.cancel();
+}
+
 // After the request went out, the error is kBadGateway: the other side may have acted on it.
 Error NodeCall::Failed(std::string_view step, const boost::system::error_code& ec) const {
   return Error{ErrorCode::kBadGateway,
                std::string(step) + " " + to_.text() + ": " +
-                   (state_->expired ? std::string("no answer in time") : ec.message())};
+                   (state_->expired ? std::string(state_->late) : ec.message())};
 }
 
 asio::awaitable<Result<void>> NodeCall::Open(SteadyClock::duration timeout) {
@@ -134,20 +151,20 @@ asio::awaitable<Result<void>> NodeCall::Open(SteadyClock::duration timeout) {
 
 asio::awaitable<Result<void>> NodeCall::Write(std::vector<asio::const_buffer> bytes,
                                               SteadyClock::duration timeout) {
-  Arm(timeout);
+  Arm(timeout, "it took nothing more for too long");
   auto [ec, n] = co_await asio::async_write(state_->socket, bytes, kTuple);
   (void)n;
-  state_->deadline.cancel();
+  Disarm();
   if (ec) co_return Failed("write to", ec);
   co_return Ok{};
 }
 
 asio::awaitable<Result<void>> NodeCall::ReadHead(SteadyClock::duration timeout) {
-  Arm(timeout);
+  Arm(timeout, "no answer in time");
   auto [ec, n] =
       co_await http::async_read_header(state_->socket, state_->buffer, state_->parser, kTuple);
   (void)n;
-  state_->deadline.cancel();
+  Disarm();
   if (ec) co_return Failed("read from", ec);
   co_return Ok{};
 }
@@ -163,10 +180,10 @@ asio::awaitable<Result<std::string_view>> NodeCall::ReadSome(SteadyClock::durati
     http::buffer_body::value_type& body = s.parser.get().body();
     body.data = s.piece.data();
     body.size = s.piece.size();
-    Arm(timeout);
+    Arm(timeout, "its answer stopped coming");
     auto [ec, n] = co_await http::async_read_some(s.socket, s.buffer, s.parser, kTuple);
     (void)n;
-    s.deadline.cancel();
+    Disarm();
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return Failed("read from", ec);
     const size_t got = s.piece.size() - s.parser.get().body().size;
@@ -177,9 +194,10 @@ asio::awaitable<Result<std::string_view>> NodeCall::ReadSome(SteadyClock::durati
 
 asio::awaitable<Result<http::response<http::string_body>>> NodeCall::ReadRest(
     SteadyClock::duration timeout, uint64_t limit) {
+  const SteadyClock::time_point end = SteadyClock::now() + timeout;
   std::string body;
   for (;;) {
-    Result<std::string_view> piece = co_await ReadSome(timeout);
+    Result<std::string_view> piece = co_await ReadSome(Left(end));
     if (!piece) co_return std::move(piece).error();
     if (piece->empty()) break;
     if (body.size() + piece->size() > limit) {
@@ -197,6 +215,9 @@ asio::awaitable<Result<http::response<http::string_body>>> NodeCall::ReadRest(
 asio::awaitable<Result<http::response<http::string_body>>> Call(
     asio::any_io_executor ex, const HostPort& to, http::request<http::string_body> req,
     SteadyClock::duration timeout, uint64_t body_limit) {
+  // One deadline for the whole exchange: a peer that answers a little at a time does not
+  // keep the call.
+  const SteadyClock::time_point end = SteadyClock::now() + timeout;
   NodeCall call(ex, to);
   if (auto opened = co_await call.Open(timeout); !opened) co_return std::move(opened).error();
   req.set(http::field::host, to.text());
@@ -206,13 +227,13 @@ asio::awaitable<Result<http::response<http::string_body>>> Call(
   head << req.base();
   const std::string text = head.str();
   std::vector<asio::const_buffer> bytes{asio::buffer(text), asio::buffer(req.body())};
-  if (auto sent = co_await call.Write(std::move(bytes), timeout); !sent) {
+  if (auto sent = co_await call.Write(std::move(bytes), Left(end)); !sent) {
     co_return std::move(sent).error();
   }
-  if (auto answered = co_await call.ReadHead(timeout); !answered) {
+  if (auto answered = co_await call.ReadHead(Left(end)); !answered) {
     co_return std::move(answered).error();
   }
-  co_return co_await call.ReadRest(timeout, body_limit);
+  co_return co_await call.ReadRest(Left(end), body_limit);
 }
 
 }  // namespace sandstream::cluster

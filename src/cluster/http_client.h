@@ -38,7 +38,7 @@ boost::asio::awaitable<Result<void>> Connect(boost::asio::ip::tcp::socket& socke
                                              const HostPort& to, SteadyClock::duration timeout);
 
 // Connects (Connect), sends `req` (its Host and Content-Length are set here) and reads the
-// answer, whole, each within `timeout`. An error says what failed: kNodeUnreachable before
+// answer, whole, all within `timeout`. An error says what failed: kNodeUnreachable before
 // anything was sent, kBadGateway after (the write, the read).
 boost::asio::awaitable<Result<http::response<http::string_body>>> Call(
     boost::asio::any_io_executor ex, const HostPort& to, http::request<http::string_body> req,
@@ -66,13 +66,14 @@ class NodeCall {
   const http::response_header<>& head() const;
   // The next piece of the answer's body, valid until the next call; empty at its end.
   boost::asio::awaitable<Result<std::string_view>> ReadSome(SteadyClock::duration timeout);
-  // The rest of the body, at most `limit` bytes, and the head with it.
+  // The rest of the body, at most `limit` bytes, all within `timeout`, and the head with it.
   boost::asio::awaitable<Result<http::response<http::string_body>>> ReadRest(
       SteadyClock::duration timeout, uint64_t limit);
 
  private:
   struct State;
-  void Arm(SteadyClock::duration timeout);
+  void Arm(SteadyClock::duration timeout, std::string_view late);
+  void Disarm();
   Error Failed(std::string_view step, const boost::system::error_code& ec) const;
 
   HostPort to_;

@@ -408,12 +408,14 @@ def test_a_gateway_keeps_a_clients_connection_between_exchanges(cluster: Cluster
         head = w.rest.split(b"\r\n\r\n", 1)[0].lower()
         assert b"connection: close" in head and b"transfer-encoding: chunked" in head, head
         assert w.closed()
+        w.sock.close()
         # Asked to close, it closes after the answer.
         w = Wire(cluster.gateways[0])
         w.sock.sendall(w.send("GET", f"/v1/sandboxes/{sid}", Connection="close"))
         status, fields, _ = w.answer()
         assert status == 200 and fields["connection"].lower() == "close"
         assert w.closed()
+        w.sock.close()
         # A client that leaves while its answer is made does not hold the gateway.
         before = metric(cluster.gateways[0], "sandstream_gateway_connections_open")
         w = Wire(cluster.gateways[0])
@@ -758,6 +760,11 @@ def test_an_archive_and_a_pulls_progress_go_to_every_node(cluster: Cluster) -> N
     r = g.post("/v1/templates", params={"name": "boxed"}, content=archive, headers=tar)
     assert r.status_code == 201, r.text
     assert sorted(r.json()["nodes"]) == nodes and "failed_nodes" not in r.json(), r.json()
+    # Again under its name, large: every node refuses before reading it, and the refusal
+    # reaches the client whole (the rest of the body is read and dropped, not reset).
+    body = assert_error(g.post("/v1/templates", params={"name": "boxed"},
+                               content=archive + bytes(16 << 20), headers=tar), 409, "conflict")
+    assert "boxed" in body["message"], body
     for name in nodes:
         got = httpx.get(f"{cluster.nodes[name].url}/v1/templates/boxed", headers=bearer(API_KEY), timeout=10)
         assert got.status_code == 200 and got.json()["tags"] == ["boxed:1"], got.text
