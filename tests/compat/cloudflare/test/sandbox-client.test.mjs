@@ -260,9 +260,16 @@ describe("code contexts", () => {
 
   async function run(contextId, code) {
     const got = [];
+    // Output comes as the code writes it: print() may write its text and its newline apart,
+    // so a stream's adjacent chunks are joined before they are compared.
+    const output = (name, text) => {
+      const last = got[got.length - 1];
+      if (last && last[0] === name) last[1] += text;
+      else got.push([name, text]);
+    };
     await interpreter.runCodeStream(contextId, code, "python", {
-      onStdout: (o) => got.push(["stdout", o.text]),
-      onStderr: (o) => got.push(["stderr", o.text]),
+      onStdout: (o) => output("stdout", o.text),
+      onStderr: (o) => output("stderr", o.text),
       onResult: (r) => got.push(["result", r.text, r.formats()]),
       onError: (e) => got.push(["error", e.name, e.message]),
     });
