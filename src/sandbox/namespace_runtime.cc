@@ -156,6 +156,9 @@ struct InitLaunch {
   int report_fd;
   int init_exe;
   bool loopback;  // network "loopback": lo up; "none": no interface up at all
+  // The parent's ends of those: the child's copies are closed first thing, or the child would
+  // hold both ends of its go-ahead's socket and never see the parent give up, or die.
+  int parent_fds[3];
 };
 
 // Reads the parent's go-ahead, with the template's layers as detached mounts, and puts them
@@ -194,7 +197,8 @@ bool AwaitGoAhead(const InitLaunch& l) {
 }
 
 [[noreturn]] void RunInitSetup(const InitLaunch& l) {
-  if (!AwaitGoAhead(l)) ::_exit(1);  // the parent gave up; it reports its own error
+  for (int fd : l.parent_fds) ::close(fd);
+  if (!AwaitGoAhead(l)) ::_exit(1);  // the parent gave up, or died; it reports its own error
 
   // Still the host's uid 0 here, so the path's ancestors are searchable whatever their mode;
   // from now on every path of the plan is relative to this directory.
@@ -712,7 +716,8 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
                           control_child.get(),
                           report->write.get(),
                           s.init_exe.get(),
-                          spec.network == "loopback"};
+                          spec.network == "loopback",
+                          {sync_parent.get(), control_parent.get(), report->read.get()}};
   int pidfd = -1;
   clone_args args{};
   args.flags = kCloneFlags | CLONE_PIDFD;

@@ -133,3 +133,16 @@ def test_kill_at_random_moments_leaves_a_consistent_state(daemon_factory: Any) -
     assert children(data_dir / "sandboxes") == set()
     for dir_ in parents:
         assert children(dir_) == set(), dir_
+    # No daemon's child is left behind: one cloned for a sandbox when its daemon was killed
+    # (before it was told to go on) sees the daemon gone and ends.
+    def left() -> list[str]:
+        out = []
+        for proc in Path("/proc").iterdir():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if proc.name.isdigit() and str(data_dir).encode() in cmdline:
+                out.append(f"{proc.name}: {cmdline.replace(bytes(1), b' ').decode(errors='replace')}")
+        return out
+    assert wait_until(lambda: not left(), 5, 0.1), left()
