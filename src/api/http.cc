@@ -4,6 +4,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/json.hpp>
 
 #include "api/cloudflare/errors.h"
@@ -16,6 +17,12 @@ namespace sandstream::api {
 namespace json = boost::json;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
+
+bool IsJsonType(std::string_view content_type) {
+  std::string_view base = content_type.substr(0, content_type.find(';'));
+  while (!base.empty() && (base.back() == ' ' || base.back() == '\t')) base.remove_suffix(1);
+  return beast::iequals(base, "application/json");
+}
 
 std::optional<std::string_view> Context::Query(std::string_view name) const {
   auto it = query.find(name);

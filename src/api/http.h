@@ -98,6 +98,9 @@ boost::asio::awaitable<std::optional<Error>> ReceiveBody(Context& ctx, const Bod
 
 // The single ErrorCode -> HTTP status table (spec/errors.md).
 http::status StatusFor(ErrorCode code);
+// Whether a Content-Type is JSON's (parameters and case aside): how a node and a gateway tell
+// a template's pull from an image archive alike.
+bool IsJsonType(std::string_view content_type);
 // Logs a failure answered with `status`, once, when it is the daemon's own (a 500).
 void LogFailure(const Context& ctx, const Error& error, http::status status);
 

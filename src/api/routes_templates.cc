@@ -92,12 +92,6 @@ asio::awaitable<void> ReplyWithTemplate(Context& ctx, std::string name, ImageSou
   co_await ServeEvents(ctx, progress, 0, true, RenderEvent);
 }
 
-bool IsJsonType(std::string_view type) {
-  std::string_view base = type.substr(0, type.find(';'));
-  while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
-  return base == "application/json";
-}
-
 }  // namespace
 
 asio::awaitable<void> ListTemplates(Context& ctx) {

@@ -156,11 +156,15 @@ asio::awaitable<void> Answer(beast::tcp_stream& client, unsigned version, http::
   (void)n;
 }
 
-asio::awaitable<void> AnswerError(beast::tcp_stream& client, unsigned version, const Error& error,
-                                  bool e2b) {
-  log::Info("gateway refused",
-            {{"code", std::string(ErrorCodeName(error.code))}, {"error", error.message}});
-  co_await Answer(client, version, api::StatusFor(error.code), ErrorBody(error, e2b));
+// The message of a node's error answer ({"error": {"code", "message"}}), if it is one.
+std::optional<std::string> ErrorMessageOf(std::string_view body) {
+  boost::system::error_code ec;
+  const json::value v = json::parse(body, ec);
+  const json::value* error = !ec && v.is_object() ? v.as_object().if_contains("error") : nullptr;
+  const json::value* message =
+      error && error->is_object() ? error->as_object().if_contains("message") : nullptr;
+  if (!message || !message->is_string()) return std::nullopt;
+  return std::string(message->as_string());
 }
 
 // A node that cannot be reached, and the sandbox the request was for ("" for none).
@@ -539,12 +543,9 @@ asio::awaitable<bool> Gateway::SignedUrl(beast::tcp_stream& client, beast::flat_
     }
     if ((status == 400 || status == 401) && !refusal) {
       // The signature's own fault (malformed, expired): every node says the same.
-      const json::value* error = o ? o->if_contains("error") : nullptr;
-      const json::value* message =
-          error && error->is_object() ? error->as_object().if_contains("message") : nullptr;
+      const std::optional<std::string> message = ErrorMessageOf(a.answer->body());
       refusal = Error{status == 401 ? ErrorCode::kUnauthorized : ErrorCode::kInvalidRequest,
-                      message && message->is_string() ? std::string(message->as_string())
-                                                      : a.answer->body().substr(0, 300)};
+                      message ? *message : a.answer->body().substr(0, 300)};
     } else if (status != 404 && status != 400 && status != 401) {
       unreachable += (unreachable.empty() ? "" : ", ") + a.node;
     }
@@ -856,12 +857,6 @@ Result<http::response<http::string_body>> OutcomeOf(Leg& leg) {
   return Error{ErrorCode::kBadGateway, leg.failed};
 }
 
-bool IsJsonType(std::string_view type) {
-  std::string_view base = type.substr(0, type.find(';'));
-  while (!base.empty() && base.back() == ' ') base.remove_suffix(1);
-  return beast::iequals(base, "application/json");
-}
-
 constexpr std::string_view kEventStreamHead =
     "HTTP/1.1 200 OK\r\nServer: sandstreamd\r\nContent-Type: text/event-stream\r\n"
     "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n";
@@ -875,7 +870,7 @@ asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat
   const unsigned version = head.version();
   const bool pull = head.method() == http::verb::post;
   // An image archive goes to every node as it arrives; a pull's progress comes from every node.
-  const bool archive = pull && !IsJsonType(head[http::field::content_type]);
+  const bool archive = pull && !api::IsJsonType(head[http::field::content_type]);
   const bool events =
       pull && head[http::field::accept].find("text/event-stream") != std::string_view::npos;
   const std::string peer = PeerAddress(client.socket());
@@ -1033,18 +1028,7 @@ asio::awaitable<void> Gateway::MergeEvents(beast::tcp_stream& client, std::vecto
 }
 
 http::response<http::string_body> Gateway::Merged(bool pull, std::vector<NodeAnswer>& answers) {
-  // The gateway's own refusal, counted as Refuse counts it.
-  auto refusal = [this](const Error& error) {
-    ++counts_.refusals[std::string(ErrorCodeName(error.code))];
-    log::Info("gateway refused",
-              {{"code", std::string(ErrorCodeName(error.code))}, {"error", error.message}});
-    http::response<http::string_body> res{api::StatusFor(error.code), 11};
-    res.set(http::field::server, "sandstreamd");
-    res.set(http::field::content_type, "application/json");
-    res.body() = ErrorBody(error, false);
-    return res;
-  };
-  if (answers.empty()) return refusal(Error{ErrorCode::kUnavailable, "no node is up"});
+  if (answers.empty()) return Refusal(Error{ErrorCode::kUnavailable, "no node is up"}, false);
   // What each node said: done, or why not.
   std::vector<std::string> done;
   json::object failed;
@@ -1066,17 +1050,9 @@ http::response<http::string_body> Gateway::Merged(bool pull, std::vector<NodeAns
       if (!first_missing) first_missing = &a;
       continue;  // not there to delete
     }
-    boost::system::error_code ec;
-    const json::value body = json::parse(a.answer->body(), ec);
-    const json::value* message = nullptr;
-    if (!ec && body.is_object()) {
-      if (const json::value* e = body.as_object().if_contains("error"); e && e->is_object()) {
-        message = e->as_object().if_contains("message");
-      }
-    }
-    failed[a.node] = message && message->is_string()
-                         ? std::string(message->as_string())
-                         : std::to_string(status) + " " + a.answer->body().substr(0, 200);
+    const std::optional<std::string> message = ErrorMessageOf(a.answer->body());
+    failed[a.node] =
+        message ? *message : std::to_string(status) + " " + a.answer->body().substr(0, 200);
     if (!first_failed) first_failed = &a;
   }
   std::string done_list;
@@ -1091,8 +1067,9 @@ http::response<http::string_body> Gateway::Merged(bool pull, std::vector<NodeAns
     // Nowhere: the first node's refusal (or, for a delete, its 404), or why none answered.
     const NodeAnswer* say = first_failed ? first_failed : first_missing;
     if (say) return *say->answer;
-    return refusal(
-        Error{ErrorCode::kUnavailable, "no node could be reached: " + json::serialize(failed)});
+    return Refusal(
+        Error{ErrorCode::kUnavailable, "no node could be reached: " + json::serialize(failed)},
+        false);
   }
   http::response<http::string_body> res = *first_done->answer;
   if (pull) {
@@ -1131,10 +1108,21 @@ asio::awaitable<void> Gateway::Health(beast::tcp_stream& client,
   co_await Answer(client, req.version(), http::status::ok, json::serialize(body));
 }
 
+http::response<http::string_body> Gateway::Refusal(const Error& error, bool e2b) {
+  ++counts_.refusals[std::string(ErrorCodeName(error.code))];
+  log::Info("gateway refused",
+            {{"code", std::string(ErrorCodeName(error.code))}, {"error", error.message}});
+  http::response<http::string_body> res{api::StatusFor(error.code), 11};
+  res.set(http::field::server, "sandstreamd");
+  res.set(http::field::content_type, "application/json");
+  res.body() = ErrorBody(error, e2b);
+  return res;
+}
+
 asio::awaitable<void> Gateway::Refuse(beast::tcp_stream& client, unsigned version,
                                       const Error& error, bool e2b) {
-  ++counts_.refusals[std::string(ErrorCodeName(error.code))];
-  co_await AnswerError(client, version, error, e2b);
+  http::response<http::string_body> res = Refusal(error, e2b);
+  co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
 }
 
 asio::awaitable<void> Gateway::Metrics(beast::tcp_stream& client,

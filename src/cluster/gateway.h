@@ -156,6 +156,9 @@ class Gateway {
                                       const boost::beast::http::request_header<>& req);
   boost::asio::awaitable<void> Metrics(boost::beast::tcp_stream& client,
                                        const boost::beast::http::request_header<>& req);
+  // The gateway's own error answer (counted by code, logged).
+  boost::beast::http::response<boost::beast::http::string_body> Refusal(const Error& error,
+                                                                        bool e2b);
   // Answers `error` from the gateway itself (counted by code).
   boost::asio::awaitable<void> Refuse(boost::beast::tcp_stream& client, unsigned version,
                                       const Error& error, bool e2b);
