@@ -248,18 +248,35 @@ asio::awaitable<void> ClientGone(tcp::socket& client) {
   (void)ignored;
 }
 
-// The answer on a kept connection: its head, then its body until the upstream ends. True
-// when all of it went, and the body was as long as its head said.
+// The answer on a kept connection: its head, then its body, to the length its head said and not
+// a byte past it. True when all of it went and nothing more came: bytes past the length (a
+// sandbox's port server may send a second response) would reach the client as the answer to
+// its next request, so they are never relayed, and the client's connection ends instead.
 asio::awaitable<bool> KeptDownstream(Relay& r) {
   std::optional<std::string> rest = co_await ForwardHead(r);
-  if (!rest || !co_await WriteWithin(r.client, asio::buffer(*rest), r.write_timeout)) {
+  if (!rest) co_return false;
+  if (!r.body) {
+    // Framed by the upstream's close (the head said `Connection: close`): all of it.
+    if (co_await WriteWithin(r.client, asio::buffer(*rest), r.write_timeout)) {
+      r.down += rest->size();
+      co_await Pump(r.upstream, r.client, r.write_timeout, r.down);
+    }
     co_return false;
   }
-  const uint64_t head = r.down;
+  const bool over = rest->size() > *r.body;
+  if (over) rest->resize(*r.body);
+  if (!co_await WriteWithin(r.client, asio::buffer(*rest), r.write_timeout)) co_return false;
   r.down += rest->size();
-  const bool clean = co_await Pump(r.upstream, r.client, r.write_timeout, r.down, UINT64_MAX,
-                                   /*pass_eof=*/!r.body);
-  co_return clean&& r.body&& r.down - head == *r.body;
+  if (over) co_return false;
+  if (rest->size() < *r.body &&
+      !co_await Pump(r.upstream, r.client, r.write_timeout, r.down, *r.body - rest->size(),
+                     /*pass_eof=*/false)) {
+    co_return false;
+  }
+  // The answer is whole; the upstream's connection is dropped by the caller, with whatever it
+  // sends later. What it has sent already says the exchange went wrong.
+  char byte;
+  co_return ::recv(r.upstream.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
 }
 
 }  // namespace

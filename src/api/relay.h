@@ -37,9 +37,10 @@ boost::asio::awaitable<Exchanged> RelayExchange(boost::asio::ip::tcp::socket& cl
 // One HTTP exchange on a connection the client keeps (a gateway's; the upstream answers once
 // and closes): the request's head, and what was read of its body, have gone to `upstream`, and
 // `body` more bytes of it come from `client`, no more (a next request may follow them). The
-// response's head is passed on without `Connection: close` when its framing ends it (a
-// length, chunks, or a status without a body), then its body until `upstream` ends; the
-// client's side stays open then (`kept`). A client that leaves while it waits ends it.
+// response's head is passed on without `Connection: close` when it says its length (or has no
+// body), then its body, to that length and never past it; the client's side stays open then
+// (`kept`) unless the upstream sent more than it said. A client that leaves while it waits
+// ends it.
 boost::asio::awaitable<Exchanged> RelayKeptExchange(boost::asio::ip::tcp::socket& client,
                                                     boost::asio::ip::tcp::socket& upstream,
                                                     uint64_t body,

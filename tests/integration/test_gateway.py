@@ -1001,3 +1001,89 @@ def test_cluster_settings_are_checked_at_start(tmp_path: Path) -> None:
     assert r.returncode == 2 and "needs a node_id" in r.stderr, r.stderr
     r = start("--role", "gateway", "--etcd", "https://etcd:2379")
     assert r.returncode == 2 and "etcd:" in r.stderr, r.stderr
+
+# A port server that answers `GET /slow` with a whole response, then, a moment later, a second
+# one the client never asked for; `GET /both` sends both at once. Its sw.js may widen a
+# worker's scope to the whole origin, and has a policy of its own.
+TWO_ANSWERS = r"""
+import socket, threading, time
+INJECTED = b"<script>alert('injected by sandbox')</script>"
+SECOND = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(INJECTED), INJECTED)
+def serve(c):
+    try:
+        request = c.recv(65536)
+        if b" /sw.js" in request:
+            body = b"self.addEventListener('fetch', () => {});"
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/javascript\r\n"
+                      b"Service-Worker-Allowed: /\r\n"
+                      b"Content-Security-Policy: default-src 'self'\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        elif b" /both" in request:
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + SECOND)
+        else:
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            time.sleep(1.5)
+            c.sendall(SECOND)
+    except OSError:
+        pass
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8000))
+s.listen(16)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+"""
+
+
+def serving_two_answers(g: httpx.Client) -> str:
+    """A sandbox running TWO_ANSWERS on port 8000, exposed."""
+    sid = g.post("/v1/sandboxes", json={}).json()["id"]
+    r = g.post(f"/v1/sandboxes/{sid}/processes", json={"argv": ["python3", "-c", TWO_ANSWERS]})
+    assert r.status_code in (200, 201), r.text
+    r = g.get(f"/v1/sandboxes/{sid}/ports/8000/wait", params={"timeout_seconds": 20})
+    assert r.status_code == 200, r.text
+    assert g.post(f"/v1/sandboxes/{sid}/ports", json={"port": 8000}).status_code in (200, 201)
+    return sid
+
+
+def test_a_port_server_cannot_answer_a_clients_next_request(cluster: Cluster) -> None:
+    """A port's answer is relayed to the length its head says, never past it: what a sandbox
+    sends after that never reaches the client as the answer to its next request (an admin's,
+    behind a proxy that pools connections); the connection is kept, or ends."""
+    gw = cluster.gateways[0]
+    g = client_of(gw)
+    sid = serving_two_answers(g)
+    try:
+        for path in ("slow", "both"):
+            w = Wire(gw)
+            w.sock.sendall(w.send("GET", f"/v1/sandboxes/{sid}/ports/8000/{path}"))
+            status, _, body = w.answer()
+            assert (status, body) == (200, b"ok"), (path, status, body)
+            w.sock.sendall(w.send("GET", "/v1/sandboxes"))
+            try:
+                status, _, body = w.answer()
+            except AssertionError as e:
+                assert "ended before a response" in str(e), e  # closed instead: as good
+                assert b"injected" not in w.rest, w.rest
+                continue
+            assert b"injected" not in body, (path, body)
+            assert status == 200 and sid in {s["id"] for s in json.loads(body)["sandboxes"]}, body
+            # Nothing of the sandbox's second answer follows either.
+            time.sleep(2)
+            w.sock.settimeout(0.5)
+            with contextlib.suppress(TimeoutError):
+                w._fill()
+            assert b"injected" not in w.rest, w.rest
+            w.sock.close()
+        # The one that came slowly kept its connection for the next request.
+        w = Wire(gw)
+        w.sock.sendall(w.send("GET", f"/v1/sandboxes/{sid}/ports/8000/slow"))
+        assert w.answer()[2] == b"ok"
+        w.sock.sendall(w.send("GET", f"/v1/sandboxes/{sid}"))
+        status, _, body = w.answer()
+        assert status == 200 and json.loads(body)["id"] == sid, body
+        w.sock.close()
+    finally:
+        g.delete(f"/v1/sandboxes/{sid}")
