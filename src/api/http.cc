@@ -79,10 +79,12 @@ http::status StatusFor(ErrorCode code) {
 }
 
 asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
-                            std::string_view content_type) {
+                            std::string_view content_type,
+                            std::vector<std::pair<std::string, std::string>> fields) {
   http::response<http::string_body> res{status, ctx.req.version()};
   res.set(http::field::server, "sandstreamd");
   if (!content_type.empty()) res.set(http::field::content_type, content_type);
+  for (const auto& [name, value] : fields) res.set(name, value);
   res.set("X-Request-Id", ctx.request_id);
   if (!ctx.allow.empty()) res.set(http::field::allow, ctx.allow);
   // A response that ends the connection (an unread body, a broken stream) says so.

@@ -71,8 +71,10 @@ struct Written {
 boost::asio::awaitable<Written> WriteAll(Context& ctx, boost::asio::const_buffer first,
                                          boost::asio::const_buffer second = {});
 
+// `fields`: more of the answer's header fields, (name, value).
 boost::asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
-                                   std::string_view content_type);
+                                   std::string_view content_type,
+                                   std::vector<std::pair<std::string, std::string>> fields = {});
 boost::asio::awaitable<void> ReplyJson(Context& ctx, http::status status,
                                        const boost::json::value& body);
 // A 400 invalid_request naming what is wrong with the request.

@@ -34,6 +34,13 @@ constexpr size_t kRelayPipeBytes = 1024 * 1024;  // what one direction of a rela
 constexpr std::chrono::seconds kClientGoneGrace{5};
 // A response's head is read in pieces of this size (its body is relayed by Pump).
 constexpr size_t kRelayChunk = 16 * 1024;
+// What an answer relayed on the API's own origin (a port's path form) is given: its document
+// runs in an opaque origin, so it reaches no storage, cookie or service worker of the API's
+// and console's origin, while its scripts, forms and popups (sandboxed too) still work. Added
+// to whatever policy the upstream sent: a browser enforces every policy it gets.
+constexpr std::string_view kOpaqueOriginPolicy =
+    "Content-Security-Policy: sandbox allow-scripts allow-forms allow-popups allow-modals "
+    "allow-downloads\r\n";
 
 }  // namespace
 
@@ -113,6 +120,7 @@ struct Relay {
   int status = 0;         // the upstream's final status; 0 while none came
   bool answered = false;  // the upstream's side has ended
   bool keep = false;      // the client keeps the connection, if the response's framing allows
+  bool opaque = false;    // the answer gets an opaque origin (kOpaqueOriginPolicy)
   std::optional<uint64_t> body = std::nullopt;  // it does: the body's length (no `close` said)
 };
 
@@ -174,8 +182,12 @@ asio::awaitable<std::optional<std::string>> ForwardHead(Relay& r) {
         lines.remove_prefix(line.size());
         const bool hop = beast::iequals(line.substr(0, 11), "connection:") ||
                          beast::iequals(line.substr(0, 11), "keep-alive:");
-        if (!hop || status == 101) head += line;
+        // It would let a worker the answer registers control every page of the origin.
+        const bool widens =
+            r.opaque && beast::iequals(line.substr(0, 23), "service-worker-allowed:");
+        if ((!hop || status == 101) && !widens) head += line;
       }
+      if (r.opaque && status != 101) head += kOpaqueOriginPolicy;
       if (r.keep && status != 101) r.body = BodyLength(status, std::string_view(buf.data(), end));
       if (status != 101 && !r.body) head += "Connection: close\r\n";
       head += "\r\n";
@@ -298,8 +310,9 @@ asio::awaitable<Exchanged> RelayKeptExchange(tcp::socket& client, tcp::socket& u
 }
 
 asio::awaitable<Exchanged> RelayExchange(tcp::socket& client, tcp::socket& upstream,
-                                         SteadyClock::duration write_timeout) {
+                                         SteadyClock::duration write_timeout, bool opaque) {
   Relay relay{client, upstream, write_timeout, Timer(client.get_executor())};
+  relay.opaque = opaque;
   co_await (Downstream(relay) && Upstream(relay));
   co_return Exchanged{relay.status, relay.up, relay.down};
 }

@@ -29,10 +29,13 @@ struct Exchanged {
 // passed on saying `Connection: close` unless it switches protocols (interim 1xx heads as they
 // are), then both directions as they come (Pump). A client that has stopped sending waits at most
 // a few seconds for the answer to begin. Unless the protocol was switched, both sides are cut off
-// when the answer ends; the caller closes them.
+// when the answer ends; the caller closes them. `opaque` (an answer served on the API's own
+// origin): the head gets `Content-Security-Policy: sandbox ...` added and loses
+// `Service-Worker-Allowed`, so its document runs in an opaque origin.
 boost::asio::awaitable<Exchanged> RelayExchange(boost::asio::ip::tcp::socket& client,
                                                 boost::asio::ip::tcp::socket& upstream,
-                                                SteadyClock::duration write_timeout);
+                                                SteadyClock::duration write_timeout,
+                                                bool opaque = false);
 
 // One HTTP exchange on a connection the client keeps (a gateway's; the upstream answers once
 // and closes): the request's head, and what was read of its body, have gone to `upstream`, and

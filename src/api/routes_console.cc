@@ -73,7 +73,12 @@ asio::awaitable<void> GetConsoleFile(Context& ctx) {
   if (!path) co_return co_await ReplyError(ctx, path.error());
   auto body = ReadFile(*path);
   if (!body) co_return co_await ReplyError(ctx, ErrorCode::kNotFound, "cannot read " + *path);
-  co_await Reply(ctx, http::status::ok, std::move(*body), ContentType(*path));
+  // No other page may frame the console (a port's preview on this origin could, and then read
+  // what is typed into it).
+  // Named: g++ 12 destroys a braced temporary that lives across a co_await twice.
+  std::vector<std::pair<std::string, std::string>> framing{
+      {"Content-Security-Policy", "frame-ancestors 'none'"}, {"X-Frame-Options", "DENY"}};
+  co_await Reply(ctx, http::status::ok, std::move(*body), ContentType(*path), std::move(framing));
 }
 
 }  // namespace sandstream::api

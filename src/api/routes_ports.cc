@@ -323,7 +323,9 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +
                                       " did not take the request");
   }
-  const Exchanged relay = co_await RelayExchange(ctx.stream.socket(), upstream, write_timeout);
+  // The path form is served on the API's and the console's origin: its pages get an opaque one.
+  const Exchanged relay =
+      co_await RelayExchange(ctx.stream.socket(), upstream, write_timeout, /*opaque=*/!preview);
   if (relay.down == 0) {
     co_return co_await ReplyError(ctx, ErrorCode::kBadGateway,
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +

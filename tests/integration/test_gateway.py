@@ -1087,3 +1087,29 @@ def test_a_port_server_cannot_answer_a_clients_next_request(cluster: Cluster) ->
         w.sock.close()
     finally:
         g.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_path_form_previews_run_in_an_opaque_origin(cluster: Cluster) -> None:
+    """A port's path form is on the API's (and the console's) origin: its answers come with
+    `Content-Security-Policy: sandbox` added to the sandbox's own and without
+    Service-Worker-Allowed, from a node and from a gateway; the host form is its own origin
+    and is passed as it is."""
+    gw = cluster.gateways[0]
+    g = client_of(gw)
+    sid = serving_two_answers(g)
+    try:
+        node = cluster.nodes[node_of(sid)]
+        for base in (gw.url, node.url):
+            r = httpx.get(f"{base}/v1/sandboxes/{sid}/ports/8000/sw.js",
+                          headers=bearer(API_KEY), timeout=10)
+            assert r.status_code == 200 and r.text.startswith("self."), r.text
+            assert "service-worker-allowed" not in r.headers, (base, r.headers)
+            policies = r.headers.get_list("content-security-policy")
+            assert "default-src 'self'" in policies, policies
+            ours = [p for p in policies if p.startswith("sandbox")]
+            assert len(ours) == 1 and "allow-same-origin" not in ours[0], policies
+        r = g.get("/sw.js", headers={"Host": f"8000-{sid}.localhost:{gw.port}"})
+        assert r.status_code == 200 and r.headers["service-worker-allowed"] == "/", r.headers
+        assert r.headers.get_list("content-security-policy") == ["default-src 'self'"]
+    finally:
+        g.delete(f"/v1/sandboxes/{sid}")

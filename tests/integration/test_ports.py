@@ -377,3 +377,42 @@ def test_public_url_shapes_the_urls(daemon_factory: Any) -> None:
         body = c.post(ports(sb), json={"port": 8080}).json()
     assert body["url"] == f"https://8080-{sb['id']}.preview.example.com/"
     assert body["path_url"] == f"https://sandstream.example.com/v1/sandboxes/{sb['id']}/ports/8080/"
+
+
+def test_the_console_is_not_framed_and_path_previews_get_an_opaque_origin(
+        daemon_factory: Any, tmp_path: Any) -> None:
+    """The console (on the API's origin, as the path form of ports is) may not be framed; a
+    page from a port's path form runs in an opaque origin and cannot widen a service worker's
+    scope, while the preview host (an origin of its own) passes the sandbox's headers as they
+    are."""
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / "index.html").write_text("<!doctype html><title>console</title>")
+    d = daemon_factory(args=["--web-dir", str(web)])
+    r = httpx.get(f"{d.url}/", timeout=10)
+    assert r.status_code == 200 and "console" in r.text, r.text
+    assert r.headers["content-security-policy"] == "frame-ancestors 'none'", r.headers
+    assert r.headers["x-frame-options"] == "DENY", r.headers
+    with d.client() as c:
+        sid = create_sandbox(c)["id"]
+        site = ("from http.server import SimpleHTTPRequestHandler as H, ThreadingHTTPServer as S\n"
+                "class W(H):\n"
+                "    def end_headers(self):\n"
+                "        self.send_header('Service-Worker-Allowed', '/')\n"
+                "        super().end_headers()\n"
+                "S(('0.0.0.0', 8001), W).serve_forever()\n")
+        c.put(f"/v1/sandboxes/{sid}/files/content", params={"path": "/workspace/sw.js"},
+              content=b"self.addEventListener('fetch', () => {});")
+        c.post(f"/v1/sandboxes/{sid}/processes",
+               json={"argv": ["python3", "-c", site], "cwd": "/workspace"})
+        assert c.get(f"/v1/sandboxes/{sid}/ports/8001/wait",
+                     params={"timeout_seconds": 20}).status_code == 200
+        assert c.post(f"/v1/sandboxes/{sid}/ports", json={"port": 8001}).status_code in (200, 201)
+        r = c.get(f"/v1/sandboxes/{sid}/ports/8001/sw.js")
+        assert r.status_code == 200 and r.text.startswith("self."), r.text
+        assert "service-worker-allowed" not in r.headers, r.headers
+        policy = r.headers["content-security-policy"]
+        assert policy.startswith("sandbox") and "allow-same-origin" not in policy, policy
+        r = c.get("/sw.js", headers={"Host": f"8001-{sid}.localhost:{d.port}"})
+        assert r.status_code == 200 and r.headers["service-worker-allowed"] == "/", r.headers
+        assert "content-security-policy" not in r.headers, r.headers

@@ -1,10 +1,11 @@
 // The console in headless Chromium (Debian's /usr/bin/chromium via playwright-core) against a
 // real sandstreamd serving web/dist: sign in with the key, create a sandbox, type into its
 // terminal and read the answer, run a command and see its first line before it ends, expose a
-// port and open the page a sandbox serves on it through its preview host, ask for a sandbox's
-// network; and through all of it, no URL the browser requests carries the key (scoped tokens go
-// in ?access_token=) and the key stays out of localStorage. Leaves a screenshot in
-// test-artifacts/console.png.
+// port and open the page a sandbox serves on it through its preview host (and see that a page
+// from a port's path form, on the console's origin, can neither register a service worker nor
+// frame the console), ask for a sandbox's network; and through all of it, no URL the browser
+// requests carries the key (scoped tokens go in ?access_token=) and the key stays out of
+// localStorage. Leaves a screenshot in test-artifacts/console.png.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -329,6 +330,76 @@ test("the ports tab exposes a port, opens it in a new tab and closes it", async 
     await page.evaluate(() => document.getElementById("port-form").dispatchEvent(
       new SubmitEvent("submit", { cancelable: true })));
     await page.waitForSelector("#ports-error:has-text('invalid_request')");
+  } finally {
+    await call("DELETE", `/v1/sandboxes/${sb.id}`);
+  }
+});
+
+// A site whose page, reached through a port's path form (on the API's and the console's
+// origin), tries what a hostile one would: register a service worker for the whole origin (its
+// server allows that scope) and frame the console.
+const HOSTILE_SERVER = `
+from http.server import SimpleHTTPRequestHandler as H, ThreadingHTTPServer as S
+class W(H):
+    def end_headers(self):
+        self.send_header("Service-Worker-Allowed", "/")
+        super().end_headers()
+S(("127.0.0.1", 8001), W).serve_forever()
+`;
+const HOSTILE_SITE = {
+  "index.html": `<!doctype html><html><head><title>hostile</title></head><body>
+<p id="sw">pending</p><iframe id="console" src="/"></iframe>
+<script>
+(async () => {
+  const out = document.getElementById("sw");
+  try {
+    await navigator.serviceWorker.register("sw.js" + location.search, { scope: "/" });
+    out.textContent = "registered";
+  } catch (e) {
+    out.textContent = "refused: " + e;
+  }
+})();
+</script></body></html>
+`,
+  "sw.js": "self.addEventListener('fetch', () => {});\n",
+};
+
+test("a page from a port's path form can neither register a service worker nor frame the console", async () => {
+  const sb = await call("POST", "/v1/sandboxes", {});
+  try {
+    for (const [name, text] of Object.entries(HOSTILE_SITE)) {
+      await call("PUT", `/v1/sandboxes/${sb.id}/files/content?path=/workspace/hostile/${name}`, text);
+    }
+    await call("POST", `/v1/sandboxes/${sb.id}/processes`,
+               { argv: ["python3", "-c", HOSTILE_SERVER], cwd: "/workspace/hostile" });
+    await call("GET", `/v1/sandboxes/${sb.id}/ports/8001/wait?timeout_seconds=20`);
+    await call("POST", `/v1/sandboxes/${sb.id}/ports`, { port: 8001 });
+    const token = await call("POST", `/v1/sandboxes/${sb.id}/tokens`, { scopes: ["port:8001"] });
+    const hostile = await browser.newPage();
+    try {
+      const url = `${daemonUrl}/v1/sandboxes/${sb.id}/ports/8001/index.html?access_token=${token.token}`;
+      assert.equal((await hostile.goto(url)).status(), 200);
+      await hostile.waitForFunction(() => document.getElementById("sw").textContent !== "pending",
+                                    null, { timeout: 15_000 });
+      assert.match(await hostile.textContent("#sw"), /^refused/);
+      const frame = hostile.frames().find((f) => f !== hostile.mainFrame());
+      assert.ok(frame, "the page has its frame");
+      // Loaded, or refused (an error page); either way done within this.
+      await frame.waitForLoadState("load", { timeout: 10_000 }).catch(() => {});
+      const signIn = await frame.locator("#api-key").count().catch(() => 0);
+      assert.equal(signIn, 0, `the console loaded in a frame of the page (${frame.url()})`);
+    } finally {
+      await hostile.close();
+    }
+    assert.equal(browser.serviceWorkers().length, 0, "no worker runs");
+    const api = await browser.newPage();
+    try {
+      await api.goto(`${daemonUrl}/`);
+      const registered = await api.evaluate(async () => (await navigator.serviceWorker.getRegistrations()).length);
+      assert.equal(registered, 0, "no worker is registered on the API's origin");
+    } finally {
+      await api.close();
+    }
   } finally {
     await call("DELETE", `/v1/sandboxes/${sb.id}`);
   }
