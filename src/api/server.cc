@@ -1,6 +1,7 @@
 #include "api/server.h"
 
 #include <array>
+#include <memory>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -22,9 +23,7 @@ using asio::ip::tcp;
 
 namespace {
 
-// A connection past max_connections is answered and drained this briefly; past this many at
-// once, it is closed without an answer.
-constexpr auto kRefuseDrainTime = std::chrono::seconds(1);
+// Past this many connections being refused at once, one is closed without an answer.
 constexpr size_t kMaxRefusing = 256;
 // EMFILE and the like leave the connection in the backlog, ready again at once: retrying
 // without a pause would spin.
@@ -141,13 +140,25 @@ asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
 
 asio::awaitable<void> Server::Run() {
   Spawn(ex_, EndStreamsOfDeadTokens(), "token sweep");
-  Timer backoff(ex_);
+  co_await AcceptConnections(
+      acceptor_, sessions_, options_.max_connections, stopping_,
+      [this](tcp::socket socket) { return Session(std::move(socket)); },
+      [this](tcp::socket socket) { return Refuse(std::move(socket)); });
+}
+
+asio::awaitable<void> AcceptConnections(tcp::acceptor& acceptor, TaskGroup& sessions,
+                                        size_t max_connections, const bool& stopping,
+                                        ConnectionTask serve, ConnectionTask refuse) {
+  const asio::any_io_executor ex = acceptor.get_executor();
+  Timer backoff(ex);
+  // Connections being refused; shared with the refusals, which may outlive this loop.
+  auto refusing = std::make_shared<size_t>(0);
   bool starved = false;  // accept is failing (out of descriptors): logged once per episode
   bool full = false;     // at max_connections: logged once per episode
   for (;;) {
-    auto [ec, socket] = co_await acceptor_.async_accept(Tuple());
+    auto [ec, socket] = co_await acceptor.async_accept(Tuple());
     if (ec) {
-      if (stopping_ || ec == asio::error::operation_aborted) co_return;
+      if (stopping || ec == asio::error::operation_aborted) co_return;
       if (!starved) log::Warn("accept failed, retrying every 100 ms", {{"error", ec.message()}});
       starved = true;
       backoff.expires_after(kAcceptBackoff);
@@ -157,21 +168,21 @@ asio::awaitable<void> Server::Run() {
     }
     if (starved) log::Info("accept works again");
     starved = false;
-    if (sessions_.running() >= options_.max_connections) {
+    if (sessions.running() >= max_connections) {
       if (!full) {
         log::Warn("max_connections reached, refusing new connections",
-                  {{"max_connections", std::to_string(options_.max_connections)}});
+                  {{"max_connections", std::to_string(max_connections)}});
       }
       full = true;
       // Answering costs a descriptor for a moment; past a few at once, close at once.
-      if (refusing_ >= kMaxRefusing) continue;
-      ++refusing_;
-      Spawn(ex_, Refuse(std::move(socket)), "refusal", [this] { --refusing_; });
+      if (*refusing >= kMaxRefusing) continue;
+      ++*refusing;
+      Spawn(ex, refuse(std::move(socket)), "refusal", [refusing] { --*refusing; });
       continue;
     }
     full = false;
     socket.set_option(tcp::no_delay(true), ec);
-    sessions_.Spawn(Session(std::move(socket)), "session");
+    sessions.Spawn(serve(std::move(socket)), "session");
   }
 }
 

@@ -16,6 +16,7 @@
 #include <boost/json/object.hpp>
 
 #include "api/http.h"
+#include "api/peer_rate.h"
 #include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
@@ -69,6 +70,8 @@ struct RouteMatch;
 // reset can destroy the answer before the client reads it.
 inline constexpr auto kDrainTime = std::chrono::seconds(5);
 inline constexpr size_t kDrainBytes = 256u << 20;
+// A connection past max_connections is answered and drained this briefly.
+inline constexpr auto kRefuseDrainTime = std::chrono::seconds(1);
 // Finishes sending, then reads and drops what the client still sends, within those bounds.
 // For the API server and for a gateway.
 boost::asio::awaitable<void> Drain(boost::beast::tcp_stream& stream, SteadyClock::duration time);
@@ -77,6 +80,16 @@ boost::asio::awaitable<void> Drain(boost::beast::tcp_stream& stream, SteadyClock
 // the bound endpoint. For the API server and for a gateway.
 Result<boost::asio::ip::tcp::endpoint> OpenAcceptor(boost::asio::ip::tcp::acceptor& acceptor,
                                                     const std::string& listen);
+
+// Accepts connections on `acceptor` until it is closed: each one becomes `serve(socket)` in
+// `sessions` while fewer than `max_connections` run there; past that, `refuse(socket)` answers
+// it (a few hundred at once; past those it is closed unanswered). A failed accept (out of
+// descriptors) is retried every 100 ms. For the API server and for a gateway.
+using ConnectionTask = std::function<boost::asio::awaitable<void>(boost::asio::ip::tcp::socket)>;
+boost::asio::awaitable<void> AcceptConnections(boost::asio::ip::tcp::acceptor& acceptor,
+                                               TaskGroup& sessions, size_t max_connections,
+                                               const bool& stopping, ConnectionTask serve,
+                                               ConnectionTask refuse);
 
 class Server {
  public:
@@ -105,6 +118,8 @@ class Server {
   // A request of `tenant` (a `stream` or not) within its quotas: requests_per_second, streams.
   // Routes that admit their callers themselves (envd's) ask here once they know the tenant.
   std::optional<Error> AdmitTenant(const std::string& tenant, bool stream);
+  // Signed-URL lookups that check every sandbox, by client address.
+  PeerRate& signature_scans() { return signature_scans_; }
 
  private:
   // After the credential, before the body: a sandbox the route names that exists but not for
@@ -134,10 +149,10 @@ class Server {
     SteadyTime refilled{};
   };
   std::map<std::string, Rate, std::less<>> rates_;  // by tenant, with a rate quota
-  std::list<boost::beast::tcp_stream*> idle_;       // sessions waiting for their next request
+  PeerRate signature_scans_{kSignatureScansPerSecond, kSignatureScanBurst};
+  std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
   std::list<boost::beast::tcp_stream*> connections_;
   TaskGroup sessions_;
-  size_t refusing_ = 0;  // connections being answered 503
   uint64_t next_request_ = 0;
   bool stopping_ = false;
 };

@@ -1,5 +1,7 @@
 #include "cluster/gateway.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -38,6 +40,10 @@ constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
 constexpr auto kListTimeout = std::chrono::seconds(10);
 // A node's progress event is a line of JSON: one larger than this ends that node's stream.
 constexpr size_t kMaxEventBytes = 1u << 20;
+// A credential a node accepted is taken as still so for this long (the node checks it again
+// with the request itself); so many are remembered at most.
+constexpr auto kAdmittedFor = std::chrono::seconds(5);
+constexpr size_t kMaxAdmitted = 4096;
 
 // The segment after `prefix` ("/v1/sandboxes/") up to the next '/', if the path has one.
 std::optional<std::string> SegmentAfter(std::string_view path, std::string_view prefix) {
@@ -203,6 +209,36 @@ const char* RouteName(GatewayRoute::Kind kind) {
   return "unknown";
 }
 
+// The credential a request carries, where a node reads it: its bearer token, else (E2B's
+// control plane) X-API-KEY, else ?access_token=.
+std::string CredentialOf(const http::request_header<>& req, bool e2b) {
+  const std::string_view auth = req[http::field::authorization];
+  if (auth.starts_with("Bearer ")) return std::string(auth.substr(7));
+  if (const auto key = req.find("X-API-KEY"); e2b && key != req.end()) {
+    return std::string(key->value());
+  }
+  std::string token;
+  if (auto target = urls::parse_origin_form(req.target())) {
+    for (const urls::param_view p : target->params()) {
+      if (p.key == "access_token") token = std::string(p.value);
+    }
+  }
+  return token;
+}
+
+std::string Sha256Hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < size; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 0xf];
+  }
+  return out;
+}
+
 // Whether `presented` is `key`, in time that does not depend on where they differ.
 bool SameKey(std::string_view presented, std::string_view key) {
   unsigned char diff = presented.size() == key.size() ? 0 : 1;
@@ -279,20 +315,21 @@ void Gateway::StopAccepting() {
 }
 
 asio::awaitable<void> Gateway::Run() {
-  Timer backoff(ex_);
-  for (;;) {
-    auto [ec, socket] = co_await acceptor_.async_accept(kTuple);
-    if (ec) {
-      if (stopping_ || ec == asio::error::operation_aborted) co_return;
-      log::Warn("accept failed, retrying in 100 ms", {{"error", ec.message()}});
-      backoff.expires_after(std::chrono::milliseconds(100));
-      auto [timer_ec] = co_await backoff.async_wait(kTuple);
-      (void)timer_ec;
-      continue;
-    }
-    socket.set_option(tcp::no_delay(true), ec);
-    sessions_.Spawn(Session(std::move(socket)), "gateway session");
-  }
+  co_await api::AcceptConnections(
+      acceptor_, sessions_, options_.max_connections, stopping_,
+      [this](tcp::socket socket) { return Session(std::move(socket)); },
+      [this](tcp::socket socket) { return RefuseConnection(std::move(socket)); });
+}
+
+asio::awaitable<void> Gateway::RefuseConnection(tcp::socket socket) {
+  beast::tcp_stream client(std::move(socket));
+  const Error busy{ErrorCode::kTooManyConnections, "this gateway has max_connections (" +
+                                                       std::to_string(options_.max_connections) +
+                                                       ") connections open; retry later"};
+  co_await Refuse(client, 11, busy, false);
+  co_await api::Drain(client, api::kRefuseDrainTime);
+  boost::system::error_code ignored;
+  client.socket().close(ignored);
 }
 
 std::vector<Gateway::Target> Gateway::NodeFor(const std::string& sandbox_id,
@@ -380,6 +417,9 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
       co_await Metrics(client, req);
     } else if (route.kind == GatewayRoute::kList || route.kind == GatewayRoute::kTemplates) {
       co_await List(client, req, route);
+    } else if ((route.kind == GatewayRoute::kCreate || route.kind == GatewayRoute::kEveryNode) &&
+               !co_await Admitted(client, req, route)) {
+      // Refused from the head: its body, unread, is drained below.
     } else if (route.kind == GatewayRoute::kCreate) {
       co_await Create(client, buffer, parser, route);
     } else if (route.kind == GatewayRoute::kEveryNode) {
@@ -469,6 +509,59 @@ asio::awaitable<bool> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
   co_return done.kept;
 }
 
+asio::awaitable<bool> Gateway::Admitted(beast::tcp_stream& client,
+                                        const http::request_header<>& req,
+                                        const GatewayRoute& route) {
+  const std::string credential = CredentialOf(req, route.e2b);
+  std::optional<Error> refusal;
+  if (credential.empty()) {
+    refusal = Error{ErrorCode::kUnauthorized,
+                    "missing API key: send Authorization: Bearer <key> (or ?access_token=<key>)"};
+    co_await Refuse(client, req.version(), *refusal, route.e2b);
+    co_return false;
+  }
+  const SteadyTime now = SteadyNow();
+  const std::string hash = Sha256Hex(credential);
+  if (auto it = admitted_.find(hash); it != admitted_.end() && it->second > now) co_return true;
+  std::vector<Target> to = ByLoad(refusal);
+  http::request<http::string_body> ask{http::verb::get, "/v1/usage", 11};
+  ask.set(http::field::authorization, "Bearer " + credential);
+  std::string unreachable;
+  for (const Target& target : to) {
+    auto answer = co_await Call(ex_, target.address, ask, options_.connect_timeout, 1u << 20);
+    if (!answer) {
+      unreachable +=
+          (unreachable.empty() ? "" : "; ") + target.node + ": " + answer.error().message;
+      continue;
+    }
+    const int status = answer->result_int();
+    if (status / 100 == 2) {
+      const SteadyTime answered = SteadyNow();
+      if (admitted_.size() >= kMaxAdmitted) {
+        std::erase_if(admitted_,
+                      [answered](const auto& entry) { return entry.second <= answered; });
+        if (admitted_.size() >= kMaxAdmitted) admitted_.clear();
+      }
+      admitted_[hash] = answered + kAdmittedFor;
+      co_return true;
+    }
+    const std::optional<std::string> message = ErrorMessageOf(answer->body());
+    const std::string said = message ? *message : answer->body().substr(0, 300);
+    refusal = status == 401   ? Error{ErrorCode::kUnauthorized, said}
+              : status == 403 ? Error{ErrorCode::kForbidden, said}
+              : status == 429 ? Error{ErrorCode::kQuotaExceeded, said}
+                              : Error{ErrorCode::kBadGateway,
+                                      "node " + target.node + " could not check the credential: " +
+                                          std::to_string(status) + " " + said};
+    break;
+  }
+  if (!refusal) {
+    refusal = Error{ErrorCode::kUnavailable, "no node could check the credential: " + unreachable};
+  }
+  co_await Refuse(client, req.version(), *refusal, route.e2b);
+  co_return false;
+}
+
 asio::awaitable<std::optional<http::request<http::string_body>>> Gateway::ReadWhole(
     beast::tcp_stream& client, beast::flat_buffer& buffer,
     http::request_parser<http::empty_body>& header_parser, const GatewayRoute& route) {
@@ -507,6 +600,11 @@ asio::awaitable<bool> Gateway::SignedUrl(beast::tcp_stream& client, beast::flat_
                     "a signed file URL names no sandbox: a gateway finds it by asking its "
                     "nodes, with the admin key (give the gateway api_key), or send "
                     "E2b-Sandbox-Id"};
+  } else if (!signature_scans_.Take(PeerAddress(client.socket()))) {
+    // Each one costs a call to every node, and a hash per sandbox there.
+    refusal = Error{ErrorCode::kQuotaExceeded,
+                    "too many signed file URLs without E2b-Sandbox-Id from this address: retry "
+                    "in a second"};
   } else if (auto target = urls::parse_origin_form(req.target()); !target) {
     refusal = Error{ErrorCode::kInvalidRequest, "the request's target is not a URL path"};
   } else {

@@ -5,7 +5,8 @@
 // WebSockets pass unbuffered and a node's flow control reaches the client as TCP backpressure.
 // A new sandbox goes to the less loaded of two nodes with room (Members::Candidates), the next
 // one tried if a node refuses; the list of sandboxes is every node's, merged. Credentials are
-// passed on and checked by the nodes, which hold them.
+// passed on and checked by the nodes, which hold them; a body the gateway reads itself (a
+// create's, a pull's) is read only once a node has accepted the credential.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "api/peer_rate.h"
 #include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
@@ -43,8 +45,10 @@ struct GatewayOptions {
   // The nodes keep tenants and keys in etcd (the gateway reads membership there): a change to
   // them may go to any node.
   bool shared_tenants = false;
-  // The admin key, which GET /metrics asks for; empty: the gateway has no /metrics.
+  // The admin key, which GET /metrics and a detailed GET /healthz ask for; empty: the gateway
+  // has no /metrics.
   std::string api_key;
+  size_t max_connections = 12000;  // client connections open at once; past it a 503, closed
 };
 
 // What the gateway does with a request, from its head alone.
@@ -84,6 +88,14 @@ class Gateway {
 
  private:
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
+  // Answers a connection past max_connections with a 503 and closes it.
+  boost::asio::awaitable<void> RefuseConnection(boost::asio::ip::tcp::socket socket);
+  // Whether a node accepts the request's credential, asked from its head alone before its body
+  // is read: if not, the node's refusal has been answered. A credential a node accepted is
+  // not asked about again for a few seconds.
+  boost::asio::awaitable<bool> Admitted(boost::beast::tcp_stream& client,
+                                        const boost::beast::http::request_header<>& req,
+                                        const GatewayRoute& route);
   // A node a request may go to: its id and address (copied: membership may change meanwhile).
   struct Target {
     std::string node;
@@ -170,6 +182,10 @@ class Gateway {
   TaskGroup sessions_;
   std::list<boost::beast::tcp_stream*> idle_;
   bool stopping_ = false;
+  // Credentials a node accepted (by SHA-256), until when that is taken as still so.
+  std::map<std::string, SteadyTime, std::less<>> admitted_;
+  // Signed-URL lookups (each asks every node) by client address.
+  api::PeerRate signature_scans_{api::kSignatureScansPerSecond, api::kSignatureScanBurst};
   // What GET /metrics tells.
   struct Counts {
     std::map<std::string, uint64_t, std::less<>> requests;    // by route kind

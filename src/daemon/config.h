@@ -37,7 +37,7 @@ struct Config {
   int64_t retained_tail_bytes = 65536;       // output kept in the database after a process ends
   int64_t keepalive_seconds = 15;            // idle SSE streams get a `: keepalive` comment this often
   double write_timeout_seconds = 60;         // a write to a client (a response, SSE, WebSocket) that makes no progress for this long ends the connection as gone
-  int64_t max_connections = 12000;           // open client connections at most (503 above); lowered at start to what RLIMIT_NOFILE leaves after max_sandboxes' descriptors
+  int64_t max_connections = 12000;           // open client connections at most (503 above), a node's or a gateway's; lowered at start to what RLIMIT_NOFILE leaves (after max_sandboxes' descriptors; a gateway's connection takes two)
   double resume_grace_seconds = 30;          // a reader that holds its process back (flow "wait") and loses its connection keeps its place this long, so a resume gets every byte (0: not at all)
   double reader_stall_seconds = 300;         // a reader that holds its process back and takes nothing for this long becomes a skipping reader (it gets a `gap`)
   int64_t kill_grace_ms = 2000;              // between TERM and KILL when a process is stopped

@@ -185,7 +185,15 @@ int RunGateway(const Config& config) {
       std::chrono::milliseconds(static_cast<int64_t>(config.write_timeout_seconds * 1000));
   options.shared_tenants = etcd != nullptr;
   options.api_key = config.api_key;
-  RaiseOpenFilesLimit();
+  // Each client's connection holds a node's too.
+  const uint64_t open_files = RaiseOpenFilesLimit();
+  options.max_connections =
+      static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(config.max_connections),
+                                             open_files > 1024 ? (open_files - 512) / 2 : 256));
+  if (static_cast<int64_t>(options.max_connections) < config.max_connections) {
+    log::Warn("max_connections lowered to fit RLIMIT_NOFILE",
+              {{"max_connections", std::to_string(options.max_connections)}});
+  }
   cluster::Gateway gateway(io.get_executor(), members, options);
   auto endpoint = gateway.Listen(config.listen);
   if (!endpoint) {

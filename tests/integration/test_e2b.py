@@ -540,6 +540,27 @@ def test_signed_urls_open_one_file_without_headers(e2b_env: Daemon, client: http
         second.kill()
 
 
+def test_signed_url_lookups_without_a_sandbox_are_rate_limited(sbx: Sandbox,
+                                                               client: httpx.Client) -> None:
+    """A signed URL without E2b-Sandbox-Id is checked against every sandbox, for anyone: one
+    address gets a burst of such lookups, then 429 in E2B's shape until its bucket fills again;
+    one that names its sandbox costs one check and is not counted."""
+    v1_write(client, sbx.sandbox_id, f"{HOME}/rate.txt", b"rated")
+    url = sbx.download_url(f"{HOME}/rate.txt")
+    bare = httpx.Client(timeout=30)
+    forged = url.replace("signature=", "signature=0")
+    statuses = [bare.get(forged).status_code for _ in range(40)]
+    assert statuses[0] == 401 and 429 in statuses, statuses
+    r = bare.get(url)
+    assert r.status_code == 429, r.text
+    assert r.json()["code"] == 429 and "E2b-Sandbox-Id" in r.json()["message"], r.text
+    r = bare.get(url, headers={"E2b-Sandbox-Id": sbx.sandbox_id})
+    assert r.status_code == 200 and r.content == b"rated", r.text
+    time.sleep(2.5)  # full again, for the tests after this one
+    r = bare.get(url)
+    assert r.status_code == 200 and r.content == b"rated", r.text
+
+
 # --- watching ---------------------------------------------------------------------------------
 
 

@@ -1113,3 +1113,77 @@ def test_path_form_previews_run_in_an_opaque_origin(cluster: Cluster) -> None:
         assert r.headers.get_list("content-security-policy") == ["default-src 'self'"]
     finally:
         g.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_signed_url_lookups_are_rate_limited_by_address(cluster: Cluster) -> None:
+    """A signed file URL without E2b-Sandbox-Id costs a call to every node: one address gets
+    so many a second, then 429 in E2B's shape, until its bucket fills again."""
+    gw = cluster.gateways[1]
+    bare = httpx.Client(base_url=gw.url, timeout=10)
+    target = "/files?path=/tmp/x&signature=v1_" + "0" * 43
+    statuses = [bare.get(target).status_code for _ in range(40)]
+    assert statuses[0] == 401 and 429 in statuses, statuses
+    r = bare.get(target)
+    assert r.status_code == 429, r.text
+    assert r.json()["code"] == 429 and "E2b-Sandbox-Id" in r.json()["message"], r.text
+    time.sleep(2.5)  # full again, for the other tests from this address
+    assert bare.get(target).status_code == 401
+
+
+def test_a_gateway_reads_no_body_before_a_node_took_the_credential(cluster: Cluster) -> None:
+    """A create's or a pull's body is read whole by the gateway: a credential no node takes is
+    refused from the head, as a node would, before the client sends a byte of it."""
+    gw = cluster.gateways[0]
+    cases = [("/v1/sandboxes", {}, 401, "unauthorized"),
+             ("/v1/sandboxes", {"Authorization": "Bearer sk_wrong"}, 401, "unauthorized"),
+             ("/v1/templates", {"Authorization": "Bearer sk_wrong"}, 401, "unauthorized"),
+             ("/v2/sandboxes", {"X-API-KEY": "sk_wrong"}, 401, None)]
+    for target, headers, status, code in cases:
+        w = Wire(gw)
+        w.sock.settimeout(10)
+        fields = {"Host": "gateway", "Content-Type": "application/json",
+                  "Content-Length": "1048576", **headers}
+        w.sock.sendall((f"POST {target} HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in fields.items()) + "\r\n").encode())
+        got, _, body = w.answer()  # with no body sent
+        assert got == status, (target, got, body)
+        error = json.loads(body)
+        if code:
+            assert error["error"]["code"] == code, error
+        else:
+            assert error["code"] == 401, error  # E2B's shape
+        w.sock.close()
+    # The right key still creates, through the same check.
+    g = client_of(gw)
+    r = g.post("/v1/sandboxes", json={})
+    assert r.status_code == 201, r.text
+    g.delete(f"/v1/sandboxes/{r.json()['id']}")
+
+
+def test_a_gateway_holds_max_connections(cluster: Cluster) -> None:
+    """Past max_connections a new connection gets a 503 and is closed; those before it are
+    served still."""
+    gw = cluster.start_gateway("--etcd", cluster.etcd.url, "--max-connections", "3")
+    cluster.wait_seen(gw, {"n1", "n2", "n3"})
+    # The connections that looked are gone (counted: this one asking).
+    assert wait_until(lambda: metric(gw, "sandstream_gateway_connections_open") == 1, 10, 0.1)
+    held = []
+    try:
+        for _ in range(3):
+            w = Wire(gw)
+            w.sock.sendall(w.send("GET", "/v1/sandboxes"))
+            assert w.answer()[0] == 200
+            held.append(w)
+        extra = Wire(gw)
+        extra.sock.sendall(extra.send("GET", "/v1/sandboxes"))
+        status, _, body = extra.answer()
+        assert status == 503 and json.loads(body)["error"]["code"] == "too_many_connections", body
+        assert extra.closed()
+        extra.sock.close()
+        for w in held:
+            w.sock.sendall(w.send("GET", "/v1/sandboxes"))
+            assert w.answer()[0] == 200
+    finally:
+        for w in held:
+            w.sock.close()
+        gw.stop()

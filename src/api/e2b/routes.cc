@@ -159,6 +159,17 @@ asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
                                                           std::string_view operation) {
   const std::optional<std::string_view> signature = ctx.Query("signature");
   if (!signature) co_return EnvdSandbox(ctx);
+  // With no sandbox named, the lookup hashes once per sandbox, for anyone: so many a second
+  // from one address.
+  if (ctx.Header("E2b-Sandbox-Id").empty()) {
+    boost::system::error_code ec;
+    const auto peer = ctx.stream.socket().remote_endpoint(ec);
+    if (!ctx.server.signature_scans().Take(ec ? std::string() : peer.address().to_string())) {
+      co_return Error{ErrorCode::kQuotaExceeded,
+                      "too many signed file URLs without E2b-Sandbox-Id from this address: "
+                      "retry in a second"};
+    }
+  }
   Result<std::optional<std::string>> id = co_await SignerOf(ctx, *signature, operation);
   if (!id) co_return std::move(id).error();
   if (!*id) {
