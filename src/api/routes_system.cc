@@ -1,4 +1,5 @@
-// GET /healthz and GET /metrics (Prometheus text format 0.0.4).
+// GET /healthz (open; a cluster node's record to the admin key only) and GET /metrics
+// (Prometheus text format 0.0.4).
 #include <cstdio>
 
 #include <boost/json.hpp>
@@ -6,6 +7,7 @@
 #include "api/prometheus.h"
 #include "api/routes.h"
 #include "api/server.h"
+#include "base/ids.h"
 #include "base/version.h"
 #include "service/service.h"
 
@@ -24,7 +26,17 @@ asio::awaitable<void> GetHealth(Context& ctx) {
   body["version"] = kVersion;
   body["runtime"] = ctx.service.runtime_name();
   body["uptime_seconds"] = up;
-  if (ctx.server.options().node_record) body["node"] = ctx.server.options().node_record();
+  if (ctx.server.options().node_record) {
+    // The record (address, load, every tenant's template names) is for the admin key, which a
+    // gateway without etcd holds; anyone else hears the node's id alone (every sandbox id of
+    // the node says it).
+    const std::string_view auth = ctx.Header(http::field::authorization);
+    const bool admin =
+        auth.starts_with("Bearer ") && SecretEquals(auth.substr(7), ctx.server.options().api_key);
+    json::object record = ctx.server.options().node_record();
+    if (!admin) record = json::object{{"id", record["id"]}};
+    body["node"] = std::move(record);
+  }
   co_await ReplyJson(ctx, http::status::ok, body);
 }
 

@@ -1189,20 +1189,32 @@ http::response<http::string_body> Gateway::Merged(bool pull, std::vector<NodeAns
 
 asio::awaitable<void> Gateway::Health(beast::tcp_stream& client,
                                       const http::request_header<>& req) {
+  // The nodes' records (addresses, load, every tenant's template names) are for the admin key;
+  // anyone else hears which nodes are up.
+  const std::string_view auth = req[http::field::authorization];
+  const bool admin = !options_.api_key.empty() && auth.starts_with("Bearer ") &&
+                     SameKey(auth.substr(7), options_.api_key);
   json::array nodes;
   for (const Member* m : members_.All()) {
-    json::object o = m->record.Json();
-    o["address"] = m->address.text();
+    json::object o;
+    if (admin) {
+      o = m->record.Json();
+      o["address"] = m->address.text();
+    } else {
+      o["id"] = m->record.id;
+    }
     o["up"] = m->up;
-    if (!m->up) o["why_down"] = m->why_down;
-    o["load"] = m->record.Load(m->pending);
+    if (admin && !m->up) o["why_down"] = m->why_down;
+    if (admin) o["load"] = m->record.Load(m->pending);
     nodes.push_back(std::move(o));
   }
   json::object body{{"status", stopping_ ? "stopping" : "ok"},
                     {"role", "gateway"},
                     {"version", kVersion},
                     {"nodes", std::move(nodes)}};
-  if (const auto& down = members_.unavailable()) body["membership_error"] = down->message;
+  if (const auto& down = members_.unavailable(); down && admin) {
+    body["membership_error"] = down->message;
+  }
   co_await Answer(client, req.version(), http::status::ok, json::serialize(body));
 }
 

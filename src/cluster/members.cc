@@ -53,6 +53,7 @@ asio::awaitable<void> Members::PollNode(HostPort address) {
   std::string id;  // what the node said it is, once it has
   while (!stopping_) {
     http::request<http::string_body> req{http::verb::get, "/healthz", 11};
+    req.set(http::field::authorization, "Bearer " + options_.api_key);
     auto answer = co_await Call(ex_, address, std::move(req), kHealthTimeout, 1u << 20);
     std::string why;
     if (!answer) {
@@ -63,9 +64,14 @@ asio::awaitable<void> Members::PollNode(HostPort address) {
       boost::system::error_code ec;
       json::value v = json::parse(answer->body(), ec);
       const json::value* node = !ec && v.is_object() ? v.as_object().if_contains("node") : nullptr;
+      // A node tells its whole record (its address among it) to the admin key alone.
+      const bool whole = node && node->is_object() && node->as_object().contains("address");
       Result<NodeRecord> record = Error{ErrorCode::kInvalidRequest, "no node"};
-      if (node) record = NodeRecord::FromJson(json::serialize(*node));
-      if (!record) {
+      if (whole) record = NodeRecord::FromJson(json::serialize(*node));
+      if (node && !whole) {
+        why = address.text() +
+              " tells this gateway no node record: the gateway's api_key is not its admin key";
+      } else if (!record) {
         why = address.text() + " is not a cluster node (its /healthz names no node id)";
       } else {
         id = record->id;

@@ -1,7 +1,7 @@
 // A gateway's view of the nodes: who they are, where they answer, their load. Read from etcd
 // (the records nodes keep there under a lease) or, without etcd, from a fixed list of addresses
-// whose GET /healthz says the rest; refreshed every `interval`. Nothing here is authoritative:
-// a node's own answer is.
+// whose GET /healthz says the rest to the admin key; refreshed every `interval`. Nothing here is
+// authoritative: a node's own answer is.
 #pragma once
 
 #include <map>
@@ -36,6 +36,8 @@ class Members {
   struct Options {
     std::vector<HostPort> nodes;  // fixed addresses (no etcd)
     Etcd* etcd = nullptr;         // else the records under `prefix`nodes/
+    // The admin key, with which fixed nodes are asked: a node tells its record to it alone.
+    std::string api_key;
     std::string prefix = "/sandstream/";
     SteadyClock::duration interval = std::chrono::seconds(1);
   };

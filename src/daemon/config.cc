@@ -191,6 +191,12 @@ void ValidateCluster(const Config& c, std::vector<std::string>& problems) {
   if (c.role == "gateway" && etcd && nodes && etcd->empty() && nodes->empty()) {
     problems.push_back("a gateway needs etcd or gateway_nodes to find its nodes");
   }
+  if (c.role == "gateway" && etcd && nodes && etcd->empty() && !nodes->empty() &&
+      c.api_key.empty()) {
+    problems.push_back(
+        "a gateway with gateway_nodes needs api_key (the admin key): a node tells its record "
+        "(load, templates) at GET /healthz to the admin only");
+  }
   if (c.role == "node" && etcd && !etcd->empty() && c.node_id.empty()) {
     problems.push_back("a node that registers in etcd needs a node_id");
   }

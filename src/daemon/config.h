@@ -73,7 +73,7 @@ struct Config {
   std::string advertise;                     // host:port gateways reach this node's API at (default: listen)
   std::string etcd;                          // etcd endpoints, comma-separated http://host:port: nodes register there under a lease, gateways read who is up (empty: no etcd)
   std::string etcd_prefix = "/sandstream/";  // the keys of this cluster in etcd
-  std::string gateway_nodes;                 // a gateway without etcd: its nodes' host:port, comma-separated (each says its id and load at GET /healthz)
+  std::string gateway_nodes;                 // a gateway without etcd: its nodes' host:port, comma-separated (each says its id and load at GET /healthz, to the admin key: give the gateway api_key)
 };
 
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.

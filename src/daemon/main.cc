@@ -177,6 +177,7 @@ int RunGateway(const Config& config) {
   members_options.prefix = config.etcd_prefix;
   members_options.etcd = etcd.get();
   if (!etcd) members_options.nodes = *cluster::ParseEndpoints(config.gateway_nodes);
+  members_options.api_key = config.api_key;
   cluster::Members members(io.get_executor(), std::move(members_options));
   cluster::GatewayOptions options;
   options.preview_domain = config.preview_domain;

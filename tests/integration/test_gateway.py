@@ -1001,6 +1001,12 @@ def test_cluster_settings_are_checked_at_start(tmp_path: Path) -> None:
     assert r.returncode == 2 and "needs a node_id" in r.stderr, r.stderr
     r = start("--role", "gateway", "--etcd", "https://etcd:2379")
     assert r.returncode == 2 and "etcd:" in r.stderr, r.stderr
+    # Fixed nodes tell their records to the admin key alone: the gateway needs it.
+    r = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--role", "gateway", "--gateway-nodes",
+                        "127.0.0.1:1"], capture_output=True, text=True, timeout=30,
+                       env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2 and "gateway_nodes needs api_key" in r.stderr, r.stderr
+
 
 # A port server that answers `GET /slow` with a whole response, then, a moment later, a second
 # one the client never asked for; `GET /both` sends both at once. Its sw.js may widen a
@@ -1113,6 +1119,29 @@ def test_path_form_previews_run_in_an_opaque_origin(cluster: Cluster) -> None:
         assert r.headers.get_list("content-security-policy") == ["default-src 'self'"]
     finally:
         g.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_healthz_tells_node_records_to_the_admin_only(cluster: Cluster) -> None:
+    """A node's record (its address, every tenant's template names) and a gateway's view of
+    them are the admin's: without the key /healthz says who is up, nothing more."""
+    node = cluster.nodes["n1"]
+    bare = httpx.get(f"{node.url}/healthz", timeout=10)
+    assert bare.status_code == 200, bare.text
+    assert bare.json()["node"] == {"id": "n1"}, bare.text
+    assert f"{LAB_NET}." not in bare.text and "code-interpreter" not in bare.text, bare.text
+    told = httpx.get(f"{node.url}/healthz", headers=bearer(API_KEY), timeout=10).json()["node"]
+    assert told["id"] == "n1" and "base" in told["templates"] and told["address"], told
+    wrong = httpx.get(f"{node.url}/healthz", headers=bearer("not-the-key"), timeout=10)
+    assert wrong.json()["node"] == {"id": "n1"}, wrong.text
+    gw = cluster.gateways[0]
+    bare = httpx.get(f"{gw.url}/healthz", timeout=10)
+    assert bare.status_code == 200 and bare.json()["role"] == "gateway", bare.text
+    for n in bare.json()["nodes"]:
+        assert set(n) == {"id", "up"}, n
+    assert f"{LAB_NET}." not in bare.text and "code-interpreter" not in bare.text, bare.text
+    told = httpx.get(f"{gw.url}/healthz", headers=bearer(API_KEY), timeout=10).json()["nodes"]
+    n1 = next(n for n in told if n["id"] == "n1")
+    assert n1["address"] and "base" in n1["templates"] and "load" in n1, n1
 
 
 def test_signed_url_lookups_are_rate_limited_by_address(cluster: Cluster) -> None:
