@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 namespace sandstream::api {
 
@@ -12,10 +13,10 @@ bool PeerRate::Take(std::string_view peer, SteadyTime now) {
     b.refilled = now;
   };
   if (buckets_.size() >= prune_at_) {
-    std::erase_if(buckets_, [&](auto& entry) {
-      refill(entry.second);
-      return entry.second.tokens >= burst_;
-    });
+    for (auto it = buckets_.begin(); it != buckets_.end();) {
+      refill(it->second);
+      it = it->second.tokens >= burst_ ? buckets_.erase(it) : std::next(it);
+    }
     prune_at_ = std::max<size_t>(1024, 2 * buckets_.size());
   }
   auto it = buckets_.find(peer);
