@@ -1198,9 +1198,11 @@ def test_a_gateway_holds_max_connections(cluster: Cluster) -> None:
     assert wait_until(lambda: metric(gw, "sandstream_gateway_connections_open") == 1, 10, 0.1)
     held = []
     try:
+        # Kept open between requests (relayed to a node; a gateway's own answers, a list, end
+        # their connection).
         for _ in range(3):
             w = Wire(gw)
-            w.sock.sendall(w.send("GET", "/v1/sandboxes"))
+            w.sock.sendall(w.send("GET", "/v1/usage"))
             assert w.answer()[0] == 200
             held.append(w)
         extra = Wire(gw)
@@ -1210,7 +1212,7 @@ def test_a_gateway_holds_max_connections(cluster: Cluster) -> None:
         assert extra.closed()
         extra.sock.close()
         for w in held:
-            w.sock.sendall(w.send("GET", "/v1/sandboxes"))
+            w.sock.sendall(w.send("GET", "/v1/usage"))
             assert w.answer()[0] == 200
     finally:
         for w in held:
