@@ -71,9 +71,9 @@ void SetCredentialsInChild(uid_t uid, gid_t gid, const sock_fprog* seccomp, int 
 
 void SetRlimitsInChild(int64_t open_files, int report_fd) {
   const rlim_t nofile = static_cast<rlim_t>(open_files);
-  const struct rlimit files { nofile, nofile };
+  const struct rlimit files{nofile, nofile};
   if (::setrlimit(RLIMIT_NOFILE, &files) != 0) ReportAndExit(report_fd, "rlimit: NOFILE", errno);
-  const struct rlimit core { 0, 0 };
+  const struct rlimit core{0, 0};
   if (::setrlimit(RLIMIT_CORE, &core) != 0) ReportAndExit(report_fd, "rlimit: CORE", errno);
 }
 

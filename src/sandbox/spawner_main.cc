@@ -281,10 +281,11 @@ int Start() {
   ::prctl(PR_SET_NAME, "sandstream-keep", 0, 0, 0);
   if (const char* state = ::getenv(kKeeperStateEnv)) {
     // An upgrade: the session and fds 0-2 are as the keeper before left them; the exec as
-    // root gave it its bounding set, which that keeper had cut, and made it dumpable again.
+    // root gave it its bounding set, which that keeper had cut, as its capabilities (a keeper
+    // of an older build, whose securebits were locked, has none left: it keeps what it holds)
+    // and made it dumpable again.
     const int err = Resume(static_cast<int>(std::strtol(state, nullptr, 10)));
     if (err != 0) return err;
-    if (const int caps = KeepKeeperCapabilities(); caps != 0) return caps;
     return ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : errno;
   }
   // Out of the daemon's process group and session: a Ctrl-C or hang-up meant for a daemon run

@@ -657,6 +657,15 @@ TEST_F(SandboxPolicyTest, FillingTmpfsPastMemoryLeavesTheSandboxUsable) {
   EXPECT_EQ(RunIn(*sb, Command({"echo", "still here"})).output, "still here\n");
 }
 
+// The value of `field` in /proc/<pid>/status.
+std::string StatusField(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":\t", 0) == 0) return line.substr(field.size() + 2);
+  }
+  return "";
+}
+
 // Whether this process has `cap` in its effective set.
 bool HasCapability(int cap) {
   std::ifstream status("/proc/self/status");
@@ -741,6 +750,11 @@ TEST_F(SandboxPolicyTest, KeeperUpgradesInPlaceKeepingItsProcesses) {
   ASSERT_TRUE(upgraded.ok()) << upgraded.error().message;
   EXPECT_EQ(next.pid(), before[0]) << "the same process, a new executable";
   EXPECT_EQ(next.version(), kKeeperVersion);
+  // Its capabilities, which its children start from, survive the exec: Docker's set plus
+  // SYS_ADMIN (bit 21), no no_new_privs.
+  EXPECT_EQ(StatusField(before[0], "CapEff"), "00000000a82425fb");
+  EXPECT_EQ(StatusField(before[0], "CapBnd"), "00000000a82425fb");
+  EXPECT_EQ(StatusField(before[0], "NoNewPrivs"), "0");
 
   auto kept = RunBlocking(next.List());
   ASSERT_TRUE(kept.ok()) << kept.error().message;
