@@ -1,9 +1,8 @@
-// Dropping privileges in a child after clone()/setns(): only raw syscalls, no allocation.
+// Capabilities and credentials in the keeper and its children: only raw syscalls, no
+// allocation.
 #include "sandbox/caps.h"
 
-#include <grp.h>
-#include <linux/capability.h>
-#include <linux/securebits.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -14,38 +13,59 @@
 #include "sandbox/child_report.h"
 
 namespace sandstream::sandbox {
+namespace {
 
-void DropPrivilegesInChild(uid_t uid, gid_t gid, uint64_t keep_mask, int report_fd) {
+// Drops every capability outside `keep` from the bounding set (needs CAP_SETPCAP). 0 or errno.
+int CutBoundingSet(uint64_t keep) {
+  for (int cap = 0; cap <= 63; ++cap) {
+    if ((keep & CapBit(cap)) != 0) continue;
+    // EINVAL: past the kernel's last capability.
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return errno;
+  }
+  return 0;
+}
+
+// Permitted and effective = `set`, inheritable empty. 0 or errno.
+int SetCapabilities(uint64_t set) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  data[0].effective = data[0].permitted = static_cast<uint32_t>(set);
+  data[1].effective = data[1].permitted = static_cast<uint32_t>(set >> 32);
+  return ::syscall(SYS_capset, &header, data) == 0 ? 0 : errno;
+}
+
+}  // namespace
+
+int KeepKeeperCapabilities() {
+  if (const int err = CutBoundingSet(kKeeperCapabilities); err != 0) return err;
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) return errno;
+  return SetCapabilities(kKeeperCapabilities);
+}
+
+void SetCredentialsInChild(uid_t uid, gid_t gid, const sock_fprog* seccomp, int report_fd) {
   const gid_t groups[] = {gid};
   if (::syscall(SYS_setgroups, 1, groups) != 0) ReportAndExit(report_fd, "caps: setgroups", errno);
-  if (::syscall(SYS_setresgid, gid, gid, gid) != 0)
+  if (::syscall(SYS_setresgid, gid, gid, gid) != 0) {
     ReportAndExit(report_fd, "caps: setresgid", errno);
-  // Keep capabilities across the uid switch so the sets can be cut exactly below; without
-  // NOROOT an exec as uid 0 would regain the full set.
-  const unsigned long bits = SECBIT_KEEP_CAPS | SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
-                             SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
-                             SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-  if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) {
-    ReportAndExit(report_fd, "caps: securebits", errno);
   }
-  if (::syscall(SYS_setresuid, uid, uid, uid) != 0)
-    ReportAndExit(report_fd, "caps: setresuid", errno);
-  for (int cap = 0; cap <= 63; ++cap) {
-    if (keep_mask & (uint64_t{1} << cap)) continue;
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
-      ReportAndExit(report_fd, "caps: drop bounding set", errno);
-    }
+  if (const int err = CutBoundingSet(kRootCapabilities); err != 0) {
+    ReportAndExit(report_fd, "caps: drop bounding set", err);
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
     ReportAndExit(report_fd, "caps: clear ambient set", errno);
   }
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  data[0].effective = data[0].permitted = static_cast<uint32_t>(keep_mask);
-  data[1].effective = data[1].permitted = static_cast<uint32_t>(keep_mask >> 32);
-  if (::syscall(SYS_capset, &header, data) != 0) ReportAndExit(report_fd, "caps: capset", errno);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-    ReportAndExit(report_fd, "caps: no_new_privs", errno);
+  // With CAP_SYS_ADMIN the filter needs no no_new_privs, which would make setuid binaries
+  // (sudo, su) run without their privileges. Everything below is allowed by it.
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, seccomp, 0, 0) != 0) {
+    ReportAndExit(report_fd, "seccomp: load", errno);
+  }
+  // Securebits are the defaults: leaving uid 0 clears the permitted and effective sets, and an
+  // execve as uid 0 grants the bounding set, as everywhere.
+  if (::syscall(SYS_setresuid, uid, uid, uid) != 0) {
+    ReportAndExit(report_fd, "caps: setresuid", errno);
+  }
+  if (const int err = SetCapabilities(uid == 0 ? kRootCapabilities : 0); err != 0) {
+    ReportAndExit(report_fd, "caps: capset", err);
   }
 }
 

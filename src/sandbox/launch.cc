@@ -4,10 +4,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/close_range.h>
-#include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -102,11 +100,8 @@ void RunProcessInChild(const LaunchSpec& l) {
   if (oom < 0 || ::write(oom, "500", 3) != 3) ReportAndExit(report, "oom_score_adj", errno);
   ::close(oom);
   SetRlimitsInChild(l.open_files, report);
-  DropPrivilegesInChild(l.uid, l.gid, 0, report);
+  SetCredentialsInChild(l.uid, l.gid, l.seccomp, report);
   if (::chdir(l.cwd) != 0) ReportAndExit(report, "chdir", errno);
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, l.seccomp, 0, 0) != 0) {
-    ReportAndExit(report, "seccomp: load", errno);
-  }
 
   const int err = ExecSearching(l);
   // "execve <argv[0]>", cut to what a report carries.

@@ -28,8 +28,9 @@ struct LaunchSpec {
 };
 
 // In the new process, inside the sandbox's namespaces and cgroups, still root of its user
-// namespace: new session or process group, default signals, stdio, rlimits, credentials,
-// cwd, seccomp, execve. Reports the failed step on `report_fd` and exits 127.
+// namespace with the keeper's capabilities: new session or process group, default signals,
+// stdio, rlimits, credentials and seccomp (caps.h), cwd, execve. Reports the failed step on
+// `report_fd` and exits 127.
 [[noreturn]] void RunProcessInChild(const LaunchSpec& l);
 
 }  // namespace sandstream::sandbox

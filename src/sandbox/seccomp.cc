@@ -15,7 +15,8 @@
 namespace sandstream::sandbox {
 namespace {
 
-// Denied with EPERM for every sandbox.
+// Denied with EPERM for every sandbox. chroot is not: root holds CAP_SYS_CHROOT as under
+// Docker (package scripts, debootstrap), and a chroot cannot leave the sandbox's own root.
 constexpr const char* kDenied[] = {
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
     "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "ptrace",
@@ -23,7 +24,7 @@ constexpr const char* kDenied[] = {
     "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
     "setns", "open_by_handle_at", "name_to_handle_at", "reboot", "swapon", "swapoff", "acct",
     "syslog", "quotactl", "iopl", "ioperm", "settimeofday", "clock_settime", "clock_adjtime",
-    "adjtimex", "lookup_dcookie", "vhangup", "chroot",
+    "adjtimex", "lookup_dcookie", "vhangup",
     // A kernel attack surface of its own, and work done outside the caller's seccomp filter.
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     "modify_ldt", "pidfd_getfd", "kcmp", "process_madvise",

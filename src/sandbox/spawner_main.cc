@@ -280,8 +280,10 @@ int Start() {
   // Exec'd from a memfd, the command name would read "memfd:sandstrea" in ps.
   ::prctl(PR_SET_NAME, "sandstream-keep", 0, 0, 0);
   if (const char* state = ::getenv(kKeeperStateEnv)) {
-    // An upgrade: the session, fds 0-2 and the capabilities are as the keeper before left
-    // them; the exec made it dumpable again.
+    // An upgrade: the session and fds 0-2 are as the keeper before left them; the exec as
+    // root gave it its bounding set, which that keeper had cut, as its capabilities (a keeper
+    // of an older build, whose securebits were locked, has none left: it keeps what it holds)
+    // and made it dumpable again.
     const int err = Resume(static_cast<int>(std::strtol(state, nullptr, 10)));
     if (err != 0) return err;
     return ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : errno;
@@ -296,12 +298,11 @@ int Start() {
     if (::dup2(null, fd) < 0) return errno;
   }
   if (null > 2) ::close(null);
-  // Children need these to switch uid and drop their own sets; the rest goes now. A failure
-  // here reaches nobody (no report pipe): the daemon sees the socket close before "ready".
-  const uint64_t keep =
-      (uint64_t{1} << CAP_SETUID) | (uint64_t{1} << CAP_SETGID) | (uint64_t{1} << CAP_SETPCAP);
-  DropPrivilegesInChild(0, 0, keep, -1);
-  // After every credential change, which would clear it.
+  // What its children start from; the rest goes now. No no_new_privs and no securebits, which
+  // the children would inherit for good.
+  if (const int err = KeepKeeperCapabilities(); err != 0) return err;
+  // After every credential change, which would clear it. Nothing of the same uid in the sandbox
+  // may reach it through /proc (which it cannot see anyway: it is outside the pid namespace).
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return errno;
   return 0;
 }
@@ -361,8 +362,12 @@ void Spawn(ssize_t len, const int* fds, size_t fd_count, bool fds_ok) {
 }
 
 // A file writer's child: copies `from` (a pipe) to `to` until EOF, then exits 0; or exits with
-// the errno that stopped it. It keeps nothing else of the keeper's.
+// the errno that stopped it. It keeps nothing else of the keeper's, no capability either: it is
+// in the sandbox's pid namespace, without a seccomp filter.
 [[noreturn]] void CopyInChild(int from, int to) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct no_caps[2] = {};
+  if (::syscall(SYS_capset, &header, no_caps) != 0) ::_exit(errno & 0xff);
   const int low = from < to ? from : to;
   const int high = from < to ? to : from;
   if (low > 0) (void)::syscall(SYS_close_range, 0u, static_cast<unsigned>(low - 1), 0u);

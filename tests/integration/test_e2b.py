@@ -197,7 +197,6 @@ def test_envs_cwd_and_user(sbx: Sandbox) -> None:
     assert sbx.commands.run('pwd; echo "$HOME"').stdout == f"{HOME}\n{HOME}\n"
     assert sbx.commands.run("whoami; id -u").stdout == "user\n1000\n"
     assert sbx.commands.run("whoami; id -u", user="root").stdout == "root\n0\n"
-    # (sandstream's root has no capabilities: it writes where root may, /tmp here.)
     sbx.commands.run("touch /tmp/by-root", user="root")
     sbx.commands.run("touch /tmp/by-user")
     owners = sbx.commands.run("stat -c %U /tmp/by-root /tmp/by-user").stdout

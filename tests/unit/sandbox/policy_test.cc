@@ -176,6 +176,40 @@ std::string SyscallErrno(int nr) {
   return Perl("$r = syscall(" + std::to_string(nr) + ", 0, 0, 0, 0, 0); print $r, \" \", $!+0");
 }
 
+// Raw and packet sockets, a privileged port, an interface's flags (NET_ADMIN), the hostname
+// (SYS_ADMIN): each line says 0 or the errno.
+constexpr const char* kNetworkProbe = R"(import fcntl, socket, struct
+def attempt(name, f):
+    try:
+        f()
+        print(name, 0)
+    except OSError as e:
+        print(name, e.errno)
+attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("packet", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+attempt("bind80", lambda: socket.socket().bind(("127.0.0.1", 80)))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags = fcntl.ioctl(s, 0x8913, struct.pack("16sh", b"lo", 0) + bytes(22))
+attempt("ifflags", lambda: fcntl.ioctl(s, 0x8914, flags))
+attempt("sethostname", lambda: socket.sethostname("other"))
+)";
+
+// A block device (the host's first disk) and /dev/mem: "unusable" when neither can be made
+// and opened.
+constexpr const char* kDeviceProbe = R"(import os, stat
+usable = []
+devices = (("blk", stat.S_IFBLK, os.makedev(8, 0)), ("mem", stat.S_IFCHR, os.makedev(1, 1)))
+for name, kind, dev in devices:
+    path = "/tmp/" + name
+    try:
+        os.mknod(path, kind | 0o600, dev)
+        os.close(os.open(path, os.O_RDONLY))
+        usable.append(name)
+    except OSError:
+        pass
+print("usable: " + " ".join(usable) if usable else "unusable")
+)";
+
 std::vector<PolicyCase> Table(const std::string& marker, const std::string& state_dir,
                               int host_port) {
   Limits small;
@@ -188,12 +222,83 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
       {"runs_as_user_1000", {}, false, Shell("id -u; id -un; echo $(pwd)"), 0,
        "1000\nuser\n/workspace\n", false},
       {"root_on_request", {}, false, Shell("id -u; id -un", true), 0, "0\nroot\n", false},
-      {"no_capabilities", {}, false, Shell("grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status", true),
-       0, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
-          "CapAmb:\t0000000000000000\n", false},
-      {"no_new_privs_and_seccomp", {}, false,
+      // Docker's default set, 0xa80425fb: CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID
+      // SETPCAP NET_BIND_SERVICE NET_RAW SYS_CHROOT MKNOD AUDIT_WRITE SETFCAP.
+      {"root_holds_dockers_capabilities", {}, false,
+       Shell("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status", true), 0,
+       "CapInh:\t0000000000000000\nCapPrm:\t00000000a80425fb\nCapEff:\t00000000a80425fb\n"
+       "CapBnd:\t00000000a80425fb\nCapAmb:\t0000000000000000\n", false},
+      {"user_holds_none", {}, false, Shell("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status"),
+       0, "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+          "CapBnd:\t00000000a80425fb\nCapAmb:\t0000000000000000\n", false},
+      {"seccomp_without_no_new_privs", {}, false,
        Shell("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"), 0,
-       "NoNewPrivs:\t1\nSeccomp:\t2\n", false},
+       "NoNewPrivs:\t0\nSeccomp:\t2\n", false},
+      {"seccomp_without_no_new_privs_for_root", {}, false,
+       Shell("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status", true), 0,
+       "NoNewPrivs:\t0\nSeccomp:\t2\n", false},
+      // CHOWN, FOWNER (chmod of another's file), DAC_OVERRIDE (reading it), SYS_CHROOT.
+      {"root_uses_its_capabilities", {}, false,
+       Shell("touch /tmp/f && chown 1234:4321 /tmp/f && stat -c %u:%g /tmp/f && "
+             "echo secret > /tmp/s && chown 1000:1000 /tmp/s && chmod 600 /tmp/s && cat /tmp/s && "
+             "chroot / true && echo chroot",
+             true),
+       0, "1234:4321\nsecret\nchroot\n", false},
+      // SETGID and SETUID: root becomes nobody, which has nothing left.
+      {"root_switches_user_and_loses_everything", {}, false,
+       Command({"python3", "-c",
+                "import os\nos.setgroups([65534]); os.setgid(65534); os.setuid(65534)\n"
+                "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+                "print(os.getuid(), os.getgid(), os.getgroups(), caps)"},
+               true),
+       0, "65534 65534 [65534] ['0000000000000000', '0000000000000000', '0000000000000000', "
+          "'00000000a80425fb', '0000000000000000']\n", false},
+      {"user_cannot_chown_or_switch", {}, false,
+       Shell("chown 0 /workspace 2>/dev/null || echo chown refused; "
+             "chroot / true 2>/dev/null || echo chroot refused; "
+             "python3 -c 'import os; os.setuid(0)' 2>&1 | tail -1"),
+       0, "chown refused\nchroot refused\nPermissionError: [Errno 1] Operation not permitted\n",
+       false},
+      // NET_RAW and NET_BIND_SERVICE in its own network namespace; never NET_ADMIN, SYS_ADMIN.
+      {"root_network_capabilities_are_its_namespaces", {}, false,
+       Command({"python3", "-c", std::string(kNetworkProbe)}, true), 0,
+       "raw 0\npacket 0\nbind80 0\nifflags 1\nsethostname 1\n", false},
+      {"user_network_capabilities_are_none", {}, false,
+       Command({"python3", "-c", std::string(kNetworkProbe)}), 0,
+       "raw 1\npacket 1\nbind80 13\nifflags 1\nsethostname 1\n", false},
+      // MKNOD in a user namespace makes no usable device: refused at mknod or at open.
+      {"root_makes_no_usable_device", {}, false,
+       Command({"python3", "-c", std::string(kDeviceProbe)}, true), 0, "unusable\n", false},
+      // Every mount API call, as root: mount, umount2, pivot_root, fsopen, fsconfig, fsmount,
+      // fspick, open_tree, move_mount, mount_setattr.
+      {"root_mount_api_denied", {}, false,
+       Shell(Perl("print join(\" \", map { syscall($_, 0, 0, 0, 0, 0) . \"/\" . ($!+0) } "
+                  "(165, 166, 155, 430, 431, 432, 433, 428, 429, 442))"),
+             true),
+       0, "-1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1", false},
+      {"root_cannot_remount_read_only_binds", {}, false,
+       Shell("mount -o remount,rw /usr 2>/dev/null || mount -o remount,bind,rw /usr 2>/dev/null "
+             "|| echo refused; touch /usr/sandstream-x 2>&1 | grep -c Read-only",
+             true),
+       0, "refused\n1\n", false},
+      // unshare(CLONE_NEWUSER), unshare(CLONE_NEWNS), clone(CLONE_NEWUSER), setns, as root.
+      {"root_namespaces_denied", {}, false,
+       Shell(Perl("sub e { return $_[0] . \"/\" . ($!+0) } print join(\" \", "
+                  "e(syscall(272, 0x10000000)), e(syscall(272, 0x20000)), "
+                  "e(syscall(56, 0x10000011, 0, 0, 0, 0)), e(syscall(308, 0, 0)))"),
+             true),
+       0, "-1/1 -1/1 -1/1 -1/1", false},
+      // Out of its cgroup: no cgroupfs to write to, none to mount, and it stays where it was.
+      {"root_cgroup_escape_refused", {}, false,
+       Shell("before=$(cat /proc/self/cgroup); mkdir -p /tmp/cg; "
+             "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/../cgroup.procs "
+             "/sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/*/../cgroup.procs; do "
+             "echo $$ 2>/dev/null > $f && echo moved: $f; done; "
+             "mount -t cgroup2 none /tmp/cg 2>/dev/null && echo mounted v2; "
+             "mount -t cgroup -o pids none /tmp/cg 2>/dev/null && echo mounted v1; "
+             "[ \"$(cat /proc/self/cgroup)\" = \"$before\" ] && echo same",
+             true),
+       0, "same\n", false},
       {"rlimits", small, false, Shell("ulimit -n; ulimit -c"), 0, "321\n0\n", false},
       {"host_files_absent", {}, false,
        // /home is the sandbox's own, holding only the user's empty home.
@@ -552,6 +657,15 @@ TEST_F(SandboxPolicyTest, FillingTmpfsPastMemoryLeavesTheSandboxUsable) {
   EXPECT_EQ(RunIn(*sb, Command({"echo", "still here"})).output, "still here\n");
 }
 
+// The value of `field` in /proc/<pid>/status.
+std::string StatusField(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":\t", 0) == 0) return line.substr(field.size() + 2);
+  }
+  return "";
+}
+
 // Whether this process has `cap` in its effective set.
 bool HasCapability(int cap) {
   std::ifstream status("/proc/self/status");
@@ -636,6 +750,11 @@ TEST_F(SandboxPolicyTest, KeeperUpgradesInPlaceKeepingItsProcesses) {
   ASSERT_TRUE(upgraded.ok()) << upgraded.error().message;
   EXPECT_EQ(next.pid(), before[0]) << "the same process, a new executable";
   EXPECT_EQ(next.version(), kKeeperVersion);
+  // Its capabilities, which its children start from, survive the exec: Docker's set plus
+  // SYS_ADMIN (bit 21), no no_new_privs.
+  EXPECT_EQ(StatusField(before[0], "CapEff"), "00000000a82425fb");
+  EXPECT_EQ(StatusField(before[0], "CapBnd"), "00000000a82425fb");
+  EXPECT_EQ(StatusField(before[0], "NoNewPrivs"), "0");
 
   auto kept = RunBlocking(next.List());
   ASSERT_TRUE(kept.ok()) << kept.error().message;
@@ -665,6 +784,47 @@ TEST_F(SandboxPolicyTest, SpawnerIsInvisibleInsideAndReplacedAfterAKill) {
   ASSERT_EQ(second.size(), 1u);
   EXPECT_NE(second[0], first[0]);
   EXPECT_EQ(RunIn(*sb, Command({"id", "-u"})).output, "1000\n");
+}
+
+// Root of the sandbox holds KILL, DAC_OVERRIDE and SETUID over its own user namespace: the
+// keeper (outside the pid namespace) is out of sight, and PID 1 (inside, same uid, not dumpable)
+// cannot be traced or read through /proc. Each line: an errno, or whether a path exists.
+TEST_F(SandboxPolicyTest, KeeperAndInitAreOutOfRootsReach) {
+  SandboxSpec spec;
+  spec.id = UniqueId("reach");
+  auto sb = Make(spec);
+  ASSERT_NE(sb, nullptr);
+  ASSERT_EQ(RunIn(*sb, Command({"true"})).exit, 0);
+  const auto keeper = CgroupTasksNamed(spec.id, "sandstream-keep");
+  ASSERT_EQ(keeper.size(), 1u);
+  const std::string probe =
+      "import ctypes, os\n"
+      "libc = ctypes.CDLL(None, use_errno=True)\n"
+      "def errno_of(f):\n"
+      "    try:\n"
+      "        f()\n"
+      "        return 0\n"
+      "    except OSError as e:\n"
+      "        return e.errno\n"
+      "keeper = " + std::to_string(keeper[0]) + "\n"
+      "print('kill keeper', errno_of(lambda: os.kill(keeper, 0)))\n"
+      "print('keeper in /proc', os.path.exists('/proc/%d' % keeper))\n"
+      "print('ptrace init', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"
+      "print('init mem', errno_of(lambda: open('/proc/1/mem', 'rb')))\n"
+      "print('init environ', errno_of(lambda: open('/proc/1/environ', 'rb')))\n"
+      "print('init fd', errno_of(lambda: os.readlink('/proc/1/fd/3')))\n"
+      "print('init root', errno_of(lambda: os.listdir('/proc/1/root/')))\n";
+  const RunResult r = RunIn(*sb, Command({"python3", "-c", probe}, true));
+  EXPECT_EQ(r.exit, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "kill keeper 3\nkeeper in /proc False\nptrace init -1 1\ninit mem 13\n"
+            "init environ 13\ninit fd 13\ninit root 13\n");
+  // KILL to everything root may signal reaches neither PID 1 nor the keeper.
+  EXPECT_EQ(RunIn(*sb, Shell("kill -KILL -1; true", true)).exit, 0);
+  EXPECT_EQ(::kill(keeper[0], 0), 0) << "the keeper is gone";
+  EXPECT_FALSE(sb->Ended());
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
+  EXPECT_EQ(CgroupTasksNamed(spec.id, "sandstream-keep"), keeper);
 }
 
 TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {
