@@ -10,6 +10,7 @@
 
 #include "base/ids.h"
 #include "base/log.h"
+#include "net/egress.h"
 #include "net/policy.h"
 #include "platform/signals.h"
 #include "process/await_op.h"
@@ -293,9 +294,14 @@ asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
   const bool shareable = credentials.username.empty() && credentials.password.empty();
   // Made on the image thread: libcurl's first use sets up TLS, which is no work for the loop.
   ImageJob job = [image = std::move(image), credentials = std::move(credentials),
-                  policy = std::move(policy)](image::Store& store,
-                                              const image::Progress& report) {
-    image::Registry registry(image, credentials, policy);
+                  policy = std::move(policy)](image::Store& store, const image::Progress& report) {
+    // The node's addresses as they are now (read here, off the loop): a registry whose name
+    // resolves to one of them would reach the node's own services.
+    image::RegistryPolicy guarded = policy;
+    guarded.public_address = [own = net::HostOwnAddresses()](std::string_view ip) {
+      return net::IsRegistryAddress(ip, own);
+    };
+    image::Registry registry(image, credentials, guarded);
     return store.Pull(registry, report);
   };
   const std::string made_name = name, made_tenant = tenant;
