@@ -484,7 +484,7 @@ TEST_F(StoreTest, ImportsAnOciLayoutAndSharesLayersBetweenImages) {
   steps.clear();
   auto b = ImportArchive(test::OciArchive(t.config_b, {t.base, t.b}), &steps);
   ASSERT_TRUE(b) << b.error().message;
-  // The base was there: neither verified nor unpacked again.
+  // The base was there: checked against its diff_id, not unpacked again.
   EXPECT_EQ(std::count(steps.begin(), steps.end(), "unpack " + t.base.digest), 0);
   EXPECT_EQ(std::count(steps.begin(), steps.end(), "done " + t.base.digest), 1);
   EXPECT_EQ(Lstat(fs::path(store_->LayerPath(t.base.diff_id)) / "etc/os-release").st_ino, shared);
@@ -505,6 +505,33 @@ TEST_F(StoreTest, ImportsAnOciLayoutAndSharesLayersBetweenImages) {
   EXPECT_EQ(Contents().size(), 4u);  // two layers, two blobs, nothing in tmp/
   ASSERT_TRUE(store_->Collect({}));
   EXPECT_EQ(Contents(), std::vector<std::string>{});
+}
+
+// A config that names a stored layer's diff_id gets it only with a blob that unpacks to it.
+TEST_F(StoreTest, AStoredLayerIsReusedOnlyForABlobThatHoldsIt) {
+  TwoImages t;
+  const Layer decoy = MakeLayer(Tar().File("decoy", "x").Finish(), Compression::kGzip);
+  const std::string claims = test::ConfigJson({t.base.diff_id});
+  for (bool stored : {false, true}) {
+    for (const std::string& archive :
+         {test::OciArchive(claims, {decoy}), test::DockerSaveArchive(claims, {decoy}, {"d:1"})}) {
+      auto r = ImportArchive(archive);
+      ASSERT_FALSE(r) << "stored: " << stored;
+      EXPECT_EQ(r.error().code, ErrorCode::kInvalidRequest);
+      EXPECT_NE(r.error().message.find("diff_id mismatch"), std::string::npos) << r.error().message;
+    }
+    if (!stored) {
+      ASSERT_TRUE(ImportArchive(test::OciArchive(t.config_a, {t.base, t.a})));
+    }
+  }
+  // Its own blob, compressed another way, is verified and shares the stored layer.
+  std::vector<std::string> steps;
+  const Layer other = MakeLayer(t.base.tar, Compression::kZstd);
+  auto again = ImportArchive(test::OciArchive(claims, {other}), &steps);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->layers[0].digest, other.digest);
+  EXPECT_EQ(std::count(steps.begin(), steps.end(), "unpack " + other.digest), 0);
+  EXPECT_NE(std::find(steps.begin(), steps.end(), "verify " + other.digest), steps.end());
 }
 
 TEST_F(StoreTest, PicksLinuxAmd64FromANestedIndex) {
