@@ -96,9 +96,11 @@ class Store {
   // (char 0:0) and opaque directories (user.overlay.opaque or trusted.overlay.opaque "y") stay
   // what they are; owners shift: host id uid_base + k (k < uid_count) is stored as k, any other
   // as 65534. Sockets are left out; device nodes and names starting ".wh." are refused. The
-  // returned digest is the diff_id (the tar is not compressed, and not kept).
-  Result<LayerRef> LayerFromDirectory(const std::string& dir, uint32_t uid_base,
-                                      uint32_t uid_count);
+  // returned digest is the diff_id (the tar is not compressed, and not kept). A sparse file's
+  // holes stay holes in the layer, but its full size counts: files of more than
+  // `max_file_bytes` in all (the sandbox's disk) are kPayloadTooLarge.
+  Result<LayerRef> LayerFromDirectory(const std::string& dir, uint32_t uid_base, uint32_t uid_count,
+                                      uint64_t max_file_bytes = UINT64_MAX);
 
   // The unpacked layer's directory ("" for a malformed diff_id).
   std::string LayerPath(std::string_view diff_id) const;

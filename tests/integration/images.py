@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 # What the tests run inside: a shell and the tools they read the root with.
 BINARIES = ["/bin/sh", "/bin/cat", "/bin/ls", "/usr/bin/id", "/usr/bin/stat", "/bin/touch",
-            "/bin/echo", "/usr/bin/env", "/bin/rm", "/bin/pwd", "/usr/bin/sleep", "/bin/mkdir"]
+            "/bin/echo", "/usr/bin/env", "/bin/rm", "/bin/pwd", "/usr/bin/sleep", "/bin/mkdir",
+            "/usr/bin/truncate"]
 
 
 def _libraries(paths: list[str]) -> list[str]:
