@@ -48,6 +48,8 @@ const Field kFields[] = {
     {"registry_allow", &Config::registry_allow},
     {"registry_plain_http", &Config::registry_plain_http},
     {"registry_private_hosts", &Config::registry_private_hosts},
+    {"pull_timeout_seconds", &Config::pull_timeout_seconds},
+    {"image_workers", &Config::image_workers},
     {"exec_default_timeout_seconds", &Config::exec_default_timeout_seconds},
     {"max_timeout_seconds", &Config::max_timeout_seconds},
     {"exec_output_limit_bytes", &Config::exec_output_limit_bytes},
@@ -255,6 +257,10 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
   }
   if (c.exec_default_timeout_seconds < 0) problems.push_back("exec_default_timeout_seconds must not be negative");
   if (c.max_timeout_seconds <= 0) problems.push_back("max_timeout_seconds must be greater than 0");
+  if (c.pull_timeout_seconds <= 0 || c.pull_timeout_seconds > 604800) {
+    problems.push_back("pull_timeout_seconds must be greater than 0 and at most 604800");
+  }
+  if (c.image_workers > 64) problems.push_back("image_workers must be at most 64");
   if (c.resume_grace_seconds < 0 || c.resume_grace_seconds > 86400) {
     problems.push_back("resume_grace_seconds must be between 0 and 86400");
   }

@@ -28,6 +28,10 @@ struct Config {
   std::string registry_allow;                // the only registries templates are pulled from, comma-separated host[:port] (empty: any; docker.io for Docker Hub)
   std::string registry_plain_http;           // registries pulled from over plain HTTP, comma-separated host[:port] (a host alone: any port); they may be on any address
   std::string registry_private_hosts;        // registries pulled from over HTTPS although on loopback, private or link-local addresses, comma-separated host[:port] (others: public addresses only)
+  double pull_timeout_seconds =
+      1800;  // a template pull that takes longer fails (besides the 60 s stall limit)
+  int64_t image_workers =
+      4;  // imports, pulls and snapshots made at once: one per tenant at a time, tenants in turn
   double exec_default_timeout_seconds = 600; // total timeout of exec and exec/stream when the request sets none (0: none)
   double max_timeout_seconds = 604800;       // largest timeout a request may ask for
   int64_t exec_output_limit_bytes = 10 << 20;// buffered exec keeps at most this much of stdout and of stderr

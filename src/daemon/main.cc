@@ -111,6 +111,8 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.registry_allow = RegistryHosts(c.registry_allow);
   o.registry_plain_http = RegistryHosts(c.registry_plain_http);
   o.registry_private_hosts = RegistryHosts(c.registry_private_hosts);
+  o.pull_timeout_seconds = c.pull_timeout_seconds;
+  o.image_workers = static_cast<size_t>(c.image_workers);
   return o;
 }
 

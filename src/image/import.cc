@@ -84,7 +84,34 @@ Result<std::string> Import::Unpack(int fd, uint64_t offset, uint64_t length,
   return blob.Digest();
 }
 
+Result<std::string> Import::Verify(int fd, uint64_t offset, uint64_t length,
+                                   const LayerSpec& spec) {
+  const std::string& shown = spec.digest.empty() ? spec.diff_id : spec.digest;
+  FileSource file(fd, offset, length, spec.what);
+  ProgressSource progress(file, [&](uint64_t done) { Report("verify", shown, done, length); });
+  HashingSource blob(progress);
+  auto plain = Decompress(blob, spec.compression, spec.what);
+  HashingSource uncompressed(*plain);
+  BudgetSource budgeted(uncompressed, budget_, spec.what);
+  if (auto ok = Drain(budgeted); !ok) return std::move(ok).error();
+  if (!spec.digest.empty() && blob.Digest() != spec.digest) {
+    return Error{ErrorCode::kInvalidRequest, spec.what + ": the blob changed while it was read"};
+  }
+  if (uncompressed.Digest() != spec.diff_id) {
+    return Error{ErrorCode::kInvalidRequest,
+                 spec.what + ": diff_id mismatch: the layer unpacks to " + uncompressed.Digest() +
+                     ", the image's config says " + spec.diff_id};
+  }
+  return blob.Digest();
+}
+
 std::optional<LayerRef> Import::Reuse(const LayerSpec& spec, uint64_t size) {
+  if (spec.registry.empty() || spec.digest.empty()) return std::nullopt;
+  const std::string name = Store::PulledName(spec.registry, spec.digest);
+  const auto here = pulled_.find(name);
+  const bool proven = here != pulled_.end() ? here->second == spec.diff_id
+                                            : store_.PulledLayer(name) == spec.diff_id;
+  if (!proven) return std::nullopt;
   const bool ready = ready_.count(spec.diff_id) != 0;
   if (!ready) pins_.push_back(spec.diff_id);
   if (!ready && !store_.PinLayer(spec.diff_id)) return std::nullopt;
@@ -109,30 +136,46 @@ Result<LayerRef> Import::Layer(int fd, uint64_t offset, uint64_t length, const L
   const bool ready = ready_.count(spec.diff_id) != 0;
   if (!ready) pins_.push_back(spec.diff_id);
   if (ready || store_.PinLayer(spec.diff_id)) {
+    // Not unpacked again, but the blob must hold the layer: a config naming a stored diff_id
+    // proves nothing (and whether the store has one is then nobody's business either).
+    auto digest = Verify(fd, offset, length, spec);
+    if (!digest) return std::move(digest).error();
+    ref.digest = std::move(*digest);
     ready_.insert(spec.diff_id);
-    // A blob nothing names is named by its hash: an uncompressed one is its diff_id.
-    if (ref.digest.empty() && spec.compression == Compression::kNone) ref.digest = spec.diff_id;
-    if (ref.digest.empty()) {
-      auto digest = Hash(fd, offset, length, spec);
-      if (!digest) return std::move(digest).error();
-      ref.digest = std::move(*digest);
-    }
-    Report("done", ref.digest, length, length);
-    return ref;
+  } else {
+    auto staged = StagedTree::Make(store_, spec.what);
+    if (!staged) return std::move(staged).error();
+    auto digest = Unpack(fd, offset, length, spec, (*staged)->fd());
+    if (!digest) return std::move(digest).error();
+    ref.digest = std::move(*digest);
+    layers_.emplace_back(std::string(DigestHex(spec.diff_id)), std::move(*staged));
+    ready_.insert(spec.diff_id);
   }
-  auto staged = StagedTree::Make(store_, spec.what);
-  if (!staged) return std::move(staged).error();
-  auto digest = Unpack(fd, offset, length, spec, (*staged)->fd());
-  if (!digest) return std::move(digest).error();
-  ref.digest = std::move(*digest);
-  layers_.emplace_back(std::string(DigestHex(spec.diff_id)), std::move(*staged));
-  ready_.insert(spec.diff_id);
+  if (!spec.registry.empty()) {
+    pulled_.insert_or_assign(Store::PulledName(spec.registry, ref.digest), spec.diff_id);
+  }
   Report("done", ref.digest, length, length);
   return ref;
 }
 
+Result<void> Import::Place(int dir, const std::string& name, const std::string& content,
+                           const std::string& what) {
+  auto tree = StagedTree::Make(store_, what);
+  if (!tree) return std::move(tree).error();
+  UniqueFd fd(::openat((*tree)->fd(), "file", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd) return SysError(ErrorCode::kInternal, what + ": create", errno);
+  for (size_t done = 0; done < content.size();) {
+    const ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return SysError(ErrorCode::kInternal, what + ": write", errno);
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) return SysError(ErrorCode::kInternal, what + ": fsync", errno);
+  return (*tree)->Commit(dir, name, "file");
+}
+
 Result<void> Import::Commit() {
-  if (layers_.empty() && blobs_.empty()) return Ok{};
+  if (layers_.empty() && blobs_.empty() && pulled_.empty()) return Ok{};
   // Written through before anything is renamed into place: a crash leaves a layer whole or
   // in tmp/, never a torn one under its name.
   if (::syncfs(store_.tmp_.get()) != 0) return SysError(ErrorCode::kInternal, "syncfs", errno);
@@ -140,21 +183,15 @@ Result<void> Import::Commit() {
     if (auto ok = tree->Commit(store_.layers_.get(), hex); !ok) return ok;
   }
   for (const auto& [digest, content] : blobs_) {
-    auto tree = StagedTree::Make(store_, "blob " + digest);
-    if (!tree) return std::move(tree).error();
-    UniqueFd fd(::openat((*tree)->fd(), "blob", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd) return SysError(ErrorCode::kInternal, "blob " + digest + ": create", errno);
-    for (size_t done = 0; done < content.size();) {
-      const ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return SysError(ErrorCode::kInternal, "blob " + digest + ": write", errno);
-      done += static_cast<size_t>(n);
-    }
-    if (::fsync(fd.get()) != 0) return SysError(ErrorCode::kInternal, "blob fsync", errno);
-    if (auto ok = (*tree)->Commit(store_.blobs_.get(), std::string(DigestHex(digest)), "blob");
+    if (auto ok =
+            Place(store_.blobs_.get(), std::string(DigestHex(digest)), content, "blob " + digest);
         !ok) {
       return ok;
     }
+  }
+  // After the layers they name: a record never names a layer that is not in place.
+  for (const auto& [name, diff_id] : pulled_) {
+    if (auto ok = Place(store_.pulled_.get(), name, diff_id, "pulled " + diff_id); !ok) return ok;
   }
   return Ok{};
 }

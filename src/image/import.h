@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -43,7 +44,8 @@ struct LayerSpec {
   std::string digest;  // of the blob; "" when nothing names it (a docker save's layer.tar)
   std::string diff_id;
   Compression compression = Compression::kNone;
-  std::string what;  // how errors name the layer: "layer sha256:..."
+  std::string what;      // how errors name the layer: "layer sha256:..."
+  std::string registry;  // the registry (API host) a pull downloads it from; "" in an archive
 };
 
 class Import {
@@ -54,11 +56,15 @@ class Import {
   Import(const Import&) = delete;
   Import& operator=(const Import&) = delete;
 
-  // The layer `spec` names when the store (or this import) has it already, pinned for the
-  // import; nullopt when it must be read. For a source that can skip fetching its blob.
+  // The layer `spec` names, pinned for the import, when the store (or this import) has it and
+  // its registry served this blob for it before, verified (a pull's records, Commit writes
+  // them); nullopt when the blob must be fetched and read. A config that names a stored
+  // diff_id proves nothing: whoever knows a layer's diff_id must not get it this way.
   std::optional<LayerRef> Reuse(const LayerSpec& spec, uint64_t size);
   // Makes ready the layer whose blob is `length` bytes of `fd` at `offset`: checked, then
-  // unpacked into tmp/; nothing when the store or this import has it already.
+  // unpacked into tmp/. When the store or this import has it already it is not unpacked again,
+  // but the blob is still decompressed and hashed against the diff_id (an importer must hold
+  // the layer's content to get it).
   Result<LayerRef> Layer(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
   // A manifest or config to store with the layers.
   void Blob(std::string digest, std::string content) {
@@ -74,6 +80,11 @@ class Import {
   Result<std::string> Hash(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
   Result<std::string> Unpack(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec,
                              int root);
+  // The blob's digest, once its decompressed stream is found to hash to spec.diff_id.
+  Result<std::string> Verify(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
+  // A file of `content` staged, then renamed to `name` in `dir`.
+  Result<void> Place(int dir, const std::string& name, const std::string& content,
+                     const std::string& what);
 
   Store& store_;
   const Progress& progress_;
@@ -82,6 +93,7 @@ class Import {
   std::set<std::string> ready_;  // diff_ids in the store or staged
   std::vector<std::pair<std::string, std::unique_ptr<StagedTree>>> layers_;  // hex, tree
   std::vector<std::pair<std::string, std::string>> blobs_;                   // digest, content
+  std::map<std::string, std::string> pulled_;  // record name -> diff_id, verified here
 };
 
 // An image's documents, wherever they come from (an archive, a registry): the blob `d` names,

@@ -1,8 +1,11 @@
 // Store::Pull: an image from a registry. The documents come first (a tag's manifest or index,
 // the manifest it picks, the config), each checked against its digest; then each layer the
 // store does not have is downloaded to an unnamed file in tmp/ and imported as an archive's
-// would be. A layer the store has already is not downloaded at all: the config, which the
-// manifest's digest vouches for, names it by its diff_id.
+// would be. A layer the store has already is not downloaded only when the same registry
+// served the same blob for it before, verified (the store's pulled/ records): a config naming
+// a stored diff_id is no proof that its author has the layer. Scoped by registry: one that
+// holds the blob serves it only to who may read it, and one that never served it has not
+// shown that it has it.
 #include "image/import.h"
 #include "image/registry.h"
 #include "image/store.h"
@@ -47,6 +50,7 @@ Result<Image> Store::Pull(Registry& registry, const Progress& progress) {
     spec.digest = layer.digest;
     spec.compression = *LayerCompression(layer.media_type);
     spec.what = "layer " + layer.digest;
+    spec.registry = registry.reference().ApiHost();
     specs.push_back(std::move(spec));
   }
   const LayerSource layer = [&](Import& import, size_t i,

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <mutex>
 
 #include <boost/json.hpp>
@@ -220,6 +221,7 @@ bool HostListed(const std::vector<std::string>& entries, std::string_view host_p
 struct Registry::Http {
   CURL* curl = nullptr;
   const RegistryPolicy* policy = nullptr;
+  std::chrono::steady_clock::time_point deadline;  // of the whole pull
   bool private_ok = false;      // this transfer's host may be on any address
   std::string refused_address;  // the address the policy refused, if it did
   std::optional<Error> sink_error;
@@ -358,6 +360,9 @@ Registry::Registry(Reference ref, Credentials credentials, RegistryPolicy policy
       policy_(std::move(policy)),
       http_(std::make_unique<Http>()) {
   http_->policy = &policy_;
+  http_->deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(policy_.timeout_seconds));
 }
 
 Registry::~Registry() = default;
@@ -376,6 +381,14 @@ static Result<void> Send(Registry::Http& http, const std::string& url,
   auto parts = SplitUrl(url);
   if (!parts) return Error{ErrorCode::kBadGateway, what + ": " + parts.error().message};
   const RegistryPolicy& policy = *http.policy;
+  const auto overdue = [&] {
+    return Error{ErrorCode::kBadGateway,
+                 what + ": the pull took longer than pull_timeout_seconds (" +
+                     std::to_string(static_cast<int64_t>(policy.timeout_seconds)) + ")"};
+  };
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      http.deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return overdue();
   if (parts->scheme == "http") {
     if (!HostListed(policy.plain_http, parts->host_port)) {
       return Invalid(what + ": " + parts->host_port +
@@ -404,6 +417,7 @@ static Result<void> Send(Registry::Http& http, const std::string& url,
                    static_cast<long>(policy.connect_timeout_seconds * 1000));
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(policy.stall_seconds));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(left.count()));
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &http);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
@@ -413,6 +427,7 @@ static Result<void> Send(Registry::Http& http, const std::string& url,
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &http);
   curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
   curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &http);
+  const auto started = std::chrono::steady_clock::now();
   const CURLcode rc = curl_easy_perform(c);
   curl_slist_free_all(list);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http.status);
@@ -426,6 +441,11 @@ static Result<void> Send(Registry::Http& http, const std::string& url,
   }
   if (rc == CURLE_ABORTED_BY_CALLBACK && policy.stop && policy.stop->load()) {
     return Error{ErrorCode::kShuttingDown, what + ": sandstreamd is shutting down"};
+  }
+  // curl's own clock ends the transfer a moment before ours says the deadline has come.
+  if (rc == CURLE_OPERATION_TIMEDOUT &&
+      std::chrono::steady_clock::now() - started + std::chrono::milliseconds(100) >= left) {
+    return overdue();
   }
   return Error{ErrorCode::kBadGateway, what + ": " + curl_easy_strerror(rc)};
 }

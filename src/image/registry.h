@@ -57,6 +57,9 @@ struct RegistryPolicy {
   const std::atomic<bool>* stop = nullptr;
   double connect_timeout_seconds = 30;
   double stall_seconds = 60;  // a transfer that moves no byte for this long fails
+  // A pull (every request of it, from the first) that takes longer fails, however steadily
+  // its bytes come.
+  double timeout_seconds = 1800;
 };
 
 // Whether `host_port` ("host:port", or "host" for the scheme's port) is named by `entries`.

@@ -1,6 +1,7 @@
 // Store::LayerFromDirectory: a layer of a directory tree that a sandbox may still be changing.
 // The tree is walked in name order, never through a symlink, and written twice at once: as the
-// canonical tar that names the layer (hashed, not kept) and as the copy that becomes it.
+// canonical tar that names the layer (hashed, not kept) and as the copy that becomes it. A
+// sparse file's holes stay holes in the copy (the tar, as any tar, spells them out as zeros).
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sys/stat.h>
@@ -53,9 +54,15 @@ std::string Join(const std::string& dir, const std::string& name) {
 class Snapshot {
  public:
   Snapshot(int src, int dst, uint32_t uid_base, uint32_t uid_count, uint64_t max_entries,
-           Budget& budget)
-      : src_(src), dst_(dst), uid_base_(uid_base), uid_count_(uid_count),
-        max_entries_(max_entries), sink_(budget), tar_(sink_) {}
+           uint64_t max_file_bytes, Budget& budget)
+      : src_(src),
+        dst_(dst),
+        uid_base_(uid_base),
+        uid_count_(uid_count),
+        max_entries_(max_entries),
+        max_file_bytes_(max_file_bytes),
+        sink_(budget),
+        tar_(sink_) {}
 
   Result<void> Dir(const std::string& path);
   Result<void> Finish() { return tar_.Finish(); }
@@ -104,13 +111,17 @@ class Snapshot {
   Result<void> File(int sdir, int ddir, const std::string& path, const std::string& name);
   Result<void> Other(int sdir, int ddir, const std::string& dir, const std::string& name,
                      const struct stat& st);
+  // `size` bytes of `in` into the tar and into `out`, holes skipped in `out`.
+  Result<void> Copy(int in, int out, uint64_t size, const std::string& path);
 
   int src_;
   int dst_;
   uint32_t uid_base_;
   uint32_t uid_count_;
   uint64_t max_entries_;
+  uint64_t max_file_bytes_;
   uint64_t entries_ = 0;
+  uint64_t file_bytes_ = 0;  // the files' sizes so far, holes included
   HashSink sink_;
   TarWriter tar_;
   std::map<std::pair<dev_t, ino_t>, std::string> linked_;  // files with more links: first name
@@ -221,6 +232,13 @@ Result<void> Snapshot::File(int sdir, int ddir, const std::string& path, const s
   }
   TarEntry e = Header(path, EntryType::kFile, st);
   e.size = static_cast<uint64_t>(st.st_size);
+  file_bytes_ += e.size;
+  if (file_bytes_ > max_file_bytes_) {
+    return Error{ErrorCode::kPayloadTooLarge,
+                 "snapshot: the sandbox's files add up to more than " +
+                     std::to_string(max_file_bytes_ >> 20) +
+                     " MiB, its disk_mb (sparse files count at their full size) at " + Quote(path)};
+  }
   // security.capability only; a v3 one names the root it is for, shifted like the owners.
   char cap[sizeof(vfs_ns_cap_data)];
   const ssize_t cap_len = ::fgetxattr(in.get(), "security.capability", cap, sizeof cap);
@@ -239,22 +257,7 @@ Result<void> Snapshot::File(int sdir, int ddir, const std::string& path, const s
   UniqueFd out(::openat(ddir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                         0600));
   if (!out) return Sys(path, "create the copy", errno);
-  std::vector<char> buf(128 * 1024);
-  for (uint64_t left = e.size; left > 0;) {
-    const ssize_t n = ::read(in.get(), buf.data(), std::min<uint64_t>(left, buf.size()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Sys(path, "read", errno);
-    if (n == 0) return Changed(path);  // shorter than it was
-    const std::string_view chunk(buf.data(), static_cast<size_t>(n));
-    if (auto ok = tar_.WriteData(chunk); !ok) return ok;
-    for (size_t done = 0; done < chunk.size();) {
-      const ssize_t w = ::write(out.get(), chunk.data() + done, chunk.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return Sys(path, "write the copy", errno);
-      done += static_cast<size_t>(w);
-    }
-    left -= static_cast<uint64_t>(n);
-  }
+  if (auto ok = Copy(in.get(), out.get(), e.size, path); !ok) return ok;
   if (auto ok = tar_.Pad(e.size); !ok) return ok;
   if (::fchown(out.get(), e.uid, e.gid) != 0) return Sys(path, "chown", errno);
   if (::fchmod(out.get(), e.mode) != 0) return Sys(path, "chmod", errno);
@@ -265,6 +268,50 @@ Result<void> Snapshot::File(int sdir, int ddir, const std::string& path, const s
   }
   const timespec ts[2] = {{e.mtime, 0}, {e.mtime, 0}};
   if (::futimens(out.get(), ts) != 0) return Sys(path, "set times", errno);
+  return Ok{};
+}
+
+Result<void> Snapshot::Copy(int in, int out, uint64_t size, const std::string& path) {
+  static const std::vector<char> kZeros(128 * 1024, '\0');
+  std::vector<char> buf(128 * 1024);
+  // The copy is as long as the file from the start: what is never written stays a hole.
+  if (::ftruncate(out, static_cast<off_t>(size)) != 0) return Sys(path, "size the copy", errno);
+  for (uint64_t at = 0; at < size;) {
+    // The next data at or after `at` (the file's end when only a hole is left); a filesystem
+    // that cannot tell says the data goes on to the end.
+    off_t data = ::lseek(in, static_cast<off_t>(at), SEEK_DATA);
+    if (data < 0 && errno == ENXIO) data = static_cast<off_t>(size);
+    if (data < 0) return Sys(path, "seek data", errno);
+    const uint64_t data_at = std::min<uint64_t>(static_cast<uint64_t>(data), size);
+    for (; at < data_at;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(data_at - at, kZeros.size()));
+      if (auto ok = tar_.WriteData(std::string_view(kZeros.data(), n)); !ok) return ok;
+      at += n;
+    }
+    if (at == size) break;
+    off_t hole = ::lseek(in, static_cast<off_t>(at), SEEK_HOLE);
+    if (hole < 0 && errno == ENXIO) return Changed(path);  // shorter than it was
+    if (hole < 0) return Sys(path, "seek hole", errno);
+    const uint64_t end = std::min<uint64_t>(static_cast<uint64_t>(hole), size);
+    if (end <= at) return Changed(path);
+    while (at < end) {
+      const ssize_t n =
+          ::pread(in, buf.data(), std::min<uint64_t>(end - at, buf.size()), static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Sys(path, "read", errno);
+      if (n == 0) return Changed(path);  // shorter than it was
+      const std::string_view chunk(buf.data(), static_cast<size_t>(n));
+      if (auto ok = tar_.WriteData(chunk); !ok) return ok;
+      for (size_t done = 0; done < chunk.size();) {
+        const ssize_t w =
+            ::pwrite(out, chunk.data() + done, chunk.size() - done, static_cast<off_t>(at + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return Sys(path, "write the copy", errno);
+        done += static_cast<size_t>(w);
+      }
+      at += static_cast<uint64_t>(n);
+    }
+  }
   return Ok{};
 }
 
@@ -312,13 +359,14 @@ Result<void> Snapshot::Other(int sdir, int ddir, const std::string& dir, const s
 }  // namespace
 
 Result<LayerRef> Store::LayerFromDirectory(const std::string& dir, uint32_t uid_base,
-                                           uint32_t uid_count) {
+                                           uint32_t uid_count, uint64_t max_file_bytes) {
   UniqueFd src(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!src) return SysError(ErrorCode::kInternal, "snapshot: open " + dir, errno);
   auto staged = StagedTree::Make(*this, "snapshot");
   if (!staged) return std::move(staged).error();
   Budget budget = NewBudget();
-  Snapshot snapshot(src.get(), (*staged)->fd(), uid_base, uid_count, limits_.max_entries, budget);
+  Snapshot snapshot(src.get(), (*staged)->fd(), uid_base, uid_count, limits_.max_entries,
+                    max_file_bytes, budget);
   if (auto ok = snapshot.Dir(""); !ok) return std::move(ok).error();
   if (auto ok = snapshot.Finish(); !ok) return std::move(ok).error();
   if (::fchmod((*staged)->fd(), 0755) != 0) {

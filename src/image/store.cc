@@ -48,8 +48,24 @@ Result<std::unique_ptr<Store>> Store::Open(std::string root, StoreLimits limits)
   if (::fchmod(tmp->get(), 0700) != 0) {
     return SysError(ErrorCode::kInternal, "image store: chmod " + root + "/tmp", errno);
   }
-  return std::unique_ptr<Store>(
-      new Store(std::move(root), limits, std::move(*blobs), std::move(*layers), std::move(*tmp)));
+  auto pulled = MakeDir(root + "/pulled", 0700);
+  if (!pulled) return std::move(pulled).error();
+  return std::unique_ptr<Store>(new Store(std::move(root), limits, std::move(*blobs),
+                                          std::move(*layers), std::move(*tmp), std::move(*pulled)));
+}
+
+std::string Store::PulledName(std::string_view registry, std::string_view digest) {
+  return std::string(DigestHex(Sha256Of(std::string(registry) + "\n" + std::string(digest))));
+}
+
+std::string Store::PulledLayer(const std::string& name) const {
+  UniqueFd fd(::openat(pulled_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return "";
+  char buf[128];
+  const ssize_t n = ::pread(fd.get(), buf, sizeof buf, 0);
+  if (n <= 0) return "";
+  std::string diff_id(buf, static_cast<size_t>(n));
+  return ValidDigest(diff_id) ? diff_id : "";
 }
 
 bool Store::PinLayer(const std::string& diff_id) {
@@ -113,7 +129,7 @@ Result<LayerRef> Store::ImportLayer(int blob_fd, std::string_view media_type,
   if (!S_ISREG(st.st_mode)) return Error{ErrorCode::kInternal, what + ": not a regular file"};
   Budget own = NewBudget();
   Import import(*this, progress, budget ? *budget : own);
-  const LayerSpec spec{std::string(digest), std::string(diff_id), *compression, what};
+  const LayerSpec spec{std::string(digest), std::string(diff_id), *compression, what, ""};
   auto ref = import.Layer(blob_fd, 0, static_cast<uint64_t>(st.st_size), spec);
   if (!ref) return ref;
   if (auto ok = import.Commit(); !ok) return std::move(ok).error();
@@ -142,6 +158,17 @@ Result<void> Store::Collect(const std::set<std::string>& keep) {
       if (!name) return std::move(name).error();
       if (::renameat(layers_.get(), hex.c_str(), tmp_.get(), name->c_str()) != 0) {
         return SysError(ErrorCode::kInternal, "image store: collect layer " + diff_id, errno);
+      }
+    }
+    auto pulled = ListDir(pulled_.get());
+    if (!pulled) {
+      return Error{pulled.error().code, "image store: pulled: " + pulled.error().message};
+    }
+    for (const auto& name : *pulled) {
+      const std::string diff_id = PulledLayer(name);
+      if (!diff_id.empty() && HasLayer(diff_id)) continue;
+      if (::unlinkat(pulled_.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+        return SysError(ErrorCode::kInternal, "image store: collect pulled/" + name, errno);
       }
     }
     auto blobs = ListDir(blobs_.get());

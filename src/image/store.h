@@ -55,6 +55,9 @@ class Registry;
 //   blobs/sha256/<hex>   manifests and configs (JSON), by digest
 //   layers/sha256/<hex>  unpacked layers, by diff_id
 //   tmp/                 imports in progress (and what a crash left; Collect removes it)
+//   pulled/<hex>         a registry's blob verified to unpack to a layer: the layer's diff_id,
+//                        named by PulledName(registry, blob digest); a pull reuses a layer
+//                        without downloading it only on such a record
 // Safe to use from several threads at once.
 class Store {
  public:
@@ -93,9 +96,11 @@ class Store {
   // (char 0:0) and opaque directories (user.overlay.opaque or trusted.overlay.opaque "y") stay
   // what they are; owners shift: host id uid_base + k (k < uid_count) is stored as k, any other
   // as 65534. Sockets are left out; device nodes and names starting ".wh." are refused. The
-  // returned digest is the diff_id (the tar is not compressed, and not kept).
-  Result<LayerRef> LayerFromDirectory(const std::string& dir, uint32_t uid_base,
-                                      uint32_t uid_count);
+  // returned digest is the diff_id (the tar is not compressed, and not kept). A sparse file's
+  // holes stay holes in the layer, but its full size counts: files of more than
+  // `max_file_bytes` in all (the sandbox's disk) are kPayloadTooLarge.
+  Result<LayerRef> LayerFromDirectory(const std::string& dir, uint32_t uid_base, uint32_t uid_count,
+                                      uint64_t max_file_bytes = UINT64_MAX);
 
   // The unpacked layer's directory ("" for a malformed diff_id).
   std::string LayerPath(std::string_view diff_id) const;
@@ -106,9 +111,10 @@ class Store {
   // whatever happens, and never seen by Collect.
   Result<UniqueFd> NewArchiveFile() const;
 
-  // Removes every layer whose diff_id and every blob whose digest is not in `keep`, and what is
-  // left in tmp/ by a crash. An import in flight keeps what it uses; a caller must still not
-  // collect between an import's return and the recording of what it returned.
+  // Removes every layer whose diff_id and every blob whose digest is not in `keep` (and the
+  // pull records of the layers removed), and what is left in tmp/ by a crash. An import in flight
+  // keeps what it uses; a caller must still not collect between an import's return and the
+  // recording of what it returned.
   Result<void> Collect(const std::set<std::string>& keep);
 
   const StoreLimits& limits() const { return limits_; }
@@ -116,19 +122,29 @@ class Store {
  private:
   friend class StagedTree;
   friend class Import;
-  Store(std::string root, StoreLimits limits, UniqueFd blobs, UniqueFd layers, UniqueFd tmp)
-      : root_(std::move(root)), limits_(limits), blobs_(std::move(blobs)),
-        layers_(std::move(layers)), tmp_(std::move(tmp)) {}
+  Store(std::string root, StoreLimits limits, UniqueFd blobs, UniqueFd layers, UniqueFd tmp,
+        UniqueFd pulled)
+      : root_(std::move(root)),
+        limits_(limits),
+        blobs_(std::move(blobs)),
+        layers_(std::move(layers)),
+        tmp_(std::move(tmp)),
+        pulled_(std::move(pulled)) {}
 
   // Marks `digest` in use by an import (Collect leaves it) and says whether the layer is there.
   bool PinLayer(const std::string& diff_id);
   void Unpin(const std::string& digest);
+  // The name of the record that `registry` served blob `digest`, and the diff_id it holds
+  // ("" for none).
+  static std::string PulledName(std::string_view registry, std::string_view digest);
+  std::string PulledLayer(const std::string& name) const;
 
   std::string root_;
   StoreLimits limits_;
   UniqueFd blobs_;   // blobs/sha256
   UniqueFd layers_;  // layers/sha256
   UniqueFd tmp_;
+  UniqueFd pulled_;  // pulled/
   mutable std::mutex mu_;
   std::multiset<std::string> pinned_;  // diff_ids imports in flight use
   std::set<std::string> staging_;      // names in tmp/ imports in flight own

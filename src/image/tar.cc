@@ -10,6 +10,27 @@ constexpr size_t kBlock = 512;
 // A PAX header or a GNU long name of more is refused: names are at most kMaxPathBytes, and
 // xattrs worth keeping are small.
 constexpr uint64_t kMaxMetaBytes = 1 << 20;
+// PAX global headers of more, all of an archive's together, are refused: each later entry
+// looks its values up, so what they hold must stay small.
+constexpr uint64_t kMaxGlobalBytes = 1 << 20;
+
+// The records the reader takes from a PAX header, global or not (xattrs only from an entry's
+// own, sparse-file keys only to refuse the entry).
+constexpr std::string_view kPaxKeys[] = {"path", "linkpath", "size", "uid", "gid", "mtime"};
+constexpr std::string_view kSparsePrefix = "GNU.sparse.";
+constexpr std::string_view kXattrPrefix = "SCHILY.xattr.";
+
+bool UsedGlobally(std::string_view key) {
+  return std::find(std::begin(kPaxKeys), std::end(kPaxKeys), key) != std::end(kPaxKeys) ||
+         key.substr(0, kSparsePrefix.size()) == kSparsePrefix;
+}
+
+// Whether `records` holds a key starting with `prefix`.
+bool HasPrefix(const std::map<std::string, std::string, std::less<>>& records,
+               std::string_view prefix) {
+  const auto it = records.lower_bound(prefix);
+  return it != records.end() && std::string_view(it->first).substr(0, prefix.size()) == prefix;
+}
 
 // Header field offsets and widths (POSIX ustar).
 struct Field {
@@ -172,8 +193,7 @@ Result<std::string> TarReader::ReadMeta(uint64_t size, std::string_view kind) {
   return data;
 }
 
-Result<void> TarReader::ApplyPax(std::string_view records,
-                                 std::map<std::string, std::string>& into) {
+Result<void> TarReader::ApplyPax(std::string_view records, PaxRecords& into, bool global) {
   auto bad = [&] {
     return Error{ErrorCode::kInvalidRequest, what_ + ": malformed PAX header record"};
   };
@@ -189,7 +209,13 @@ Result<void> TarReader::ApplyPax(std::string_view records,
     const std::string_view kv = record.substr(space + 1, record.size() - space - 2);
     const size_t eq = kv.find('=');
     if (eq == std::string_view::npos || eq == 0) return bad();
-    into[std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
+    const std::string_view key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (global && !UsedGlobally(key)) continue;
+    if (global && (key == "path" || key == "linkpath") && value.size() > kMaxPathBytes) {
+      return Error{ErrorCode::kInvalidRequest,
+                   what_ + ": a PAX global " + std::string(key) + " longer than 4095 bytes"};
+    }
+    into.insert_or_assign(std::string(key), std::string(value));
   }
   return Ok{};
 }
@@ -197,7 +223,7 @@ Result<void> TarReader::ApplyPax(std::string_view records,
 Result<std::optional<TarEntry>> TarReader::Next() {
   if (ended_) return std::optional<TarEntry>();
   if (auto ok = SkipData(); !ok) return std::move(ok).error();
-  std::map<std::string, std::string> pax;
+  PaxRecords pax;
   std::optional<std::string> long_name, long_link;
   char block[kBlock];
   for (;;) {
@@ -234,9 +260,20 @@ Result<std::optional<TarEntry>> TarReader::Next() {
     }
     const auto meta_size = static_cast<uint64_t>(*header_size);
     if (type == 'x' || type == 'g') {
+      if (type == 'g') {
+        global_bytes_ += meta_size;
+        if (global_bytes_ > kMaxGlobalBytes) {
+          return Error{ErrorCode::kInvalidRequest, what_ + ": PAX global headers of more than " +
+                                                       std::to_string(kMaxGlobalBytes) +
+                                                       " bytes in all (at byte " +
+                                                       std::to_string(at) + ")"};
+        }
+      }
       auto data = ReadMeta(meta_size, "PAX header");
       if (!data) return std::move(data).error();
-      if (auto ok = ApplyPax(*data, type == 'x' ? pax : global_); !ok) return std::move(ok).error();
+      if (auto ok = ApplyPax(*data, type == 'x' ? pax : global_, type == 'g'); !ok) {
+        return std::move(ok).error();
+      }
       continue;
     }
     if (type == 'L' || type == 'K') {
@@ -260,8 +297,13 @@ Result<std::optional<TarEntry>> TarReader::Next() {
     if (long_name) e.name = *long_name;
     if (long_link) e.linkname = *long_link;
 
-    std::map<std::string, std::string> records = global_;
-    for (auto& [k, v] : pax) records[k] = std::move(v);
+    // The entry's own record wins over a global one; the global records are looked up, never
+    // copied (an archive may hold a large one and many entries).
+    const auto record = [&](std::string_view key) -> const std::string* {
+      if (auto it = pax.find(key); it != pax.end()) return &it->second;
+      if (auto it = global_.find(key); it != global_.end()) return &it->second;
+      return nullptr;
+    };
     const std::string named = what_ + ": entry " + Quote(e.name);
     auto field_error = [&](std::string_view field) {
       return Error{ErrorCode::kInvalidRequest, named + ": bad " + std::string(field) + " field"};
@@ -286,7 +328,13 @@ Result<std::optional<TarEntry>> TarReader::Next() {
     e.dev_minor = static_cast<uint32_t>(*minor);
     uint64_t size = meta_size;
 
-    for (const auto& [key, value] : records) {
+    if (HasPrefix(pax, kSparsePrefix) || HasPrefix(global_, kSparsePrefix)) {
+      return Error{ErrorCode::kInvalidRequest, named + ": sparse files are not supported"};
+    }
+    for (const std::string_view key : kPaxKeys) {
+      const std::string* found = record(key);
+      if (!found) continue;
+      const std::string& value = *found;
       if (key == "path" && !value.empty()) {
         e.name = value;
       } else if (key == "linkpath" && !value.empty()) {
@@ -297,7 +345,7 @@ Result<std::optional<TarEntry>> TarReader::Next() {
         size = *v;
       } else if (key == "uid" || key == "gid") {
         const auto v = ParseDecimal(value);
-        if (!v || *v > UINT32_MAX) return field_error("PAX " + key);
+        if (!v || *v > UINT32_MAX) return field_error("PAX " + std::string(key));
         (key == "uid" ? e.uid : e.gid) = static_cast<uint32_t>(*v);
       } else if (key == "mtime") {
         // [-]seconds[.fraction]
@@ -317,11 +365,13 @@ Result<std::optional<TarEntry>> TarReader::Next() {
         }
         e.mtime = negative ? -static_cast<int64_t>(*secs) : static_cast<int64_t>(*secs);
         e.mtime_nsec = negative ? 0 : nsec;
-      } else if (key.rfind("GNU.sparse.", 0) == 0) {
-        return Error{ErrorCode::kInvalidRequest, named + ": sparse files are not supported"};
-      } else if (key.rfind("SCHILY.xattr.", 0) == 0) {
-        e.xattrs.emplace_back(key.substr(13), value);
       }
+    }
+    for (auto it = pax.lower_bound(kXattrPrefix);
+         it != pax.end() &&
+         std::string_view(it->first).substr(0, kXattrPrefix.size()) == kXattrPrefix;
+         ++it) {
+      e.xattrs.emplace_back(it->first.substr(kXattrPrefix.size()), std::move(it->second));
     }
     // The entry's own name from here on (a PAX path or long name replaces the header's).
     const std::string entry = what_ + ": entry " + Quote(e.name);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,7 +33,7 @@ struct TarEntry {
   uint32_t mtime_nsec = 0;
   uint32_t dev_major = 0;
   uint32_t dev_minor = 0;
-  std::vector<std::pair<std::string, std::string>> xattrs;  // from SCHILY.xattr.*
+  std::vector<std::pair<std::string, std::string>> xattrs;  // from its own SCHILY.xattr.*
 };
 
 // The longest entry name and link target accepted (the kernel's PATH_MAX, less its NUL).
@@ -66,7 +67,9 @@ class TarReader {
   Result<void> ReadBlock(char* block, bool* eof);
   Result<void> SkipData();
   Result<std::string> ReadMeta(uint64_t size, std::string_view kind);
-  Result<void> ApplyPax(std::string_view records, std::map<std::string, std::string>& into);
+  using PaxRecords = std::map<std::string, std::string, std::less<>>;
+  // Parses `records` into `into`; of a global header only the keys an entry uses are kept.
+  Result<void> ApplyPax(std::string_view records, PaxRecords& into, bool global);
 
   Source& in_;
   std::string what_;
@@ -74,7 +77,10 @@ class TarReader {
   uint64_t data_left_ = 0;  // of the current entry
   uint64_t padding_ = 0;    // after the current entry's data, to the next block
   bool ended_ = false;
-  std::map<std::string, std::string> global_;  // PAX 'g' records, for every entry after them
+  // PAX 'g' records, for every entry after them: only the keys an entry uses (no xattrs), and
+  // at most kMaxGlobalBytes of 'g' headers read in all.
+  PaxRecords global_;
+  uint64_t global_bytes_ = 0;
 };
 
 // Where a TarWriter's bytes go.

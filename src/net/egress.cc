@@ -91,6 +91,25 @@ std::vector<uint32_t> HostAddresses() {
   return out;
 }
 
+OwnAddresses HostOwnAddresses() {
+  OwnAddresses out;
+  struct ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (auto* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr) continue;
+    if (a->ifa_addr->sa_family == AF_INET) {
+      out.v4.push_back(ntohl(reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr));
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      const uint8_t* b = reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr.s6_addr;
+      std::array<uint8_t, 16> bytes{};
+      std::copy(b, b + 16, bytes.begin());
+      out.v6.push_back(bytes);
+    }
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
 Egress::Egress(EgressOptions options) : options_(std::move(options)) {}
 Egress::~Egress() = default;
 

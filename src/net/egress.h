@@ -107,5 +107,7 @@ class Egress {
 
 // The host's own IPv4 addresses (getifaddrs), for CompileEgress.
 std::vector<uint32_t> HostAddresses();
+// The host's own IPv4 and IPv6 addresses (getifaddrs), for IsRegistryAddress.
+OwnAddresses HostOwnAddresses();
 
 }  // namespace sandstream::net

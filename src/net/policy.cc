@@ -113,6 +113,29 @@ bool IsPublicAddress(std::string_view ip) {
   return global && !documentation;
 }
 
+bool IsRegistryAddress(std::string_view ip, const OwnAddresses& own) {
+  if (!IsPublicAddress(ip)) return false;
+  static const Ipv4Prefix kBenchmarking = *ParsePrefix("198.18.0.0/15");
+  const auto allowed_v4 = [&](uint32_t a) {
+    return !kBenchmarking.Contains(a) && std::find(own.v4.begin(), own.v4.end(), a) == own.v4.end();
+  };
+  if (auto v4 = ParseAddress(ip)) return allowed_v4(*v4);
+  in6_addr a{};
+  if (::inet_pton(AF_INET6, std::string(ip).c_str(), &a) != 1) return false;
+  std::array<uint8_t, 16> bytes{};
+  std::copy(a.s6_addr, a.s6_addr + 16, bytes.begin());
+  if (std::find(own.v6.begin(), own.v6.end(), bytes) != own.v6.end()) return false;
+  // IsPublicAddress let an embedded IPv4 address through only in the mapped and NAT64 forms.
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  static constexpr uint8_t kNat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (std::equal(bytes.begin(), bytes.begin() + 12, kMapped) ||
+      std::equal(bytes.begin(), bytes.begin() + 12, kNat64)) {
+    return allowed_v4(uint32_t{bytes[12]} << 24 | uint32_t{bytes[13]} << 16 |
+                      uint32_t{bytes[14]} << 8 | bytes[15]);
+  }
+  return true;
+}
+
 EgressSets CompileEgress(const EgressPolicy& policy, const Ipv4Prefix& pool,
                          const std::vector<uint32_t>& host_addresses) {
   EgressSets sets;

@@ -3,6 +3,7 @@
 // docs/network/egress-design.md §3.4).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,6 +51,17 @@ const std::vector<Ipv4Prefix>& NeverRanges();
 // IPv6 in 2000::/3 but not documentation's 2001:db8::/32, or an IPv4-mapped or NAT64
 // (64:ff9b::/96) address whose IPv4 address is public.
 bool IsPublicAddress(std::string_view ip);
+
+// The node's own addresses, every interface's (HostOwnAddresses in egress.h reads them).
+struct OwnAddresses {
+  std::vector<uint32_t> v4;
+  std::vector<std::array<uint8_t, 16>> v6;
+};
+// Whether a registry pull (to a host the operator did not name) may connect to `ip`: a public
+// address, outside the benchmarking range 198.18.0.0/15 (which egress leaves to its rules: a
+// sandbox may be pointed at it, a pull may not) and none of the node's own (`own`; an
+// IPv4-mapped or NAT64 form of one is one too), where the node's services listen.
+bool IsRegistryAddress(std::string_view ip, const OwnAddresses& own);
 
 // The address sets of a sandbox's table, by precedence (highest first): deny (the policy's
 // deny list and the whole pool, so sandboxes never reach each other), allow_private (allow

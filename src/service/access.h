@@ -57,6 +57,7 @@ struct Quotas {
   int64_t disk_mb = 0;            // the sum of their disk limits
   int64_t streams = 0;            // open streaming responses (SSE, WebSockets, relays)
   int64_t requests_per_second = 0;
+  int64_t template_storage_mb = 0;  // its image and snapshot templates' size_bytes, on a node
 };
 
 // What a tenant's sandboxes take (its quotas' measure).

@@ -10,6 +10,7 @@
 
 #include "base/ids.h"
 #include "base/log.h"
+#include "net/egress.h"
 #include "net/policy.h"
 #include "platform/signals.h"
 #include "process/await_op.h"
@@ -51,6 +52,25 @@ std::vector<std::string> LayerIds(const image::Image& image) {
   return ids;
 }
 
+// The queue of the daemon's own image work (collections), apart from every tenant's.
+constexpr const char* kCollections = "(collections)";
+
+// `job` as image work: Templates::BeginWork and EndWork around it, and a collection put off
+// meanwhile run after it.
+template <class Fn>
+auto AsImageWork(Templates& templates, Fn job) {
+  return [&templates, job = std::move(job)]() mutable {
+    templates.BeginWork();
+    auto result = job();
+    if (templates.EndWork()) {
+      if (auto collected = templates.Collect(); !collected) {
+        log::Warn("collecting image layers failed", {{"error", collected.error().message}});
+      }
+    }
+    return result;
+  };
+}
+
 // The image store; one that cannot be opened (its directory) leaves the daemon without image
 // templates, said at each import, rather than without a start.
 std::unique_ptr<image::Store> OpenImages(const ServiceOptions& options) {
@@ -71,7 +91,7 @@ Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& sto
       templates_(options_.templates_dir, OpenImages(options_), store_) {
   templates_.Load();
   // What an earlier daemon left half made (an import it died in) or no template names.
-  asio::post(image_pool_, [this] {
+  image_work_.Post(kCollections, [this] {
     if (auto collected = templates_.Collect(); !collected) {
       log::Warn("collecting image layers failed", {{"error", collected.error().message}});
     }
@@ -286,16 +306,21 @@ asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
   policy.allowed = options_.registry_allow;
   policy.plain_http = options_.registry_plain_http;
   policy.private_hosts = options_.registry_private_hosts;
-  policy.public_address = net::IsPublicAddress;
   policy.stop = &stop_pulls_;
+  policy.timeout_seconds = options_.pull_timeout_seconds;
   const std::string source = image.String();
   // A private image's credentials are not kept: other nodes cannot pull it on their own.
   const bool shareable = credentials.username.empty() && credentials.password.empty();
   // Made on the image thread: libcurl's first use sets up TLS, which is no work for the loop.
   ImageJob job = [image = std::move(image), credentials = std::move(credentials),
-                  policy = std::move(policy)](image::Store& store,
-                                              const image::Progress& report) {
-    image::Registry registry(image, credentials, policy);
+                  policy = std::move(policy)](image::Store& store, const image::Progress& report) {
+    // The node's addresses as they are now (read here, off the loop): a registry whose name
+    // resolves to one of them would reach the node's own services.
+    image::RegistryPolicy guarded = policy;
+    guarded.public_address = [own = net::HostOwnAddresses()](std::string_view ip) {
+      return net::IsRegistryAddress(ip, own);
+    };
+    image::Registry registry(image, credentials, guarded);
     return store.Pull(registry, report);
   };
   const std::string made_name = name, made_tenant = tenant;
@@ -313,6 +338,7 @@ asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string 
                                                                    ImageJob make,
                                                                    TemplateProgress progress) {
   if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  if (auto room = CheckTemplateStorage(tenant, 0); !room) co_return std::move(room).error();
   if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
     co_return std::move(reserved).error();
   }
@@ -336,16 +362,24 @@ asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string 
     out.user = ResolveUser(dirs, out.image->config.user);
     return out;
   };
-  Imported imported = co_await OffThread(image_pool_, std::move(job));
+  Imported imported =
+      co_await OffThread(image_work_, tenant, AsImageWork(templates_, std::move(job)));
   // Pinned until the template names them (or is given up): a collection meanwhile keeps them.
   const std::vector<std::string> layers = imported.image ? LayerIds(*imported.image)
                                                          : std::vector<std::string>{};
-  if (!imported.image || !imported.user) {
+  uint64_t size_bytes = 0;
+  if (imported.image) {
+    for (const auto& layer : imported.image->layers) size_bytes += layer.size;
+  }
+  Result<void> room = imported.image && imported.user ? CheckTemplateStorage(tenant, size_bytes)
+                                                      : Result<void>(Ok{});
+  if (!imported.image || !imported.user || !room) {
     templates_.Abandon(name);
     templates_.Unpin(layers);
     // Layers unpacked before a later step failed belong to no template: collected now.
-    asio::post(image_pool_, [this] { (void)templates_.Collect(); });
-    co_return !imported.image ? imported.image.error() : imported.user.error();
+    image_work_.Post(kCollections, [this] { (void)templates_.Collect(); });
+    co_return !imported.image ? imported.image.error()
+                              : (!imported.user ? imported.user.error() : room.error());
   }
   const image::Image& im = *imported.image;
   Template t;
@@ -353,7 +387,7 @@ asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string 
   t.kind = "image";
   t.tenant = tenant;
   t.layers = layers;
-  for (const auto& layer : im.layers) t.size_bytes += layer.size;
+  t.size_bytes = size_bytes;
   t.env = im.config.env;
   t.working_dir = im.config.working_dir;
   t.user = im.config.user;
@@ -388,25 +422,37 @@ asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sa
                         "a sandbox made from an imported image"};
   }
   const std::string tenant = sb->tenant;  // `sb` may be gone once the copy is done
+  // A snapshot holds at most what the sandbox's disk does, its sparse files at their full size:
+  // what it costs to hash, and what a sandbox made from it reads.
+  const uint64_t disk_bytes = static_cast<uint64_t>(std::max<int64_t>(sb->limits.disk_mb, 0)) << 20;
+  if (auto room = CheckTemplateStorage(tenant, 0); !room) co_return std::move(room).error();
   if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
     co_return std::move(reserved).error();
   }
   Template t = *parent;
-  auto job = [&templates = templates_, upper, base = *base]() -> Result<image::LayerRef> {
-    auto layer = templates.images().LayerFromDirectory(upper, base, 65536);
+  auto job = [&templates = templates_, upper, base = *base,
+              disk_bytes]() -> Result<image::LayerRef> {
+    auto layer = templates.images().LayerFromDirectory(upper, base, 65536, disk_bytes);
     if (layer) templates.Pin({layer->diff_id});
     return layer;
   };
-  Result<image::LayerRef> layer = co_await OffThread(image_pool_, std::move(job));
+  Result<image::LayerRef> layer =
+      co_await OffThread(image_work_, tenant, AsImageWork(templates_, std::move(job)));
   if (!layer) {
     templates_.Abandon(name);
     co_return Error{layer.error().code, "snapshot: " + layer.error().message};
+  }
+  t.size_bytes += layer->size;
+  if (auto room = CheckTemplateStorage(tenant, t.size_bytes); !room) {
+    templates_.Abandon(name);
+    templates_.Unpin({layer->diff_id});
+    image_work_.Post(kCollections, [this] { (void)templates_.Collect(); });
+    co_return std::move(room).error();
   }
   t.name = name;
   t.kind = "snapshot";
   t.tenant = tenant;
   t.layers.push_back(layer->diff_id);
-  t.size_bytes += layer->size;
   t.source = sandbox_id;
   t.created_at = SystemNow();
   Result<const Template*> committed = templates_.Commit(std::move(t));
@@ -464,7 +510,7 @@ asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
   if (auto removed = templates_.Remove(name); !removed) co_return std::move(removed).error();
   // Its layers go once no other template names them, off the event loop.
   Result<void> collected =
-      co_await OffThread(image_pool_, [this] { return templates_.Collect(); });
+      co_await OffThread(image_work_, kCollections, [this] { return templates_.Collect(); });
   if (!collected) {
     log::Warn("collecting template layers failed", {{"error", collected.error().message}});
   }
@@ -654,6 +700,29 @@ TenantUsage Service::Usage(std::string_view tenant) const {
   }
   u.streams = StreamsOf(tenant);
   return u;
+}
+
+Result<void> Service::CheckTemplateStorage(std::string_view tenant, uint64_t adding) const {
+  const Tenant* t = TenantOf(tenant);
+  if (!t || t->quotas.template_storage_mb <= 0) return Ok{};
+  uint64_t used = 0;
+  for (const Template* tmpl : templates_.List()) {
+    if (tmpl->tenant == tenant && tmpl->ready) used += tmpl->size_bytes;
+  }
+  const uint64_t quota = static_cast<uint64_t>(t->quotas.template_storage_mb) << 20;
+  const auto mib = [](uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20); };
+  const std::string head = "tenant '" + std::string(tenant) + "' ";
+  const std::string named =
+      "quota template_storage_mb " + std::to_string(t->quotas.template_storage_mb);
+  if (adding == 0 && used >= quota) {
+    return Error{ErrorCode::kQuotaExceeded,
+                 head + "is at its " + named + " (its templates take " + mib(used) + " MiB)"};
+  }
+  if (adding > 0 && used + adding > quota) {
+    return Error{ErrorCode::kQuotaExceeded, head + "would pass its " + named + " (" +
+                                                mib(used + adding) + " MiB with this template)"};
+  }
+  return Ok{};
 }
 
 Result<void> Service::CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const {

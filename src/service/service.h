@@ -24,6 +24,7 @@
 #include "sandbox/files.h"
 #include "sandbox/runtime.h"
 #include "service/access.h"
+#include "service/image_work.h"
 #include "service/metrics.h"
 #include "service/resolver.h"
 #include "service/store.h"
@@ -86,6 +87,8 @@ struct ServiceOptions {
   std::vector<std::string> registry_allow;
   std::vector<std::string> registry_plain_http;
   std::vector<std::string> registry_private_hosts;
+  double pull_timeout_seconds = 1800;  // a whole pull, at most
+  size_t image_workers = 4;            // image jobs at once (one per tenant at a time)
 };
 
 // What the client asked for, validated by the API layer; defaults filled by the service.
@@ -312,6 +315,9 @@ class Service {
   Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
                                           bool* attached);
   Result<void> CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const;
+  // Whether `tenant`'s templates on this node leave room (`adding` 0: any; else that many bytes
+  // more) within its template_storage_mb: kQuotaExceeded naming it if not.
+  Result<void> CheckTemplateStorage(std::string_view tenant, uint64_t adding) const;
   // The cluster's tenants, when `tenant` is one of them and tenants are shared.
   SharedTenants* SharedFor(std::string_view tenant) const;
   // An image template: `job` makes the image on the image thread (from an archive, a
@@ -349,9 +355,10 @@ class Service {
   // The resolvers' pins (netlink, microseconds each), on a thread of their own: never queued
   // behind file syscalls a sandbox can slow down.
   boost::asio::thread_pool net_pool_{1};
-  // Imports and snapshots, one at a time: minutes of disk work that must not hold the pool
-  // the sandboxes' file syscalls take.
-  boost::asio::thread_pool image_pool_{1};
+  // Imports, pulls, snapshots and collections: minutes of disk and network work that must not
+  // hold the pool the sandboxes' file syscalls take; one job of a tenant at a time, tenants in
+  // turn, so that one tenant's slow pull never holds another's import.
+  ImageWork image_work_{options_.image_workers};
 };
 
 }  // namespace sandstream

@@ -267,7 +267,45 @@ Result<UniqueFd> Templates::NewArchive() const {
   return images_->NewArchiveFile();
 }
 
+void Templates::BeginWork() {
+  std::unique_lock lock(work_mu_);
+  work_done_.wait(lock, [this] { return !collecting_; });
+  ++working_;
+}
+
+bool Templates::EndWork() {
+  std::lock_guard lock(work_mu_);
+  --working_;
+  if (working_ > 0 || !collect_owed_) return false;
+  collect_owed_ = false;
+  return true;
+}
+
 Result<void> Templates::Collect() {
+  {
+    std::lock_guard lock(work_mu_);
+    if (working_ > 0 || collecting_) {
+      collect_owed_ = true;
+      return Ok{};
+    }
+    collecting_ = true;
+  }
+  Result<void> result;
+  for (;;) {
+    result = CollectNow();
+    std::lock_guard lock(work_mu_);
+    if (!collect_owed_) break;
+    collect_owed_ = false;  // asked for while this one ran: once more
+  }
+  {
+    std::lock_guard lock(work_mu_);
+    collecting_ = false;
+  }
+  work_done_.notify_all();
+  return result;
+}
+
+Result<void> Templates::CollectNow() {
   // A layer can only come to be named by a template through a pin, so what is kept now stays
   // enough while the layers go, without holding the lock over the disk work.
   std::set<std::string> keep;

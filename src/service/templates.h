@@ -7,6 +7,7 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,14 +72,22 @@ class Templates {
   void Pin(const std::vector<std::string>& layers);
   void Unpin(const std::vector<std::string>& layers);
   // Removes every layer that neither a template nor a pin names. Blocking: call it off the
-  // event loop, on the thread that makes layers (so that none is being made meanwhile).
+  // event loop. While image work is in flight (BeginWork) it is put off until the last of it
+  // ends: a layer an import has made is pinned here only once the import has returned.
   Result<void> Collect();
+  // Image work (an import, a pull, a snapshot: from its start until its layers are pinned)
+  // begins, waiting for a collection in progress; and ends, true when a Collect() was put off
+  // meanwhile (the caller runs it now). Any thread.
+  void BeginWork();
+  bool EndWork();
 
   image::Store& images() { return *images_; }  // after a Reserve() that succeeded
   // A file for an image archive on its way in (image::Store::NewArchiveFile).
   Result<UniqueFd> NewArchive() const;
 
  private:
+  Result<void> CollectNow();
+
   std::string templates_dir_;
   std::unique_ptr<image::Store> images_;
   Store& store_;
@@ -87,6 +96,11 @@ class Templates {
   std::map<std::string, Template, std::less<>> templates_;
   mutable std::mutex mu_;
   std::multiset<std::string> pinned_;
+  std::mutex work_mu_;  // guards the three below
+  std::condition_variable work_done_;
+  int working_ = 0;            // image work in flight
+  bool collecting_ = false;    // a Collect() is running
+  bool collect_owed_ = false;  // one was asked for while work (or another) was in flight
 };
 
 // The uid and gid of `user` ("name", "uid", "name:group", "uid:gid"; "" is root) as the

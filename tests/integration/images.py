@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 # What the tests run inside: a shell and the tools they read the root with.
 BINARIES = ["/bin/sh", "/bin/cat", "/bin/ls", "/usr/bin/id", "/usr/bin/stat", "/bin/touch",
-            "/bin/echo", "/usr/bin/env", "/bin/rm", "/bin/pwd", "/usr/bin/sleep", "/bin/mkdir"]
+            "/bin/echo", "/usr/bin/env", "/bin/rm", "/bin/pwd", "/usr/bin/sleep", "/bin/mkdir",
+            "/usr/bin/truncate"]
 
 
 def _libraries(paths: list[str]) -> list[str]:
@@ -118,6 +119,8 @@ class Image:
     working_dir: str = "/app"
     user: str = "app"
     tag: str = "tiny:1"
+    # What the config says the layers unpack to, when not what they do (a lie, for the tests).
+    claimed_diff_ids: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.compressed = [gzip.compress(t, mtime=0) for t in self.layers]
@@ -125,7 +128,8 @@ class Image:
             "architecture": "amd64", "os": "linux",
             "config": {"Env": self.env, "WorkingDir": self.working_dir, "User": self.user,
                        "Cmd": ["/bin/sh"]},
-            "rootfs": {"type": "layers", "diff_ids": [_sha(t) for t in self.layers]},
+            "rootfs": {"type": "layers",
+                       "diff_ids": self.claimed_diff_ids or [_sha(t) for t in self.layers]},
         }
         self.config = json.dumps(config).encode()
         self.manifest = json.dumps({

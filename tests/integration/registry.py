@@ -260,3 +260,68 @@ class Front:
         for server in (self.api, self.cdn):
             server.shutdown()
             server.server_close()
+
+
+class Stalling:
+    """A registry of one image (`image`, as repo "slow", tag "1") that serves its documents at
+    once and its layers slowly: the first bytes, then nothing until release() (or `hold`
+    seconds). `stalled` is set once a layer's download has begun."""
+
+    def __init__(self, image: images.Image, hold: float = 120) -> None:
+        self.release_event = threading.Event()
+        self.stalled = threading.Event()
+        blobs = {"sha256:" + hashlib.sha256(b).hexdigest(): b
+                 for b in [image.config, *image.compressed]}
+        layers = {"sha256:" + hashlib.sha256(b).hexdigest() for b in image.compressed}
+        stalling = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def send(self, body: bytes, media_type: str = "application/octet-stream") -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", media_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path == "/v2/":
+                    self.send(b"{}", "application/json")
+                elif self.path == "/v2/slow/manifests/1":
+                    self.send(image.manifest, "application/vnd.oci.image.manifest.v1+json")
+                elif self.path.startswith("/v2/slow/blobs/") and self.path[15:] in blobs:
+                    digest = self.path[15:]
+                    body = blobs[digest]
+                    if digest not in layers:
+                        self.send(body)
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body[:16])
+                    self.wfile.flush()
+                    stalling.stalled.set()
+                    stalling.release_event.wait(hold)
+                    try:
+                        self.wfile.write(body[16:])
+                    except OSError:
+                        pass  # the daemon gave up first
+                else:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def release(self) -> None:
+        self.release_event.set()
+
+    def close(self) -> None:
+        self.release()
+        self.server.shutdown()
+        self.server.server_close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +19,9 @@ import pytest
 
 import images
 from helpers import assert_error, create_sandbox, run
-from registry import Front, Registry, TokenService
+from registry import Front, Registry, Stalling, TokenService
 from sse import SseEvent, iter_sse
-from test_templates import layer_dirs, leftovers, sh
+from test_templates import import_archive, layer_dirs, leftovers, sh, tenant_client
 
 USER, PASSWORD = "puller", "s3cret-pass"
 
@@ -250,3 +252,83 @@ def test_cli_template_pull_with_a_password_from_stdin(
                              env={**env, "SANDSTREAM_REGISTRY_PASSWORD": "wrong"},
                              capture_output=True, timeout=120)
     assert refused.returncode == 2 and b"refused the credentials" in refused.stderr
+
+
+def test_a_stored_layer_is_reused_only_for_a_blob_its_registry_served_for_it(
+        puller: Any, registry: Registry) -> None:
+    tiny = images.tiny_image()
+    with puller.client() as c:
+        # In the store from an archive: no registry has served its blobs.
+        assert import_archive(c, "tiny-archive", tiny.oci_archive()).status_code == 201
+        # A decoy whose config claims tiny's base layer: its own blob is downloaded and found
+        # not to be it.
+        decoy = images.Image([images.layer_tar([images.Entry("decoy", b"x\n")])],
+                             claimed_diff_ids=tiny.diff_ids[:1])
+        registry.push("decoy", "1", decoy)
+        err = assert_error(pull(c, "decoy", f"{registry.host}/decoy:1"), 400, "invalid_request")
+        assert "diff_id mismatch" in err["message"], err
+        assert c.get("/v1/templates/decoy").status_code == 404
+
+        def steps(name: str, image: str) -> list[str]:
+            with c.stream("POST", "/v1/templates", json={"name": name, "image": image},
+                          headers={"Accept": "text/event-stream"}, timeout=120) as r:
+                assert r.status_code == 200
+                events = [e for e in iter_sse(r) if isinstance(e, SseEvent)]
+            assert events[-1].event == "template", events[-1]
+            return [e.json()["step"] for e in events if e.event == "progress"]
+
+        # The real blobs are downloaded once (the layers are stored: verified, not unpacked),
+        # and from then on this registry's blobs are not downloaded again.
+        first = steps("pulled", f"{registry.host}/tiny:1")
+        assert first.count("download") >= 2 and "unpack" not in first, first
+        again = steps("again", f"{registry.host}/tiny:again")
+        assert "download" not in again and again.count("done") == 2, again
+    assert leftovers(puller.data_dir) == []
+
+
+def test_one_tenants_stalled_pull_does_not_hold_another_tenants_import(
+        daemon_factory: Any) -> None:
+    stalling = Stalling(images.Image([images.layer_tar([images.Entry("slow", b"s\n")])],
+                                      user=""))
+    try:
+        d = daemon_factory(args=["--registry-plain-http", stalling.host])
+        with d.client() as admin, tenant_client(admin, d, "mallory") as mallory, \
+                tenant_client(admin, d, "alice") as alice:
+            slow: dict[str, httpx.Response] = {}
+            t = threading.Thread(
+                target=lambda: slow.update(r=pull(mallory, "slow", f"{stalling.host}/slow:1")))
+            t.start()
+            try:
+                assert stalling.stalled.wait(60), "the pull never reached its layer"
+                # Mallory's pull is held by its registry (until released): Alice's import goes on.
+                small = images.Image([images.layer_tar([images.Entry("a", b"a\n")])], user="")
+                r = alice.post("/v1/templates", params={"name": "quick"},
+                               content=small.oci_archive(),
+                               headers={"Content-Type": "application/x-tar"}, timeout=60)
+                assert r.status_code == 201, r.text
+                assert t.is_alive() and not slow, "the stalled pull ended before it was released"
+            finally:
+                stalling.release()
+                t.join(120)
+            assert slow["r"].status_code == 201, slow["r"].text
+    finally:
+        stalling.close()
+
+
+def test_a_pull_past_pull_timeout_seconds_fails(daemon_factory: Any) -> None:
+    # The registry holds the layer for 60 s, as long as the stall limit: only the pull's own
+    # deadline can end it sooner.
+    stalling = Stalling(images.Image([images.layer_tar([images.Entry("slow", b"s\n")])],
+                                     user=""), hold=60)
+    try:
+        d = daemon_factory(args=["--registry-plain-http", stalling.host,
+                                 "--pull-timeout-seconds", "3"])
+        with d.client() as c:
+            started = time.monotonic()
+            err = assert_error(pull(c, "slow", f"{stalling.host}/slow:1"), 502, "bad_gateway")
+            assert time.monotonic() - started < 50
+            assert "pull_timeout_seconds (3)" in err["message"], err
+            assert c.get("/v1/templates/slow").status_code == 404
+        assert layer_dirs(d.data_dir) == set() and leftovers(d.data_dir) == []
+    finally:
+        stalling.close()

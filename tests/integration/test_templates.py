@@ -319,3 +319,100 @@ def test_a_base_sandbox_cannot_be_snapshotted(client: httpx.Client, sandbox: dic
                        400, "invalid_request")
     assert "image" in err["message"]
     assert_error(client.post("/v1/sandboxes/sb_nope/snapshot", json={"name": "b"}), 404, "not_found")
+
+
+def tenant_client(admin: httpx.Client, d: Any, name: str, **quotas: int) -> httpx.Client:
+    assert admin.post("/v1/admin/tenants",
+                      json={"name": name, "quotas": quotas}).status_code == 201
+    key = admin.post(f"/v1/admin/tenants/{name}/keys", json={}).json()["key"]
+    return d.client(key)
+
+
+def test_a_stored_layer_goes_only_to_who_holds_its_content(daemon_factory: Any) -> None:
+    # Alice's private layer; Mallory knows its diff_id and claims it for a decoy of her own.
+    secret = images.Image([images.layer_tar(
+        images.system_layer() + [images.Entry("app/secret.txt", b"alice's secret\n")])])
+    decoy_tar = images.layer_tar([images.Entry("decoy", b"x\n")])
+    decoy = images.Image([decoy_tar], claimed_diff_ids=secret.diff_ids)
+    d = daemon_factory()
+    with d.client() as admin, tenant_client(admin, d, "alice") as alice, \
+            tenant_client(admin, d, "mallory") as mallory:
+        def refused() -> None:
+            for archive in (decoy.oci_archive(), decoy.docker_archive()):
+                err = assert_error(import_archive(mallory, "decoy", archive), 400,
+                                   "invalid_request")
+                assert "diff_id mismatch" in err["message"], err
+            assert_error(mallory.get("/v1/templates/decoy"), 404, "not_found")
+
+        refused()
+        assert import_archive(alice, "secret", secret.oci_archive()).status_code == 201
+        # Stored now, and still nobody's but the holder's: the decoy's blob must unpack to it.
+        refused()
+        assert_error(mallory.get("/v1/templates/secret"), 404, "not_found")
+        # Who holds the layer shares it: the same content again takes no new layer.
+        layers = layer_dirs(d.data_dir)
+        same = images.Image(secret.layers, tag="mine:1")
+        assert import_archive(mallory, "mine", same.docker_archive()).status_code == 201
+        assert layer_dirs(d.data_dir) == layers
+    assert leftovers(d.data_dir) == []
+
+
+def test_template_storage_quota(daemon_factory: Any, tiny: images.Image) -> None:
+    small = images.Image([images.layer_tar([images.Entry("a", b"a\n")])], user="")
+    # Random bytes: 3 MiB that gzip cannot make smaller.
+    big = images.Image([images.layer_tar([images.Entry("big", os.urandom(3 << 20))])], user="")
+    d = daemon_factory()
+    with d.client() as admin, tenant_client(admin, d, "thrifty", template_storage_mb=2) as t:
+        assert import_archive(t, "small", small.oci_archive()).status_code == 201
+        err = assert_error(import_archive(t, "big", big.oci_archive()), 429, "quota_exceeded")
+        assert "template_storage_mb 2" in err["message"], err
+        assert_error(t.get("/v1/templates/big"), 404, "not_found")
+        # The admin has no quota, and the tenant's is its own.
+        assert import_archive(admin, "big", big.oci_archive()).status_code == 201
+        assert t.get("/v1/usage").status_code == 200
+        r = admin.patch("/v1/admin/tenants/thrifty", json={"quotas": {"template_storage_mb": 1}})
+        assert r.status_code == 200 and r.json()["quotas"]["template_storage_mb"] == 1
+        # A snapshot counts too: its template is its image's layers (more than 1 MiB) and its own.
+        assert sum(len(c) for c in tiny.compressed) > 1 << 20
+        assert import_archive(admin, "tiny", tiny.oci_archive()).status_code == 201
+        sb = create_sandbox(t, template="tiny")
+        try:
+            err = assert_error(t.post(f"/v1/sandboxes/{sb['id']}/snapshot", json={"name": "s"}),
+                               429, "quota_exceeded")
+            assert "template_storage_mb 1" in err["message"], err
+        finally:
+            t.delete(f"/v1/sandboxes/{sb['id']}")
+        assert_error(t.get("/v1/templates/s"), 404, "not_found")
+
+
+def test_a_snapshot_keeps_sparse_files_sparse_and_holds_at_most_the_sandboxs_disk(
+        client: httpx.Client, daemon: Any, tiny: images.Image) -> None:
+    if client.get("/v1/templates/tiny-oci").status_code != 200:
+        assert import_archive(client, "tiny-oci", tiny.oci_archive()).status_code == 201
+    sb = create_sandbox(client, template="tiny-oci", limits={"disk_mb": 64, "memory_mb": 256})
+    try:
+        # 3 GiB of holes in a 64 MiB disk: a snapshot would hold (and hash) all of it.
+        sh(client, sb["id"], "truncate -s 3G /tmp/sparse")
+        err = assert_error(client.post(f"/v1/sandboxes/{sb['id']}/snapshot",
+                                       json={"name": "sparse-big"}), 413, "payload_too_large")
+        assert "disk_mb" in err["message"], err
+        assert_error(client.get("/v1/templates/sparse-big"), 404, "not_found")
+        # Within the disk it is taken, and its holes stay holes in the layer.
+        sh(client, sb["id"], "rm /tmp/sparse; truncate -s 48M /tmp/sparse; echo end >> /tmp/sparse")
+        r = client.post(f"/v1/sandboxes/{sb['id']}/snapshot", json={"name": "sparse-small"})
+        assert r.status_code == 201, r.text
+        copies = list((daemon.data_dir / "images" / "layers" / "sha256").glob("*/tmp/sparse"))
+        assert len(copies) == 1, copies
+        st = copies[0].stat()
+        assert st.st_size == (48 << 20) + 4
+        assert st.st_blocks * 512 < (1 << 20), st
+        s2 = create_sandbox(client, template="sparse-small")
+        try:
+            assert sh(client, s2["id"], "stat -c %s /tmp/sparse") == f"{(48 << 20) + 4}\n"
+        finally:
+            client.delete(f"/v1/sandboxes/{s2['id']}")
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+    for name in ("sparse-small",):
+        client.delete(f"/v1/templates/{name}")
+    assert leftovers(daemon.data_dir) == []

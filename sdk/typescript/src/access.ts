@@ -17,6 +17,8 @@ export interface Quotas {
   /** Open SSE streams and WebSockets. */
   streams?: number;
   requestsPerSecond?: number;
+  /** The sum of its image and snapshot templates' sizes (size_bytes), per node. */
+  templateStorageMb?: number;
 }
 
 export interface Usage {
@@ -68,6 +70,7 @@ const QUOTA_WIRE: ReadonlyArray<readonly [keyof Quotas, string]> = [
   ["diskMb", "disk_mb"],
   ["streams", "streams"],
   ["requestsPerSecond", "requests_per_second"],
+  ["templateStorageMb", "template_storage_mb"],
 ];
 
 export function quotasToWire(quotas: Quotas): Wire {

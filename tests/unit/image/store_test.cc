@@ -484,7 +484,7 @@ TEST_F(StoreTest, ImportsAnOciLayoutAndSharesLayersBetweenImages) {
   steps.clear();
   auto b = ImportArchive(test::OciArchive(t.config_b, {t.base, t.b}), &steps);
   ASSERT_TRUE(b) << b.error().message;
-  // The base was there: neither verified nor unpacked again.
+  // The base was there: checked against its diff_id, not unpacked again.
   EXPECT_EQ(std::count(steps.begin(), steps.end(), "unpack " + t.base.digest), 0);
   EXPECT_EQ(std::count(steps.begin(), steps.end(), "done " + t.base.digest), 1);
   EXPECT_EQ(Lstat(fs::path(store_->LayerPath(t.base.diff_id)) / "etc/os-release").st_ino, shared);
@@ -505,6 +505,33 @@ TEST_F(StoreTest, ImportsAnOciLayoutAndSharesLayersBetweenImages) {
   EXPECT_EQ(Contents().size(), 4u);  // two layers, two blobs, nothing in tmp/
   ASSERT_TRUE(store_->Collect({}));
   EXPECT_EQ(Contents(), std::vector<std::string>{});
+}
+
+// A config that names a stored layer's diff_id gets it only with a blob that unpacks to it.
+TEST_F(StoreTest, AStoredLayerIsReusedOnlyForABlobThatHoldsIt) {
+  TwoImages t;
+  const Layer decoy = MakeLayer(Tar().File("decoy", "x").Finish(), Compression::kGzip);
+  const std::string claims = test::ConfigJson({t.base.diff_id});
+  for (bool stored : {false, true}) {
+    for (const std::string& archive :
+         {test::OciArchive(claims, {decoy}), test::DockerSaveArchive(claims, {decoy}, {"d:1"})}) {
+      auto r = ImportArchive(archive);
+      ASSERT_FALSE(r) << "stored: " << stored;
+      EXPECT_EQ(r.error().code, ErrorCode::kInvalidRequest);
+      EXPECT_NE(r.error().message.find("diff_id mismatch"), std::string::npos) << r.error().message;
+    }
+    if (!stored) {
+      ASSERT_TRUE(ImportArchive(test::OciArchive(t.config_a, {t.base, t.a})));
+    }
+  }
+  // Its own blob, compressed another way, is verified and shares the stored layer.
+  std::vector<std::string> steps;
+  const Layer other = MakeLayer(t.base.tar, Compression::kZstd);
+  auto again = ImportArchive(test::OciArchive(claims, {other}), &steps);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->layers[0].digest, other.digest);
+  EXPECT_EQ(std::count(steps.begin(), steps.end(), "unpack " + other.digest), 0);
+  EXPECT_NE(std::find(steps.begin(), steps.end(), "verify " + other.digest), steps.end());
 }
 
 TEST_F(StoreTest, PicksLinuxAmd64FromANestedIndex) {
@@ -721,6 +748,55 @@ TEST_F(SnapshotTest, RefusesWhatALayerCannotHoldAndLeavesNothing) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kPayloadTooLarge);
   ExpectEmptyAndOutsideUntouched();
+}
+
+// A sparse file: 16 MiB long, 5 bytes of data in its middle and 3 at its end.
+void MakeSparse(const fs::path& path, bool dense) {
+  constexpr off_t kSize = off_t{16} << 20;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  if (dense) {
+    const std::string zeros(1 << 20, '\0');
+    for (off_t at = 0; at < kSize; at += static_cast<off_t>(zeros.size())) {
+      ASSERT_EQ(::pwrite(fd, zeros.data(), zeros.size(), at), static_cast<ssize_t>(zeros.size()));
+    }
+  }
+  ASSERT_EQ(::pwrite(fd, "hello", 5, kSize / 2), 5);
+  ASSERT_EQ(::pwrite(fd, "end", 3, kSize - 3), 3);
+  ASSERT_EQ(::ftruncate(fd, kSize), 0);
+  const struct timespec ts[2] = {{1700000000, 0}, {1700000000, 0}};
+  ASSERT_EQ(::futimens(fd, ts), 0);
+  ::close(fd);
+}
+
+TEST_F(SnapshotTest, ASparseFileStaysSparseAndCountsAtItsFullSize) {
+  MakeSparse(upper_ / "sparse", false);
+  if (Lstat(upper_ / "sparse").st_blocks * 512 > (1 << 20)) {
+    GTEST_SKIP() << "the test directory's filesystem does not keep holes";
+  }
+  auto ref = store_->LayerFromDirectory(upper_.string(), kBase, 65536);
+  ASSERT_TRUE(ref) << ref.error().message;
+  const fs::path copy = fs::path(store_->LayerPath(ref->diff_id)) / "sparse";
+  EXPECT_EQ(Lstat(copy).st_size, off_t{16} << 20);
+  EXPECT_LT(Lstat(copy).st_blocks * 512, 1 << 20);  // the holes are not written out
+  const std::string bytes = Slurp(copy);
+  EXPECT_EQ(bytes.substr(8 << 20, 5), "hello");
+  EXPECT_EQ(bytes.substr((16 << 20) - 3), "end");
+  EXPECT_EQ(bytes.find_first_not_of('\0'), size_t{8} << 20);
+
+  // Its layer is the one the same file written out in full makes: the tar spells holes out.
+  fs::remove(upper_ / "sparse");
+  MakeSparse(upper_ / "sparse", true);
+  auto dense = store_->LayerFromDirectory(upper_.string(), kBase, 65536);
+  ASSERT_TRUE(dense) << dense.error().message;
+  EXPECT_EQ(dense->diff_id, ref->diff_id);
+
+  // The files, holes included, must fit in what the caller allows (the sandbox's disk).
+  auto r = store_->LayerFromDirectory(upper_.string(), kBase, 65536, uint64_t{15} << 20);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kPayloadTooLarge);
+  EXPECT_NE(r.error().message.find("more than 15 MiB, its disk_mb"), std::string::npos)
+      << r.error().message;
 }
 
 }  // namespace

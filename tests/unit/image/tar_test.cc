@@ -106,6 +106,86 @@ TEST(TarReaderTest, GlobalPaxHeadersApplyToEveryLaterEntry) {
   EXPECT_EQ(r->entries[2].uid, 123456789u);  // the global record wins over the header
 }
 
+// "<length> key=value\n", the length counting the whole record.
+std::string Record(const std::string& key, const std::string& value) {
+  const size_t body = key.size() + value.size() + 3;
+  size_t len = body + 1;
+  while (std::to_string(len).size() + body != len) ++len;
+  return std::to_string(len) + " " + key + "=" + value + "\n";
+}
+
+std::string GlobalHeader(const std::string& records) {
+  return Tar::Header(Entry("global").Type('g'), records.size()) + test::Pad(records);
+}
+
+// 1 MiB of global records: a uid and a gid every entry takes, an xattr (applied only from an
+// entry's own header), and keys the reader has no use for.
+std::string FullGlobalRecords() {
+  std::string records =
+      Record("uid", "4242") + Record("SCHILY.xattr.user.note", "x") + Record("gid", "7");
+  constexpr size_t kFull = size_t{1} << 20;
+  while (records.size() + 200 < kFull) {
+    records += Record("comment." + std::to_string(records.size()), std::string(60, 'c'));
+  }
+  std::string last;
+  for (size_t n = 0; records.size() + last.size() != kFull; ++n) {
+    last = Record("comment.last", std::string(n, 'c'));
+  }
+  return records + last;
+}
+
+TEST(TarReaderTest, GlobalPaxHeadersAreBoundedOverTheArchive) {
+  const std::string records = FullGlobalRecords();
+  ASSERT_EQ(records.size(), size_t{1} << 20);
+  Tar t;
+  t.Raw(GlobalHeader(records));
+  for (int i = 0; i < 4000; ++i) t.File("f" + std::to_string(i), "");
+  auto r = ReadTar(t.Finish());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->entries.size(), 4000u);
+  for (const auto& e : r->entries) {
+    EXPECT_EQ(e.uid, 4242u);
+    EXPECT_EQ(e.gid, 7u);
+    EXPECT_TRUE(e.xattrs.empty());
+  }
+
+  // One header past the archive's 1 MiB of global records is refused, however small.
+  Tar more;
+  more.Raw(GlobalHeader(records)).File("a", "").Raw(GlobalHeader(Record("uid", "1")));
+  more.File("b", "");
+  EXPECT_NE(ErrorOf(more.Finish()).find("PAX global headers of more than 1048576 bytes in all"),
+            std::string::npos);
+  // So are many small ones adding up to more.
+  Tar many;
+  const std::string small = Record("comment", std::string(1000, 'c'));
+  for (size_t i = 0; i <= (size_t{1} << 20) / small.size(); ++i) {
+    many.Raw(GlobalHeader(small)).File("f" + std::to_string(i), "");
+  }
+  EXPECT_NE(ErrorOf(many.Finish()).find("PAX global headers of more than"), std::string::npos);
+
+  // A global path longer than any name is refused where it is read.
+  Tar path;
+  path.Raw(GlobalHeader(Record("path", std::string(5000, 'p')))).File("a", "");
+  EXPECT_NE(ErrorOf(path.Finish()).find("a PAX global path longer than 4095 bytes"),
+            std::string::npos);
+}
+
+TEST(TarReaderTest, AnEntrysOwnRecordsWinOverGlobalOnes) {
+  Tar t;
+  t.Raw(GlobalHeader(Record("uid", "5") + Record("mtime", "1600000000")));
+  t.Add(Entry("own").Pax({{"uid", "6"}, {"SCHILY.xattr.user.a", "1"}}));
+  t.File("global", "");
+  auto r = ReadTar(t.Finish());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->entries.size(), 2u);
+  EXPECT_EQ(r->entries[0].uid, 6u);
+  EXPECT_EQ(r->entries[0].mtime, 1600000000);
+  ASSERT_EQ(r->entries[0].xattrs.size(), 1u);
+  EXPECT_EQ(r->entries[0].xattrs[0].first, "user.a");
+  EXPECT_EQ(r->entries[1].uid, 5u);
+  EXPECT_TRUE(r->entries[1].xattrs.empty());
+}
+
 TEST(TarReaderTest, PaxSizeOverridesTheHeader) {
   Tar t;
   t.Add(Entry("f").Data(std::string(700, 'x')).Pax({{"size", "700"}}));

@@ -1,8 +1,10 @@
 #include "net/policy.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 
 namespace sandstream::net {
 namespace {
@@ -105,6 +107,30 @@ TEST(PublicAddressTest, PrivateLoopbackLinkLocalAndMappedOnesAreNot) {
                          "64:ff9b::a00:1", "ff02::1", "not an address", ""}) {
     EXPECT_FALSE(IsPublicAddress(no)) << no;
   }
+}
+
+// A registry pull must not reach the benchmarking range nor the node's own addresses, in any
+// of their spellings; other public addresses stay reachable.
+TEST(PublicAddressTest, RegistryAddressesAreNeitherBenchmarkingNorTheNodesOwn) {
+  OwnAddresses own;
+  own.v4 = {*ParseAddress("93.184.216.34")};
+  in6_addr v6{};
+  ASSERT_EQ(::inet_pton(AF_INET6, "2606:4700::1111", &v6), 1);
+  std::array<uint8_t, 16> bytes{};
+  std::copy(v6.s6_addr, v6.s6_addr + 16, bytes.begin());
+  own.v6 = {bytes};
+  for (const char* yes : {"1.1.1.1", "93.184.216.35", "198.17.255.255", "198.20.0.0",
+                          "2606:4700::1112", "::ffff:1.1.1.1", "64:ff9b::101:101"}) {
+    EXPECT_TRUE(IsPublicAddress(yes)) << yes;
+    EXPECT_TRUE(IsRegistryAddress(yes, own)) << yes;
+  }
+  for (const char* no : {"198.18.0.1", "198.19.255.254", "::ffff:198.18.0.1", "64:ff9b::c612:1",
+                         "93.184.216.34", "::ffff:93.184.216.34", "64:ff9b::5db8:d822",
+                         "2606:4700:0:0::1111", "127.0.0.1", "10.0.0.1", "::1", "fe80::1", ""}) {
+    EXPECT_FALSE(IsRegistryAddress(no, own)) << no;
+  }
+  // Egress keeps the range for its rules: a sandbox may be pointed at it.
+  EXPECT_TRUE(IsPublicAddress("198.18.0.1"));
 }
 
 }  // namespace
