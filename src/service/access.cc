@@ -108,6 +108,7 @@ constexpr QuotaField kQuotaFields[] = {
     {"disk_mb", &Quotas::disk_mb},
     {"streams", &Quotas::streams},
     {"requests_per_second", &Quotas::requests_per_second},
+    {"watches", &Quotas::watches},
 };
 
 }  // namespace
@@ -201,7 +202,7 @@ Result<Quotas> QuotasFromJson(const json::value& v) {
       return Error{ErrorCode::kInvalidRequest,
                    "unknown quota '" + std::string(name) +
                        "' (sandboxes, running_processes, memory_mb, cpu_percent, disk_mb, "
-                       "streams, requests_per_second)"};
+                       "streams, requests_per_second, watches)"};
     }
     if (value.is_null()) continue;
     if (!value.is_int64() || value.as_int64() < 0 || value.as_int64() > (int64_t{1} << 40)) {

@@ -57,6 +57,9 @@ struct Quotas {
   int64_t disk_mb = 0;            // the sum of their disk limits
   int64_t streams = 0;            // open streaming responses (SSE, WebSockets, relays)
   int64_t requests_per_second = 0;
+  // File watches open at once in its sandboxes; 0: the default share (a quarter of the
+  // daemon's). Never more than the daemon's.
+  int64_t watches = 0;
 };
 
 // What a tenant's sandboxes take (its quotas' measure).

@@ -1,6 +1,7 @@
 """Who envd's routes admit, and when: a caller is refused from the request's head, before any
 of its body is read, unless it shows a live access token of the sandbox it names; a token
-handed to a tenant's key ends with the key; a signed URL acts as the user it was signed for."""
+handed to a tenant's key ends with the key; a signed URL acts as the user it was signed for;
+one tenant's file watches leave the others theirs."""
 
 from __future__ import annotations
 
@@ -247,3 +248,41 @@ def test_a_stream_opened_with_a_revoked_keys_token_ends(daemon_factory: Any) -> 
         assert ended.wait(4), "the stream outlived its key"
         assert b"unauthenticated" in b"".join(messages)[-400:], messages[-2:]
         c.delete(f"/sandboxes/{sb['sandboxID']}", headers={"X-API-KEY": API_KEY})
+
+
+def watcher(c: httpx.Client, sb: dict[str, Any]) -> httpx.Response:
+    return c.post("/filesystem.Filesystem/CreateWatcher", json={"path": "/tmp"},
+                  headers=envd(sb))
+
+
+def test_one_tenants_watches_leave_the_others_theirs(daemon_factory: Any) -> None:
+    """A tenant takes its share of the daemon's watches (16, or its quota), never all 64."""
+    d = daemon_factory()
+    with d.client() as admin, d.client(key=None) as c:
+        mallory = tenant(admin, "mallory")
+        alice = tenant(admin, "alice")
+        taken = 0
+        refusal = None
+        for _ in range(8):
+            sb = create(c, mallory)
+            for _ in range(8):
+                r = watcher(c, sb)
+                if r.status_code == 200:
+                    taken += 1
+                else:
+                    assert r.status_code == 429, r.text
+                    refusal = r.json()
+        assert taken == 16, taken
+        assert refusal and "tenant 'mallory'" in refusal["message"], refusal
+        # alice's own routes and E2B's both still get theirs.
+        mine = create(c, alice)
+        assert watcher(c, mine).status_code == 200
+        with httpx.stream("GET", f"{d.url}/v1/sandboxes/{mine['sandboxID']}/files/watch",
+                          params={"path": "/tmp"}, timeout=30,
+                          headers={"Authorization": f"Bearer {alice}"}) as s:
+            assert s.status_code == 200, s.read()
+        # A tenant's quota sets its share.
+        admin.patch("/v1/admin/tenants/alice", json={"quotas": {"watches": 2}}).raise_for_status()
+        assert watcher(c, mine).status_code == 200
+        r = watcher(c, mine)
+        assert r.status_code == 429 and "tenant 'alice' has 2" in r.json()["message"], r.text

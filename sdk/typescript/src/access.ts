@@ -17,6 +17,8 @@ export interface Quotas {
   /** Open SSE streams and WebSockets. */
   streams?: number;
   requestsPerSecond?: number;
+  /** File watches open at once in its sandboxes; 0 (or absent): the daemon's default share. */
+  watches?: number;
 }
 
 export interface Usage {
@@ -68,6 +70,7 @@ const QUOTA_WIRE: ReadonlyArray<readonly [keyof Quotas, string]> = [
   ["diskMb", "disk_mb"],
   ["streams", "streams"],
   ["requestsPerSecond", "requests_per_second"],
+  ["watches", "watches"],
 ];
 
 export function quotasToWire(quotas: Quotas): Wire {

@@ -1078,7 +1078,8 @@ class Admin:
     def create_tenant(self, name: str, quotas: Mapping[str, int] | None = None) -> Tenant:
         """Creates a tenant (`Conflict` if it exists). `quotas`, 0 or absent meaning none:
         `sandboxes`, `running_processes`, `memory_mb`, `cpu_percent`, `disk_mb` (sums of its
-        sandboxes' limits), `streams`, `requests_per_second`."""
+        sandboxes' limits), `streams`, `requests_per_second`, `watches` (0: the daemon's
+        default share)."""
         return self._api.call(create_tenant_call(name, quotas))
 
     def list_tenants(self) -> list[Tenant]:
