@@ -335,6 +335,7 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
   const auto registration = ctx.server.AddStream(&handle);
   const Exchanged relay = co_await RelayExchange(ctx.stream.socket(), upstream, write_timeout);
   ctx.server.RemoveStream(registration);
+  if (relay.down == 0 && handle.reason) co_return co_await ReplyError(ctx, *handle.reason);
   if (relay.down == 0) {
     co_return co_await ReplyError(ctx, ErrorCode::kBadGateway,
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +

@@ -125,8 +125,8 @@ TEST(SandboxAccessTokenTest, NamesItsHolderOnlyWhenItIsTheSandboxs) {
   std::string flipped = k;
   flipped.back() = flipped.back() == '0' ? '1' : '0';
   EXPECT_EQ(AccessTokenHolder("secret", sb, flipped), std::nullopt);
-  for (const std::string bad : {std::string(), std::string("sbt_"), "sbt_" + std::string(64, '0'),
-                                "sbt_ADMIN_" + a.substr(10), "sbt_admin" + a.substr(9, 64)}) {
+  for (const std::string& bad : {std::string(), std::string("sbt_"), "sbt_" + std::string(64, '0'),
+                                 "sbt_ADMIN_" + a.substr(10), "sbt_admin" + a.substr(9, 64)}) {
     EXPECT_EQ(AccessTokenHolder("secret", sb, bad), std::nullopt) << bad;
   }
 }
