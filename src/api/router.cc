@@ -176,7 +176,11 @@ std::optional<Error> Forbidden(const Principal& p, Need need, std::string_view s
 std::optional<Error> Admit(const http::request_parser<http::string_body>& parser, RouteMatch& m,
                            const ServerOptions& options, bool with_cookie = false,
                            uint16_t port = 0) {
-  if (m.route->open) return std::nullopt;
+  if (m.route->open) {
+    // envd's routes are open to the sandbox's token, which the head shows as a key would be.
+    return e2b::AdmitEnvdHead(*m.route, parser.get(), m.query.contains("signature"), options,
+                              &m.unknown_key);
+  }
   const std::string_view credential = Credential(parser, m.query, with_cookie, m.route->dialect);
   auto principal = Authenticate(credential, options);
   if (!principal) {
@@ -269,6 +273,13 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
                  : m.route && m.route->stream_body             ? options.max_file_bytes
                  : m.route && m.route->raw_body  ? options.max_stdin_bytes
                                                  : options.max_body_bytes;
+  // No body is read before its sender is known: an open route the head does not admit its
+  // caller to (a signed /files URL, /healthz, the console) takes none, but the upload that
+  // its handler reads only once it has judged the signature.
+  if (m.route && m.route->open && !m.route->stream_body &&
+      !e2b::AdmitsFromHead(*m.route, m.query.contains("signature"))) {
+    m.body_limit = 0;
+  }
   m.refusal = RouteError(resolved, parser, m.path);
   if (!m.refusal) m.refusal = Admit(parser, m, options);
   if (auto length = parser.content_length(); !m.refusal && length && *length > m.body_limit) {

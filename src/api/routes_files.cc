@@ -33,9 +33,11 @@ namespace {
 
 constexpr size_t kChunk = 256 * 1024;
 // Open watches; in all: half the kernel's default fs.inotify.max_user_instances (128), so the
-// host's other users of the daemon's uid keep the rest.
+// host's other users of the daemon's uid keep the rest; a tenant's sandboxes, a quarter of
+// those unless its `watches` quota says otherwise.
 constexpr size_t kWatchesPerSandbox = 8;
 constexpr size_t kWatchesInAll = 64;
+constexpr size_t kWatchesPerTenant = kWatchesInAll / 4;
 
 // Acting as `user` (uid 1000 inside) unless ?user=root.
 Result<sandbox::SandboxFs> OpenFs(Context& ctx, const SandboxEntry& sb) {
@@ -232,30 +234,52 @@ std::string DownloadHeaders(std::string_view path) {
 
 WatchQuota& FileWatchQuota() {
   // The pool it guards is per uid, so the count is the process's. Only the I/O thread uses it.
-  static WatchQuota* const quota = new WatchQuota(kWatchesPerSandbox, kWatchesInAll);
+  static WatchQuota* const quota =
+      new WatchQuota(kWatchesPerSandbox, kWatchesInAll, kWatchesPerTenant);
   return *quota;
 }
 
-WatchQuota::Ticket::Ticket(Ticket&& other) noexcept
-    : quota_(std::exchange(other.quota_, nullptr)), sandbox_id_(std::move(other.sandbox_id_)) {}
-
-WatchQuota::Ticket::~Ticket() {
-  if (quota_) quota_->Give(sandbox_id_);
+Result<WatchQuota::Ticket> TakeWatch(Context& ctx, const std::string& sandbox_id) {
+  const SandboxEntry* sb = ctx.service.Find(sandbox_id);
+  const std::string tenant = sb ? sb->tenant : std::string();
+  const Tenant* t = tenant.empty() ? nullptr : ctx.service.TenantOf(tenant);
+  const size_t share = t ? static_cast<size_t>(t->quotas.watches) : 0;
+  return FileWatchQuota().Take(sandbox_id, tenant, share);
 }
 
-Result<WatchQuota::Ticket> WatchQuota::Take(const std::string& sandbox_id) {
-  if (reclaim_) {
-    const auto held = by_sandbox_.find(sandbox_id);
-    if (open_ >= total_ || (held != by_sandbox_.end() && held->second >= per_sandbox_)) {
-      reclaim_();
-    }
-  }
+WatchQuota::Ticket::Ticket(Ticket&& other) noexcept
+    : quota_(std::exchange(other.quota_, nullptr)),
+      sandbox_id_(std::move(other.sandbox_id_)),
+      tenant_(std::move(other.tenant_)) {}
+
+WatchQuota::Ticket::~Ticket() {
+  if (quota_) quota_->Give(sandbox_id_, tenant_);
+}
+
+bool WatchQuota::Full(const std::string& sandbox_id, const std::string& tenant,
+                      size_t share) const {
+  const auto held = by_sandbox_.find(sandbox_id);
+  const auto owned = by_tenant_.find(tenant);
+  return open_ >= total_ || (held != by_sandbox_.end() && held->second >= per_sandbox_) ||
+         (!tenant.empty() && owned != by_tenant_.end() && owned->second >= share);
+}
+
+Result<WatchQuota::Ticket> WatchQuota::Take(const std::string& sandbox_id,
+                                            const std::string& tenant, size_t share) {
+  if (share == 0) share = tenant_share_;
+  if (reclaim_ && Full(sandbox_id, tenant, share)) reclaim_();
   const auto it = by_sandbox_.find(sandbox_id);
   if (it != by_sandbox_.end() && it->second >= per_sandbox_) {
     return Error{ErrorCode::kQuotaExceeded,
                  "sandbox " + sandbox_id + " has " + std::to_string(per_sandbox_) +
                      " file watches open, the most a sandbox may (each holds one of the "
                      "host's inotify instances); close one first"};
+  }
+  if (const auto owned = by_tenant_.find(tenant);
+      !tenant.empty() && owned != by_tenant_.end() && owned->second >= share) {
+    return Error{ErrorCode::kQuotaExceeded,
+                 "tenant '" + tenant + "' has " + std::to_string(share) +
+                     " file watches open, its share (quota watches); close one first"};
   }
   if (open_ >= total_) {
     return Error{ErrorCode::kQuotaExceeded,
@@ -264,14 +288,17 @@ Result<WatchQuota::Ticket> WatchQuota::Take(const std::string& sandbox_id) {
                      "host's inotify instances, fs.inotify.max_user_instances); try again later"};
   }
   ++by_sandbox_[sandbox_id];
+  if (!tenant.empty()) ++by_tenant_[tenant];
   ++open_;
-  return Ticket(this, sandbox_id);
+  return Ticket(this, sandbox_id, tenant);
 }
 
-void WatchQuota::Give(const std::string& sandbox_id) {
+void WatchQuota::Give(const std::string& sandbox_id, const std::string& tenant) {
   --open_;
   const auto it = by_sandbox_.find(sandbox_id);
   if (it != by_sandbox_.end() && --it->second == 0) by_sandbox_.erase(it);
+  const auto owned = by_tenant_.find(tenant);
+  if (owned != by_tenant_.end() && --owned->second == 0) by_tenant_.erase(owned);
 }
 
 asio::awaitable<void> ServeDownload(Context& ctx, const sandbox::SandboxFs& fs,
@@ -544,7 +571,7 @@ asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, std::string sandbox
                                                const sandbox::SandboxFs& fs,
                                                const std::string& path, bool recursive,
                                                WatchServe serve) {
-  auto ticket = FileWatchQuota().Take(sandbox_id);
+  auto ticket = TakeWatch(ctx, sandbox_id);
   if (!ticket) co_return ticket.error();
   auto watch = co_await OffThread(
       ctx, [&] { return sandbox::FileWatch::Start(fs, path, recursive, kMaxWatchedDirs); });

@@ -108,12 +108,14 @@ boost::asio::awaitable<std::optional<Error>> RunWatch(Context& ctx, std::string 
                                                       const std::string& path, bool recursive,
                                                       WatchServe serve);
 
-// File watches open now, per sandbox and in all. Each holds an inotify instance, and those
-// come from one kernel pool per uid (fs.inotify.max_user_instances, 128 by default) that the
-// daemon shares with everything else running as its user.
+// File watches open now, per sandbox, per tenant and in all. Each holds an inotify instance,
+// and those come from one kernel pool per uid (fs.inotify.max_user_instances, 128 by default)
+// that the daemon shares with everything else running as its user. A tenant's sandboxes hold
+// at most its share of them, so that one tenant cannot take them all; the admin's have none.
 class WatchQuota {
  public:
-  WatchQuota(size_t per_sandbox, size_t total) : per_sandbox_(per_sandbox), total_(total) {}
+  WatchQuota(size_t per_sandbox, size_t total, size_t tenant_share)
+      : per_sandbox_(per_sandbox), total_(total), tenant_share_(tenant_share) {}
 
   // Held while a watch is open; gives it back when destroyed.
   class Ticket {
@@ -124,32 +126,44 @@ class WatchQuota {
 
    private:
     friend class WatchQuota;
-    Ticket(WatchQuota* quota, std::string sandbox_id)
-        : quota_(quota), sandbox_id_(std::move(sandbox_id)) {}
+    Ticket(WatchQuota* quota, std::string sandbox_id, std::string tenant)
+        : quota_(quota), sandbox_id_(std::move(sandbox_id)), tenant_(std::move(tenant)) {}
     WatchQuota* quota_;
     std::string sandbox_id_;
+    std::string tenant_;
   };
 
-  // kQuotaExceeded, naming the limit, when the sandbox or the daemon has all it may (after
-  // the reclaimer, when there is one, has given back what it could).
-  Result<Ticket> Take(const std::string& sandbox_id);
+  // A watch of sandbox `sandbox_id` of `tenant` ("": the admin's, which has no share), whose
+  // share is `share` (0: the default one). kQuotaExceeded, naming the limit, when the sandbox,
+  // its tenant or the daemon has all it may (after the reclaimer, when there is one, has given
+  // back what it could).
+  Result<Ticket> Take(const std::string& sandbox_id, const std::string& tenant = {},
+                      size_t share = 0);
   // Called when the quota is full: gives back the tickets of watches nobody uses any more
   // (the polled watchers of E2B's adapter, which hold theirs between requests).
   void SetReclaimer(void (*reclaim)()) { reclaim_ = reclaim; }
   size_t open() const { return open_; }
+  size_t tenant_share() const { return tenant_share_; }
 
  private:
-  void Give(const std::string& sandbox_id);
+  void Give(const std::string& sandbox_id, const std::string& tenant);
+  // Whether a watch of that sandbox or tenant, or any watch, would pass a limit now.
+  bool Full(const std::string& sandbox_id, const std::string& tenant, size_t share) const;
 
   size_t per_sandbox_;
   size_t total_;
+  size_t tenant_share_;
   size_t open_ = 0;
   std::map<std::string, size_t, std::less<>> by_sandbox_;
+  std::map<std::string, size_t, std::less<>> by_tenant_;
   void (*reclaim_)() = nullptr;
 };
 
 // The watches of every route that watches files, sandstream's and the adapters'.
 WatchQuota& FileWatchQuota();
+// A ticket of FileWatchQuota() for a watch of sandbox `sandbox_id`, within its tenant's share:
+// the tenant's `watches` quota when it has one, else the default share.
+Result<WatchQuota::Ticket> TakeWatch(Context& ctx, const std::string& sandbox_id);
 // The directories one recursive watch may hold.
 inline constexpr size_t kMaxWatchedDirs = 1024;
 

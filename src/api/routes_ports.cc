@@ -323,9 +323,21 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +
                                       " did not take the request");
   }
+  // A relay lasts as long as its two ends want (a WebSocket, a long poll): as a stream, it ends
+  // with the daemon, and with the token or key it was opened with.
+  StreamHandle handle;
+  handle.StandOn(ctx.principal);
+  handle.wake = [&upstream, &client = ctx.stream.socket()] {
+    boost::system::error_code ignored;
+    upstream.close(ignored);
+    client.cancel(ignored);
+  };
+  const auto registration = ctx.server.AddStream(&handle);
   // The path form is served on the API's and the console's origin: its pages get an opaque one.
   const Exchanged relay =
       co_await RelayExchange(ctx.stream.socket(), upstream, write_timeout, /*opaque=*/!preview);
+  ctx.server.RemoveStream(registration);
+  if (relay.down == 0 && handle.reason) co_return co_await ReplyError(ctx, *handle.reason);
   if (relay.down == 0) {
     co_return co_await ReplyError(ctx, ErrorCode::kBadGateway,
                                   "port " + std::to_string(*port) + " of sandbox " + sandbox_id +

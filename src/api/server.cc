@@ -129,9 +129,15 @@ asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
     if (ec || stopping_) co_return;
     if (!options_.access) continue;
     for (StreamHandle* h : streams_) {
-      if (h->token.empty() || h->stopping || options_.access->TokenLive(h->token)) continue;
-      h->reason =
-          Error{ErrorCode::kUnauthorized, "token " + h->token + " has expired or was revoked"};
+      if (h->stopping) continue;
+      if (!h->token.empty() && !options_.access->TokenLive(h->token)) {
+        h->reason =
+            Error{ErrorCode::kUnauthorized, "token " + h->token + " has expired or was revoked"};
+      } else if (!h->key.empty() && !options_.access->KeyLive(h->key)) {
+        h->reason = Error{ErrorCode::kUnauthorized, "key " + h->key + " was revoked"};
+      } else {
+        continue;
+      }
       h->stopping = true;
       if (h->wake) h->wake();
     }

@@ -54,13 +54,20 @@ struct ServerOptions {
   std::function<boost::asio::awaitable<void>()> refresh_access;
 };
 
-// A live streaming response, so shutdown (or the end of the token it was opened with) can
-// reach it.
+// A live streaming response (or relay), so shutdown, or the end of the credential it was opened
+// with, can reach it.
 struct StreamHandle {
   std::function<void()> wake;
   bool stopping = false;
   std::string token;            // the scoped token it was opened with; empty for a key
+  std::string key;              // the tenant key it stands on (Principal::key); empty: none
   std::optional<Error> reason;  // why it was stopped, when not for the daemon's shutdown
+
+  // Remembers the credentials of `p` that can end (a scoped token, a tenant's key).
+  void StandOn(const Principal& p) {
+    if (p.kind == Principal::Kind::kToken && !p.derived) token = p.credential;
+    key = p.key;
+  }
 };
 
 struct RouteMatch;
@@ -128,7 +135,8 @@ class Server {
   std::optional<Error> Admission(const RouteMatch& match);
 
   boost::asio::awaitable<void> Session(boost::asio::ip::tcp::socket socket);
-  // Every second: streams opened with a token that has expired or was revoked are ended.
+  // Every second: streams opened with a token that has expired or was revoked, or standing on
+  // a key that was revoked, are ended.
   boost::asio::awaitable<void> EndStreamsOfDeadTokens();
   // Answers a connection past max_connections with a 503 and closes it.
   boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket socket);

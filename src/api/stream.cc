@@ -42,8 +42,7 @@ StreamResponse::StreamResponse(Context& ctx, std::string_view content_type)
   handle_.wake = [state = state_] {
     if (state->wake) state->wake();
   };
-  if (ctx_.principal.kind == Principal::Kind::kToken && !ctx_.principal.derived)
-    handle_.token = ctx_.principal.credential;
+  handle_.StandOn(ctx_.principal);
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
   ctx_.service.StreamOpened(ctx_.principal.tenant);

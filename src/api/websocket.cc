@@ -35,7 +35,7 @@ WebSocket::WebSocket(Context& ctx)
       write_deadline_(ctx.stream.get_executor()),
       drained_(ctx.stream.get_executor()),
       stop_(ctx.stream.get_executor()),
-      handle_{[this] { stop_.Notify(); }, false, {}, {}},
+      handle_{[this] { stop_.Notify(); }, false, {}, {}, {}},
       tasks_(ctx.stream.get_executor()) {}
 
 WebSocket::~WebSocket() {
@@ -63,8 +63,7 @@ asio::awaitable<bool> WebSocket::Accept() {
     co_return false;
   }
   ctx_.status = 101;
-  if (ctx_.principal.kind == Principal::Kind::kToken && !ctx_.principal.derived)
-    handle_.token = ctx_.principal.credential;
+  handle_.StandOn(ctx_.principal);
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
   ctx_.service.StreamOpened(ctx_.principal.tenant);

@@ -109,6 +109,7 @@ constexpr QuotaField kQuotaFields[] = {
     {"streams", &Quotas::streams},
     {"requests_per_second", &Quotas::requests_per_second},
     {"template_storage_mb", &Quotas::template_storage_mb},
+    {"watches", &Quotas::watches},
 };
 
 }  // namespace
@@ -202,7 +203,7 @@ Result<Quotas> QuotasFromJson(const json::value& v) {
       return Error{ErrorCode::kInvalidRequest,
                    "unknown quota '" + std::string(name) +
                        "' (sandboxes, running_processes, memory_mb, cpu_percent, disk_mb, "
-                       "streams, requests_per_second, template_storage_mb)"};
+                       "streams, requests_per_second, template_storage_mb, watches)"};
     }
     if (value.is_null()) continue;
     if (!value.is_int64() || value.as_int64() < 0 || value.as_int64() > (int64_t{1} << 40)) {
@@ -316,6 +317,7 @@ Result<Principal> Access::Authenticate(std::string_view credential) const {
       p.kind = Principal::Kind::kTenant;
       p.tenant = it->second.tenant;
       p.credential = it->first;
+      p.key = it->first;
       return p;
     }
   } else if (auto tid = IdOf(credential, kTokenPrefix, "tok_")) {
@@ -426,6 +428,12 @@ std::vector<KeyInfo> Access::Keys(std::string_view tenant) const {
   return out;
 }
 
+bool Access::KeyLive(std::string_view id, std::string_view tenant) const {
+  auto it = keys_.find(id);
+  return it != keys_.end() && (tenant.empty() || it->second.tenant == tenant) &&
+         tenants_.contains(it->second.tenant);
+}
+
 asio::awaitable<Result<void>> Access::RevokeKey(std::string tenant, std::string id) {
   auto it = keys_.find(id);
   if (it == keys_.end() || it->second.tenant != tenant) {
@@ -489,13 +497,49 @@ bool Access::TokenLive(std::string_view id) const {
   return it != tokens_.end() && it->second.expires_at > SystemNow();
 }
 
-std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox) {
-  const std::string message = "e2b-envd:" + std::string(sandbox);
+namespace {
+
+constexpr std::string_view kAccessTokenPrefix = "sbt_";
+
+// The HMAC of an access token: of sandbox `sandbox` for `holder`, under `secret`.
+std::string AccessTokenMac(std::string_view secret, std::string_view sandbox,
+                           std::string_view holder) {
+  const std::string message = "e2b-envd:" + std::string(sandbox) + ":" + std::string(holder);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
-  return "sbt_" + Hex(digest, size);
+  return Hex(digest, size);
+}
+
+}  // namespace
+
+std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox,
+                               std::string_view holder) {
+  const std::string_view shown = holder.starts_with("key_") ? holder.substr(4) : holder;
+  return std::string(kAccessTokenPrefix) + std::string(shown) + "_" +
+         AccessTokenMac(secret, sandbox, holder);
+}
+
+std::optional<std::string> AccessTokenHolder(std::string_view secret, std::string_view sandbox,
+                                             std::string_view token) {
+  if (!token.starts_with(kAccessTokenPrefix)) return std::nullopt;
+  token.remove_prefix(kAccessTokenPrefix.size());
+  const size_t sep = token.find('_');
+  if (sep == std::string_view::npos || token.size() - sep - 1 != 64) return std::nullopt;
+  const std::string_view shown = token.substr(0, sep);
+  std::string holder;
+  if (shown == kAdminHolder) {
+    holder = kAdminHolder;
+  } else if (shown.size() == 16 && std::all_of(shown.begin(), shown.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+             })) {
+    holder = "key_" + std::string(shown);
+  } else {
+    return std::nullopt;
+  }
+  if (!Same(token.substr(sep + 1), AccessTokenMac(secret, sandbox, holder))) return std::nullopt;
+  return holder;
 }
 
 std::string FileUrlSignature(std::string_view path, std::string_view operation,

@@ -58,6 +58,9 @@ struct Quotas {
   int64_t streams = 0;            // open streaming responses (SSE, WebSockets, relays)
   int64_t requests_per_second = 0;
   int64_t template_storage_mb = 0;  // its image and snapshot templates' size_bytes, on a node
+  // File watches open at once in its sandboxes; 0: the default share (a quarter of the
+  // daemon's). Never more than the daemon's.
+  int64_t watches = 0;
 };
 
 // What a tenant's sandboxes take (its quotas' measure).
@@ -103,8 +106,12 @@ struct Principal {
   std::string sandbox;
   Grant grant;
   SystemTime expires_at{};
-  // A sandbox's access token (SandboxAccessToken): no record to revoke, it ends with the sandbox.
+  // A sandbox's access token (SandboxAccessToken): no record of its own; it ends with the
+  // sandbox, or with the key it was handed to.
   bool derived = false;
+  // The tenant key it stands on (a key's own id, or the one an access token was handed to):
+  // what it opened, streams included, ends when that key is revoked. Empty for the admin's.
+  std::string key;
 
   bool admin() const { return kind == Kind::kAdmin; }
   // Whether a sandbox of `owner` named `id` exists for this principal at all.
@@ -192,6 +199,8 @@ class Access {
   // A new key of `tenant`: its record, and the key itself, which is never shown again.
   boost::asio::awaitable<Result<std::pair<KeyInfo, std::string>>> CreateKey(std::string tenant);
   std::vector<KeyInfo> Keys(std::string_view tenant) const;
+  // Whether key `id` (of `tenant`, when one is named) exists, so it still opens the API.
+  bool KeyLive(std::string_view id, std::string_view tenant = {}) const;
   boost::asio::awaitable<Result<void>> RevokeKey(std::string tenant, std::string id);
 
   // A token for `sandbox` (of `tenant`) with `grant` for `ttl`: its record and the token.
@@ -236,10 +245,20 @@ std::optional<Error> PastCreateQuota(std::string_view tenant, const Quotas& quot
 boost::json::object QuotasJson(const Quotas& q);
 Result<Quotas> QuotasFromJson(const boost::json::value& v);
 
-// The access token of sandbox `sandbox` that E2B's SDKs send to its envd (X-Access-Token):
-// "sbt_" + an HMAC-SHA256 of the id under `secret` (the admin key), so it needs no record, no
-// other sandbox's token can be made from it, and it ends with the sandbox (ids are not reused).
-std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox);
+// The access token of sandbox `sandbox` that E2B's SDKs send to its envd (X-Access-Token), as
+// handed to `holder`: kAdminHolder, or the id of the tenant key that asked for it. "sbt_" +
+// the holder ("admin", or the key's 16 hex digits) + "_" + an HMAC-SHA256 of the sandbox and
+// the holder under `secret` (the admin key). It needs no record and no other sandbox's token
+// can be made from it; it ends with the sandbox, and a key's with the key (whoever uses it
+// checks that its holder is still a key of the sandbox's tenant: AccessTokenHolder).
+inline constexpr std::string_view kAdminHolder = "admin";
+std::string SandboxAccessToken(std::string_view secret, std::string_view sandbox,
+                               std::string_view holder);
+// The holder an access token of sandbox `sandbox` names (kAdminHolder or "key_<16 hex>"),
+// if `token` is that sandbox's token for it under `secret`; nothing for any other string.
+// Whether the holder is still live is the caller's to check.
+std::optional<std::string> AccessTokenHolder(std::string_view secret, std::string_view sandbox,
+                                             std::string_view token);
 
 // The signature of a file URL of that sandbox's envd (the SDKs' download_url and upload_url):
 // "v1_" + unpadded base64 of SHA-256("path:operation:user:token"), ":expiration" appended when

@@ -97,13 +97,14 @@ def test_errors_in_each_dialect(daemon: Daemon) -> None:
         r = c.post(f"/sandboxes/{sb['sandboxID']}/timeout", json={"timeout": "x"}, headers=key)
         assert r.status_code == 400 and "timeout" in r.json()["message"], r.text
 
-        # envd: a sandbox that is not there is the edge's 502, whatever the token.
+        # envd: a wrong token is a 401, whether or not its sandbox exists (a gone sandbox is the
+        # edge's 502 to its own token only: test_an_access_token_opens_its_own_sandbox_only).
         gone = {"E2b-Sandbox-Id": "sb_0000000000000000", "X-Access-Token": "x"}
         for path in ("/process.Process/List", "/filesystem.Filesystem/Stat"):
             r = c.post(path, json={}, headers=gone)
-            assert r.status_code == 502 and "was not found" in r.json()["message"], r.text
-            assert r.json()["sandboxId"] == "sb_0000000000000000"
-        assert c.get("/health", headers=gone).status_code == 502
+            assert r.status_code == 401 and r.json()["code"] == "unauthenticated", r.text
+        r = c.get("/health", headers=gone)
+        assert r.status_code == 401 and r.json()["code"] == 401, r.text
         # A unary error: its Connect code and status.
         r = c.post("/process.Process/SendInput", headers=envd(sb),
                    json={"process": {"pid": 999999}, "input": {"stdin": "eA=="}})
@@ -153,7 +154,9 @@ def test_an_access_token_opens_its_own_sandbox_only(daemon: Daemon) -> None:
             c.delete(f"/sandboxes/{sb['sandboxID']}", headers={"X-API-KEY": API_KEY})
         # Its sandbox gone, the token opens nothing: the edge's 502.
         r = c.post("/process.Process/List", json={}, headers=envd(one))
-        assert r.status_code == 502, r.text
+        assert r.status_code == 502 and "was not found" in r.json()["message"], r.text
+        assert r.json()["sandboxId"] == one["sandboxID"]
+        assert c.get("/health", headers=envd(one)).status_code == 502
 
 
 def test_tenants_keep_to_their_own_sandboxes_and_quotas(daemon_factory: Any) -> None:

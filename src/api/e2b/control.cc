@@ -39,6 +39,13 @@ json::object Metadata(const json::object& metadata) {
   return out;
 }
 
+// The access token of `sb` for the caller: the admin's, or one that stands on the caller's key
+// and ends when it is revoked.
+std::string AccessToken(const Context& ctx, const SandboxEntry& sb) {
+  const std::string_view holder = ctx.principal.admin() ? kAdminHolder : ctx.principal.key;
+  return SandboxAccessToken(ctx.server.options().api_key, sb.id, holder);
+}
+
 // The Sandbox of a create or connect, with the token the SDK sends to envd.
 json::object Created(const Context& ctx, const SandboxEntry& sb) {
   json::object o;
@@ -47,7 +54,7 @@ json::object Created(const Context& ctx, const SandboxEntry& sb) {
   o["alias"] = sb.template_name;
   o["clientID"] = "sandstream";
   o["envdVersion"] = kEnvdVersion;
-  o["envdAccessToken"] = SandboxAccessToken(ctx.server.options().api_key, sb.id);
+  o["envdAccessToken"] = AccessToken(ctx, sb);
   o["trafficAccessToken"] = nullptr;
   o["domain"] = PreviewDomain(ctx);
   return o;
@@ -71,7 +78,7 @@ json::object Described(const Context& ctx, const SandboxEntry& sb, bool detail) 
   o["metadata"] = Metadata(sb.metadata);
   if (detail) {
     o["domain"] = PreviewDomain(ctx);
-    o["envdAccessToken"] = SandboxAccessToken(ctx.server.options().api_key, sb.id);
+    o["envdAccessToken"] = AccessToken(ctx, sb);
     o["allowInternetAccess"] = sb.network == "egress";
   }
   return o;

@@ -371,8 +371,9 @@ struct PolledWatcher {
 };
 using Watcher = std::shared_ptr<PolledWatcher>;
 
-// A watcher no one has polled for this long is dropped (an SDK that went without removing it).
-constexpr auto kIdleWatcher = std::chrono::minutes(10);
+// A watcher no one has polled for this long is dropped (an SDK that went without removing it):
+// it holds one of the daemon's few watches meanwhile.
+constexpr auto kIdleWatcher = std::chrono::minutes(2);
 // Batches of kDrainBytes read per poll, at most.
 constexpr int kDrainsPerPoll = 8;
 
@@ -450,7 +451,7 @@ asio::awaitable<void> CreateWatcher(Context& ctx, Target& t, const json::object&
   if (!recursive) co_return co_await ReplyError(ctx, recursive.error());
   FileWatchQuota().SetReclaimer(Reclaim);
   co_await Retire(ctx, Sweep());
-  auto ticket = FileWatchQuota().Take(t.sandbox_id);
+  auto ticket = TakeWatch(ctx, t.sandbox_id);
   if (!ticket) co_return co_await ReplyError(ctx, ticket.error());
   auto watch = co_await OffThread(ctx, [&] {
     return sandbox::FileWatch::Start(t.fs, *path, recursive->value_or(false), kMaxWatchedDirs);

@@ -61,37 +61,103 @@ std::optional<Dialect> DialectOf(std::string_view path) {
 
 namespace {
 
-// Admits the caller of an envd route, who has shown it holds `sb`'s access token: a token of
-// that sandbox alone, counted against its tenant's quotas (the router admitted no tenant, as
-// these routes are open to it).
-Result<const SandboxEntry*> AdmitHolder(Context& ctx, const SandboxEntry* sb) {
+// Admits the caller of an envd route, who has shown it holds `sb`'s access token, handed to
+// `holder`: a token of that sandbox alone, counted against its tenant's quotas (the router
+// admitted no tenant, as these routes are open to it), and standing on the holder's key.
+Result<const SandboxEntry*> AdmitHolder(Context& ctx, const SandboxEntry* sb,
+                                        const std::string& holder) {
   Principal p;
   p.kind = Principal::Kind::kToken;
   p.tenant = sb->tenant;
   p.credential = "envd:" + sb->id;
   p.sandbox = sb->id;
   p.derived = true;
+  if (holder != kAdminHolder) p.key = holder;
   p.grant.scopes = kScopeRead | kScopeExec | kScopeTerminal | kScopeFilesRead | kScopeFilesWrite;
   ctx.principal = std::move(p);
   if (auto refused = ctx.server.AdmitTenant(sb->tenant, IsStreamingCall(ctx))) return *refused;
   return sb;
 }
 
-// A signed URL's sandbox: of those a caller could mean (the one E2b-Sandbox-Id names, else
-// every one), the one whose token made `signature`. The hashing runs on the blocking pool, as
-// it is one per sandbox.
+// The holder of `token` as an access token of sandbox `id`, if that holder still opens it:
+// the admin, or a key that exists (of `tenant`, the sandbox's, once it is known: a key sees
+// its own tenant's sandboxes only). `unknown_key`: the holder is a key this node does not know.
+std::optional<std::string> LiveHolder(const ServerOptions& options, std::string_view id,
+                                      std::string_view token,
+                                      std::optional<std::string_view> tenant,
+                                      bool* unknown_key = nullptr) {
+  std::optional<std::string> holder = AccessTokenHolder(options.api_key, id, token);
+  if (!holder || *holder == kAdminHolder) return holder;
+  if (!options.access) return std::nullopt;
+  if (tenant && tenant->empty()) return std::nullopt;
+  if (!options.access->KeyLive(*holder, tenant.value_or(std::string_view()))) {
+    if (unknown_key) *unknown_key = !options.access->KeyLive(*holder);
+    return std::nullopt;
+  }
+  return holder;
+}
+
+// The holders whose access tokens of `sb` still open it: the admin and its tenant's keys.
+std::vector<std::string> Holders(const ServerOptions& options, const SandboxEntry& sb) {
+  std::vector<std::string> out{std::string(kAdminHolder)};
+  if (options.access && !sb.tenant.empty()) {
+    for (const KeyInfo& key : options.access->Keys(sb.tenant)) out.push_back(key.id);
+  }
+  return out;
+}
+
+Error Unauthenticated(std::string_view why) {
+  return Error{ErrorCode::kUnauthorized,
+               "unauthorized access: " + std::string(why) +
+                   " (X-Access-Token must be the sandbox's envdAccessToken, as the control "
+                   "plane handed it out)"};
+}
+
+// The refusal of an envd request whose head shows no live access token of the sandbox it
+// names, whether or not that sandbox exists. Sets `holder` to the token's holder.
+std::optional<Error> RefuseHead(const ServerOptions& options, std::string_view id,
+                                std::string_view token, std::optional<std::string_view> tenant,
+                                std::string* holder, bool* unknown_key = nullptr) {
+  if (token.empty()) return Unauthenticated("no X-Access-Token");
+  if (id.empty()) {
+    return Error{ErrorCode::kInvalidRequest,
+                 "missing E2b-Sandbox-Id header: set E2B_SANDBOX_URL to the daemon's URL"};
+  }
+  std::optional<std::string> live = LiveHolder(options, id, token, tenant, unknown_key);
+  if (!live) {
+    return Unauthenticated(
+        "the token is not this sandbox's, or the key it was handed to "
+        "was revoked");
+  }
+  *holder = std::move(*live);
+  return std::nullopt;
+}
+
 struct Signed {
   std::string path, operation, user, expiration, signature;
 };
+// A sandbox whose token may have made a signed URL, and the holders of its live tokens.
+struct Signer {
+  std::string id;
+  std::vector<std::string> holders;
+};
+struct SignedHolder {
+  std::string id, holder;
+};
 
-asio::awaitable<std::optional<std::string>> SignedBy(Context& ctx, Signed s,
-                                                     std::vector<std::string> ids) {
+// A signed URL's sandbox and holder: of `signers`, the one whose token made `s.signature`. The
+// hashing runs on the blocking pool, as it is one per live token of each sandbox.
+asio::awaitable<std::optional<SignedHolder>> SignedBy(Context& ctx, Signed s,
+                                                      std::vector<Signer> signers) {
   const std::string secret = ctx.server.options().api_key;
-  co_return co_await OffThread(ctx, [&]() -> std::optional<std::string> {
-    for (const std::string& id : ids) {
-      const std::string expected = FileUrlSignature(s.path, s.operation, s.user,
-                                                    SandboxAccessToken(secret, id), s.expiration);
-      if (SecretEquals(expected, s.signature)) return id;
+  co_return co_await OffThread(ctx, [&]() -> std::optional<SignedHolder> {
+    for (const Signer& signer : signers) {
+      for (const std::string& holder : signer.holders) {
+        const std::string expected =
+            FileUrlSignature(s.path, s.operation, s.user,
+                             SandboxAccessToken(secret, signer.id, holder), s.expiration);
+        if (SecretEquals(expected, s.signature)) return SignedHolder{signer.id, holder};
+      }
     }
     return std::nullopt;
   });
@@ -99,21 +165,35 @@ asio::awaitable<std::optional<std::string>> SignedBy(Context& ctx, Signed s,
 
 }  // namespace
 
+std::optional<Error> AdmitEnvdHead(const Route& route, const http::fields& head, bool signed_url,
+                                   const ServerOptions& options, bool* unknown_key) {
+  if (!AdmitsFromHead(route, signed_url)) return std::nullopt;
+  std::string holder;
+  return RefuseHead(options, head["E2b-Sandbox-Id"], head["X-Access-Token"], std::nullopt, &holder,
+                    unknown_key);
+}
+
+bool AdmitsFromHead(const Route& route, bool signed_url) {
+  if (!route.open || (route.dialect != Dialect::kConnect && route.dialect != Dialect::kE2b)) {
+    return false;
+  }
+  return !signed_url || (route.handler != ReadFile && route.handler != WriteFiles);
+}
+
 Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
   const std::string_view id = ctx.Header("E2b-Sandbox-Id");
-  if (id.empty()) {
-    return Error{ErrorCode::kInvalidRequest,
-                 "missing E2b-Sandbox-Id header: set E2B_SANDBOX_URL to the daemon's URL"};
-  }
-  const SandboxEntry* sb = ctx.service.Find(id);
-  if (!sb || sb->deleting) return SandboxGone(id);
   const std::string_view token = ctx.Header("X-Access-Token");
-  if (token.empty() ||
-      !SecretEquals(token, SandboxAccessToken(ctx.server.options().api_key, sb->id))) {
-    return Error{ErrorCode::kUnauthorized,
-                 "unauthorized access: X-Access-Token must be the sandbox's envdAccessToken"};
+  const SandboxEntry* sb = ctx.service.Find(id);
+  const bool here = sb && !sb->deleting;
+  // The credential first: whether a sandbox exists is no one's business without it.
+  std::string holder;
+  if (auto refused =
+          RefuseHead(ctx.server.options(), id, token,
+                     here ? std::optional<std::string_view>(sb->tenant) : std::nullopt, &holder)) {
+    return *refused;
   }
-  return AdmitHolder(ctx, sb);
+  if (!here) return SandboxGone(id);
+  return AdmitHolder(ctx, sb, holder);
 }
 
 namespace {
@@ -121,9 +201,9 @@ namespace {
 // The id of the sandbox whose token made the signed URL the query carries (of those a caller
 // could mean: the one E2b-Sandbox-Id names, else every one), none when it matches none, or
 // why it cannot be judged (expired: kUnauthorized).
-asio::awaitable<Result<std::optional<std::string>>> SignerOf(Context& ctx,
-                                                             std::string_view signature,
-                                                             std::string_view operation) {
+asio::awaitable<Result<std::optional<SignedHolder>>> SignerOf(Context& ctx,
+                                                              std::string_view signature,
+                                                              std::string_view operation) {
   Signed s{std::string(ctx.Query("path").value_or("")), std::string(operation),
            std::string(ctx.Query("username").value_or("")),
            std::string(ctx.Query("signature_expiration").value_or("")), std::string(signature)};
@@ -142,15 +222,16 @@ asio::awaitable<Result<std::optional<std::string>>> SignerOf(Context& ctx,
                       "this signed URL expired at " + FormatRfc3339(FromUnixMillis(at * 1000))};
     }
   }
-  std::vector<std::string> ids;
+  std::vector<Signer> signers;
+  const auto add = [&](const SandboxEntry* sb) {
+    if (sb && !sb->deleting) signers.push_back({sb->id, Holders(ctx.server.options(), *sb)});
+  };
   if (const std::string_view id = ctx.Header("E2b-Sandbox-Id"); !id.empty()) {
-    ids.emplace_back(id);
+    add(ctx.service.Find(id));
   } else {
-    for (const SandboxEntry* sb : ctx.service.List()) {
-      if (!sb->deleting) ids.push_back(sb->id);
-    }
+    for (const SandboxEntry* sb : ctx.service.List()) add(sb);
   }
-  co_return co_await SignedBy(ctx, std::move(s), std::move(ids));
+  co_return co_await SignedBy(ctx, std::move(s), std::move(signers));
 }
 
 }  // namespace
@@ -170,7 +251,7 @@ asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
                       "retry in a second"};
     }
   }
-  Result<std::optional<std::string>> id = co_await SignerOf(ctx, *signature, operation);
+  Result<std::optional<SignedHolder>> id = co_await SignerOf(ctx, *signature, operation);
   if (!id) co_return std::move(id).error();
   if (!*id) {
     co_return Error{ErrorCode::kUnauthorized,
@@ -178,9 +259,9 @@ asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
                     "path, operation and user (or its sandbox is gone)"};
   }
   // It may have gone while the signature was checked.
-  const SandboxEntry* sb = ctx.service.Find(**id);
-  if (!sb || sb->deleting) co_return SandboxGone(**id);
-  co_return AdmitHolder(ctx, sb);
+  const SandboxEntry* sb = ctx.service.Find((*id)->id);
+  if (!sb || sb->deleting) co_return SandboxGone((*id)->id);
+  co_return AdmitHolder(ctx, sb, (*id)->holder);
 }
 
 asio::awaitable<void> FindSignedSandbox(Context& ctx) {
@@ -193,10 +274,10 @@ asio::awaitable<void> FindSignedSandbox(Context& ctx) {
     refusal = Invalid("signature is required");
   }
   if (refusal) co_return co_await ReplyError(ctx, *refusal);
-  Result<std::optional<std::string>> id = co_await SignerOf(ctx, *signature, operation);
+  Result<std::optional<SignedHolder>> id = co_await SignerOf(ctx, *signature, operation);
   if (id && !*id) id = Error{ErrorCode::kNotFound, "no sandbox on this node made this signed URL"};
   if (!id) co_return co_await ReplyError(ctx, id.error());
-  const boost::json::object body{{"sandbox_id", **id}};
+  const boost::json::object body{{"sandbox_id", (*id)->id}};
   co_await ReplyJson(ctx, http::status::ok, body);
 }
 
@@ -204,6 +285,9 @@ Result<bool> ActsAsRoot(const Context& ctx) {
   std::string user;
   if (auto name = ctx.Query("username")) {
     user = *name;
+  } else if (ctx.Query("signature")) {
+    // A signed URL's user is the one it was signed for (none: the default user), as envd has
+    // it: a header added to it changes nothing.
   } else if (const std::string_view auth = ctx.Header(http::field::authorization);
              auth.starts_with("Basic ")) {
     auto decoded = DecodeBytes(auth.substr(6), "Authorization: Basic");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/routes.h"
+#include "api/server.h"
 #include "base/result.h"
 #include "sandbox/files.h"
 #include "service/service.h"
@@ -23,9 +24,20 @@ Need RouteNeed(Handler handler);
 // The dialect of a request no route matched: E2B's paths hear "no such route" in its shape.
 std::optional<Dialect> DialectOf(std::string_view path);
 
-// The sandbox an envd request is for, with its caller admitted: E2b-Sandbox-Id names it (a
-// missing one is SandboxGone, before any credential is looked at, as E2B's edge answers) and
-// X-Access-Token must be its access token. Sets ctx.principal to a token of that sandbox.
+// Whether the router admits callers of `route` from the request's head (AdmitEnvdHead): every
+// envd route but /files with a signed URL (`signed_url`: ?signature= is given), whose handler
+// judges the signature before it reads any body.
+bool AdmitsFromHead(const Route& route, bool signed_url);
+// For the router, before any of the body is read: the refusal of an envd request whose head
+// does not show a live access token (X-Access-Token) of the sandbox E2b-Sandbox-Id names, a
+// 401 whether or not that sandbox exists (400 with no E2b-Sandbox-Id). `unknown_key`: the
+// token names a key this node does not know (yet).
+std::optional<Error> AdmitEnvdHead(const Route& route, const http::fields& head, bool signed_url,
+                                   const ServerOptions& options, bool* unknown_key);
+// The sandbox an envd request is for, with its caller admitted: X-Access-Token must be a live
+// access token of the sandbox E2b-Sandbox-Id names (a 401 otherwise, whether or not it
+// exists); a sandbox that is gone is then SandboxGone, as E2B's edge answers. Sets
+// ctx.principal to a token of that sandbox, standing on the key it was handed to.
 Result<const SandboxEntry*> EnvdSandbox(Context& ctx);
 // The sandbox of a /files request: with ?signature= a signed URL's (the SDKs' download_url,
 // upload_url: `operation` "read" or "write", expired ones refused), whichever sandbox's token
@@ -36,7 +48,8 @@ boost::asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
 // whose token made a signed URL (its query as the URL's, plus `operation`), or 404.
 boost::asio::awaitable<void> FindSignedSandbox(Context& ctx);
 // The sandbox user an envd call acts as: `Authorization: Basic base64("user:")` on RPCs, the
-// `username` query on /files; "user" when neither is given, "root" the other one there is.
+// `username` query on /files (a signed URL's only from its query); "user" when neither is
+// given, "root" the other one there is.
 Result<bool> ActsAsRoot(const Context& ctx);
 
 // The sandbox's files as the user an envd call acts as (ActsAsRoot), and that user's home,

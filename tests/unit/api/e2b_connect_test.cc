@@ -97,13 +97,38 @@ TEST(DialectTest, PathsOfE2bHearItsErrorShapes) {
   EXPECT_EQ(DialectOf("/"), std::nullopt);
 }
 
-TEST(SandboxAccessTokenTest, OnePerSandboxAndSecret) {
-  const std::string a = SandboxAccessToken("key", "sb_0123456789abcdef");
-  EXPECT_TRUE(a.starts_with("sbt_"));
-  EXPECT_EQ(a.size(), 4u + 64u);
-  EXPECT_EQ(a, SandboxAccessToken("key", "sb_0123456789abcdef"));
-  EXPECT_NE(a, SandboxAccessToken("key", "sb_0123456789abcdee"));
-  EXPECT_NE(a, SandboxAccessToken("other", "sb_0123456789abcdef"));
+TEST(SandboxAccessTokenTest, OnePerSandboxHolderAndSecret) {
+  const std::string a = SandboxAccessToken("key", "sb_0123456789abcdef", kAdminHolder);
+  EXPECT_TRUE(a.starts_with("sbt_admin_"));
+  EXPECT_EQ(a.size(), 10u + 64u);
+  EXPECT_EQ(a, SandboxAccessToken("key", "sb_0123456789abcdef", kAdminHolder));
+  EXPECT_NE(a, SandboxAccessToken("key", "sb_0123456789abcdee", kAdminHolder));
+  EXPECT_NE(a, SandboxAccessToken("other", "sb_0123456789abcdef", kAdminHolder));
+  const std::string k = SandboxAccessToken("key", "sb_0123456789abcdef", "key_00112233aabbccdd");
+  EXPECT_TRUE(k.starts_with("sbt_00112233aabbccdd_"));
+  EXPECT_NE(k.substr(21), a.substr(10));
+}
+
+TEST(SandboxAccessTokenTest, NamesItsHolderOnlyWhenItIsTheSandboxs) {
+  const std::string sb = "sb_0123456789abcdef";
+  const std::string key = "key_00112233aabbccdd";
+  const std::string a = SandboxAccessToken("secret", sb, kAdminHolder);
+  const std::string k = SandboxAccessToken("secret", sb, key);
+  EXPECT_EQ(AccessTokenHolder("secret", sb, a), std::string(kAdminHolder));
+  EXPECT_EQ(AccessTokenHolder("secret", sb, k), key);
+  EXPECT_EQ(AccessTokenHolder("secret", "sb_0123456789abcdee", k), std::nullopt);
+  EXPECT_EQ(AccessTokenHolder("other", sb, k), std::nullopt);
+  // Another holder's name on this MAC, a changed MAC, other shapes.
+  std::string moved = k;
+  moved.replace(4, 16, "00112233aabbccde");
+  EXPECT_EQ(AccessTokenHolder("secret", sb, moved), std::nullopt);
+  std::string flipped = k;
+  flipped.back() = flipped.back() == '0' ? '1' : '0';
+  EXPECT_EQ(AccessTokenHolder("secret", sb, flipped), std::nullopt);
+  for (const std::string& bad : {std::string(), std::string("sbt_"), "sbt_" + std::string(64, '0'),
+                                 "sbt_ADMIN_" + a.substr(10), "sbt_admin" + a.substr(9, 64)}) {
+    EXPECT_EQ(AccessTokenHolder("secret", sb, bad), std::nullopt) << bad;
+  }
 }
 
 // The values E2B's own SDK (e2b.sandbox.signature.get_signature) gives for the same inputs.

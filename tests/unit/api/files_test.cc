@@ -75,7 +75,7 @@ TEST(DownloadHeadersTest, APathWithLineBreaksStaysOneHeader) {
 }
 
 TEST(WatchQuotaTest, CapsPerSandboxAndInAllAndGivesBack) {
-  WatchQuota quota(2, 3);
+  WatchQuota quota(2, 3, 3);
   {
     auto a1 = quota.Take("sb_a");
     auto a2 = quota.Take("sb_a");
@@ -96,6 +96,29 @@ TEST(WatchQuotaTest, CapsPerSandboxAndInAllAndGivesBack) {
   }
   EXPECT_EQ(quota.open(), 0u);
   EXPECT_TRUE(quota.Take("sb_a"));
+}
+
+TEST(WatchQuotaTest, ATenantHoldsItsShareAndNoMore) {
+  WatchQuota quota(2, 6, 3);
+  auto m1 = quota.Take("sb_m1", "mallory");
+  auto m2 = quota.Take("sb_m1", "mallory");
+  auto m3 = quota.Take("sb_m2", "mallory");
+  ASSERT_TRUE(m1 && m2 && m3);
+  auto m4 = quota.Take("sb_m2", "mallory");
+  ASSERT_FALSE(m4);
+  EXPECT_EQ(m4.error().code, ErrorCode::kQuotaExceeded);
+  EXPECT_NE(m4.error().message.find("tenant 'mallory' has 3 file watches"), std::string::npos);
+  // Another tenant still has its own; a larger share is the tenant's quota.
+  auto a1 = quota.Take("sb_a", "alice", 1);
+  ASSERT_TRUE(a1);
+  EXPECT_FALSE(quota.Take("sb_a", "alice", 1));
+  auto b1 = quota.Take("sb_b", "bob", 5);
+  auto b2 = quota.Take("sb_b", "bob", 5);
+  ASSERT_TRUE(b1 && b2);
+  // The daemon's own limit still holds over every share.
+  auto b3 = quota.Take("sb_b2", "bob", 5);
+  ASSERT_FALSE(b3);
+  EXPECT_NE(b3.error().message.find("the daemon has 6"), std::string::npos);
 }
 
 }  // namespace

@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 from ._core import Call, ignore_body
 
-# The quotas a tenant may have; 0 (or absent) means none.
+# The quotas a tenant may have; 0 (or absent) means none (`watches`: the daemon's default share).
 QUOTA_NAMES = ("sandboxes", "running_processes", "memory_mb", "cpu_percent", "disk_mb", "streams",
-               "requests_per_second", "template_storage_mb")
+               "requests_per_second", "template_storage_mb", "watches")
 
 
 def _int(value: Any) -> int:
