@@ -212,6 +212,8 @@ Op<Result<std::vector<UniqueFd>>> LimitsView::Files() {
 }
 
 void LimitsView::Stop() {
+  // One an earlier daemon started, for sandboxes this one has ended without a Create of its own.
+  if (!pidfd_) (void)Adopt();
   if (!pidfd_) return;
   (void)SignalPidfd(pidfd_.get(), SIGTERM);
   if (child_) {
