@@ -70,6 +70,7 @@ const Field kFields[] = {
     {"allow_nested_userns", &Config::allow_nested_userns},
     {"teardown_on_exit", &Config::teardown_on_exit},
     {"cgroup_parent", &Config::cgroup_parent},
+    {"lxcfs", &Config::lxcfs},
     {"max_processes_per_sandbox", &Config::max_processes_per_sandbox},
     {"default_memory_mb", &Config::default_memory_mb},
     {"max_memory_mb", &Config::max_memory_mb},

@@ -51,6 +51,7 @@ struct Config {
   int64_t host_id_base = 1000000;            // host uid/gid of root in the first sandbox; sandbox i maps 65536 ids from host_id_base + i * 65536, which must hold no host user and lie in /etc/subuid's ranges for root if it has any
   bool teardown_on_exit = false;             // a stopping daemon ends every sandbox and process (else they run on and the next start takes them back)
   std::string cgroup_parent;                 // where sandbox cgroups go: empty, below the daemon's own cgroup; an absolute path (/sandstream), that cgroup of every hierarchy, made if missing: outside the daemon's own, so sandboxes outlive a container the daemon runs in (one daemon per path)
+  std::string lxcfs = "/usr/bin/lxcfs";      // the lxcfs that answers each sandbox's /proc/meminfo, cpuinfo, stat, uptime and /sys/devices/system/cpu/online from its limits, started on demand at <data_dir>/lxcfs and left running while sandboxes outlive the daemon; empty or absent: sandboxes see the host's
   bool allow_nested_userns = false;          // lets sandbox requests ask for allow_nested_userns (their processes may create user namespaces); refused with 400 otherwise
   int64_t max_processes_per_sandbox = 1024;  // running processes per sandbox at most
   int64_t default_memory_mb = 512;           // sandbox memory limit unless the request sets one

@@ -36,6 +36,8 @@ Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config,
   std::snprintf(suffix, sizeof suffix, "%08x", hash);
   options.cgroup_parent =
       config.cgroup_parent.empty() ? std::string("sandstream-") + suffix : config.cgroup_parent;
+  options.lxcfs = config.lxcfs;
+  options.lxcfs_dir = config.data_dir + "/lxcfs";
   auto runtime = std::make_unique<sandbox::NamespaceRuntime>(options);
   if (!runtime->ready()) return runtime->ready().error();
   return std::unique_ptr<sandbox::Runtime>(std::move(runtime));

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "platform/fd.h"
 #include "platform/signals.h"
+#include "sandbox/cpus.h"
 #include "sandbox/fault.h"
 
 namespace sandstream::sandbox {
@@ -54,7 +55,21 @@ bool HasWord(const std::string& text, const std::string& word) {
 struct CgroupMount {
   std::string root;        // the mount's root inside the hierarchy
   std::string mountpoint;
+  std::string controllers;  // v1: the hierarchy's controllers as mount options ("cpu,cpuacct")
 };
+
+// The controllers among a v1 mount's super options ("rw,cpu,cpuacct" -> "cpu,cpuacct").
+std::string ControllersOf(const std::string& super_options) {
+  std::string out;
+  for (const auto& opt : Split(super_options, ',')) {
+    if (opt == "rw" || opt == "ro" || opt == "xattr" || opt == "clone_children" ||
+        opt == "noprefix" || opt == "cpuset_v2_mode" || opt.starts_with("release_agent=")) {
+      continue;
+    }
+    out += (out.empty() ? "" : ",") + opt;
+  }
+  return out;
+}
 
 // fstype "cgroup": controller -> mount; fstype "cgroup2": key "".
 std::map<std::string, CgroupMount> FindMounts() {
@@ -69,7 +84,7 @@ std::map<std::string, CgroupMount> FindMounts() {
     auto pre = Split(line.substr(0, dash), ' ');
     auto post = Split(line.substr(dash + 3), ' ');
     if (pre.size() < 5 || post.size() < 3) continue;
-    CgroupMount m{pre[3], pre[4]};
+    CgroupMount m{pre[3], pre[4], ControllersOf(post[2])};
     if (post[0] == "cgroup2") {
       out.emplace("", m);
     } else if (post[0] == "cgroup") {
@@ -137,6 +152,20 @@ void SignalMembers(const std::string& dir, int sig, pid_t pgid) {
 }
 
 void KillMembers(const std::string& dir) { SignalMembers(dir, SIGKILL, 0); }
+
+// A v1 cpuset cgroup starts with no CPUs and no memory nodes, and takes no process until it
+// has both: `dir` gets its parent's.
+int InheritCpuset(const std::string& dir) {
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  for (const char* file : {"/cpuset.cpus", "/cpuset.mems"}) {
+    auto own = ReadFile(dir + file);
+    if (own && !ParseCpuList(*own).value_or(std::vector<int>{}).empty()) continue;
+    auto value = ReadFile(parent + file);
+    if (!value) return errno != 0 ? errno : EIO;
+    if (int e = WriteString(dir + file, *value); e != 0) return e;
+  }
+  return 0;
+}
 
 constexpr auto kRemoveDeadline = std::chrono::seconds(5);
 
@@ -287,10 +316,13 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
       auto controllers = ReadFile(top + "/cgroup.controllers");
       if (controllers && HasWord(*controllers, "memory") && HasWord(*controllers, "pids") &&
           HasWord(*controllers, "cpu")) {
-        auto parent = MakeAbsoluteParent(top, parent_name, "+memory +pids +cpu");
+        cg.v2_cpuset_ = HasWord(*controllers, "cpuset");
+        auto parent = MakeAbsoluteParent(
+            top, parent_name, cg.v2_cpuset_ ? "+memory +pids +cpu +cpuset" : "+memory +pids +cpu");
         if (!parent) return std::move(parent).error();
         cg.version_ = CgroupVersion::kV2;
         cg.parents_ = {*parent};
+        cg.fs_mounts_ = {{"", "cgroup2", "", {}}};
         return cg;
       }
     }
@@ -305,7 +337,9 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
     auto controllers = ReadFile(self + "/cgroup.controllers");
     if (controllers && HasWord(*controllers, "memory") && HasWord(*controllers, "pids") &&
         HasWord(*controllers, "cpu")) {
-      const std::string enable = "+memory +pids +cpu";
+      cg.v2_cpuset_ = HasWord(*controllers, "cpuset");
+      const std::string enable =
+          cg.v2_cpuset_ ? "+memory +pids +cpu +cpuset" : "+memory +pids +cpu";
       int err = WriteString(self + "/cgroup.subtree_control", enable);
       if (err == EBUSY) {
         // No internal processes in v2: a cgroup that hands controllers to children must be
@@ -329,34 +363,78 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
       }
       cg.version_ = CgroupVersion::kV2;
       cg.parents_ = {parent};
+      cg.fs_mounts_ = {{"", "cgroup2", "", {}}};
       return cg;
     }
   }
 
-  for (const char* ctrl : kV1Controllers) {
+  // memory, pids and cpu are needed; cpuset (nproc) and cpuacct (the CPU time a sandbox's
+  // /proc/stat shows) are used where the host has them, each in a hierarchy of its own.
+  std::vector<std::string> controllers(std::begin(kV1Controllers), std::end(kV1Controllers));
+  std::vector<std::string> mountpoints;
+  for (const char* optional : {"cpuset", "cpuacct"}) {
+    auto m = mounts.find(optional);
+    if (m == mounts.end()) continue;
+    bool shared = false;
+    for (const auto& c : controllers) {
+      auto it = mounts.find(c);
+      shared = shared || (it != mounts.end() && it->second.mountpoint == m->second.mountpoint);
+    }
+    if (shared) continue;
+    (std::string(optional) == "cpuset" ? cg.cpuset_ : cg.cpuacct_) =
+        static_cast<int>(controllers.size());
+    controllers.push_back(optional);
+  }
+  for (const auto& ctrl : controllers) {
     auto m = mounts.find(ctrl);
     if (m == mounts.end()) {
       return Error{ErrorCode::kInternal,
-                   std::string("cgroup: no cgroup v2 controllers and no v1 ") + ctrl + " hierarchy"};
+                   "cgroup: no cgroup v2 controllers and no v1 " + ctrl + " hierarchy"};
     }
+    std::string parent;
     if (absolute) {
-      auto parent = MakeAbsoluteParent(JoinCgroupPath(m->second, "/"), parent_name, "");
-      if (!parent) return std::move(parent).error();
-      cg.parents_.push_back(*parent);
-      continue;
-    }
-    const std::string parent = JoinCgroupPath(m->second, OwnPathFor(own, ctrl)) + "/" + parent_name;
-    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
-      return SysError(ErrorCode::kInternal, "cgroup: mkdir " + parent, errno);
+      const std::string top = JoinCgroupPath(m->second, "/");
+      auto made = MakeAbsoluteParent(top, parent_name, "");
+      if (!made) return std::move(made).error();
+      parent = *made;
+      if (ctrl == "cpuset") {
+        for (std::string at = top; at != parent;) {
+          at = parent.substr(0, parent.find('/', at.size() + 1));
+          if (int e = InheritCpuset(at); e != 0) {
+            return SysError(ErrorCode::kInternal, "cgroup: cpuset of " + at, e);
+          }
+        }
+      }
+    } else {
+      parent = JoinCgroupPath(m->second, OwnPathFor(own, ctrl)) + "/" + parent_name;
+      if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+        return SysError(ErrorCode::kInternal, "cgroup: mkdir " + parent, errno);
+      }
+      if (ctrl == "cpuset") {
+        if (int e = InheritCpuset(parent); e != 0) {
+          return SysError(ErrorCode::kInternal, "cgroup: cpuset of " + parent, e);
+        }
+      }
     }
     cg.parents_.push_back(parent);
+    // Inside, each hierarchy is mounted where Docker puts it: /sys/fs/cgroup/<its controllers>,
+    // with a link per controller of a shared one (cpu -> cpu,cpuacct).
+    if (std::find(mountpoints.begin(), mountpoints.end(), m->second.mountpoint) ==
+        mountpoints.end()) {
+      mountpoints.push_back(m->second.mountpoint);
+      CgroupFsMount fs{m->second.controllers, "cgroup", m->second.controllers, {}};
+      for (const auto& c : Split(m->second.controllers, ',')) {
+        if (c != fs.dir && !c.starts_with("name=")) fs.links.push_back(c);
+      }
+      cg.fs_mounts_.push_back(std::move(fs));
+    }
   }
   cg.version_ = CgroupVersion::kV1;
   return cg;
 }
 
-Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
-                                                       const Limits& limits) const {
+Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id, const Limits& limits,
+                                                       uint32_t slot) const {
   std::vector<std::string> dirs;
   auto fail = [&](const std::string& what, int err) -> Error {
     for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) (void)RemoveCgroupDir(*it);
@@ -392,6 +470,26 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id,
                 {dirs[0] + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)}};
     oom_file = dirs[0] + "/memory.events";
   }
+  // Its CPUs: the parent's, or fewer where the cpu limit is below their count.
+  const int cpuset = version_ == CgroupVersion::kV1 ? cpuset_ : (v2_cpuset_ ? 0 : -1);
+  if (cpuset >= 0) {
+    const std::string& parent = parents_[static_cast<size_t>(cpuset)];
+    auto available = ReadFile(
+        parent + (version_ == CgroupVersion::kV1 ? "/cpuset.cpus" : "/cpuset.cpus.effective"));
+    if (!available) return fail("read " + parent + "/cpuset.cpus", errno);
+    auto cpus = ParseCpuList(*available);
+    if (!cpus) return fail("parse " + parent + "/cpuset.cpus", EINVAL);
+    const std::string dir = dirs[static_cast<size_t>(cpuset)];
+    const std::vector<int> picked = PickCpus(*cpus, limits.cpu_percent, slot);
+    if (version_ == CgroupVersion::kV1) {
+      auto mems = ReadFile(parent + "/cpuset.mems");
+      if (!mems) return fail("read " + parent + "/cpuset.mems", errno);
+      settings.emplace_back(dir + "/cpuset.cpus", FormatCpuList(picked));
+      settings.emplace_back(dir + "/cpuset.mems", *mems);
+    } else if (picked.size() < cpus->size()) {
+      settings.emplace_back(dir + "/cpuset.cpus", FormatCpuList(picked));
+    }
+  }
   for (const auto& [file, value] : settings) {
     int err = InjectedFault() ? EIO : WriteString(file, value);
     // The swap files are absent without swap accounting; nothing to limit then.
@@ -417,11 +515,18 @@ std::vector<std::string> Cgroups::DirsOf(const std::string& id) const {
 
 Result<std::unique_ptr<SandboxCgroup>> Cgroups::OpenDirs(std::vector<std::string> dirs) const {
   std::vector<UniqueFd> procs;
-  for (const auto& dir : dirs) {
-    const std::string file = dir + "/cgroup.procs";
+  for (size_t i = 0; i < dirs.size();) {
+    const std::string file = dirs[i] + "/cgroup.procs";
     UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    // A sandbox of a daemon that did not use the cpuset or cpuacct hierarchy has none there.
+    if (!fd && errno == ENOENT && i >= std::size(kV1Controllers) &&
+        version_ == CgroupVersion::kV1) {
+      dirs.erase(dirs.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
     if (!fd) return SysError(ErrorCode::kSandboxSetupFailed, "cgroup: open " + file, errno);
     procs.push_back(std::move(fd));
+    ++i;
   }
   std::string oom_file = dirs[0] + (version_ == CgroupVersion::kV1 ? "/memory.oom_control"
                                                                     : "/memory.events");

@@ -19,7 +19,17 @@ namespace sandstream::sandbox {
 
 enum class CgroupVersion { kV1, kV2 };
 
-// One sandbox's cgroups: one directory per v1 hierarchy (memory, pids, cpu), or one in v2.
+// A cgroup filesystem as the sandbox mounts it from inside its cgroup namespace, read-only,
+// under /sys/fs/cgroup: one per v1 hierarchy it is in, or the one v2 tree.
+struct CgroupFsMount {
+  std::string dir;      // under /sys/fs/cgroup: "memory", "cpu,cpuacct"; "" for v2 (the top)
+  std::string fstype;   // "cgroup" or "cgroup2"
+  std::string options;  // the hierarchy's controllers ("cpu,cpuacct"), as it must be named
+  std::vector<std::string> links;  // names linked to `dir`: "cpu" and "cpuacct" for "cpu,cpuacct"
+};
+
+// One sandbox's cgroups: one directory per v1 hierarchy (memory, pids, cpu, then cpuset and
+// cpuacct where the host has them apart), or one in v2.
 class SandboxCgroup {
  public:
   SandboxCgroup(CgroupVersion version, std::vector<std::string> dirs,
@@ -63,22 +73,33 @@ class Cgroups {
   static Result<Cgroups> Detect(const std::string& parent_name);
 
   CgroupVersion version() const { return version_; }
-  // Creates the sandbox's cgroups with every limit set; nothing is left on failure.
-  Result<std::unique_ptr<SandboxCgroup>> Create(const std::string& id, const Limits& limits) const;
+  // Creates the sandbox's cgroups with every limit set; nothing is left on failure. Where the
+  // cpuset controller is there, the sandbox gets as many CPUs as its cpu limit rounds up to,
+  // chosen by `slot` (PickCpus), so that nproc and every runtime that sizes itself by its
+  // CPUs see what it can use.
+  Result<std::unique_ptr<SandboxCgroup>> Create(const std::string& id, const Limits& limits,
+                                                uint32_t slot) const;
   // Opens the cgroups an earlier daemon created for sandbox `id`, as they are.
   Result<std::unique_ptr<SandboxCgroup>> Open(const std::string& id) const;
   // Kills the processes of, and removes, every sandbox cgroup under the parents but those of
   // the sandboxes in `keep`.
   void CleanupLeftovers(const std::vector<std::string>& keep) const;
   const std::vector<std::string>& parents() const { return parents_; }
+  // The cgroup filesystems a sandbox mounts to see its own limits.
+  const std::vector<CgroupFsMount>& fs_mounts() const { return fs_mounts_; }
 
  private:
   std::vector<std::string> DirsOf(const std::string& id) const;
   Result<std::unique_ptr<SandboxCgroup>> OpenDirs(std::vector<std::string> dirs) const;
 
   CgroupVersion version_ = CgroupVersion::kV1;
-  // v1: memory, pids, cpu parents in that order; v2: one.
+  // v1: memory, pids, cpu parents in that order, then cpuset and cpuacct if the host has those
+  // hierarchies apart (`cpuset_`, `cpuacct_`: their index, or -1); v2: one.
   std::vector<std::string> parents_;
+  int cpuset_ = -1;
+  int cpuacct_ = -1;
+  bool v2_cpuset_ = false;  // v2: the cpuset controller is handed down to the sandboxes
+  std::vector<CgroupFsMount> fs_mounts_;
 };
 
 }  // namespace sandstream::sandbox

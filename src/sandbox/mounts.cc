@@ -17,6 +17,7 @@
 #include "platform/fd.h"
 #include "sandbox/child_report.h"
 #include "sandbox/fault.h"
+#include "sandbox/limits_view.h"
 
 namespace sandstream::sandbox {
 namespace {
@@ -86,8 +87,55 @@ void AddWritableLayer(PlanBuilder& b, const SandboxSpec& spec) {
   b.Add(MountOp::kMkdir, "layer/shm", "mounts: mkdir: layer/shm", {}, {}, 01777);
 }
 
-// /tmp, /proc and /dev: the same for every template.
-void AddRuntimeMounts(PlanBuilder& b, const std::string& root) {
+// /sys holds only what shows a sandbox its limits: its cgroups, from inside its cgroup
+// namespace, read-only (its processes have no capability and seccomp denies every mount call,
+// so none can make them writable), never the host's cgroupfs.
+void AddSys(PlanBuilder& b, const HostSystem& host, const std::string& root,
+            const std::vector<int>& view_fds) {
+  const std::string sys = root + "/sys";
+  constexpr unsigned long kNothingToRun = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  b.Add(MountOp::kMkdir, sys, "mounts: mkdir: /sys", {}, {}, 0555);
+  b.Add(MountOp::kTmpfs, sys, "mounts: tmpfs: /sys", {}, "size=64k,nr_inodes=256,mode=0555", 0, 0,
+        kNothingToRun);
+  const std::string cgroup = sys + "/fs/cgroup";
+  b.Add(MountOp::kMkdir, sys + "/fs", "mounts: mkdir: /sys/fs", {}, {}, 0555);
+  b.Add(MountOp::kMkdir, cgroup, "mounts: mkdir: /sys/fs/cgroup", {}, {}, 0555);
+  const bool v1 = !host.cgroup_fs.empty() && !host.cgroup_fs[0].dir.empty();
+  if (v1) {
+    // As Docker lays v1 out: a tmpfs holding a mount point per hierarchy.
+    b.Add(MountOp::kTmpfs, cgroup, "mounts: tmpfs: /sys/fs/cgroup", {},
+          "size=64k,nr_inodes=256,mode=0755", 0, 0, kNothingToRun);
+  }
+  for (const auto& fs : host.cgroup_fs) {
+    const std::string at = fs.dir.empty() ? cgroup : cgroup + "/" + fs.dir;
+    const std::string inside = "/sys/fs/cgroup" + (fs.dir.empty() ? "" : "/" + fs.dir);
+    if (!fs.dir.empty()) b.Add(MountOp::kMkdir, at, "mounts: mkdir: " + inside, {}, {}, 0555);
+    b.Add(MountOp::kCgroup, at, "mounts: " + fs.fstype + ": " + inside, fs.fstype, fs.options, 0, 0,
+          MS_RDONLY | kNothingToRun);
+    for (const auto& link : fs.links) {
+      b.Add(MountOp::kSymlink, cgroup + "/" + link, "mounts: symlink: /sys/fs/cgroup/" + link,
+            fs.dir);
+    }
+  }
+  if (v1) b.Add(MountOp::kSeal, cgroup, "mounts: read-only: /sys/fs/cgroup");
+  // lxcfs's CPU count (glibc's get_nprocs reads it), over a file of the sandbox's own.
+  for (size_t i = 0; i < view_fds.size(); ++i) {
+    const std::string name = kViewFiles[i];
+    if (!name.starts_with("sys/")) continue;
+    for (size_t at = 4; (at = name.find('/', at)) != std::string::npos; ++at) {
+      b.Add(MountOp::kMkdir, root + "/" + name.substr(0, at),
+            "mounts: mkdir: /" + name.substr(0, at), {}, {}, 0555);
+    }
+    b.Add(MountOp::kWriteFile, root + "/" + name, "mounts: create: /" + name, {}, {}, 0444);
+    b.Add(MountOp::kAttach, root + "/" + name, "mounts: lxcfs: /" + name);
+    b.Last().fd = view_fds[i];
+  }
+  b.Add(MountOp::kSeal, sys, "mounts: read-only: /sys");
+}
+
+// /tmp, /proc, /dev and /sys: the same for every template.
+void AddRuntimeMounts(PlanBuilder& b, const HostSystem& host, const std::string& root,
+                      const std::vector<int>& view_fds) {
   b.Add(MountOp::kMkdir, root + "/tmp", "mounts: mkdir: /tmp", {}, {}, 01777);
   b.Add(MountOp::kMkdir, root + "/proc", "mounts: mkdir: /proc", {}, {}, 0555);
   b.Add(MountOp::kProc, root + "/proc", "mounts: proc: /proc");
@@ -96,6 +144,13 @@ void AddRuntimeMounts(PlanBuilder& b, const std::string& root) {
   }
   for (const char* name : kReadOnlyProc) {
     b.Add(MountOp::kReadOnly, root + "/proc/" + name, std::string("mounts: read-only: /proc/") + name);
+  }
+  // lxcfs's answers from the sandbox's limits over the host's totals.
+  for (size_t i = 0; i < view_fds.size(); ++i) {
+    const std::string name = kViewFiles[i];
+    if (!name.starts_with("proc/")) continue;
+    b.Add(MountOp::kAttach, root + "/" + name, "mounts: lxcfs: /" + name);
+    b.Last().fd = view_fds[i];
   }
 
   const std::string dev = root + "/dev";
@@ -118,6 +173,7 @@ void AddRuntimeMounts(PlanBuilder& b, const std::string& root) {
   b.Add(MountOp::kSymlink, dev + "/stdin", "mounts: symlink: /dev/stdin", "/proc/self/fd/0");
   b.Add(MountOp::kSymlink, dev + "/stdout", "mounts: symlink: /dev/stdout", "/proc/self/fd/1");
   b.Add(MountOp::kSymlink, dev + "/stderr", "mounts: symlink: /dev/stderr", "/proc/self/fd/2");
+  AddSys(b, host, root, view_fds);
 }
 
 void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root,
@@ -247,6 +303,18 @@ void RunStep(const MountStep& s, int report_fd) {
         Fail(s, report_fd);
       }
       return;
+    case MountOp::kCgroup:
+      if (::mount(s.source.c_str(), path, s.source.c_str(), s.flags,
+                  s.options.empty() ? nullptr : s.options.c_str()) != 0) {
+        Fail(s, report_fd);
+      }
+      return;
+    case MountOp::kSeal: {
+      struct mount_attr attr {};
+      attr.attr_set = MOUNT_ATTR_RDONLY;
+      if (::mount_setattr(AT_FDCWD, path, 0, &attr, sizeof attr) != 0) Fail(s, report_fd);
+      return;
+    }
     case MountOp::kDevpts:
       if (::mount("devpts", path, "devpts", s.flags, s.options.c_str()) != 0) Fail(s, report_fd);
       return;
@@ -355,7 +423,8 @@ int64_t WritableMb(const Limits& limits) {
 }
 
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
-                       const std::string& sandbox_dir, const std::vector<int>& layer_fds) {
+                       const std::string& sandbox_dir, const std::vector<int>& layer_fds,
+                       const std::vector<int>& view_fds) {
   RootPlan plan;
   plan.new_root = "root";
   plan.pivot_label = "mounts: pivot_root: " + sandbox_dir + "/root";
@@ -373,7 +442,7 @@ RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
   b.Add(MountOp::kMkdir, plan.new_root + "/home/user", "mounts: mkdir: /home/user", {}, {}, 0755,
         spec.user_uid);
   b.Last().gid = spec.user_gid;
-  AddRuntimeMounts(b, plan.new_root);
+  AddRuntimeMounts(b, host, plan.new_root, view_fds);
   return plan;
 }
 

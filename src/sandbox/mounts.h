@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "sandbox/cgroup.h"
 #include "sandbox/runtime.h"
 
 namespace sandstream::sandbox {
@@ -28,7 +29,10 @@ enum class MountOp {
   kWriteFile,     // create path with `source` as its content, mode and owner
   kProc,          // a new proc instance (of the sandbox's pid namespace)
   kDevpts,        // a new devpts instance with `options`
-  kAttach,        // attach the detached mount `fd` (a template layer) at the directory path
+  kAttach,        // attach the detached mount `fd` (a template layer, a view file) at path
+  kCgroup,        // a cgroup filesystem (fstype `source`, controllers `options`), read-only, of
+                  // the sandbox's cgroup namespace
+  kSeal,          // make the mount at path read-only (that mount only, not those under it)
 };
 
 struct MountStep {
@@ -60,6 +64,8 @@ struct HostSystem {
   std::vector<std::string> etc_dirs;                            // /etc/ssl ... read-only
   std::vector<std::pair<std::string, std::string>> etc_files;   // name, content
   std::vector<std::pair<std::string, std::string>> etc_links;   // name, target
+  // The cgroup filesystems every sandbox mounts under /sys/fs/cgroup (Cgroups::fs_mounts).
+  std::vector<CgroupFsMount> cgroup_fs;
   static HostSystem Scan();
 };
 
@@ -75,9 +81,11 @@ inline constexpr uid_t kSandboxUserId = 1000;
 // (owned by its root, so that no ancestor needs to be searchable by the sandbox's ids); the
 // root is assembled at <sandbox_dir>/root in the child's mount namespace, invisible to the
 // host. The template's layers (spec.layers) are detached mounts the child holds as
-// `layer_fds`, in the same order.
+// `layer_fds`, in the same order; `view_fds`, empty or one per kViewFiles (limits_view.h), the
+// files lxcfs serves, attached over the sandbox's own.
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
-                       const std::string& sandbox_dir, const std::vector<int>& layer_fds);
+                       const std::string& sandbox_dir, const std::vector<int>& layer_fds,
+                       const std::vector<int>& view_fds = {});
 
 // In the child (root of its user and mount namespaces, cwd the sandbox's directory): makes
 // every mount private, executes the plan and pivots into the new root. Returns plan.keep

@@ -34,6 +34,7 @@
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
 #include "sandbox/fault.h"
+#include "sandbox/limits_view.h"
 #include "sandbox/mounts.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
@@ -60,6 +61,9 @@ struct NamespaceRuntime::State {
   UniqueFd spawner_exe;
   int64_t nofile_hard = 0;
   UniqueFd host_netns;  // the daemon's own network namespace, to come back to (Socket)
+  std::unique_ptr<LimitsView> view;  // null: sandboxes see the host's /proc/meminfo ...
+  // Sandboxes let go alive for the next daemon: lxcfs must outlive this one for them.
+  size_t released = 0;
 
   std::mutex mu;  // guards ids and dying
   IdRangePool ids;
@@ -244,6 +248,7 @@ class NamespaceSandbox final : public Sandbox {
     return layered_ ? "/proc/" + std::to_string(init_pid_) + "/fd/4/upper" : std::string();
   }
   uint64_t OomKills() const override { return cgroup_ ? cgroup_->OomKills() : 0; }
+  bool LimitsView() const override { return limits_view_; }
   std::optional<uint32_t> HostId(uint32_t inside) const override {
     if (!ids_first_ || inside >= state_->options.host_id_range) return std::nullopt;
     return *ids_first_ + inside;
@@ -380,6 +385,8 @@ class NamespaceSandbox final : public Sandbox {
     adopted_init_ = true;
     init_pid_ = PidOfPidfd(init_pidfd_.get());
     if (init_pid_ <= 0 || Ended()) co_return Error{ErrorCode::kNotFound, "PID 1 has exited"};
+    auto mountinfo = ReadFile("/proc/" + std::to_string(init_pid_) + "/mountinfo");
+    limits_view_ = mountinfo && HasMountAt(*mountinfo, "/proc/meminfo", "fuse.lxcfs");
     // An answer to a kill request the earlier daemon did not wait for must not answer ours.
     char stale[64];
     while (::recv(control_.get(), stale, sizeof stale, MSG_DONTWAIT) > 0) {
@@ -395,6 +402,7 @@ class NamespaceSandbox final : public Sandbox {
   void Release() override {
     if (destroyed_) return;
     destroyed_ = true;
+    ++state_->released;
     // The keeper keeps PID 1, the pipes and the logs; the cgroups and mounts stay as they are.
     spawner_.Leave();
     if (cgroup_) cgroup_->Leave();
@@ -493,6 +501,7 @@ class NamespaceSandbox final : public Sandbox {
   UniqueFd init_pidfd_;
   pid_t init_pid_ = -1;
   UniqueFd control_;
+  bool limits_view_ = false;  // lxcfs's files over its own (limits_view.h)
 
  private:
   void KillInit() {
@@ -688,11 +697,25 @@ Op<Result<void>> SetUp(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
     }
     layer_fds.push_back(layers.back().get());
   }
-  auto cgroup = s.cgroups->Create(spec.id, spec.limits);
+  auto cgroup = s.cgroups->Create(spec.id, spec.limits, *sandbox.Slot());
   if (!cgroup) co_return std::move(cgroup).error();
   sandbox.cgroup_ = std::move(*cgroup);
 
-  const RootPlan plan = BuildRootPlan(s.host, spec, dir, layer_fds);
+  // The files lxcfs answers from the sandbox's limits; without them it sees the host's.
+  std::vector<UniqueFd> view;
+  std::vector<int> view_fds;
+  if (s.view) {
+    auto files = co_await s.view->Files();
+    if (files) {
+      view = std::move(*files);
+      for (const auto& fd : view) view_fds.push_back(fd.get());
+    } else {
+      log::Warn("sandbox sees the host's /proc/meminfo, cpuinfo, stat",
+                {{"sandbox", spec.id}, {"error", files.error().message}});
+    }
+  }
+  sandbox.limits_view_ = !view.empty();
+  const RootPlan plan = BuildRootPlan(s.host, spec, dir, layer_fds, view_fds);
   int sync[2];
   if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
@@ -802,6 +825,15 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
   s.init_exe = std::move(*init);
   s.spawner_exe = std::move(*spawner);
   s.host = HostSystem::Scan();
+  s.host.cgroup_fs = s.cgroups->fs_mounts();
+  if (!s.options.lxcfs.empty()) {
+    if (::access(s.options.lxcfs.c_str(), X_OK) == 0 && ::access("/dev/fuse", R_OK | W_OK) == 0) {
+      s.view = std::make_unique<LimitsView>(s.options.lxcfs, s.options.lxcfs_dir);
+    } else {
+      log::Warn("no lxcfs or no /dev/fuse: sandboxes see the host's /proc/meminfo, cpuinfo, stat",
+                {{"lxcfs", s.options.lxcfs}});
+    }
+  }
   struct rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   s.nofile_hard = static_cast<int64_t>(nofile.rlim_max);
@@ -814,6 +846,8 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
 }
 
 NamespaceRuntime::~NamespaceRuntime() {
+  // lxcfs stays for sandboxes that outlive the daemon, and goes with the last one.
+  if (state_->view && state_->released == 0) state_->view->Stop();
   // The daemon is going: its cgroup parents go too once empty (a busy one stays, harmlessly,
   // for CleanupLeftovers at the next start).
   for (const auto& parent : CgroupParents()) ::rmdir(parent.c_str());

@@ -29,6 +29,11 @@ struct NamespaceRuntimeOptions {
   std::string cgroup_parent = "sandstream";
   // Egress for sandboxes that ask for it; null: none.
   std::shared_ptr<net::Egress> egress;
+  // The lxcfs executable that shows each sandbox its limits in /proc/meminfo and the like
+  // (limits_view.h); empty: sandboxes see the host's.
+  std::string lxcfs;
+  // Where lxcfs is mounted (and its .pid and .log beside it).
+  std::string lxcfs_dir;
 };
 
 class NamespaceRuntime final : public Runtime {

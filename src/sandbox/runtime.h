@@ -133,6 +133,9 @@ class Sandbox {
   }
   // OOM kills seen in this sandbox so far; the process layer compares before and after.
   virtual uint64_t OomKills() const = 0;
+  // Whether its /proc/meminfo, cpuinfo, stat, uptime and /sys/devices/system/cpu/online are
+  // answered from its limits (lxcfs) rather than the host's.
+  virtual bool LimitsView() const { return false; }
   // SIGKILL to every process in the sandbox; idempotent, safe after Destroy.
   virtual Op<Result<void>> KillAll() = 0;
   // `sig` to the processes of group `pgid` that are in this sandbox, and to no other process

@@ -84,7 +84,9 @@ json::object SandboxJson(const SandboxEntry& sb) {
   return {{"id", sb.id},
           {"tenant", sb.tenant.empty() ? json::value(nullptr) : json::value(sb.tenant)},
           {"template", sb.template_name},
-          {"status", sb.deleting ? "deleting" : sb.lost ? "lost" : "running"},
+          {"status", sb.deleting ? "deleting"
+                     : sb.lost   ? "lost"
+                                 : "running"},
           {"lost_reason", sb.lost ? json::value(*sb.lost) : json::value(nullptr)},
           {"created_at", FormatRfc3339(sb.created_at)},
           {"expires_at", TimeOrNull(sb.expires_at)},
@@ -96,7 +98,8 @@ json::object SandboxJson(const SandboxEntry& sb) {
           {"egress", EgressJson(sb)},
           {"allow_nested_userns", sb.allow_nested_userns},
           {"metadata", sb.metadata},
-          {"processes_running", sb.RunningProcesses()}};
+          {"processes_running", sb.RunningProcesses()},
+          {"limits_view", sb.runtime != nullptr && sb.runtime->LimitsView()}};
 }
 
 json::value ExitJson(const std::optional<ExitRecord>& exit) {
