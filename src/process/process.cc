@@ -206,6 +206,10 @@ void Process::StartLoops() {
   Spawn(ReadLoop(*out_, EntryKind::kStdout));
   if (err_) Spawn(ReadLoop(*err_, EntryKind::kStderr));
   Spawn(WaitLoop());
+  // A command that ended before its spawn was answered (a short one, on a busy machine) has
+  // its exit record by now: the readers saw end of file, the exit status was waiting, and
+  // WaitLoop finished it without suspending. Its clocks would only keep it alive.
+  if (exit_) return;
   if (spec_.timeout_seconds) Spawn(TimeoutLoop());
   if (spec_.idle_timeout_seconds) Spawn(IdleLoop());
 }
@@ -424,6 +428,9 @@ void Process::Finish(int code, int status) {
 
 asio::awaitable<void> Process::TimeoutLoop() {
   auto self = shared_from_this();
+  // Finish() cancels the timer only if it is armed: armed after the exit, it would hold the
+  // process (and its descriptors) for the whole timeout, past its sandbox's deletion.
+  if (exit_) co_return;
   timeout_timer_.expires_after(Seconds(*spec_.timeout_seconds));
   auto [ec] = co_await timeout_timer_.async_wait(Tuple());
   if (!ec && !exit_) Kill(ExitReason::kTimeout);
