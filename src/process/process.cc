@@ -315,6 +315,10 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
     drained = true;
     drained_signal_.Notify();
   }
+  // Of no more use: closed now, not when the process record goes (finished ones are retained).
+  // Until the exit, WaitLoop finds it empty (closed) and has nothing to cancel.
+  boost::system::error_code ignored;
+  pipe.close(ignored);
 }
 
 asio::awaitable<void> Process::WaitLoop() {
@@ -422,6 +426,14 @@ void Process::Finish(int code, int status) {
     stdin_->close(ignored);
   }
   log_.Append(EntryKind::kExit, {}, rec.ended_at);
+  // An exited process keeps no descriptor: its exit is known, its log moves out of its memfd
+  // into memory of its size, and its output pipes close as their readers reach end of file (by
+  // now, unless a process the command left running still writes). Thousands of finished
+  // processes are retained; their descriptors are not.
+  log_.Detach();
+  pidfd_.reset();
+  exit_pipe_.reset();
+  relay_ = Pipe{};
   exited_signal_.Notify();
   if (on_exit_) on_exit_(*this);
 }
