@@ -399,4 +399,14 @@ int64_t ProcessRss(pid_t pid) {
   return 0;
 }
 
+int ProcessFds(pid_t pid) {
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end;
+       !ec && it != end; it.increment(ec)) {
+    ++n;
+  }
+  return ec ? -1 : n;
+}
+
 }  // namespace sandstream::bench

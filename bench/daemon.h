@@ -105,5 +105,7 @@ int64_t MemInfo(const char* field);
 double ProcessCpuSeconds(pid_t pid);
 // VmRSS of a process in bytes (0 if unknown).
 int64_t ProcessRss(pid_t pid);
+// How many descriptors a process has open (its /proc/<pid>/fd entries; -1 if unknown).
+int ProcessFds(pid_t pid);
 
 }  // namespace sandstream::bench

@@ -208,8 +208,17 @@ void OutputLog::Trim(uint64_t max_bytes) {
   limits_.max_bytes = std::min(limits_.max_bytes, max_bytes);
   Evict();
   limits_ = saved;
-  // Copy what is left into a ring of its own size (the window's memory, and the memfd a
+  // What is left goes into a ring of its own size (the window's memory, and the memfd a
   // keeper may hold, go).
+  Rehome();
+}
+
+void OutputLog::Detach() {
+  if (!ended_ || !ring_.valid() || ring_.fd() < 0) return;
+  Rehome();
+}
+
+void OutputLog::Rehome() {
   std::vector<StoredEntry> kept;
   kept.reserve(entries_.size());
   for (const LogEntry& e : entries_) {

@@ -125,6 +125,10 @@ class OutputLog {
   // persistent any more): a finished process nobody reads keeps only its tail. Holds are
   // dropped (nothing is written any more).
   void Trim(uint64_t max_bytes);
+  // The log has ended: its entries move into memory of their own size, so that the memfd of a
+  // persistent log (a descriptor, and a whole window's ring) goes with the process's exit.
+  // Holds stay. Entry pointers from before are invalid.
+  void Detach();
   size_t listener_count() const { return listeners_.size(); }
 
   // Refills a log from stored entries (a finished process after a restart); keeps their seqs.
@@ -174,6 +178,8 @@ class OutputLog {
   void SaveState();
   // Puts `entries` (in order, counters already set) into a ring of their own size.
   void Refill(std::vector<StoredEntry> entries);
+  // Refills the log with its own entries: a ring of their size, not persistent.
+  void Rehome();
   void Evict();
   // Evicts what it can; tells the writer when a full log got room.
   void Relieve(bool was_full);

@@ -49,6 +49,20 @@ SteadyClock::duration Seconds(double s) {
   return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
 }
 
+// Closes a descriptor whose open file the sandbox's keeper holds too (every one of a process's:
+// its pipes, terminal, pidfd and exit pipe). Asio's close() leaves the epoll registration to go
+// with the file, but the keeper's copy keeps the file open, so the registration would outlive
+// the descriptor and report the file's later events (a pipe's other end closing) to whatever
+// Asio registered next in its recycled state: a spurious wake-up of an unrelated wait.
+// release() takes the registration out first.
+void CloseShared(asio::posix::stream_descriptor& d) {
+  if (d.is_open()) ::close(d.release());
+}
+
+void CloseShared(std::unique_ptr<asio::posix::stream_descriptor>& d) {
+  if (d) CloseShared(*d);
+}
+
 }  // namespace
 
 Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptions options)
@@ -64,7 +78,9 @@ Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptio
       room_out_(ex),
       room_err_(ex) {}
 
-Process::~Process() = default;
+Process::~Process() {
+  for (auto* d : {&out_, &err_, &stdin_, &pidfd_, &exit_pipe_}) CloseShared(*d);
+}
 
 void Process::Spawn(asio::awaitable<void> task) {
   sandstream::Spawn(ex_, std::move(task), "process " + spec_.id + " task");
@@ -206,6 +222,10 @@ void Process::StartLoops() {
   Spawn(ReadLoop(*out_, EntryKind::kStdout));
   if (err_) Spawn(ReadLoop(*err_, EntryKind::kStderr));
   Spawn(WaitLoop());
+  // A command that ended before its spawn was answered (a short one, on a busy machine) has
+  // its exit record by now: the readers saw end of file, the exit status was waiting, and
+  // WaitLoop finished it without suspending. Its clocks would only keep it alive.
+  if (exit_) return;
   if (spec_.timeout_seconds) Spawn(TimeoutLoop());
   if (spec_.idle_timeout_seconds) Spawn(IdleLoop());
 }
@@ -311,6 +331,9 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
     drained = true;
     drained_signal_.Notify();
   }
+  // Of no more use: closed now, not when the process record goes (finished ones are retained).
+  // Until the exit, WaitLoop finds it empty (closed) and has nothing to cancel.
+  CloseShared(pipe);
 }
 
 asio::awaitable<void> Process::WaitLoop() {
@@ -413,17 +436,25 @@ void Process::Finish(int code, int status) {
   exit_ = rec;
   timeout_timer_.cancel();
   idle_timer_.cancel();
-  if (stdin_) {
-    boost::system::error_code ignored;
-    stdin_->close(ignored);
-  }
+  CloseShared(stdin_);
   log_.Append(EntryKind::kExit, {}, rec.ended_at);
+  // An exited process keeps no descriptor: its exit is known, its log moves out of its memfd
+  // into memory of its size, and its output pipes close as their readers reach end of file (by
+  // now, unless a process the command left running still writes). Thousands of finished
+  // processes are retained; their descriptors are not.
+  log_.Detach();
+  CloseShared(pidfd_);
+  CloseShared(exit_pipe_);
+  relay_ = Pipe{};
   exited_signal_.Notify();
   if (on_exit_) on_exit_(*this);
 }
 
 asio::awaitable<void> Process::TimeoutLoop() {
   auto self = shared_from_this();
+  // Finish() cancels the timer only if it is armed: armed after the exit, it would hold the
+  // process (and its descriptors) for the whole timeout, past its sandbox's deletion.
+  if (exit_) co_return;
   timeout_timer_.expires_after(Seconds(*spec_.timeout_seconds));
   auto [ec] = co_await timeout_timer_.async_wait(Tuple());
   if (!ec && !exit_) Kill(ExitReason::kTimeout);
@@ -473,8 +504,7 @@ asio::awaitable<Result<size_t>> Process::WriteStdin(std::string data) {
 
 Result<void> Process::CloseStdin() {
   if (!stdin_open()) return Error{ErrorCode::kConflict, "stdin of " + spec_.id + " is closed"};
-  boost::system::error_code ec;
-  stdin_->close(ec);
+  CloseShared(stdin_);
   // The copy its sandbox keeps for a later daemon goes too, or the process never reads EOF.
   if (auto sb = sandbox_.lock()) sb->CloseStdin(pid_);
   return Ok{};

@@ -772,6 +772,30 @@ TEST(OutputLogStorageTest, ALoudLogStaysWithinItsRingAndTrimGivesItBack) {
   EXPECT_LE(loud.retained_bytes(), 100u + 64 * 1024);
 }
 
+TEST(OutputLogStorageTest, AnEndedLogLeavesItsMemfdAndKeepsItsEntriesAndHolds) {
+  OutputLog log(LogLimits{1024, 100}, true);
+  log.Append(EntryKind::kStart, {});
+  Pipe out = OutputPipe();
+  Write(out, "hello ");
+  TakeAll(log, EntryKind::kStdout, out);
+  log.Append(EntryKind::kStderr, "world");
+  const OutputLog::HoldId hold = log.AddHold(1);
+  log.Detach();  // not ended: nothing changes
+  EXPECT_GE(log.ring_fd(), 0);
+  log.Append(EntryKind::kExit, {});
+  const size_t window = log.allocated_bytes();
+  log.Detach();
+  EXPECT_EQ(log.ring_fd(), -1);
+  EXPECT_LT(log.allocated_bytes(), window);
+  EXPECT_TRUE(log.HasHold(hold));
+  EXPECT_TRUE(log.ended());
+  const auto slice = log.Read(0, UINT64_MAX);
+  EXPECT_EQ(Seqs(slice), (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Joined(slice), "hello world");
+  EXPECT_EQ(slice.entries[2]->offset, 6u);
+  EXPECT_EQ(log.Append(EntryKind::kStdout, "more"), 0u);
+}
+
 TEST(OutputLogStorageTest, CopiesLargerThanABlockAreWhole) {
   OutputLog log(LogLimits{8u << 20, 100});
   const std::string big(3u << 20, 'z');

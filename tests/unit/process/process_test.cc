@@ -164,6 +164,49 @@ TEST_F(ProcessTest, OutputAfterTheExitIsReadAndDropped) {
   EXPECT_EQ(Output(p->log()), "early");
 }
 
+// The descriptors this test process has open.
+int OpenFds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(ProcessTest, AFinishedProcessKeepsNoDescriptor) {
+  // Its pidfd, its pipes (stdin, stdout, stderr) and its log's memfd go with its exit; what it
+  // wrote stays readable. (A first process sets up the event loop's own descriptors.)
+  WaitExit(*Start(Sh("true", "proc_warm")));
+  RunFor(io_, 300ms);
+  const int before = OpenFds();
+  CommandSpec spec = Sh("echo out; echo err >&2");
+  spec.keep_stdin_open = true;
+  auto p = Start(spec);
+  EXPECT_GT(OpenFds(), before);
+  EXPECT_GE(p->log().ring_fd(), 0);
+  WaitExit(*p);
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return OpenFds() == before; }, 5s))
+      << OpenFds() - before << " descriptors more than before the start";
+  EXPECT_EQ(p->log().ring_fd(), -1);
+  EXPECT_EQ(Output(p->log()), "out\n");
+  EXPECT_EQ(Output(p->log(), EntryKind::kStderr), "err\n");
+  EXPECT_EQ(p->log().entries().back().kind, EntryKind::kExit);
+}
+
+TEST_F(ProcessTest, APipeALeftRunningWriterHoldsClosesAtItsEndOfFile) {
+  WaitExit(*Start(Sh("true", "proc_warm")));
+  RunFor(io_, 300ms);
+  const int before = OpenFds();
+  auto p = Start(Sh("(sleep 0.5; echo late) & echo early"));
+  WaitExit(*p);
+  EXPECT_GT(OpenFds(), before) << "the pipe closed while a writer still had it";
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return OpenFds() == before; }, 10s))
+      << OpenFds() - before << " descriptors more than before the start";
+  EXPECT_EQ(Output(p->log()), "early\n");
+}
+
 TEST_F(ProcessTest, StdinDataIsWrittenThenClosed) {
   CommandSpec spec = Sh("cat; echo done");
   spec.stdin_data = "hello\nworld";
