@@ -219,16 +219,23 @@ void OutputLog::Detach() {
 }
 
 void OutputLog::Rehome() {
-  std::vector<StoredEntry> kept;
-  kept.reserve(entries_.size());
+  // Ring to ring, both mappings: a copy through the heap would leave the allocator holding a
+  // window's worth of freed memory.
+  size_t bytes = 0;
+  for (const LogEntry& e : entries_) bytes += e.data.size() + kRecordCost;
+  LogRing ring = NewRing(bytes + 4096, false);
+  std::deque<LogEntry> moved;
   for (const LogEntry& e : entries_) {
-    kept.push_back(StoredEntry{e.seq, e.kind, e.time, std::string(e.data), e.offset});
+    if (!e.data.empty()) {
+      std::memcpy(ring.Room(e.data.size(), true).data(), e.data.data(), e.data.size());
+    }
+    auto [view, pos] = ring.Commit(e.seq, e.offset, Nanos(e.time), static_cast<uint8_t>(e.kind),
+                                   e.data.size());
+    (void)pos;
+    moved.push_back(LogEntry{e.seq, e.kind, e.time, view, e.offset});
   }
-  entries_.clear();
-  entries_.shrink_to_fit();
-  ring_ = LogRing();
-  retained_bytes_ = 0;
-  Refill(std::move(kept));
+  entries_ = std::move(moved);
+  ring_ = std::move(ring);
   SaveState();
 }
 
