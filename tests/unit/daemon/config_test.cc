@@ -491,7 +491,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
   EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
-  EXPECT_EQ(o.size(), 62u);
+  EXPECT_EQ(o.size(), 64u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;
