@@ -113,6 +113,9 @@ Result<void> LimitsView::Start() {
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
                                    0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // Nothing else of the daemon's: it outlives the daemon, and Asio's sockets are not
+  // close-on-exec, so a listening socket it kept would take a dead daemon's connections.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Its own session and default signals: a daemon's ^C or SIGTERM to its group is not for it.
