@@ -62,15 +62,19 @@ Result<std::string> Import::Hash(int fd, uint64_t offset, uint64_t length,
 Result<std::string> Import::Unpack(int fd, uint64_t offset, uint64_t length,
                                    const LayerSpec& spec, int root) {
   const std::string& shown = spec.digest.empty() ? spec.diff_id : spec.digest;
+  const bool unpack = root >= 0;
   FileSource file(fd, offset, length, spec.what);
-  ProgressSource progress(file, [&](uint64_t done) { Report("unpack", shown, done, length); });
+  ProgressSource progress(
+      file, [&](uint64_t done) { Report(unpack ? "unpack" : "verify", shown, done, length); });
   HashingSource blob(progress);
   auto plain = Decompress(blob, spec.compression, spec.what);
   HashingSource uncompressed(*plain);
   BudgetSource budgeted(uncompressed, budget_, spec.what);
-  TarReader tar(budgeted, spec.what);
-  const UnpackLimits limits{store_.limits_.max_entries, &budget_};
-  if (auto ok = UnpackLayer(tar, root, spec.what, limits); !ok) return std::move(ok).error();
+  if (unpack) {
+    TarReader tar(budgeted, spec.what);
+    const UnpackLimits limits{store_.limits_.max_entries, &budget_};
+    if (auto ok = UnpackLayer(tar, root, spec.what, limits); !ok) return std::move(ok).error();
+  }
   // The diff_id covers the whole stream, zeros after the end of the archive included.
   if (auto ok = Drain(budgeted); !ok) return std::move(ok).error();
   if (!spec.digest.empty() && blob.Digest() != spec.digest) {
@@ -86,23 +90,7 @@ Result<std::string> Import::Unpack(int fd, uint64_t offset, uint64_t length,
 
 Result<std::string> Import::Verify(int fd, uint64_t offset, uint64_t length,
                                    const LayerSpec& spec) {
-  const std::string& shown = spec.digest.empty() ? spec.diff_id : spec.digest;
-  FileSource file(fd, offset, length, spec.what);
-  ProgressSource progress(file, [&](uint64_t done) { Report("verify", shown, done, length); });
-  HashingSource blob(progress);
-  auto plain = Decompress(blob, spec.compression, spec.what);
-  HashingSource uncompressed(*plain);
-  BudgetSource budgeted(uncompressed, budget_, spec.what);
-  if (auto ok = Drain(budgeted); !ok) return std::move(ok).error();
-  if (!spec.digest.empty() && blob.Digest() != spec.digest) {
-    return Error{ErrorCode::kInvalidRequest, spec.what + ": the blob changed while it was read"};
-  }
-  if (uncompressed.Digest() != spec.diff_id) {
-    return Error{ErrorCode::kInvalidRequest,
-                 spec.what + ": diff_id mismatch: the layer unpacks to " + uncompressed.Digest() +
-                     ", the image's config says " + spec.diff_id};
-  }
-  return blob.Digest();
+  return Unpack(fd, offset, length, spec, /*root=*/-1);
 }
 
 std::optional<LayerRef> Import::Reuse(const LayerSpec& spec, uint64_t size) {

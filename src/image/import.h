@@ -78,9 +78,11 @@ class Import {
     if (progress_) progress_(step, digest, done, total);
   }
   Result<std::string> Hash(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
+  // The blob's digest, once its decompressed stream is unpacked into `root` (below 0: only
+  // read) and found to hash to spec.diff_id.
   Result<std::string> Unpack(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec,
                              int root);
-  // The blob's digest, once its decompressed stream is found to hash to spec.diff_id.
+  // Unpack without a root: for a layer already stored.
   Result<std::string> Verify(int fd, uint64_t offset, uint64_t length, const LayerSpec& spec);
   // A file of `content` staged, then renamed to `name` in `dir`.
   Result<void> Place(int dir, const std::string& name, const std::string& content,
