@@ -907,7 +907,11 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
   PersistProcess(sb, p);
   // Its end is recorded: what the sandbox kept of it for a later daemon may go.
   if (sb.runtime) sb.runtime->Forget(p.pid());
-  Spawn(ex_, TrimWhenIdle(p.weak_from_this()), "trim of process " + p.id());
+  sb.held_windows.emplace(p.id(), SteadyNow());
+  if (!sb.sweeping_windows) {
+    sb.sweeping_windows = true;
+    Spawn(ex_, SweepWindows(sb.id), "output window sweep of " + sb.id);
+  }
   // Bound memory and the store: a sandbox keeps its newest kFinishedInMemory finished
   // processes; an older one is forgotten, its record too.
   size_t finished = 0;
@@ -916,6 +920,7 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
     for (auto it = sb.processes.begin(); it != sb.processes.end(); ++it) {
       if ((*it)->status() == ProcessStatus::kExited && (*it).get() != &p) {
         std::erase_if(sb.idempotency, [&](const auto& kv) { return kv.second == (*it)->id(); });
+        sb.held_windows.erase((*it)->id());
         (void)store_.DeleteProcess(sb.id, (*it)->id());
         sb.processes.erase(it);
         break;
@@ -924,27 +929,35 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
   }
 }
 
-asio::awaitable<void> Service::TrimWhenIdle(std::weak_ptr<Process> weak) {
-  // Looked at every quarter of the grace: the window goes once no reader has been on it for a
+asio::awaitable<void> Service::SweepWindows(std::string id) {
+  // Looked at every quarter of the grace: a window goes once no reader has been on it for a
   // whole grace, counted from when the last one left (seen within a quarter), however readers
-  // came and went before.
+  // came and went before. One timer per sandbox, whatever the number of processes it ran.
   const SteadyClock::duration grace = options_.finished_window_grace;
   const SteadyClock::duration step = std::max<SteadyClock::duration>(grace / 4, std::chrono::milliseconds(1));
-  std::optional<SteadyTime> idle_since = SteadyNow();
   Timer timer(ex_);
   for (;;) {
     timer.expires_after(step);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
-    auto p = weak.lock();
-    if (!p) co_return;
+    SandboxEntry* sb = Entry(id);
+    if (!sb) co_return;
     const SteadyTime now = SteadyNow();
-    if (p->log().listener_count() > 0) {
-      idle_since.reset();
-    } else if (!idle_since) {
-      idle_since = now;
-    } else if (now - *idle_since >= grace) {
-      p->log().Trim(options_.retained_tail_bytes);
+    for (const auto& p : sb->processes) {
+      auto held = sb->held_windows.find(p->id());
+      if (held == sb->held_windows.end()) continue;
+      std::optional<SteadyTime>& idle_since = held->second;
+      if (p->log().listener_count() > 0) {
+        idle_since.reset();
+      } else if (!idle_since) {
+        idle_since = now;
+      } else if (now - *idle_since >= grace) {
+        p->log().Trim(options_.retained_tail_bytes);
+        sb->held_windows.erase(held);
+      }
+    }
+    if (sb->held_windows.empty()) {
+      sb->sweeping_windows = false;
       co_return;
     }
   }

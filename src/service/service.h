@@ -142,6 +142,11 @@ struct SandboxEntry {
   // The lifecycle journal: one event per record; it ends when the sandbox is deleted.
   std::shared_ptr<EventLog> journal;
   std::unique_ptr<Timer> ttl_timer;
+  // Finished processes still holding their whole output window, each with since when no reader
+  // has been on it (unset: one is now). One sweep per sandbox trims them to the retained tail
+  // (Service::SweepWindows); what this costs follows the processes in memory, not history.
+  std::map<std::string, std::optional<SteadyTime>, std::less<>> held_windows;
+  bool sweeping_windows = false;
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
   std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
   std::map<uint16_t, SystemTime> ports;  // exposed through the daemon's proxy -> since when
@@ -295,7 +300,9 @@ class Service {
   boost::asio::awaitable<void> AwaitDeath(std::string id, UniqueFd life);
   void OnLost(SandboxEntry& sb);
   void OnProcessExit(SandboxEntry& sb, Process& p);
-  boost::asio::awaitable<void> TrimWhenIdle(std::weak_ptr<Process> process);
+  // Trims the windows of sandbox `id`'s finished processes once no reader has been on one for
+  // a whole finished_window_grace; runs while any is held.
+  boost::asio::awaitable<void> SweepWindows(std::string id);
   void PersistProcess(const SandboxEntry& sb, const Process& p);
   ProcessOptions ProcessOptionsFor() const;
   // Records the end of a process of sandbox `sandbox_id` (OnProcessExit), if it still exists.

@@ -285,5 +285,35 @@ TEST_F(ServiceClockTest, AFinishedProcessKeepsItsWindowForTheGraceAfterItsLastRe
   EXPECT_EQ(p->log().entries().back().kind, EntryKind::kExit) << "the tail lost the exit";
 }
 
+TEST_F(ServiceClockTest, OneSweepTrimsEachFinishedProcessOfASandboxAfterItsOwnGrace) {
+  Make();
+  const uint64_t tail = service_->options().retained_tail_bytes;
+  const SandboxEntry* sb = NewSandbox();
+  const auto pass = [&](std::chrono::seconds total) {
+    for (auto done = 0s; done < total; done += 5s) {
+      clock_.Advance(5s);
+      RunFor(io_, 20ms);
+    }
+  };
+  const auto finish = [&] {
+    auto started = Start(sb->id, Sh("head -c 200000 /dev/zero | tr '\\0' x"));
+    EXPECT_TRUE(started) << started.error().message;
+    RunTask(io_, started->process->WaitExit());
+    RunFor(io_, 100ms);
+    EXPECT_GT(started->process->log().retained_bytes(), tail);
+    return started->process;
+  };
+  auto first = finish();
+  pass(30s);
+  auto second = finish();  // 30 s later: its grace ends 30 s after the first's
+  pass(45s);
+  EXPECT_TRUE(RunUntil(io_, [&] { return first->log().retained_bytes() <= tail; }, 5s))
+      << "the first kept its window 75 s after its end";
+  EXPECT_GT(second->log().retained_bytes(), tail) << "the second trimmed 45 s after its end";
+  pass(30s);
+  EXPECT_TRUE(RunUntil(io_, [&] { return second->log().retained_bytes() <= tail; }, 5s));
+  EXPECT_TRUE(service_->Find(sb->id)->held_windows.empty());
+}
+
 }  // namespace
 }  // namespace sandstream
