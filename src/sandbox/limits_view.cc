@@ -190,7 +190,21 @@ Op<Result<void>> LimitsView::StartAndWait() {
     }
     (void)co_await Sleep(std::chrono::milliseconds(10));
   }
-  co_return Ok{};
+  // Mounted is not yet serving: a sandbox made now would open files that do not answer yet.
+  // Read one through the mount (off the event loop: a FUSE read waits for lxcfs) until it does.
+  // (The call is named, not a temporary in the co_await: GCC 12 destroys those twice.)
+  const auto answers = [path = dir_ + "/proc/meminfo"] {
+    auto text = ReadFile(path);
+    return text.ok() && text->starts_with("MemTotal:");
+  };
+  for (;;) {
+    auto read = co_await OnThread(answers, kFilesTimeout);
+    if (read && *read) co_return Ok{};
+    if (std::chrono::steady_clock::now() > deadline) {
+      co_return Error{ErrorCode::kInternal, "lxcfs: mounted at " + dir_ + " but not answering"};
+    }
+    (void)co_await Sleep(std::chrono::milliseconds(10));
+  }
 }
 
 Op<Result<std::vector<UniqueFd>>> LimitsView::Files() {

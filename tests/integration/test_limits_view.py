@@ -183,10 +183,6 @@ def test_the_view_lives_through_a_daemon_restart(daemon_factory: Any, sig: int) 
     assert f" {d.data_dir}/lxcfs " not in Path("/proc/self/mountinfo").read_text()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known race: in the full suite the first sandbox after lxcfs was killed sometimes reads "
-    "'free: Unable to create meminfo structure' (its view files opened before the new lxcfs "
-    "serves them); see LimitsView::StartAndWait/Adopt"))
 def test_a_dead_lxcfs_is_replaced(daemon_factory: Any) -> None:
     """lxcfs killed from the host: the next sandbox gets a new one, and its view."""
     d = daemon_factory()
