@@ -72,9 +72,22 @@ asio::awaitable<Result<void>> FileSink::Finish() {
   finished_ = true;
   writer_->input.reset();
   const int fd = writer_->exit_fd.get();
-  const bool ended = co_await AwaitReadable(sandbox::WaitFor{fd, sandbox::In(kStall)});
+  // The keeper writes the status when it reaps the writer. A wake-up is no promise that it is
+  // there (Asio may report an event meant for a descriptor it had before): read until it is,
+  // or until end of file.
+  const sandbox::Deadline deadline = sandbox::In(kStall);
   int status = 0;
-  const ssize_t n = ended ? ::read(fd, &status, sizeof status) : -1;
+  ssize_t n = -1;
+  bool ended = true;
+  for (;;) {
+    n = ::read(fd, &status, sizeof status);
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) break;
+    if (errno == EINTR) continue;
+    if (!co_await AwaitReadable(sandbox::WaitFor{fd, deadline})) {
+      ended = false;
+      break;
+    }
+  }
   service_->ForgetFileWriter(sandbox_id_, writer_->pid);
   const std::string& path = file_->info.path;
   if (!ended) {
