@@ -44,7 +44,12 @@ class AsyncSignal {
     auto [ec] = co_await timer_.async_wait(Tuple());
     co_return static_cast<bool>(ec);
   }
-  boost::asio::awaitable<void> Wait() { co_await timer_.async_wait(Tuple()); }
+  boost::asio::awaitable<void> Wait() {
+    // After a timed wait the timer still holds that wait's expiry: once past, a wait on it
+    // would end at once, and a loop of untimed waits would spin.
+    if (timer_.expiry() != Timer::time_point::max()) timer_.expires_at(Timer::time_point::max());
+    co_await timer_.async_wait(Tuple());
+  }
   void Notify() { timer_.cancel(); }
 
  private:

@@ -196,6 +196,39 @@ def test_idle_terminal_ends(daemon_factory: Any) -> None:
         c.delete(f"/v1/sandboxes/{sb}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far, in seconds."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_terminal_attached_again_past_its_idle_time_does_not_spin(
+        daemon_factory: Any) -> None:
+    """Detached, then attached again before terminal_idle_seconds ran out: once that time has
+    passed, the terminal waits for its client without spinning the daemon's event loop."""
+    d = daemon_factory(args=["--terminal-idle-seconds", "1"])
+    with d.client() as c:
+        sb = c.post("/v1/sandboxes", json={}).json()["id"]
+        path = f"/v1/sandboxes/{sb}/exec/pty"
+
+        async def go() -> float:
+            async with connect(ws_url(d, path)) as ws:
+                start = json.loads(await asyncio.wait_for(ws.recv(), READ_SECONDS))
+            await asyncio.sleep(0.3)  # detached: its idle time runs
+            async with connect(ws_url(d, path, terminal_id=start["terminal_id"])) as ws:
+                await asyncio.sleep(1.5)  # attached past the idle time's end
+                before = cpu_seconds(d.pid)
+                await asyncio.sleep(2)
+                used = cpu_seconds(d.pid) - before
+                await ws.send(b"echo alive\n")
+                await read_until(ws, b"alive")
+            return used
+
+        used = asyncio.run(go())
+        assert used < 0.5, f"the daemon used {used:.2f} s of CPU in 2 s with one idle terminal"
+        c.delete(f"/v1/sandboxes/{sb}")
+
+
 def test_multiplexed_exec(daemon: Daemon, sandbox: dict[str, Any]) -> None:
     """Several commands over one socket, each tagged by the client's id, output then exit."""
     async def go() -> None:

@@ -75,6 +75,26 @@ TEST_F(TimerTest, ATimedSignalWaitEndsWithTheClock) {
   EXPECT_FALSE(*notified) << "a timeout reported as a notification";
 }
 
+asio::awaitable<void> TimedThenUntimed(AsyncSignal& signal, bool& timed_out, bool& woke) {
+  timed_out = !co_await signal.Wait(1min);
+  co_await signal.Wait();
+  woke = true;
+}
+
+TEST_F(TimerTest, AnUntimedSignalWaitAfterATimedOneWaitsForANotification) {
+  AsyncSignal signal(io_.get_executor());
+  bool timed_out = false;
+  bool woke = false;
+  asio::co_spawn(io_, TimedThenUntimed(signal, timed_out, woke), [](std::exception_ptr) {});
+  RunFor(io_, 50ms);
+  clock_.Advance(2min);
+  ASSERT_TRUE(RunUntil(io_, [&] { return timed_out; }, 2s));
+  RunFor(io_, 50ms);
+  EXPECT_FALSE(woke) << "the untimed wait ended on the timed one's past expiry";
+  signal.Notify();
+  EXPECT_TRUE(RunUntil(io_, [&] { return woke; }, 2s));
+}
+
 asio::awaitable<void> Forever(AsyncSignal& never) { co_await never.Wait(); }
 
 TEST_F(TimerTest, AJoinGivesUpOnceTheClockPassesItsBound) {
