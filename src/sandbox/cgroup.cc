@@ -301,6 +301,52 @@ Result<std::string> MakeAbsoluteParent(const std::string& top, const std::string
   return at;
 }
 
+// The subtree_control line that hands a v2 cgroup's controllers to its children: memory, pids
+// and cpu, and cpuset where it has it; empty when one of the three is missing.
+std::string V2Controllers(const std::string& dir) {
+  auto controllers = ReadFile(dir + "/cgroup.controllers");
+  if (!controllers || !HasWord(*controllers, "memory") || !HasWord(*controllers, "pids") ||
+      !HasWord(*controllers, "cpu")) {
+    return "";
+  }
+  return HasWord(*controllers, "cpuset") ? "+memory +pids +cpu +cpuset" : "+memory +pids +cpu";
+}
+
+// The sandboxes' parent below the daemon's own v2 cgroup `self`: `self/name`, with `enable`
+// handed down to it. v2 lets no cgroup with processes hand controllers down, so the daemon
+// moves itself into a leaf beside it (`self/name.daemon`); when others share `self` too (a
+// login shell), it moves back and says so.
+Result<std::string> NestedParent(const std::string& self, const std::string& name,
+                                 const std::string& enable) {
+  int err = WriteString(self + "/cgroup.subtree_control", enable);
+  if (err == EBUSY) {
+    const std::string leaf = self + "/" + name + ".daemon";
+    if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
+      return SysError(ErrorCode::kInternal, "cgroup: mkdir " + leaf, errno);
+    }
+    const std::string pid = std::to_string(::getpid());
+    if (int e = WriteString(leaf + "/cgroup.procs", pid); e != 0) {
+      return SysError(ErrorCode::kInternal, "cgroup: move daemon to " + leaf, e);
+    }
+    err = WriteString(self + "/cgroup.subtree_control", enable);
+    if (err == EBUSY) {
+      (void)WriteString(self + "/cgroup.procs", pid);
+      ::rmdir(leaf.c_str());
+      return SysError(ErrorCode::kInternal,
+                      "cgroup: " + self + " holds processes besides the daemon", err);
+    }
+  }
+  if (err != 0) return SysError(ErrorCode::kInternal, "cgroup: enable controllers: " + self, err);
+  const std::string parent = self + "/" + name;
+  if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+    return SysError(ErrorCode::kInternal, "cgroup: mkdir " + parent, errno);
+  }
+  if (int e = WriteString(parent + "/cgroup.subtree_control", enable); e != 0) {
+    return SysError(ErrorCode::kInternal, "cgroup: enable controllers: " + parent, e);
+  }
+  return parent;
+}
+
 }  // namespace
 
 Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
@@ -311,60 +357,45 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
   const bool absolute = parent_name.starts_with('/');
 
   if (auto v2 = mounts.find(""); v2 != mounts.end() && own.count("")) {
-    if (absolute) {
-      const std::string top = JoinCgroupPath(v2->second, "/");
-      auto controllers = ReadFile(top + "/cgroup.controllers");
-      if (controllers && HasWord(*controllers, "memory") && HasWord(*controllers, "pids") &&
-          HasWord(*controllers, "cpu")) {
-        cg.v2_cpuset_ = HasWord(*controllers, "cpuset");
-        auto parent = MakeAbsoluteParent(
-            top, parent_name, cg.v2_cpuset_ ? "+memory +pids +cpu +cpuset" : "+memory +pids +cpu");
-        if (!parent) return std::move(parent).error();
-        cg.version_ = CgroupVersion::kV2;
-        cg.parents_ = {*parent};
-        cg.fs_mounts_ = {{"", "cgroup2", "", {}}};
-        return cg;
-      }
-    }
-  }
-  if (auto v2 = mounts.find(""); !absolute && v2 != mounts.end() && own.count("")) {
-    std::string self = JoinCgroupPath(v2->second, own.at(""));
-    // A daemon started again from the leaf an earlier one moved itself into (below) nests
-    // the sandboxes where that one did, so that it finds them.
-    if (const std::string leaf = "/" + parent_name + ".daemon"; self.ends_with(leaf)) {
-      self.resize(self.size() - leaf.size());
-    }
-    auto controllers = ReadFile(self + "/cgroup.controllers");
-    if (controllers && HasWord(*controllers, "memory") && HasWord(*controllers, "pids") &&
-        HasWord(*controllers, "cpu")) {
-      cg.v2_cpuset_ = HasWord(*controllers, "cpuset");
-      const std::string enable =
-          cg.v2_cpuset_ ? "+memory +pids +cpu +cpuset" : "+memory +pids +cpu";
-      int err = WriteString(self + "/cgroup.subtree_control", enable);
-      if (err == EBUSY) {
-        // No internal processes in v2: a cgroup that hands controllers to children must be
-        // empty, so the daemon moves itself into a leaf beside the sandboxes' parent.
-        const std::string leaf = self + "/" + parent_name + ".daemon";
-        if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
-          return SysError(ErrorCode::kInternal, "cgroup: mkdir " + leaf, errno);
-        }
-        if (int e = WriteString(leaf + "/cgroup.procs", std::to_string(::getpid())); e != 0) {
-          return SysError(ErrorCode::kInternal, "cgroup: move daemon to " + leaf, e);
-        }
-        err = WriteString(self + "/cgroup.subtree_control", enable);
-      }
-      if (err != 0) return SysError(ErrorCode::kInternal, "cgroup: enable controllers: " + self, err);
-      const std::string parent = self + "/" + parent_name;
-      if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
-        return SysError(ErrorCode::kInternal, "cgroup: mkdir " + parent, errno);
-      }
-      if (int e = WriteString(parent + "/cgroup.subtree_control", enable); e != 0) {
-        return SysError(ErrorCode::kInternal, "cgroup: enable controllers: " + parent, e);
-      }
+    const std::string top = JoinCgroupPath(v2->second, "/");
+    const auto under = [&cg](const std::string& parent, const std::string& enable) {
+      cg.v2_cpuset_ = HasWord(enable, "+cpuset");
       cg.version_ = CgroupVersion::kV2;
       cg.parents_ = {parent};
       cg.fs_mounts_ = {{"", "cgroup2", "", {}}};
       return cg;
+    };
+    if (absolute) {
+      if (const std::string enable = V2Controllers(top); !enable.empty()) {
+        auto parent = MakeAbsoluteParent(top, parent_name, enable);
+        if (!parent) return std::move(parent).error();
+        return under(*parent, enable);
+      }
+    } else {
+      std::string self = JoinCgroupPath(v2->second, own.at(""));
+      // A daemon started again from the leaf an earlier one moved itself into (NestedParent)
+      // nests the sandboxes where that one did, so that it finds them.
+      if (const std::string leaf = "/" + parent_name + ".daemon"; self.ends_with(leaf)) {
+        self.resize(self.size() - leaf.size());
+      }
+      const std::string enable = V2Controllers(self);
+      Result<std::string> nested =
+          enable.empty()
+              ? Result<std::string>(Error{ErrorCode::kInternal,
+                                          "cgroup: " + self + " lacks memory, pids or cpu"})
+              : NestedParent(self, parent_name, enable);
+      if (nested) return under(*nested, enable);
+      // A login session's scope on a systemd host: cpu not delegated to it, or the shell that
+      // started the daemon in it too. The sandboxes go below the hierarchy's root, as Docker's
+      // cgroupfs driver puts its containers (root may make cgroups there).
+      if (const std::string root = V2Controllers(top); !root.empty()) {
+        log::Warn("cgroup: sandboxes cannot nest below the daemon's cgroup; they go below the root",
+                  {{"why", nested.error().message}, {"parent", "/" + parent_name}});
+        auto parent = MakeAbsoluteParent(top, "/" + parent_name, root);
+        if (!parent) return std::move(parent).error();
+        return under(*parent, root);
+      }
+      if (!enable.empty()) return std::move(nested).error();
     }
   }
 
