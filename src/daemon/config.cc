@@ -27,76 +27,175 @@ namespace {
 
 using Member =
     std::variant<std::string Config::*, int64_t Config::*, double Config::*, bool Config::*>;
+// One row per setting: its name (the JSON key; SANDSTREAM_NAME; --name-with-dashes), the member
+// it sets, and its one-line description. This table is the documentation: --help lists it and
+// --print-config-reference prints it as docs/configuration.md (scripts/test checks the two agree).
 struct Field {
   const char* name;
   Member member;
+  const char* description;  // Markdown, one line, no '|'
+  const char* computed_default = nullptr;  // for a string whose empty default means something else
 };
 
 const Field kFields[] = {
-    {"listen", &Config::listen},
-    {"data_dir", &Config::data_dir},
-    {"api_key", &Config::api_key},
-    {"runtime", &Config::runtime},
-    {"log_level", &Config::log_level},
-    {"templates_dir", &Config::templates_dir},
-    {"max_body_bytes", &Config::max_body_bytes},
-    {"max_stdin_bytes", &Config::max_stdin_bytes},
-    {"max_file_bytes", &Config::max_file_bytes},
-    {"max_image_bytes", &Config::max_image_bytes},
-    {"max_image_unpacked_bytes", &Config::max_image_unpacked_bytes},
-    {"max_image_entries", &Config::max_image_entries},
-    {"registry_allow", &Config::registry_allow},
-    {"registry_plain_http", &Config::registry_plain_http},
-    {"registry_private_hosts", &Config::registry_private_hosts},
-    {"pull_timeout_seconds", &Config::pull_timeout_seconds},
-    {"image_workers", &Config::image_workers},
-    {"exec_default_timeout_seconds", &Config::exec_default_timeout_seconds},
-    {"max_timeout_seconds", &Config::max_timeout_seconds},
-    {"exec_output_limit_bytes", &Config::exec_output_limit_bytes},
-    {"log_window_bytes", &Config::log_window_bytes},
-    {"log_window_max_bytes", &Config::log_window_max_bytes},
-    {"log_window_entries", &Config::log_window_entries},
-    {"retained_tail_bytes", &Config::retained_tail_bytes},
-    {"keepalive_seconds", &Config::keepalive_seconds},
-    {"write_timeout_seconds", &Config::write_timeout_seconds},
-    {"max_connections", &Config::max_connections},
-    {"resume_grace_seconds", &Config::resume_grace_seconds},
-    {"reader_stall_seconds", &Config::reader_stall_seconds},
-    {"kill_grace_ms", &Config::kill_grace_ms},
-    {"shutdown_grace_ms", &Config::shutdown_grace_ms},
-    {"sandbox_default_ttl_seconds", &Config::sandbox_default_ttl_seconds},
-    {"max_sandboxes", &Config::max_sandboxes},
-    {"host_id_base", &Config::host_id_base},
-    {"allow_nested_userns", &Config::allow_nested_userns},
-    {"teardown_on_exit", &Config::teardown_on_exit},
-    {"cgroup_parent", &Config::cgroup_parent},
-    {"lxcfs", &Config::lxcfs},
-    {"max_processes_per_sandbox", &Config::max_processes_per_sandbox},
-    {"default_memory_mb", &Config::default_memory_mb},
-    {"max_memory_mb", &Config::max_memory_mb},
-    {"default_pids", &Config::default_pids},
-    {"max_pids", &Config::max_pids},
-    {"default_cpu_percent", &Config::default_cpu_percent},
-    {"max_cpu_percent", &Config::max_cpu_percent},
-    {"default_disk_mb", &Config::default_disk_mb},
-    {"max_disk_mb", &Config::max_disk_mb},
-    {"default_open_files", &Config::default_open_files},
-    {"max_open_files", &Config::max_open_files},
-    {"terminal_idle_seconds", &Config::terminal_idle_seconds},
-    {"terminal_replay_bytes", &Config::terminal_replay_bytes},
-    {"web_dir", &Config::web_dir},
-    {"preview_domain", &Config::preview_domain},
-    {"public_url", &Config::public_url},
-    {"egress_pool", &Config::egress_pool},
-    {"egress_dns", &Config::egress_dns},
-    {"egress_mark_mask", &Config::egress_mark_mask},
-    {"egress_max_connections", &Config::egress_max_connections},
-    {"role", &Config::role},
-    {"node_id", &Config::node_id},
-    {"advertise", &Config::advertise},
-    {"etcd", &Config::etcd},
-    {"etcd_prefix", &Config::etcd_prefix},
-    {"gateway_nodes", &Config::gateway_nodes},
+    {"listen", &Config::listen, "address:port to serve HTTP on (port 0 picks one)"},
+    {"data_dir", &Config::data_dir,
+     "state: the SQLite database, the API key, sandboxes' state, image layers "
+     "(`docs/operations.md`)",
+     "`/var/lib/sandstream` for root, else `$XDG_STATE_HOME/sandstream` (or "
+     "`~/.local/state/sandstream`)"},
+    {"api_key", &Config::api_key,
+     "the admin's bearer key (`SANDSTREAM_API_KEY`); empty: read from, or generated into, "
+     "`<data_dir>/api_key`",
+     "generated into `<data_dir>/api_key`"},
+    {"runtime", &Config::runtime,
+     "`namespace` (isolated) or `directory` (no isolation, development only)"},
+    {"log_level", &Config::log_level,
+     "`debug`, `info`, `warn` or `error`; logs are `key=value` lines on stderr"},
+    {"templates_dir", &Config::templates_dir,
+     "one directory per template, each a full root filesystem",
+     "`<data_dir>/templates`"},
+    {"max_body_bytes", &Config::max_body_bytes, "largest JSON request body (413 above)"},
+    {"max_stdin_bytes", &Config::max_stdin_bytes, "largest stdin upload"},
+    {"max_file_bytes", &Config::max_file_bytes, "largest file upload through the files API"},
+    {"max_image_bytes", &Config::max_image_bytes,
+     "largest image archive `POST /v1/templates` takes"},
+    {"max_image_unpacked_bytes", &Config::max_image_unpacked_bytes,
+     "largest image, all its layers unpacked"},
+    {"max_image_entries", &Config::max_image_entries, "most files in one layer"},
+    {"registry_allow", &Config::registry_allow,
+     "the only registries templates are pulled from, comma-separated host[:port] (`docker.io` "
+     "for Docker Hub); empty: any"},
+    {"registry_plain_http", &Config::registry_plain_http,
+     "registries (and their token services) pulled from over plain HTTP, comma-separated "
+     "host[:port] (a host alone: any port); they may be on any address"},
+    {"registry_private_hosts", &Config::registry_private_hosts,
+     "registries pulled from over HTTPS although on loopback, private or link-local addresses, "
+     "comma-separated host[:port] (others: public addresses only)"},
+    {"pull_timeout_seconds", &Config::pull_timeout_seconds,
+     "longest a pull from a registry may take in all (besides the 60 s stall limit); past it, "
+     "`502`"},
+    {"image_workers", &Config::image_workers,
+     "threads for image work (imports, pulls, snapshots); each tenant runs one job at a time "
+     "and tenants take turns"},
+    {"exec_default_timeout_seconds", &Config::exec_default_timeout_seconds,
+     "total timeout of `exec` and `exec/stream` when the request sets none (0: none)"},
+    {"max_timeout_seconds", &Config::max_timeout_seconds,
+     "largest timeout a request may ask for"},
+    {"exec_output_limit_bytes", &Config::exec_output_limit_bytes,
+     "buffered `exec` keeps at most this much of stdout and of stderr (`truncated` says so)"},
+    {"log_window_bytes", &Config::log_window_bytes,
+     "output retained per process for slow or reconnecting readers: a waiting reader this far "
+     "behind holds its process back"},
+    {"log_window_max_bytes", &Config::log_window_max_bytes,
+     "largest `log_window_bytes` a request may ask for"},
+    {"log_window_entries", &Config::log_window_entries,
+     "chunks retained per process (bounds the cost of tiny writes)"},
+    {"retained_tail_bytes", &Config::retained_tail_bytes,
+     "output kept in the database after a process ends (survives restarts)"},
+    {"keepalive_seconds", &Config::keepalive_seconds,
+     "idle SSE streams get a `: keepalive` comment this often"},
+    {"write_timeout_seconds", &Config::write_timeout_seconds,
+     "a write to a client (a response, SSE, WebSocket) that makes no progress for this long "
+     "ends the connection as gone; a slow client always makes some"},
+    {"max_connections", &Config::max_connections,
+     "open client connections at most, a node's or a gateway's (`503 too_many_connections` "
+     "above); lowered at start to what `RLIMIT_NOFILE` (raised to its hard limit) leaves after "
+     "10 descriptors per sandbox of `max_sandboxes` (a gateway's connection takes two)"},
+    {"resume_grace_seconds", &Config::resume_grace_seconds,
+     "a reader that holds its process back (flow `wait`) and loses its connection keeps its "
+     "place this long: a resume within it gets every byte (0: not at all)"},
+    {"reader_stall_seconds", &Config::reader_stall_seconds,
+     "a reader that holds its process back and takes nothing for this long becomes a skipping "
+     "reader (it gets a `gap`)"},
+    {"kill_grace_ms", &Config::kill_grace_ms,
+     "between TERM and KILL when a process group is stopped"},
+    {"shutdown_grace_ms", &Config::shutdown_grace_ms,
+     "how long shutdown waits for streams to drain"},
+    {"sandbox_default_ttl_seconds", &Config::sandbox_default_ttl_seconds,
+     "TTL of sandboxes created without one (0: none)"},
+    {"max_sandboxes", &Config::max_sandboxes,
+     "live sandboxes at most (429 above; 65535 at most)"},
+    {"host_id_base", &Config::host_id_base,
+     "host uid/gid of root in the first sandbox; sandbox *i* maps 65536 ids from "
+     "`host_id_base + i * 65536`. At start the whole range must end below 2^32 - 1, hold no "
+     "user or group of `/etc/passwd` and `/etc/group`, overlap no other user's "
+     "`/etc/subuid`/`/etc/subgid` range and, if those files give root ranges, lie inside one: "
+     "the daemon refuses to start otherwise"},
+    {"allow_nested_userns", &Config::allow_nested_userns,
+     "lets `POST /v1/sandboxes` ask for `allow_nested_userns` (its processes may create user "
+     "namespaces of their own); refused with `400 invalid_request` otherwise"},
+    {"teardown_on_exit", &Config::teardown_on_exit,
+     "a stopping daemon ends every sandbox and process; by default they run on and the next "
+     "start takes them back, files and running processes included"},
+    {"cgroup_parent", &Config::cgroup_parent,
+     "where sandbox cgroups go: empty, below the daemon's own cgroup "
+     "(`sandstream-<hash of data_dir>`); an absolute cgroup path (`/sandstream`) is that cgroup "
+     "of every hierarchy, made if missing, outside the daemon's own, so sandboxes outlive a "
+     "container the daemon runs in. One daemon per path"},
+    {"lxcfs", &Config::lxcfs,
+     "the lxcfs that answers a sandbox's `/proc/meminfo`, `cpuinfo`, `stat`, `uptime` and "
+     "`/sys/devices/system/cpu/online` from its limits, started on demand at "
+     "`<data_dir>/lxcfs` and left running while sandboxes outlive the daemon (empty or absent: "
+     "sandboxes see the host's)"},
+    {"max_processes_per_sandbox", &Config::max_processes_per_sandbox,
+     "running processes per sandbox at most"},
+    {"default_memory_mb", &Config::default_memory_mb,
+     "memory limit of a sandbox whose request sets none (includes its tmpfs)"},
+    {"max_memory_mb", &Config::max_memory_mb, "largest memory limit a request may ask for"},
+    {"default_pids", &Config::default_pids, "process limit of a sandbox whose request sets none"},
+    {"max_pids", &Config::max_pids, "largest process limit a request may ask for"},
+    {"default_cpu_percent", &Config::default_cpu_percent,
+     "CPU share of a sandbox whose request sets none, 100 = one core"},
+    {"max_cpu_percent", &Config::max_cpu_percent, "largest CPU share a request may ask for"},
+    {"default_disk_mb", &Config::default_disk_mb,
+     "writable space (`/`, `/tmp`, `/dev/shm` share it); it is memory, so a sandbox gets at "
+     "most `memory_mb` less a quarter (32 MiB at least)"},
+    {"max_disk_mb", &Config::max_disk_mb, "largest disk size a request may ask for"},
+    {"default_open_files", &Config::default_open_files,
+     "`RLIMIT_NOFILE` inside a sandbox whose request sets none"},
+    {"max_open_files", &Config::max_open_files,
+     "largest open-files limit a request may ask for"},
+    {"terminal_idle_seconds", &Config::terminal_idle_seconds,
+     "a terminal (`exec/pty`) no client has been attached to for this long is ended"},
+    {"terminal_replay_bytes", &Config::terminal_replay_bytes,
+     "output a terminal keeps to replay to a client that (re)attaches"},
+    {"web_dir", &Config::web_dir, "the console's files, served at `/` (`none`: no console)",
+     "the build's `web/dist`"},
+    {"preview_domain", &Config::preview_domain,
+     "an exposed port of a sandbox also answers at the host `{port}-{sandbox id}.{preview_domain}` "
+     "(on the daemon's port); point a wildcard DNS name at the daemon to use another"},
+    {"public_url", &Config::public_url,
+     "how clients reach the daemon (`https://sandstream.example.com`, no path), for the URLs it "
+     "hands out; empty: `http://` and the request's `Host`"},
+    {"egress_pool", &Config::egress_pool,
+     "addresses of sandboxes with egress, a /31 each; must hold `max_sandboxes` of them and "
+     "overlap no network of the host (checked when the first one starts); `none` (or empty): "
+     "no egress, requests for it get `400`"},
+    {"egress_dns", &Config::egress_dns,
+     "upstream resolvers the sandboxes' DNS is forwarded to, comma-separated IPv4 addresses",
+     "the IPv4 nameservers of `/etc/resolv.conf`"},
+    {"egress_mark_mask", &Config::egress_mark_mask,
+     "packet mark bits the egress rules use (3 bits at least); choose bits no other firewall on "
+     "the host uses (Tailscale uses 0xff0000, Calico 0xffff0000, kube-proxy 0xc000)"},
+    {"egress_max_connections", &Config::egress_max_connections,
+     "connections a sandbox with egress may have open at once; new ones past it are refused"},
+    {"role", &Config::role,
+     "`node` runs sandboxes; `gateway` runs none, routes every request to the node that holds "
+     "its sandbox and places new ones (see `docs/cluster.md`)"},
+    {"node_id", &Config::node_id,
+     "this node's id in a cluster (`a-z`, `0-9`, `-`; 40 at most): its sandbox ids carry it, "
+     "`sb_{node_id}_{hex}`; empty: not in a cluster"},
+    {"advertise", &Config::advertise,
+     "`host:port` gateways reach this node at (set it when listening on `0.0.0.0`)",
+     "the address it listens on"},
+    {"etcd", &Config::etcd,
+     "etcd endpoints, comma-separated `http://host:port`: nodes register there under a lease, "
+     "gateways read who is up"},
+    {"etcd_prefix", &Config::etcd_prefix, "the cluster's keys in etcd"},
+    {"gateway_nodes", &Config::gateway_nodes,
+     "a gateway without etcd: its nodes' `host:port`, comma-separated (it reads their records "
+     "with `api_key`, which it then needs)"},
 };
 
 const Field* FindField(std::string_view name) {
@@ -513,41 +612,85 @@ std::vector<std::string> RegistryHosts(const std::string& list) {
   return hosts;
 }
 
+namespace {
+
+// A setting's default as text: "" for a string whose default is computed at start.
+std::string DefaultText(const Field& f) {
+  static const Config defaults;
+  std::string out;
+  std::visit(
+      [&](auto member) {
+        using T = std::remove_cvref_t<decltype(defaults.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          out = defaults.*member;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out = defaults.*member ? "true" : "false";
+        } else {
+          // %g for seconds (600, not 6E2 as JSON would print it); integers as they are.
+          char value[32];
+          if constexpr (std::is_same_v<T, double>) {
+            std::snprintf(value, sizeof value, "%g", defaults.*member);
+          } else {
+            std::snprintf(value, sizeof value, "%lld", static_cast<long long>(defaults.*member));
+          }
+          out = value;
+        }
+      },
+      f.member);
+  return out;
+}
+
+std::string FlagName(const Field& f) {
+  std::string name = f.name;
+  for (char& ch : name) {
+    if (ch == '_') ch = '-';
+  }
+  return "--" + name;
+}
+
+}  // namespace
+
 std::string ConfigHelp() {
   std::string out =
-      "usage: sandstreamd [--config FILE] [--print-config] [--version] [--NAME VALUE ...]\n\n"
+      "usage: sandstreamd [--config FILE] [--print-config] [--print-config-reference] [--version]\n"
+      "                   [--NAME VALUE ...]\n\n"
       "Every setting can come from the JSON config file, the environment (SANDSTREAM_NAME) or a\n"
       "flag (--name-with-dashes VALUE); later sources win. Settings and their defaults:\n\n";
-  Config defaults;
   for (const auto& f : kFields) {
-    std::string name = f.name;
-    for (char& ch : name) {
-      if (ch == '_') ch = '-';
-    }
-    out += "  --" + name;
-    std::visit(
-        [&](auto member) {
-          using T = std::remove_reference_t<decltype(defaults.*member)>;
-          if constexpr (std::is_same_v<T, std::string>) {
-            out += (defaults.*member).empty() ? std::string(" (computed)")
-                                              : " (default " + defaults.*member + ")";
-          } else if constexpr (std::is_same_v<T, bool>) {
-            out += defaults.*member ? " (default true)" : " (default false)";
-          } else {
-            // %g for seconds (600, not 6E2 as JSON would print it); integers as they are.
-            char value[32];
-            if constexpr (std::is_same_v<T, double>) {
-              std::snprintf(value, sizeof value, "%g", defaults.*member);
-            } else {
-              std::snprintf(value, sizeof value, "%lld", static_cast<long long>(defaults.*member));
-            }
-            out += std::string(" (default ") + value + ")";
-          }
-        },
-        f.member);
-    out += "\n";
+    const std::string value = DefaultText(f);
+    out += "  " + FlagName(f) + (value.empty() ? " (computed)" : " (default " + value + ")") + "\n";
   }
-  out += "\nThe README's configuration reference explains each setting.\n";
+  out += "\n--print-config-reference prints what each setting means (docs/configuration.md).\n";
+  return out;
+}
+
+std::string ConfigReference() {
+  std::string out =
+      "# Configuration reference\n"
+      "\n"
+      "<!-- Generated by `sandstreamd --print-config-reference` from the settings table in\n"
+      "     src/daemon/config.cc; scripts/test fails when this file differs from it. -->\n"
+      "\n"
+      "Settings come from a JSON file (`--config FILE` or `SANDSTREAM_CONFIG`), then environment\n"
+      "variables (`SANDSTREAM_<NAME>`), then flags (`--name-with-dashes VALUE`); later sources\n"
+      "win. `sandstreamd --print-config` shows the result, `--help` the defaults, `--version` the\n"
+      "version. Invalid settings are all reported at once, and an unknown name is one of them.\n"
+      "Sizes are in bytes unless the name says otherwise.\n"
+      "\n"
+      "| setting | default | meaning |\n"
+      "| --- | --- | --- |\n";
+  for (const auto& f : kFields) {
+    const std::string value = DefaultText(f);
+    std::string shown;
+    if (f.computed_default) {
+      shown = f.computed_default;
+    } else if (value.empty()) {
+      shown = "(none)";
+    } else {
+      shown = "`" + value + "`";
+    }
+    out += std::string("| `") + f.name + "` | " + shown + " | " + f.description + " |\n";
+  }
   return out;
 }
 

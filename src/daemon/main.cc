@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
 
 #include "api/server.h"
 #include "base/ids.h"
@@ -244,6 +245,13 @@ asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& s
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
+  // The reference is the same whatever else is set: defaults, not this environment's values.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--print-config-reference") {
+      std::cout << ConfigReference();
+      return 0;
+    }
+  }
   bool print_config = false;
   bool help = false;
   bool version = false;

@@ -25,7 +25,7 @@ struct Marks {
   uint32_t allowed = 0x04000000;   // an allowed public destination (CIDR or pinned answer)
 };
 
-// `table inet <name>`: docs/network/lab/sandstream.nft with these values.
+// `table inet <name>`: docs/network.md ("The nftables tables, as text") with these values.
 struct SharedTable {
   std::string name = "sandstream";
   std::string device_glob = "ss-*";  // the host ends; a trailing '*' matches any suffix
@@ -35,7 +35,7 @@ struct SharedTable {
   uint32_t conn_limit = 1024;  // new connections beyond this many per sandbox are rejected
 };
 
-// `table netdev <name>`: docs/network/lab/sandbox-table.nft with these values.
+// `table netdev <name>`: docs/network.md ("The nftables tables, as text"), its second table.
 struct SandboxTable {
   std::string name;    // "ss_7"
   std::string device;  // "ss-7", must exist (pitfall §4.10: device first, table second)

@@ -1,4 +1,4 @@
-"""Every Python example in the README runs against the real daemon.
+"""Every Python example in the README (and the repository's README) runs against the real daemon.
 
 A sandbox with egress needs a host set up for it (tests/integration/test_egress.py builds one in
 namespaces of its own), so an example that asks for egress runs against a daemon without it,
@@ -17,7 +17,10 @@ import pytest
 from .conftest import API_KEY, Daemon
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+# The repository's README shows one example of this SDK too, when the tests run from a checkout.
+TOP_README = Path(__file__).resolve().parents[3] / "README.md"
+EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), re.S) + (
+    re.findall(r"```python\n(.*?)```", TOP_README.read_text(), re.S) if TOP_README.is_file() else [])
 
 
 def asks_for_egress(code: str) -> bool:

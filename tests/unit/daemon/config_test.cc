@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -528,6 +529,34 @@ TEST_F(ConfigTest, HelpListsEverySettingAsAFlagWithItsDefault) {
     }
     EXPECT_NE(help.find(flag + " ("), std::string::npos) << flag;
   }
+}
+
+TEST_F(ConfigTest, ReferenceDescribesEverySettingOnOneRow) {
+  const std::string reference = ConfigReference();
+  EXPECT_TRUE(reference.starts_with("# Configuration reference\n")) << reference;
+  EXPECT_NE(reference.find("| `listen` | `127.0.0.1:8080` | address:port to serve HTTP on"),
+            std::string::npos)
+      << reference;
+  EXPECT_NE(reference.find("| `api_key` | generated into `<data_dir>/api_key` |"),
+            std::string::npos)
+      << reference;
+  EXPECT_NE(reference.find("| `node_id` | (none) |"), std::string::npos) << reference;
+  EXPECT_NE(reference.find("| `teardown_on_exit` | `false` |"), std::string::npos) << reference;
+  auto r = Load({});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const json::value printed = json::parse(ConfigJson(*r));
+  size_t rows = 0;
+  for (const auto& [key, value] : printed.as_object()) {
+    const std::string row = "| `" + std::string(key) + "` | ";
+    const size_t at = reference.find(row);
+    ASSERT_NE(at, std::string::npos) << key;
+    const std::string line = reference.substr(at, reference.find('\n', at) - at);
+    // Three cells, each with text: a '|' inside a description would add one.
+    EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 4) << line;
+    EXPECT_EQ(line.find("|  |"), std::string::npos) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 64u);
 }
 
 }  // namespace
