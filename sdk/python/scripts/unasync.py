@@ -1,11 +1,13 @@
-"""Writes the sync client, src/sandstream/sandbox.py, from the async one, aio.py, the way
-httpcore's scripts/unasync.py does: a fixed table of substitutions applied line by line.
-`--check` writes nothing and exits 1 if sandbox.py is not what aio.py makes.
+"""Writes the sync client, src/sandstream/_sync/, from the async one, src/sandstream/_async/,
+module by module (`_async/files.py` makes `_sync/files.py`), the way httpcore's
+scripts/unasync.py does: a fixed table of substitutions applied line by line. `--check` writes
+nothing and exits 1 if a module of `_sync/` is not what its `_async/` source makes, or if
+`_sync/` holds a module `_async/` does not.
 
-What only one client has is marked in aio.py: lines between `# unasync: async only` and
+What only one client has is marked in the source: lines between `# unasync: async only` and
 `# unasync: end` are left out; lines between `# unasync: sync only` and `# unasync: end` are
-commented out there and written to sandbox.py uncommented, as they are. An `async only` block
-may switch straight to `sync only` to replace its lines. Standard library only.
+commented out there and written to the sync module uncommented, as they are. An `async only`
+block may switch straight to `sync only` to replace its lines. Standard library only.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sandstream"
-SOURCE = PACKAGE / "aio.py"
-TARGET = PACKAGE / "sandbox.py"
+SOURCE = PACKAGE / "_async"
+TARGET = PACKAGE / "_sync"
 
 HEADER = (
-    "# Generated from aio.py by sdk/python/scripts/unasync.py; do not edit. Edit aio.py, then run\n"
-    "# `python sdk/python/scripts/unasync.py` (`--check` tells whether this file is current).\n"
+    "# Generated from the module of the same name in _async/ by sdk/python/scripts/unasync.py; do\n"
+    "# not edit. Edit that one, then run `python sdk/python/scripts/unasync.py` (`--check` tells\n"
+    "# whether this file is current).\n"
 )
 
-# Applied in order to every shared line. A rule that matches nothing is an error, so the table
-# never holds a stale entry; a line a rule empties is dropped.
+# Applied in order to every shared line. A rule that matches nothing in any module is an error, so
+# the table never holds a stale entry; a line a rule empties is dropped.
 SUBSTITUTIONS: list[tuple[str, str]] = [
     (r"^import (asyncio|inspect)\n", ""),
     # A callback that may be a coroutine function is a plain call in the sync client.
@@ -56,13 +59,14 @@ COMMENTED = re.compile(r"^(\s*)# ?(.*\n?)$")
 
 
 class UnasyncError(Exception):
-    """aio.py cannot be turned into sandbox.py; the message names the line."""
+    """An async module cannot be turned into its sync one; the message names the line."""
 
 
-def unasync(source: str, name: str = SOURCE.name, *, every_rule: bool = True) -> str:
+def unasync(source: str, name: str = "source", *, every_rule: bool = True,
+            used: set[int] | None = None) -> str:
     """The sync module for the async module `source`. With `every_rule`, a substitution that
-    matches nothing is an error."""
-    used: set[int] = set()
+    matches nothing is an error. The indexes of the rules that matched are added to `used`."""
+    used = set() if used is None else used
     out: list[str | None] = [HEADER]  # None: where a marker stood
     block: str | None = None  # the open block's kind
     opened = 0
@@ -111,7 +115,7 @@ def unasync(source: str, name: str = SOURCE.name, *, every_rule: bool = True) ->
         if line.rstrip("\n").endswith((" ", "\t")):
             raise UnasyncError(f"a generated line ends with white space: {line!r}")
     try:
-        compile(text, str(TARGET), "exec")
+        compile(text, name, "exec")
     except SyntaxError as exc:
         raise UnasyncError(f"the sync module would not compile: {exc}") from exc
     return text
@@ -203,32 +207,56 @@ def _brackets(line: str) -> tuple[int, int]:
     return len(opened) - closed, opened[-1] if opened else -1
 
 
+def expected_modules() -> dict[str, str]:
+    """Each sync module's name and text, from every module of SOURCE; every rule must match in
+    one of them."""
+    used: set[int] = set()
+    modules = {path.name: unasync(path.read_text(), f"{SOURCE.name}/{path.name}", every_rule=False, used=used)
+               for path in sorted(SOURCE.glob("*.py"))}
+    unused = [SUBSTITUTIONS[i][0] for i in range(len(RULES)) if i not in used]
+    if unused:
+        raise UnasyncError(f"substitutions that match nothing in {SOURCE.name}/: {unused}")
+    return modules
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if sandbox.py differs from what aio.py makes")
+                        help="write nothing; exit 1 if _sync/ differs from what _async/ makes")
     args = parser.parse_args(argv)
     try:
-        expected = unasync(SOURCE.read_text())
+        expected = expected_modules()
     except UnasyncError as exc:
         print(f"unasync: {exc}", file=sys.stderr)
         return 2
-    current = TARGET.read_text() if TARGET.exists() else ""
+    current = {path.name: path.read_text() for path in sorted(TARGET.glob("*.py"))}
+    stale = sorted(name for name in expected.keys() | current.keys()
+                   if expected.get(name) != current.get(name))
     if args.check:
-        if current == expected:
-            print(f"unasync: {TARGET.name} is current")
+        if not stale:
+            print(f"unasync: {TARGET.name}/ is current ({len(expected)} modules)")
             return 0
-        diff = difflib.unified_diff(current.splitlines(keepends=True), expected.splitlines(keepends=True),
-                                    f"{TARGET.name} (committed)", f"{TARGET.name} (from {SOURCE.name})")
-        sys.stdout.writelines(diff)
-        print(f"unasync: {TARGET.name} is not what {SOURCE.name} makes; run "
+        for name in stale:
+            diff = difflib.unified_diff(
+                current.get(name, "").splitlines(keepends=True),
+                expected.get(name, "").splitlines(keepends=True),
+                f"{TARGET.name}/{name} (committed)",
+                f"{TARGET.name}/{name} (from {SOURCE.name}/{name})",
+            )
+            sys.stdout.writelines(diff)
+        print(f"unasync: {', '.join(stale)} in {TARGET.name}/ not what {SOURCE.name}/ makes; run "
               f"`python sdk/python/scripts/unasync.py` and commit the result", file=sys.stderr)
         return 1
-    if current != expected:
-        TARGET.write_text(expected)
-        print(f"unasync: wrote {TARGET.name}")
-    else:
-        print(f"unasync: {TARGET.name} was current")
+    TARGET.mkdir(exist_ok=True)
+    for name in stale:
+        if name in expected:
+            (TARGET / name).write_text(expected[name])
+            print(f"unasync: wrote {TARGET.name}/{name}")
+        else:
+            (TARGET / name).unlink()
+            print(f"unasync: removed {TARGET.name}/{name}, which {SOURCE.name}/ no longer has")
+    if not stale:
+        print(f"unasync: {TARGET.name}/ was current")
     return 0
 
 

@@ -1,9 +1,10 @@
 """The generator of the sync client, scripts/unasync.py: its table, its blocks, its alignment and
-what it refuses. Whether the committed sandbox.py is current is a suite of scripts/test."""
+what it refuses. Whether the committed _sync/ is current is a suite of scripts/test."""
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -156,13 +157,27 @@ def test_a_substitution_that_matches_nothing_is_an_error() -> None:
 def test_check_fails_on_a_stale_file_and_passes_once_it_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source, target = tmp_path / "aio.py", tmp_path / "sandbox.py"
-    source.write_text((SCRIPT.parents[1] / "src" / "sandstream" / "aio.py").read_text())
-    target.write_text("stale\n")
+    source, target = tmp_path / "_async", tmp_path / "_sync"
+    shutil.copytree(SCRIPT.parents[1] / "src" / "sandstream" / "_async", source)
+    target.mkdir()
+    (target / "sandbox.py").write_text("stale\n")
+    (target / "gone.py").write_text("a module _async/ does not have\n")
     monkeypatch.setattr(unasync, "SOURCE", source)
     monkeypatch.setattr(unasync, "TARGET", target)
     assert unasync.main(["--check"]) == 1
-    assert "-stale" in capsys.readouterr().out and target.read_text() == "stale\n"
+    assert "-stale" in capsys.readouterr().out and (target / "sandbox.py").read_text() == "stale\n"
     assert unasync.main([]) == 0
     assert unasync.main(["--check"]) == 0
-    assert target.read_text() == unasync.unasync(source.read_text())
+    assert not (target / "gone.py").exists()
+    for module in source.glob("*.py"):
+        assert (target / module.name).read_text() == unasync.unasync(module.read_text(), every_rule=False)
+
+
+def test_a_substitution_that_matches_in_no_module_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.py").write_text("async def f() -> None:\n    await g()\n")
+    monkeypatch.setattr(unasync, "SOURCE", tmp_path)
+    monkeypatch.setattr(unasync, "TARGET", tmp_path / "out")
+    assert unasync.main(["--check"]) == 2
+    assert "match nothing in" in capsys.readouterr().err

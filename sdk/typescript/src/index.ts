@@ -28,8 +28,9 @@ export type {
   TokenUrlOptions,
   WaitForLogOptions,
   WaitForPortOptions,
-} from "./sandbox.js";
+} from "./options.js";
 export { Process } from "./process.js";
+export { Processes } from "./processes.js";
 export { Files } from "./files.js";
 export type { FileEvent, FileInfo, FileOptions, WriteFileOptions } from "./files.js";
 export { Result } from "./interpreter.js";

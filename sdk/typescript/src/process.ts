@@ -1,22 +1,34 @@
-// A handle on one background process: its last known state plus the sandbox's process
-// operations bound to its id.
+// A handle on one background process: its last known state plus the process operations of its
+// sandbox bound to its id. Knows those operations only through `ProcessOperations`.
 
 import type { ProcessInfo, ProcessLogs } from "./models.js";
-import type { LogMatch, Sandbox, StreamLogsOptions, WaitForLogOptions } from "./sandbox.js";
+import type { LogMatch, StreamLogsOptions, WaitForLogOptions } from "./options.js";
+
+/** What a handle needs from its sandbox, by process id (implemented in processes.ts). */
+export interface ProcessOperations {
+  info(processId: string): Promise<ProcessInfo>;
+  kill(processId: string, signal?: string | number, options?: { group?: boolean }): Promise<ProcessInfo>;
+  getLogs(processId: string, options?: { since?: number; tail?: number }): Promise<ProcessLogs>;
+  streamLogs(processId: string, options?: StreamLogsOptions): Promise<ReadableStream<Uint8Array>>;
+  waitForExit(processId: string, options?: { timeout?: number }): Promise<ProcessInfo>;
+  waitForLog(processId: string, pattern: string | RegExp, options?: WaitForLogOptions): Promise<LogMatch>;
+  writeStdin(processId: string, data: string | Uint8Array, options?: { eof?: boolean }): Promise<number>;
+  closeStdin(processId: string): Promise<void>;
+}
 
 export interface Process extends ProcessInfo {}
 
 export class Process {
-  readonly #sandbox: Sandbox;
+  readonly #ops: ProcessOperations;
 
-  constructor(sandbox: Sandbox, info: ProcessInfo) {
-    this.#sandbox = sandbox;
+  constructor(ops: ProcessOperations, info: ProcessInfo) {
+    this.#ops = ops;
     Object.assign(this, info);
   }
 
   /** Reads the process again and updates this handle. */
   async refresh(): Promise<this> {
-    Object.assign(this, await this.#sandbox.getProcess(this.id).then(toInfo));
+    Object.assign(this, toInfo(await this.#ops.info(this.id)));
     return this;
   }
 
@@ -25,38 +37,42 @@ export class Process {
     return (await this.refresh()).status;
   }
 
-  /** Kills the group and waits (no signal), or sends one signal. */
+  /** Kills the group and waits (no signal), or sends one signal (the Cloudflare shape). */
   async kill(signal?: string | number): Promise<void> {
-    Object.assign(this, await this.#sandbox.killProcess(this.id, signal));
+    Object.assign(this, await this.#ops.kill(this.id, signal));
+  }
+
+  /** Sends one signal (`"TERM"`, `"SIGINT"`, 9) to the process group, or only its leader. */
+  async sendSignal(signal: string | number = "TERM", options: { group?: boolean } = {}): Promise<ProcessInfo> {
+    const info = await this.#ops.kill(this.id, signal, options);
+    Object.assign(this, info);
+    return info;
   }
 
   getLogs(options?: { since?: number; tail?: number }): Promise<ProcessLogs> {
-    return this.#sandbox.getProcessLogs(this.id, options);
+    return this.#ops.getLogs(this.id, options);
   }
 
   streamLogs(options?: StreamLogsOptions): Promise<ReadableStream<Uint8Array>> {
-    return this.#sandbox.streamProcessLogs(this.id, options);
+    return this.#ops.streamLogs(this.id, options);
   }
 
   async waitForExit(timeout?: number): Promise<ProcessInfo> {
-    const info = await this.#sandbox.waitForExit(
-      this.id,
-      timeout === undefined ? {} : { timeout },
-    );
+    const info = await this.#ops.waitForExit(this.id, timeout === undefined ? {} : { timeout });
     Object.assign(this, info);
     return info;
   }
 
   waitForLog(pattern: string | RegExp, options?: WaitForLogOptions): Promise<LogMatch> {
-    return this.#sandbox.waitForLog(this.id, pattern, options);
+    return this.#ops.waitForLog(this.id, pattern, options);
   }
 
   writeStdin(data: string | Uint8Array, options?: { eof?: boolean }): Promise<number> {
-    return this.#sandbox.writeStdin(this.id, data, options);
+    return this.#ops.writeStdin(this.id, data, options);
   }
 
   closeStdin(): Promise<void> {
-    return this.#sandbox.closeStdin(this.id);
+    return this.#ops.closeStdin(this.id);
   }
 
   toJSON(): ProcessInfo {

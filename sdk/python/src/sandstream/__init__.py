@@ -8,7 +8,6 @@
 
 from ._core import ClientConfig
 from .access import Key, Tenant, Token
-from .aio import AsyncAdmin, AsyncFiles, AsyncProcess, AsyncProcesses, AsyncSandbox, AsyncSession
 from .errors import (
     BadGateway,
     CommandFailed,
@@ -43,7 +42,16 @@ from .templates import Template
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .ports import Port
-from .sandbox import Admin, Files, Process, Processes, Sandbox, Session
+from ._async.access import AsyncAdmin
+from ._async.files import AsyncFiles
+from ._async.processes import AsyncProcess, AsyncProcesses
+from ._async.sandbox import AsyncSandbox
+from ._async.sessions import AsyncSession
+from ._sync.access import Admin
+from ._sync.files import Files
+from ._sync.processes import Process, Processes
+from ._sync.sandbox import Sandbox
+from ._sync.sessions import Session
 from ._version import __version__
 
 __all__ = [

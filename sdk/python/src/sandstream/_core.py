@@ -1,7 +1,7 @@
 """What the sync and async clients share: configuration, request bodies, response parsing,
 the resume bookkeeping of a followed stream, and the callback dispatch of `exec_stream`.
 
-No I/O here; `aio.py` (and `sandbox.py`, generated from it) drive it with httpx's async and sync
+No I/O here; `_async/` (and `_sync/`, generated from it) drive it with httpx's async and sync
 clients. A plain request is described once as a `Call` (method, path, body, how to parse the
 answer) and sent by either client's `call()`.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -94,6 +95,13 @@ def connection_failed(
             f"{idempotency_key} attaches to it without running it again"
         )
     return ConnectionFailed(message)
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warns that `old` is deprecated in favour of `new`, its name in both SDKs
+    (spec/sdk-verbs.md); the warning points at the caller of `old`."""
+    warnings.warn(f"{old} is deprecated and goes in sandstream 0.3; use {new}",
+                  DeprecationWarning, stacklevel=3)
 
 
 def ignore_body(_: Any) -> None:

@@ -2,7 +2,7 @@
 sandbox (`sst_...`), which a browser may carry in `?access_token=` where a key must never go.
 
 What both clients share, without I/O: the value types and the requests of the access API. The
-classes of `aio.py` (and `sandbox.py`, generated from it) send them."""
+surfaces in `_async/` (and `_sync/`, generated from it) send them."""
 
 from __future__ import annotations
 

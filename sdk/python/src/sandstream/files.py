@@ -1,20 +1,16 @@
 """A sandbox's files: `sandbox.files.read/write/list/stat/mkdir/remove/move/watch`.
 
 What both clients share, without I/O: the requests of the files API (`_FilesBase`) and what they
-answer. `AsyncFiles` (aio.py) and `Files` (sandbox.py, generated from it) send them."""
+answer. `AsyncFiles` (_async/files.py) and `Files` (_sync/files.py, generated from it) send them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._core import Call, ignore_body
 from .events import SseMessage
 from .errors import error_from_code
-
-if TYPE_CHECKING:
-    from .aio import AsyncFiles as AsyncFiles
-    from .sandbox import Files as Files
 
 
 @dataclass(frozen=True)
@@ -110,11 +106,3 @@ class _FilesBase:
     def _watch(self, path: str, recursive: bool) -> tuple[str, dict[str, str]]:
         return self._base + "/watch", {"path": path, "recursive": "1" if recursive else "0"}
 
-
-def __getattr__(name: str) -> Any:
-    # `Files` and `AsyncFiles` live with their clients now; still importable from here.
-    if name in ("Files", "AsyncFiles"):
-        from . import aio, sandbox
-
-        return getattr(sandbox if name == "Files" else aio, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

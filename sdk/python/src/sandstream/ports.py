@@ -3,7 +3,7 @@
 (`Port.path_url`) or by host (`Port.url`), with the API key.
 
 What both clients share, without I/O: the `Port` value and the requests of the ports API. The
-sandbox classes of `aio.py` (and `sandbox.py`, generated from it) send them."""
+sandbox surfaces in `_async/` (and `_sync/`, generated from it) send them."""
 
 from __future__ import annotations
 

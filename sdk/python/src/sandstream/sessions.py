@@ -1,20 +1,16 @@
 """Persistent shell sessions: `sandbox.create_session()`. Commands of a session run one at a
 time and keep the shell's state (`cd`, `export`, variables, functions) between them.
 
-What both clients share, without I/O: the requests of a session. `AsyncSession` (aio.py) and
-`Session` (sandbox.py, generated from it) send them."""
+What both clients share, without I/O: the requests of a session. `AsyncSession` (_async/sessions.py)
+and `Session` (_sync/sessions.py, generated from it) send them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from ._core import Call, ignore_body
-
-if TYPE_CHECKING:
-    from .aio import AsyncSession as AsyncSession
-    from .sandbox import Session as Session
 
 
 def _info(data: Any) -> dict[str, Any]:
@@ -52,11 +48,3 @@ class _SessionBase:
     def _delete(self) -> Call[None]:
         return Call("DELETE", self._path, ignore_body)
 
-
-def __getattr__(name: str) -> Any:
-    # `Session` and `AsyncSession` live with their clients now; still importable from here.
-    if name in ("Session", "AsyncSession"):
-        from . import aio, sandbox
-
-        return getattr(sandbox if name == "Session" else aio, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

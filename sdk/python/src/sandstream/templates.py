@@ -2,7 +2,7 @@
 forks of a sandbox (`sandbox.snapshot()`, `sandbox.fork()`), and the list of templates.
 
 What both clients share, without I/O: the `Template` value, the requests of the templates API
-and the chunks an archive file is sent in. The sandbox classes of `aio.py` (and `sandbox.py`,
+and the chunks an archive file is sent in. `_async/templates.py` (and `_sync/templates.py`,
 generated from it) send them."""
 
 from __future__ import annotations

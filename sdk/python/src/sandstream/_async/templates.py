@@ -1,0 +1,152 @@
+# unasync: async only
+"""Templates, for asyncio: importing, pulling, listing and deleting them, and snapshots."""
+# unasync: sync only
+# """Templates: importing, pulling, listing and deleting them, and snapshots."""
+# unasync: end
+
+from __future__ import annotations
+
+import builtins
+import os
+
+import httpx
+
+from .._core import ClientConfig
+from ..templates import (
+    ARCHIVE_HEADERS,
+    Template,
+    archive_chunks,
+    delete_template_call,
+    get_template_call,
+    import_template_call,
+    list_templates_call,
+    pull_template_call,
+    snapshot_call,
+)
+# unasync: async only
+from .api import _AsyncApi, _AsyncSandboxSurface, _aiter
+# unasync: sync only
+# from .api import _Api, _SandboxSurface
+# unasync: end
+
+
+class _AsyncTemplates(_AsyncSandboxSurface):
+    """The template methods of `AsyncSandbox` (static ones need no sandbox)."""
+
+    # unasync: async only
+    @staticmethod
+    async def import_template(
+        name: str,
+        archive: bytes | str | os.PathLike[str],
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> Template:
+        """Makes template `name` from an image archive: an OCI image layout or a `docker save`
+        tar, as bytes or the path of a file (streamed, never held whole). Every layer is checked
+        against its digest and stored once; a bad archive raises `InvalidRequest` naming what
+        is wrong. With a tenant's key the template is the tenant's own."""
+        content = archive if isinstance(archive, bytes) else _aiter(archive_chunks(archive))
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return await api.call(import_template_call(name), content=content,
+                                  headers=ARCHIVE_HEADERS, timeout=api.config.stream_timeout())
+        finally:
+            await api.aclose()
+    # unasync: sync only
+    # @staticmethod
+    # def import_template(
+    #     name: str,
+    #     archive: bytes | str | os.PathLike[str],
+    #     *,
+    #     base_url: str | None = None,
+    #     api_key: str | None = None,
+    #     http_client: httpx.Client | None = None,
+    # ) -> Template:
+    #     """Makes template `name` from an image archive: an OCI image layout or a `docker save`
+    #     tar, as bytes or the path of a file (streamed, never held whole). Every layer is checked
+    #     against its digest and stored once; a bad archive raises `InvalidRequest` naming what
+    #     is wrong. With a tenant's key the template is the tenant's own."""
+    #     content = archive if isinstance(archive, bytes) else archive_chunks(archive)
+    #     api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+    #     try:
+    #         return api.call(import_template_call(name), content=content,
+    #                         headers=ARCHIVE_HEADERS, timeout=api.config.stream_timeout())
+    #     finally:
+    #         api.close()
+    # unasync: end
+
+    @staticmethod
+    async def pull_template(
+        name: str,
+        image: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> Template:
+        """Makes template `name` from `image` pulled from its registry
+        (`host[:port]/repository[:tag][@sha256:...]`; Docker Hub when it names no host).
+        `username` and `password` answer the registry's auth, for this pull only. Raises
+        `NotFound` when the registry has no such image, `Forbidden` when the daemon's registry
+        policy refuses it, `BadGateway` when the registry fails or refuses the credentials."""
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return await api.call(pull_template_call(name, image, username, password),
+                                  timeout=api.config.stream_timeout())
+        finally:
+            await api.aclose()
+
+    @staticmethod
+    async def list_templates(
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> builtins.list[Template]:
+        """The templates this key may use: built in, directories, images and snapshots."""
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return await api.call(list_templates_call())
+        finally:
+            await api.aclose()
+
+    @staticmethod
+    async def get_template(
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> Template:
+        """One template; `NotFound` if this key may not use one of that name."""
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return await api.call(get_template_call(name))
+        finally:
+            await api.aclose()
+
+    @staticmethod
+    async def delete_template(
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        """Deletes an image or snapshot template; `Conflict` while a sandbox uses it."""
+        api = _AsyncApi(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            await api.call(delete_template_call(name))
+        finally:
+            await api.aclose()
+
+    async def snapshot(self, name: str) -> Template:
+        """A template of this sandbox's files now (its template's layers and what it changed);
+        its processes keep running, and each file is copied as it is when read. Only sandboxes
+        made from an image or a snapshot can be snapshotted."""
+        return await self._api.call(snapshot_call(self._path, name),
+                                    timeout=self._api.config.stream_timeout())

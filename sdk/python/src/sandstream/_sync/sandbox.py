@@ -1,0 +1,193 @@
+# Generated from the module of the same name in _async/ by sdk/python/scripts/unasync.py; do
+# not edit. Edit that one, then run `python sdk/python/scripts/unasync.py` (`--check` tells
+# whether this file is current).
+"""`Sandbox`: a sandbox on a sandstream server. Its lifecycle lives here; each other surface
+(commands, processes, files, sessions, code contexts, templates, ports, access) in a module of
+its own, joined here into one class."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from .._core import ClientConfig, create_sandbox_call, get_sandbox_call, list_sandboxes_call, sandbox_body
+from ..errors import NotFound
+from ..interpreter import CodeContext
+from ..models import Egress, Limits, Network, SandboxInfo
+from ..sessions import create_session_call
+from ..templates import fork_call
+from .access import _Access
+from .api import _Api
+from .commands import _Commands
+from .files import Files
+from .interpreter import _Interpreter
+from .ports import _Ports
+from .processes import Processes
+from .sessions import Session
+from .templates import _Templates
+
+
+class Sandbox(_Commands, _Interpreter, _Templates, _Ports, _Access):
+    """A sandbox on a sandstream server.
+
+    Create one with `Sandbox.create()` or attach to an existing one with `Sandbox.connect()`.
+    Used as a context manager, the sandbox is deleted on exit. The server is `base_url`, else
+    `SANDSTREAM_URL`, else http://127.0.0.1:8080; the key is `api_key`, else
+    `SANDSTREAM_API_KEY`.
+    """
+
+    def __init__(self, info: SandboxInfo, api: _Api) -> None:
+        self._info = info
+        self._api = api
+        self._killed = False
+        self.processes = Processes(self)
+        self.files = Files(self)
+        self._default_contexts: dict[str, CodeContext] = {}
+
+    @classmethod
+    def create(
+        cls,
+        template: str = "base",
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: int | None = None,
+        cwd: str | None = None,
+        limits: Limits | Mapping[str, int] | None = None,
+        memory_mb: int | None = None,
+        pids: int | None = None,
+        cpu_percent: int | None = None,
+        disk_mb: int | None = None,
+        open_files: int | None = None,
+        network: Network | Egress | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        tenant: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        config: ClientConfig | None = None,
+    ) -> Sandbox:
+        """Creates a sandbox. `timeout` is its time to live in seconds (server default if None).
+        `network`: "loopback" (the server's default), "none", "egress" (every public address
+        and name) or `Egress(allow=[...], deny=[...])` for egress under a policy; a server
+        without egress raises `InvalidRequest`. `tenant` (the admin key only) makes it for that
+        tenant, within its quotas; a tenant's key makes its own."""
+        api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
+        body = sandbox_body(
+            template,
+            env,
+            timeout,
+            cwd,
+            limits,
+            metadata,
+            {
+                "memory_mb": memory_mb,
+                "pids": pids,
+                "cpu_percent": cpu_percent,
+                "disk_mb": disk_mb,
+                "open_files": open_files,
+            },
+            network,
+        )
+        if tenant is not None:
+            body["tenant"] = tenant
+        try:
+            info = api.call(create_sandbox_call(body))
+        except BaseException:
+            api.close()
+            raise
+        return cls(info, api)
+
+    @classmethod
+    def connect(
+        cls,
+        sandbox_id: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        config: ClientConfig | None = None,
+    ) -> Sandbox:
+        """Attaches to an existing sandbox; raises `NotFound` if there is none with this id."""
+        api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            info = api.call(get_sandbox_call(sandbox_id))
+        except BaseException:
+            api.close()
+            raise
+        return cls(info, api)
+
+    @staticmethod
+    def list(
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> list[SandboxInfo]:
+        """Lists the server's sandboxes, oldest first (a tenant's key: its own)."""
+        api = _Api(ClientConfig.resolve(base_url, api_key), http_client)
+        try:
+            return api.call(list_sandboxes_call())
+        finally:
+            api.close()
+
+    @property
+    def info(self) -> SandboxInfo:
+        """The sandbox as last fetched; `refresh()` fetches it again."""
+        return self._info
+
+    def refresh(self) -> SandboxInfo:
+        """Fetches the sandbox's current state."""
+        self._info = self._api.call(get_sandbox_call(self.id))
+        return self._info
+
+    def kill(self) -> None:
+        """Deletes the sandbox: every process is killed and its files freed. Idempotent."""
+        if self._killed:
+            return
+        try:
+            self._api.request("DELETE", self._path)
+        except NotFound:
+            pass
+        finally:
+            self._killed = True
+            self._api.close()
+
+    def close(self) -> None:
+        """Closes the HTTP connections without deleting the sandbox."""
+        self._api.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.kill()
+
+    def create_session(self, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                       id: str | None = None) -> Session:
+        """Starts a persistent shell session (`cd` and `export` persist between its commands)."""
+        return Session(self, self._api.call(create_session_call(self._path, env, cwd, id)))
+
+    def fork(self, name: str | None = None) -> Sandbox:
+        """A snapshot (template `name`, or a generated one) and a new sandbox made from it with
+        this one's env, cwd, limits, network, time to live and metadata."""
+        info = self._api.call(fork_call(self._path, name),
+                              timeout=self._api.config.stream_timeout())
+        return type(self)(info, _Api(self._api.config, None))
+
+    def browser_url(self, port: int, ttl_seconds: int | None = 3600) -> str:
+        """A URL that opens the server on `port` in a browser tab: the port is exposed, a token
+        of scope `port:N` made for `ttl_seconds`, and `Port.browser_url` given that token, never
+        the key (a URL ends up in histories, logs and `Referer` headers)."""
+        exposed = self.expose_port(port)
+        token = self.create_token([f"port:{exposed.port}"], ttl_seconds)
+        assert token.token is not None
+        return exposed.browser_url(token.token)
+
