@@ -130,7 +130,8 @@ const Field kFields[] = {
      "start takes them back, files and running processes included"},
     {"cgroup_parent", &Config::cgroup_parent,
      "where sandbox cgroups go: empty, below the daemon's own cgroup "
-     "(`sandstream-<hash of data_dir>`); an absolute cgroup path (`/sandstream`) is that cgroup "
+     "(`sandstream-<hash of data_dir>`; on v2, below the root when the daemon's cgroup cannot "
+     "hand controllers down, as a login session's cannot); an absolute cgroup path (`/sandstream`) is that cgroup "
      "of every hierarchy, made if missing, outside the daemon's own, so sandboxes outlive a "
      "container the daemon runs in. One daemon per path"},
     {"lxcfs", &Config::lxcfs,
