@@ -1,5 +1,5 @@
-// NamespaceRuntime: creating a sandbox (parent and child sides of the clone, in order),
-// killing its processes through its PID 1, and tearing everything down.
+// NamespaceRuntime: creating a sandbox (the parent's side of the clone, in order; the child's is
+// init_setup.cc), killing its processes through its PID 1, and tearing everything down.
 #include "sandbox/namespace_runtime.h"
 
 #include <fcntl.h>
@@ -34,6 +34,7 @@
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
 #include "sandbox/fault.h"
+#include "sandbox/init_setup.h"
 #include "sandbox/limits_view.h"
 #include "sandbox/mounts.h"
 #include "sandbox/net.h"
@@ -143,91 +144,6 @@ Result<void> ExemptFromOomKiller(pid_t pid) {
     return SysError(ErrorCode::kSandboxSetupFailed, "oom: write " + path, errno);
   }
   return Ok{};
-}
-
-// Everything the child of Create needs, prepared before clone(): after it, nothing allocates.
-struct InitLaunch {
-  const RootPlan* plan;
-  const char* dir;
-  // The numbers under which the child keeps the template's idmapped layers, which come with
-  // the parent's go-ahead (the plan refers to them).
-  const int* layer_fds;
-  size_t layer_count;
-  const char* hostname;
-  size_t hostname_len;
-  int sync_fd;
-  int control_fd;
-  int report_fd;
-  int init_exe;
-  bool loopback;  // network "loopback": lo up; "none": no interface up at all
-  // The parent's ends of those: the child's copies are closed first thing, or the child would
-  // hold both ends of its go-ahead's socket and never see the parent give up, or die.
-  int parent_fds[3];
-};
-
-// Reads the parent's go-ahead, with the template's layers as detached mounts, and puts them
-// under the numbers the plan names. False if the parent gave up.
-bool AwaitGoAhead(const InitLaunch& l) {
-  char go = 0;
-  iovec iov{&go, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxTemplateLayers)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(l.sync_fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) return false;
-  const cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  const size_t received =
-      c != nullptr && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS
-          ? (c->cmsg_len - CMSG_LEN(0)) / sizeof(int)
-          : 0;
-  if (received != l.layer_count || (msg.msg_flags & MSG_CTRUNC) != 0) {
-    ReportAndExit(l.report_fd, "template: receive layers", EPROTO);
-  }
-  for (size_t i = 0; i < received; ++i) {
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-    if (InjectedFault() || ::dup3(fd, l.layer_fds[i], O_CLOEXEC) < 0) {
-      ReportAndExit(l.report_fd, "template: receive layers", errno);
-    }
-    ::close(fd);
-  }
-  return true;
-}
-
-[[noreturn]] void RunInitSetup(const InitLaunch& l) {
-  for (int fd : l.parent_fds) ::close(fd);
-  if (!AwaitGoAhead(l)) ::_exit(1);  // the parent gave up, or died; it reports its own error
-
-  // Still the host's uid 0 here, so the path's ancestors are searchable whatever their mode;
-  // from now on every path of the plan is relative to this directory.
-  if (InjectedFault() || ::chdir(l.dir) != 0) ReportAndExit(l.report_fd, "state: chdir", errno);
-  BecomeNamespaceRootInChild(l.report_fd);
-  // Only now, inside the sandbox's cgroups, so that they are the namespace's root.
-  if (InjectedFault() || ::unshare(CLONE_NEWCGROUP) != 0) {
-    ReportAndExit(l.report_fd, "cgroupns: unshare", errno);
-  }
-  if (InjectedFault() || ::sethostname(l.hostname, l.hostname_len) != 0) {
-    ReportAndExit(l.report_fd, "uts: sethostname", errno);
-  }
-  // A SysV segment outlives its processes by default: memory the OOM killer could not free.
-  // The setting is the sandbox's IPC namespace's; the sandbox's /proc/sys will be read-only.
-  const int rmid = ::open("/proc/sys/kernel/shm_rmid_forced", O_WRONLY | O_CLOEXEC);
-  if (rmid < 0 || InjectedFault() || ::write(rmid, "1", 1) != 1) {
-    ReportAndExit(l.report_fd, "ipc: shm_rmid_forced", errno);
-  }
-  ::close(rmid);
-  const int layer = BuildRootInChild(*l.plan, l.report_fd);
-  if (l.loopback) LoopbackUpInChild(l.report_fd);
-  if (InjectedFault() || ::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
-  char name[] = "sandstream-init";
-  char* const argv[] = {name, nullptr};
-  ExecEmbeddedInChild(l.init_exe, argv, l.control_fd, l.report_fd, layer);
 }
 
 class NamespaceSandbox final : public Sandbox {
