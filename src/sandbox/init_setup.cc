@@ -14,12 +14,11 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
+#include "platform/scm_rights.h"
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
 #include "sandbox/fault.h"
@@ -34,29 +33,13 @@ namespace {
 // under the numbers the plan names. False if the parent gave up.
 bool AwaitGoAhead(const InitLaunch& l) {
   char go = 0;
-  iovec iov{&go, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxTemplateLayers)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(l.sync_fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) return false;
-  const cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  const size_t received =
-      c != nullptr && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS
-          ? (c->cmsg_len - CMSG_LEN(0)) / sizeof(int)
-          : 0;
-  if (received != l.layer_count || (msg.msg_flags & MSG_CTRUNC) != 0) {
+  ReceivedFds<kMaxTemplateLayers> layers;
+  if (ReceiveWithFds(l.sync_fd, &go, 1, layers) != 1) return false;
+  if (layers.count != l.layer_count || !layers.complete) {
     ReportAndExit(l.report_fd, "template: receive layers", EPROTO);
   }
-  for (size_t i = 0; i < received; ++i) {
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+  for (size_t i = 0; i < layers.count; ++i) {
+    const int fd = layers.fds[i];
     if (InjectedFault() || ::dup3(fd, l.layer_fds[i], O_CLOEXEC) < 0) {
       ReportAndExit(l.report_fd, "template: receive layers", errno);
     }

@@ -14,13 +14,13 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/scm_rights.h"
 #include "sandbox/child_report.h"
 #include "sandbox/fault.h"
 #include "sandbox/init_setup.h"
@@ -92,25 +92,11 @@ Result<std::vector<UniqueFd>> IdmapLayers(pid_t pid, const std::vector<std::stri
 
 // The child's go-ahead: one byte, with the layers' mounts.
 Result<void> SendGoAhead(int sync_fd, const std::vector<UniqueFd>& mounts) {
-  char go = 'g';
-  iovec iov{&go, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxTemplateLayers)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (!mounts.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * mounts.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * mounts.size());
-    for (size_t i = 0; i < mounts.size(); ++i) {
-      const int fd = mounts[i].get();
-      std::memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof fd);
-    }
-  }
-  if (InjectedFault() || ::sendmsg(sync_fd, &msg, MSG_NOSIGNAL) != 1) {
+  const char go = 'g';
+  std::vector<int> fds;
+  for (const UniqueFd& mount : mounts) fds.push_back(mount.get());
+  if (InjectedFault() ||
+      SendWithFds<kMaxTemplateLayers>(sync_fd, &go, 1, fds.data(), fds.size()) != 1) {
     return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
   }
   return Ok{};
