@@ -72,8 +72,10 @@ struct GatewayRoute {
 };
 GatewayRoute RouteOf(const boost::beast::http::request_header<>& req,
                      const std::string& preview_domain, bool shared_tenants = false);
+// The name of a route's kind, as the gateway's metrics count requests by it.
+const char* RouteName(GatewayRoute::Kind kind);
 
-struct Leg;  // one node's part of a request sent to every node (gateway.cc)
+struct Leg;  // one node's part of a request sent to every node (gateway_fanout.cc)
 
 class Gateway {
  public:

@@ -19,6 +19,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/scm_rights.h"
 #include "platform/signals.h"
 #include "sandbox/child_report.h"
 #include "sandbox/embedded.h"
@@ -132,29 +133,14 @@ Op<std::optional<Spawner::Message>> Spawner::Receive() {
   for (;;) {
     if (!control_) co_return std::nullopt;
     char buf[64];
-    iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * (kMaxHeldFds + 1))];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space;
-    msg.msg_controllen = sizeof space;
-    const ssize_t n = ::recvmsg(control_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    ReceivedFds<kMaxHeldFds + 1> fds;
+    const ssize_t n = ReceiveWithFds(control_.get(), buf, sizeof buf, fds, MSG_DONTWAIT);
     if (n > 0) {
       Message m;
       m.bytes.assign(buf, static_cast<size_t>(n));
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; ++i) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
-          m.fds.emplace_back(fd);
-        }
-      }
+      for (size_t i = 0; i < fds.count; ++i) m.fds.emplace_back(fds.fds[i]);
       co_return m;
     }
-    if (n < 0 && errno == EINTR) continue;
     if (n == 0 || errno != EAGAIN) co_return std::nullopt;
     const bool ready = co_await Readable{control_.get(), deadline};
     if (!ready && std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;
@@ -297,24 +283,8 @@ int Spawner::Send(const KeeperMessage& m, std::span<const int> fds) {
 
 int Spawner::Send(std::string_view request, std::span<const int> fds) {
   if (fds.size() > kMaxSpawnFds) return EINVAL;
-  iovec iov{const_cast<char*>(request.data()), request.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxSpawnFds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(control_.get(), &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  const ssize_t n = SendWithFds<kMaxSpawnFds>(control_.get(), request.data(), request.size(),
+                                              fds.data(), fds.size());
   if (n < 0) return errno;
   return n == static_cast<ssize_t>(request.size()) ? 0 : EMSGSIZE;
 }

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "platform/scm_rights.h"
 #include "sandbox/caps.h"
 #include "sandbox/launch.h"
 #include "sandbox/spawn_request.h"
@@ -63,34 +64,18 @@ void CloseAll(const int* fds, size_t n) {
   }
 }
 
-bool SendWithFds(const void* data, size_t len, const int* fds, size_t fd_count) {
+// One message to the daemon, with at most a process's held fds and its pidfd.
+bool SendToDaemon(const void* data, size_t len, const int* fds, size_t fd_count) {
   if (control < 0) return false;
-  iovec iov{const_cast<void*>(data), len};
-  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * (kMaxHeldFds + 1))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (fd_count > 0) {
-    msg.msg_control = space;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fd_count);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fd_count);
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * fd_count);
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(control, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(len);
+  return SendWithFds<kMaxHeldFds + 1>(control, data, len, fds, fd_count) ==
+         static_cast<ssize_t>(len);
 }
 
-bool Send(const KeeperMessage& m) { return SendWithFds(&m, sizeof m, nullptr, 0); }
+bool Send(const KeeperMessage& m) { return SendToDaemon(&m, sizeof m, nullptr, 0); }
 
 bool Reply(int32_t pid, int32_t err, int pidfd) {
   const SpawnReply reply{pid, err};
-  return SendWithFds(&reply, sizeof reply, &pidfd, pidfd >= 0 ? 1 : 0);
+  return SendToDaemon(&reply, sizeof reply, &pidfd, pidfd >= 0 ? 1 : 0);
 }
 
 void Drop(Entry& e) {
@@ -436,38 +421,23 @@ void Copy(const int* fds, size_t fd_count) {
 void List() {
   int fds[kMaxHeldFds + 1];
   KeeperMessage m{kEntry, 0, 0, -1};
-  SendWithFds(&m, sizeof m, sandbox_held, sandbox_held_count);
+  SendToDaemon(&m, sizeof m, sandbox_held, sandbox_held_count);
   for (const Entry& e : entries) {
     if (!e.used) continue;
     size_t n = 0;
     fds[n++] = e.pidfd;
     for (uint32_t i = 0; i < e.held_count; ++i) fds[n++] = e.held[i];
     m = KeeperMessage{kEntry, e.pid, e.tag, e.reaped ? e.status : -1};
-    SendWithFds(&m, sizeof m, fds, n);
+    SendToDaemon(&m, sizeof m, fds, n);
   }
   Send(KeeperMessage{kEnd, 0, 0, 0});
 }
 
 // One message from the daemon. False when the keeper is to exit.
-bool Serve(ssize_t len, msghdr& msg) {
-  int fds[kMaxSpawnFds];
-  size_t fd_count = 0;
-  bool fds_ok = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const unsigned char* data = CMSG_DATA(c);
-    for (size_t i = 0; i < n; ++i) {
-      int fd;
-      std::memcpy(&fd, data + i * sizeof fd, sizeof fd);
-      if (fd_count < kMaxSpawnFds) {
-        fds[fd_count++] = fd;
-      } else {
-        ::close(fd);
-        fds_ok = false;
-      }
-    }
-  }
+bool Serve(ssize_t len, ReceivedFds<kMaxSpawnFds>& received) {
+  int* const fds = received.fds;
+  const size_t fd_count = received.count;
+  const bool fds_ok = received.complete;
   uint32_t type = 0;
   if (len >= static_cast<ssize_t>(sizeof type)) std::memcpy(&type, request, sizeof type);
   if (type == kSpawnRequestMagic) {
@@ -583,22 +553,15 @@ int main() {
       }
     }
     if (control >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      iovec iov{request, sizeof request};
-      alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * kMaxSpawnFds)];
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = space;
-      msg.msg_controllen = sizeof space;
-      const ssize_t n = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC);
-      if (n < 0 && errno == EINTR) continue;
+      sandstream::ReceivedFds<kMaxSpawnFds> received;
+      const ssize_t n = sandstream::ReceiveWithFds(control, request, sizeof request, received);
       if (n <= 0) {
         // The daemon is gone: keep everything for the next one.
         ::close(control);
         control = -1;
         continue;
       }
-      if (!Serve(n, msg)) {
+      if (!Serve(n, received)) {
         ReapLast(sfd);
         return 0;
       }

@@ -1,0 +1,114 @@
+// Where a request about one sandbox, or a new one, goes: the node a sandbox's id names
+// (NodeFor), the nodes up by load (ByLoad), those with a template first (WithTemplate), and a
+// create placed on the less loaded of two candidates, the next one tried if a node refuses.
+#include "cluster/gateway.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include "base/log.h"
+#include "cluster/gateway_http.h"
+
+namespace sandstream::cluster {
+
+std::vector<Gateway::Target> Gateway::NodeFor(const std::string& sandbox_id,
+                                              std::optional<Error>& refusal) const {
+  const auto node = NodeOfSandbox(sandbox_id);
+  if (!node) {
+    refusal = Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "' (its id names no node)"};
+    return {};
+  }
+  const Member* to = members_.Find(*node);
+  if (!to || !to->up) {
+    refusal = Unreachable(*node, sandbox_id, to ? to->why_down : "it has not joined the cluster");
+    return {};
+  }
+  return {{to->record.id, to->address}};
+}
+
+std::vector<Gateway::Target> Gateway::ByLoad(std::optional<Error>& refusal) const {
+  std::vector<const Member*> up;
+  for (const Member* m : members_.All()) {
+    if (m->up) up.push_back(m);
+  }
+  std::stable_sort(up.begin(), up.end(), [](const Member* a, const Member* b) {
+    return a->record.Load(a->pending) < b->record.Load(b->pending);
+  });
+  std::vector<Target> out;
+  for (const Member* m : up) out.push_back({m->record.id, m->address});
+  if (out.empty()) refusal = Error{ErrorCode::kUnavailable, "no node is up"};
+  return out;
+}
+
+std::vector<Gateway::Target> Gateway::WithTemplate(const std::string& name,
+                                                   std::optional<Error>& refusal) const {
+  std::vector<Target> all = ByLoad(refusal);
+  std::stable_partition(all.begin(), all.end(), [this, &name](const Target& t) {
+    const Member* m = members_.Find(t.node);
+    return m && m->record.HasTemplate(name);
+  });
+  return all;
+}
+
+asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                      http::request_parser<http::empty_body>& header_parser,
+                                      const GatewayRoute& route) {
+  const unsigned version = header_parser.get().version();
+  const std::string peer = PeerAddress(client.socket());
+  // The body is kept whole: it goes again to the next node if one refuses.
+  std::optional<http::request<http::string_body>> whole =
+      co_await ReadWhole(client, buffer, header_parser, route);
+  if (!whole) co_return;
+  const http::request<http::string_body>& req = *whole;
+  std::string template_name;
+  {
+    boost::system::error_code ec;
+    const json::value body = json::parse(req.body(), ec);
+    const char* field = route.e2b ? "templateID" : "template";
+    if (!ec && body.is_object()) {
+      if (const json::value* t = body.as_object().if_contains(field); t && t->is_string()) {
+        template_name = std::string(t->as_string());
+      }
+    }
+  }
+  auto candidates = members_.Candidates(template_name);
+  if (!candidates) co_return co_await Refuse(client, version, candidates.error(), route.e2b);
+  std::string refusals;
+  for (const std::string& node : *candidates) {
+    const Member* m = members_.Find(node);
+    if (!m || !m->up) continue;
+    http::request<http::string_body> call = NodeRequest(req, req.body(), peer);
+    auto answer = co_await Call(ex_, m->address, std::move(call), options_.node_timeout, 16u << 20);
+    if (!answer) {
+      if (answer.error().code == ErrorCode::kNodeUnreachable) {
+        // Nothing reached the node: the next one may take it.
+        refusals += (refusals.empty() ? "" : "; ") + node + ": " + answer.error().message;
+        continue;
+      }
+      // The request went out: the node may have made the sandbox, so it is not made twice.
+      const Error error{ErrorCode::kBadGateway,
+                        "node " + node + " did not answer the create: " + answer.error().message};
+      co_return co_await Refuse(client, version, error, route.e2b);
+    }
+    if (answer->result() == http::status::service_unavailable) {
+      // Full or stopping: it made nothing.
+      refusals += (refusals.empty() ? "" : "; ") + node + ": " + answer->body().substr(0, 300);
+      continue;
+    }
+    if (answer->result_int() / 100 == 2) {
+      members_.Placed(node);
+      ++counts_.placements[node];
+    }
+    log::Info("placed", {{"node", node}, {"status", std::to_string(answer->result_int())}});
+    co_return co_await Answer(client, version, answer->result(), std::move(answer->body()),
+                              &answer->base());
+  }
+  const Error error{ErrorCode::kUnavailable, "no node could take the sandbox: " + refusals};
+  co_await Refuse(client, version, error, route.e2b);
+}
+
+}  // namespace sandstream::cluster

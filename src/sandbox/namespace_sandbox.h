@@ -1,0 +1,110 @@
+// A running sandbox of the namespace runtime over its life: processes spawned through its
+// keeper, sockets in its network namespace, kills through its PID 1, destruction, and its
+// adoption by a daemon started later. It is created by SetUpSandbox (namespace_setup.h), which
+// records each resource here as it is acquired; NamespaceRuntime is the entry point to both.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/unique_fd.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/namespace_runtime.h"
+#include "sandbox/op.h"
+#include "sandbox/runtime.h"
+#include "sandbox/spawner.h"
+
+namespace sandstream::sandbox {
+
+class NamespaceSandbox final : public Sandbox {
+ public:
+  NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> state, const SandboxSpec& spec,
+                   std::string dir);
+  // Destroy() is the way to end a sandbox; this only makes sure nothing is left running.
+  ~NamespaceSandbox() override { DestroyNow(); }
+
+  const std::string& id() const override { return id_; }
+  std::string RootPath() const override;
+  // PID 1 holds the layer's tmpfs open as fd 4 (BuildRootInChild); nothing mounts it anywhere.
+  std::string WritableLayer() const override;
+  uint64_t OomKills() const override { return cgroup_ ? cgroup_->OomKills() : 0; }
+  bool LimitsView() const override { return limits_view_; }
+  std::optional<uint32_t> HostId(uint32_t inside) const override;
+  // The index of its id range: what names its egress link, table and addresses.
+  std::optional<uint32_t> Slot() const;
+  std::optional<EgressAddresses> Egress() const override;
+
+  Op<Result<SpawnedProcess>> Spawn(ProcessSpec spec) override;
+  Op<Result<std::optional<FileWriter>>> StartFileWriter(int file) override;
+  Result<UniqueFd> Socket() override;
+
+  // The keeper died (killed from the host): what it kept is lost, the sandbox is not.
+  Op<Result<void>> EnsureKeeper();
+  // The keeper: started with the sandbox, it holds PID 1's pidfd and control socket and every
+  // process's pipes for a daemon started later (spawner.h).
+  Op<Result<void>> StartKeeper();
+  // Takes back what an earlier daemon left: the keeper at its socket, the cgroups, PID 1's
+  // pidfd and control socket and every kept process (for TakeAdopted).
+  Op<Result<void>> Reattach();
+  // Where the keeper listens for a daemon started later.
+  std::string KeeperSocket() const { return dir_ + "/keeper.sock"; }
+
+  std::vector<AdoptedProcess> TakeAdopted() override;
+  void Release() override;
+  void Forget(pid_t pid) override { spawner_.Forget(pid); }
+  void CloseStdin(pid_t pid) override { spawner_.Release(pid, kKeptStdin); }
+  void SignalGroup(pid_t pgid, int sig) override {
+    if (cgroup_) cgroup_->SignalGroup(pgid, sig);
+  }
+  int LifeFd() const override { return init_pidfd_.get(); }
+  bool Ended() const override;
+  std::string LostCause() const override;
+  Op<Result<void>> KillAll() override;
+  Op<Result<void>> Destroy() override;
+
+  // Set by Create as each resource is acquired, so Destroy frees exactly those.
+  std::optional<uint32_t> ids_first_;
+  std::unique_ptr<SandboxCgroup> cgroup_;
+  std::optional<uint32_t> egress_slot_;  // set once its network may have been attached
+  UniqueFd init_pidfd_;
+  pid_t init_pid_ = -1;
+  UniqueFd control_;
+  bool limits_view_ = false;  // lxcfs's files over its own (limits_view.h)
+
+ private:
+  void KillInit();
+  // Reaps PID 1 if it has exited, else leaves it to be reaped later.
+  void ReapInit();
+  void FreeStateAndIds(Result<void>& result);
+  // Without waiting: what a sandbox that was never Destroy()ed must not leave running. Its
+  // cgroups go if already empty, else at the next start's CleanupLeftovers.
+  void DestroyNow();
+
+  std::shared_ptr<NamespaceRuntime::State> state_;
+  std::string id_;
+  std::string dir_;
+  Limits limits_;
+  bool allow_nested_userns_;
+  bool layered_;
+  uid_t user_uid_;
+  gid_t user_gid_;
+  bool destroyed_ = false;
+  bool adopted_init_ = false;  // PID 1 is an earlier daemon's child: not this one's to reap
+  Spawner spawner_;
+  std::vector<AdoptedProcess> adopted_;
+};
+
+// Shared with namespace_setup.cc:
+// One byte with a deadline; false on timeout, EOF or error.
+Op<bool> ReadByte(int fd, char expected, int timeout_ms);
+// PID 1 and the spawner must outlive whatever fills the sandbox's memory: the OOM killer of
+// their cgroup takes one of the sandbox's processes instead (launch.cc). Lowering the score
+// needs CAP_SYS_RESOURCE; without it they keep the daemon's, still below the processes'.
+Result<void> ExemptFromOomKiller(pid_t pid);
+
+}  // namespace sandstream::sandbox

@@ -1,0 +1,230 @@
+// SetUpSandbox (namespace_setup.h): the parent's steps of a sandbox's creation, in order, with
+// the clone3 of its PID 1 among them; the child's steps are init_setup.cc's.
+#include "sandbox/namespace_setup.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "platform/fd.h"
+#include "platform/scm_rights.h"
+#include "sandbox/child_report.h"
+#include "sandbox/fault.h"
+#include "sandbox/init_setup.h"
+#include "sandbox/mounts.h"
+#include "sandbox/namespace_state.h"
+#include "sandbox/thread_op.h"
+#include "sandbox/userns.h"
+
+namespace sandstream::sandbox {
+namespace {
+
+constexpr uint64_t kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                                 CLONE_NEWUTS | CLONE_NEWIPC;
+constexpr int kReadyTimeoutMs = 10000;
+// A veth pair and a table take about a millisecond; far longer means the kernel is stuck.
+constexpr std::chrono::seconds kNetTimeout{30};
+
+// Gives the sandbox its veth pair and its table, on a thread (netlink may wait on the
+// kernel). The slot is recorded first, so Destroy detaches whatever a failure left.
+Op<Result<void>> AttachEgress(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
+                              const net::EgressPolicy& policy) {
+  const std::string path = "/proc/" + std::to_string(sandbox.init_pid_) + "/ns/net";
+  auto netns = std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (InjectedFault() || !*netns) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "net: open " + path, errno);
+  }
+  const uint32_t slot = *sandbox.Slot();
+  sandbox.egress_slot_ = slot;
+  // Named, not a temporary in the co_await: g++ 12 destroys such a temporary's captures twice.
+  auto attach = [egress = s.options.egress, slot, netns, policy] {
+    return egress->Attach(slot, netns->get(), policy);
+  };
+  auto attached = co_await OnThread(std::move(attach), kNetTimeout);
+  if (!attached) {
+    co_return Error{ErrorCode::kSandboxSetupFailed, "net: attach did not finish in " +
+                                                        std::to_string(kNetTimeout.count()) + " s"};
+  }
+  co_return std::move(*attached);
+}
+
+// Each layer as a detached, read-only mount that shows its files' owners through the user
+// namespace of `pid` (the sandbox's PID 1): the layer's uid 0 is the sandbox's root. Only the
+// host's root can make it (the layer's filesystem belongs to the host's user namespace).
+Result<std::vector<UniqueFd>> IdmapLayers(pid_t pid, const std::vector<std::string>& paths,
+                                          const std::vector<UniqueFd>& layers) {
+  std::vector<UniqueFd> mounts;
+  if (layers.empty()) return mounts;
+  const std::string userns_path = "/proc/" + std::to_string(pid) + "/ns/user";
+  UniqueFd userns(::open(userns_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (InjectedFault() || !userns) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "template: open " + userns_path, errno);
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    mounts.emplace_back(
+        ::open_tree(layers[i].get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+    if (InjectedFault() || !mounts.back()) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "template: clone: " + paths[i], errno);
+    }
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    attr.userns_fd = static_cast<uint64_t>(userns.get());
+    if (InjectedFault() ||
+        ::mount_setattr(mounts.back().get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "template: idmap: " + paths[i], errno);
+    }
+  }
+  return mounts;
+}
+
+// The child's go-ahead: one byte, with the layers' mounts.
+Result<void> SendGoAhead(int sync_fd, const std::vector<UniqueFd>& mounts) {
+  const char go = 'g';
+  std::vector<int> fds;
+  for (const UniqueFd& mount : mounts) fds.push_back(mount.get());
+  if (InjectedFault() ||
+      SendWithFds<kMaxTemplateLayers>(sync_fd, &go, 1, fds.data(), fds.size()) != 1) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sandbox,
+                              const SandboxSpec& spec, const std::string& dir) {
+  if (InjectedFault() || ::mkdir(dir.c_str(), 0700) != 0) {
+    const int err = errno;
+    co_return SysError(err == EEXIST ? ErrorCode::kConflict : ErrorCode::kSandboxSetupFailed,
+                       "state: mkdir: " + dir, err);
+  }
+  const std::string root = dir + "/root";
+  if (InjectedFault() || ::mkdir(root.c_str(), 0755) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + root, errno);
+  }
+  if (!spec.layers.empty()) {
+    const std::string layer = dir + "/layer";
+    if (InjectedFault() || ::mkdir(layer.c_str(), 0755) != 0) {
+      co_return SysError(ErrorCode::kSandboxSetupFailed, "state: mkdir: " + layer, errno);
+    }
+  }
+  // Owned by the sandbox's root: the child works below it after leaving the host's uid 0.
+  if (InjectedFault() || ::chown(dir.c_str(), *sandbox.ids_first_, *sandbox.ids_first_) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "state: chown: " + dir, errno);
+  }
+  // Each layer's number is reserved here, before the clone, so that the plan can name it: the
+  // child puts the layer's idmapped mount there once the parent has made it.
+  if (spec.layers.size() > kMaxTemplateLayers) {
+    co_return Error{ErrorCode::kInvalidRequest, "template: more than " +
+                                                    std::to_string(kMaxTemplateLayers) +
+                                                    " layers"};
+  }
+  std::vector<UniqueFd> layers;
+  std::vector<int> layer_fds;
+  for (const auto& path : spec.layers) {
+    layers.emplace_back(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (InjectedFault() || !layers.back()) {
+      co_return SysError(ErrorCode::kSandboxSetupFailed, "template: open: " + path, errno);
+    }
+    layer_fds.push_back(layers.back().get());
+  }
+  auto cgroup = s.cgroups->Create(spec.id, spec.limits, *sandbox.Slot());
+  if (!cgroup) co_return std::move(cgroup).error();
+  sandbox.cgroup_ = std::move(*cgroup);
+
+  // The files lxcfs answers from the sandbox's limits; without them it sees the host's.
+  std::vector<UniqueFd> view;
+  std::vector<int> view_fds;
+  if (s.view) {
+    auto files = co_await s.view->Files();
+    if (files) {
+      view = std::move(*files);
+      for (const auto& fd : view) view_fds.push_back(fd.get());
+    } else {
+      log::Warn("sandbox sees the host's /proc/meminfo, cpuinfo, stat",
+                {{"sandbox", spec.id}, {"error", files.error().message}});
+    }
+  }
+  sandbox.limits_view_ = !view.empty();
+  const RootPlan plan = BuildRootPlan(s.host, spec, dir, layer_fds, view_fds);
+  int sync[2];
+  if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
+  }
+  UniqueFd sync_parent(sync[0]), sync_child(sync[1]);
+  int control[2];
+  if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
+  }
+  UniqueFd control_parent(control[0]), control_child(control[1]);
+  auto report = MakePipe(false);
+  if (!report) co_return std::move(report).error();
+
+  const InitLaunch launch{&plan,
+                          dir.c_str(),
+                          layer_fds.data(),
+                          layer_fds.size(),
+                          spec.id.c_str(),
+                          spec.id.size(),
+                          sync_child.get(),
+                          control_child.get(),
+                          report->write.get(),
+                          s.init_exe.get(),
+                          spec.network == "loopback",
+                          {sync_parent.get(), control_parent.get(), report->read.get()}};
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = kCloneFlags | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  pid_t pid = -1;
+  int clone_err = 0;
+  {
+    auto owner = NamespaceOwner::Assume(*sandbox.ids_first_);
+    if (!owner) co_return std::move(owner).error();
+    pid = InjectedFault() ? -1 : static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+    clone_err = errno;
+    if (pid == 0) RunInitSetup(launch);
+  }
+  if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "clone3", clone_err);
+
+  sandbox.init_pidfd_.reset(pidfd);
+  sandbox.init_pid_ = pid;
+  sync_child.reset();
+  control_child.reset();
+  report->write.reset();
+
+  if (auto r = WriteIdMapsFromParent(pid, *sandbox.ids_first_, s.options.host_id_range); !r) {
+    co_return std::move(r).error();
+  }
+  if (auto r = sandbox.cgroup_->Attach(pid); !r) co_return std::move(r).error();
+  if (auto r = ExemptFromOomKiller(pid); !r) co_return std::move(r).error();
+  if (spec.egress) {
+    auto attached = co_await AttachEgress(s, sandbox, *spec.egress);
+    if (!attached) co_return std::move(attached).error();
+  }
+  auto idmapped = IdmapLayers(pid, spec.layers, layers);
+  if (!idmapped) co_return std::move(idmapped).error();
+  if (auto r = SendGoAhead(sync_parent.get(), *idmapped); !r) co_return std::move(r).error();
+  Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "");
+  if (!exec) co_return std::move(exec).error();
+  const bool ready = co_await ReadByte(control_parent.get(), 'R', kReadyTimeoutMs);
+  if (!ready) co_return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
+  sandbox.control_ = std::move(control_parent);
+  co_return co_await sandbox.StartKeeper();
+}
+
+}  // namespace sandstream::sandbox
