@@ -28,6 +28,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     d.start()
     yield d
     d.stop()
+    d.stop_leftover_lxcfs()
 
 
 @pytest.fixture
@@ -50,6 +51,8 @@ def daemon_factory(tmp_path: Path) -> Iterator[DaemonFactory]:
         if d.alive():
             with contextlib.suppress(AssertionError):
                 d.stop(timeout=15)
+    for d in started:
+        d.stop_leftover_lxcfs()
 
 
 @pytest.fixture(autouse=True)

@@ -111,6 +111,25 @@ class Daemon:
             self.proc.kill()
             self.proc.wait(10)
 
+    def stop_leftover_lxcfs(self) -> None:
+        """Stops the lxcfs this daemon's data dir names, once no daemon runs on it.
+
+        A daemon stopped gracefully with teardown stops its lxcfs; one a test SIGKILLed leaves
+        it running for a next daemon to take over. The tests end here, so nothing will."""
+        pidfile = self.data_dir / "lxcfs.pid"
+        mount = self.data_dir / "lxcfs"
+        try:
+            pid = int(pidfile.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            pid, cmdline = 0, b""
+        if pid > 1 and str(mount).encode() in cmdline:
+            os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: not Path(f"/proc/{pid}/cmdline").exists()
+                       or not Path(f"/proc/{pid}/cmdline").read_bytes(), 5)
+        if str(mount) in Path("/proc/self/mountinfo").read_text():
+            subprocess.run(["umount", "-l", str(mount)], check=False)
+
     def alive(self) -> bool:
         """True while the process runs."""
         return self.proc is not None and self.proc.poll() is None

@@ -220,6 +220,8 @@ class Cluster:
             if d.alive():
                 with contextlib.suppress(AssertionError):
                     d.stop(timeout=15)
+        for d in self.nodes.values():
+            d.stop_leftover_lxcfs()
         self.etcd.stop()
         if self.registry:
             self.registry.close()
