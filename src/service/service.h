@@ -1,5 +1,8 @@
 // The domain core: live sandboxes, their processes, idempotency keys and lifecycle journals,
 // persisted through the Store. Transport-agnostic: the API layer calls it, never the reverse.
+// What it is made with is options.h; a sandbox as it holds one, sandbox_entry.h; tenants and
+// quotas, access.h; persistence, store.h; templates and images, templates.h; sessions and code
+// contexts, sessions.h and contexts.h.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -26,145 +29,13 @@
 #include "service/access.h"
 #include "service/image_work.h"
 #include "service/metrics.h"
+#include "service/options.h"
 #include "service/resolver.h"
+#include "service/sandbox_entry.h"
 #include "service/store.h"
 #include "service/templates.h"
 
 namespace sandstream {
-
-// The templates a cluster keeps on every node (cluster::EtcdTemplates): told of each template
-// pulled from a registry without credentials, and of each one deleted, it has every other node,
-// and every node that joins later, pull it too.
-class TemplateCatalog {
- public:
-  virtual ~TemplateCatalog() = default;
-  virtual void Pulled(const std::string& name, const std::string& tenant,
-                      const std::string& image) = 0;
-  virtual void Deleted(const std::string& name) = 0;
-};
-
-struct ServiceOptions {
-  // Tenants and their quotas, keys and tokens; null: the admin alone (tests).
-  Access* access = nullptr;
-  // In a cluster: where pulled templates are kept for every node; null: not in one.
-  TemplateCatalog* catalog = nullptr;
-  // Egress, when the daemon offers it, and the resolvers its sandboxes' DNS goes to.
-  std::shared_ptr<net::Egress> egress;
-  std::vector<uint32_t> dns_upstreams;
-  sandbox::Limits default_limits;
-  sandbox::Limits max_limits;
-  double exec_default_timeout_seconds = 600;
-  double max_timeout_seconds = 7 * 24 * 3600;
-  LogLimits default_log_limits;
-  uint64_t log_window_max_bytes = 256u << 20;
-  uint64_t retained_tail_bytes = 64u << 10;
-  uint64_t exec_output_limit_bytes = 10u << 20;
-  std::chrono::milliseconds kill_grace{2000};
-  // A waiting reader whose client went away keeps its place this long (a resume gets every
-  // byte); one that takes nothing this long while holding its process back is dropped.
-  std::chrono::milliseconds resume_grace{30000};
-  std::chrono::milliseconds reader_stall{300000};
-  int64_t sandbox_default_ttl_seconds = 0;
-  size_t max_sandboxes = 1000;
-  size_t max_processes_per_sandbox = 1024;
-  bool allow_nested_userns = false;  // the operator grants requests' allow_nested_userns
-  // Shutdown() ends every sandbox; else they run on for the next daemon's Restore().
-  bool teardown_on_exit = false;
-  size_t journal_entries = 1000;
-  // This daemon's id in a cluster: every sandbox id it makes names it, sb_{node_id}_{hex}, so a
-  // gateway routes without a table. Empty: sb_{hex}.
-  std::string node_id;
-  // A finished process keeps its whole output window this long after its last reader left
-  // (for reconnects), then only the retained tail: memory follows live processes, not history.
-  std::chrono::seconds finished_window_grace{60};
-  std::vector<std::string> base_env;  // every process starts from these ("PATH=...")
-  // Directory templates (one per directory), and the image store's root and limits.
-  std::string templates_dir;
-  std::string images_dir;
-  image::StoreLimits image_limits;
-  // Registries pulled from at all (empty: any), over plain HTTP, and over HTTPS on non-public
-  // addresses (host[:port]).
-  std::vector<std::string> registry_allow;
-  std::vector<std::string> registry_plain_http;
-  std::vector<std::string> registry_private_hosts;
-  double pull_timeout_seconds = 1800;  // a whole pull, at most
-  size_t image_workers = 4;            // image jobs at once (one per tenant at a time)
-};
-
-// What the client asked for, validated by the API layer; defaults filled by the service.
-struct SandboxRequest {
-  std::string template_name = "base";
-  std::map<std::string, std::string> env;
-  std::string cwd;  // "": the template's working directory, else /workspace
-  std::optional<int64_t> ttl_seconds;
-  std::map<std::string, int64_t> limits;  // by wire name: memory_mb, pids, ...
-  std::string network = "loopback";
-  std::optional<net::EgressPolicy> egress;  // with network "egress"
-  bool allow_nested_userns = false;
-  boost::json::object metadata;
-  std::string tenant;  // whose it will be ("" for the admin's)
-  std::string by;      // the credential that asks ("admin", a key id): the audit's who
-};
-
-class Session;
-class CodeContext;
-
-// A live sandbox as the service keeps it. The API reads it through Service::Find's const view
-// and changes it only through Service (and the service layer's Session and CodeContext, which
-// reach the mutable entry as friends); `runtime` is for the service layer alone.
-struct SandboxEntry {
-  explicit SandboxEntry(const boost::asio::any_io_executor& ex)
-      : spawn_turns(ex), spawns_done(ex) {}
-
-  std::string id;
-  std::string tenant;  // its owner ("" for the admin's): other tenants never see it
-  std::string template_name;
-  std::vector<std::string> template_env;  // the template's (an image's Env), under `env`
-  std::map<std::string, std::string> env;
-  std::string cwd;
-  sandbox::Limits limits;
-  std::string network;
-  std::optional<net::EgressPolicy> egress;  // with network "egress"
-  bool allow_nested_userns = false;
-  boost::json::object metadata;
-  SystemTime created_at;
-  std::optional<SystemTime> expires_at;
-  int64_t ttl_seconds = 0;
-  bool deleting = false;
-
-  std::shared_ptr<sandbox::Sandbox> runtime;
-  std::shared_ptr<SandboxResolver> resolver;  // with egress: its DNS
-  // Set when the sandbox ended under the daemon (its PID 1 died): why. It then only accepts
-  // reads and DELETE.
-  std::optional<std::string> lost;
-  std::vector<std::shared_ptr<Process>> processes;  // in start order
-  std::map<std::string, std::string> idempotency;   // key -> process id
-  // The lifecycle journal: one event per record; it ends when the sandbox is deleted.
-  std::shared_ptr<EventLog> journal;
-  std::unique_ptr<Timer> ttl_timer;
-  // Finished processes still holding their whole output window, each with since when no reader
-  // has been on it (unset: one is now). One sweep per sandbox trims them to the retained tail
-  // (Service::SweepWindows); what this costs follows the processes in memory, not history.
-  std::map<std::string, std::optional<SteadyTime>, std::less<>> held_windows;
-  bool sweeping_windows = false;
-  std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
-  std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
-  std::map<uint16_t, SystemTime> ports;  // exposed through the daemon's proxy -> since when
-
-  // Spawns run one at a time per sandbox (its spawner answers in order) and are awaited on the
-  // event loop; what they will take (an id, an idempotency key, a slot) is reserved meanwhile,
-  // and deletion waits for them.
-  TurnQueue spawn_turns;
-  size_t spawning = 0;
-  AsyncSignal spawns_done;  // a spawn ended (started or not)
-  std::set<std::string, std::less<>> starting_ids;
-  // Processes that ended before their start was recorded: their end is recorded right after.
-  std::set<std::string, std::less<>> ended_unrecorded;
-  std::set<std::string, std::less<>> starting_keys;
-
-  std::shared_ptr<Process> FindProcess(std::string_view pid) const;
-  size_t RunningProcesses() const;
-};
 
 class Service {
  public:

@@ -1,0 +1,103 @@
+// A sandbox as the service holds it (SandboxEntry), and what a client asks one to be made
+// with (SandboxRequest).
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/object.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/async.h"
+#include "base/clock.h"
+#include "base/timer.h"
+#include "net/policy.h"
+#include "process/event_log.h"
+#include "process/process.h"
+#include "sandbox/runtime.h"
+#include "service/resolver.h"
+
+namespace sandstream {
+
+// What the client asked for, validated by the API layer; defaults filled by the service.
+struct SandboxRequest {
+  std::string template_name = "base";
+  std::map<std::string, std::string> env;
+  std::string cwd;  // "": the template's working directory, else /workspace
+  std::optional<int64_t> ttl_seconds;
+  std::map<std::string, int64_t> limits;  // by wire name: memory_mb, pids, ...
+  std::string network = "loopback";
+  std::optional<net::EgressPolicy> egress;  // with network "egress"
+  bool allow_nested_userns = false;
+  boost::json::object metadata;
+  std::string tenant;  // whose it will be ("" for the admin's)
+  std::string by;      // the credential that asks ("admin", a key id): the audit's who
+};
+
+class Session;
+class CodeContext;
+
+// A live sandbox as the service keeps it. The API reads it through Service::Find's const view
+// and changes it only through Service (and the service layer's Session and CodeContext, which
+// reach the mutable entry as friends); `runtime` is for the service layer alone.
+struct SandboxEntry {
+  explicit SandboxEntry(const boost::asio::any_io_executor& ex)
+      : spawn_turns(ex), spawns_done(ex) {}
+
+  std::string id;
+  std::string tenant;  // its owner ("" for the admin's): other tenants never see it
+  std::string template_name;
+  std::vector<std::string> template_env;  // the template's (an image's Env), under `env`
+  std::map<std::string, std::string> env;
+  std::string cwd;
+  sandbox::Limits limits;
+  std::string network;
+  std::optional<net::EgressPolicy> egress;  // with network "egress"
+  bool allow_nested_userns = false;
+  boost::json::object metadata;
+  SystemTime created_at;
+  std::optional<SystemTime> expires_at;
+  int64_t ttl_seconds = 0;
+  bool deleting = false;
+
+  std::shared_ptr<sandbox::Sandbox> runtime;
+  std::shared_ptr<SandboxResolver> resolver;  // with egress: its DNS
+  // Set when the sandbox ended under the daemon (its PID 1 died): why. It then only accepts
+  // reads and DELETE.
+  std::optional<std::string> lost;
+  std::vector<std::shared_ptr<Process>> processes;  // in start order
+  std::map<std::string, std::string> idempotency;   // key -> process id
+  // The lifecycle journal: one event per record; it ends when the sandbox is deleted.
+  std::shared_ptr<EventLog> journal;
+  std::unique_ptr<Timer> ttl_timer;
+  // Finished processes still holding their whole output window, each with since when no reader
+  // has been on it (unset: one is now). One sweep per sandbox trims them to the retained tail
+  // (Service::SweepWindows); what this costs follows the processes in memory, not history.
+  std::map<std::string, std::optional<SteadyTime>, std::less<>> held_windows;
+  bool sweeping_windows = false;
+  std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
+  std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
+  std::map<uint16_t, SystemTime> ports;  // exposed through the daemon's proxy -> since when
+
+  // Spawns run one at a time per sandbox (its spawner answers in order) and are awaited on the
+  // event loop; what they will take (an id, an idempotency key, a slot) is reserved meanwhile,
+  // and deletion waits for them.
+  TurnQueue spawn_turns;
+  size_t spawning = 0;
+  AsyncSignal spawns_done;  // a spawn ended (started or not)
+  std::set<std::string, std::less<>> starting_ids;
+  // Processes that ended before their start was recorded: their end is recorded right after.
+  std::set<std::string, std::less<>> ended_unrecorded;
+  std::set<std::string, std::less<>> starting_keys;
+
+  std::shared_ptr<Process> FindProcess(std::string_view pid) const;
+  size_t RunningProcesses() const;
+};
+
+}  // namespace sandstream
