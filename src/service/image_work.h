@@ -22,6 +22,9 @@ namespace sandstream {
 
 class ImageWork {
  public:
+  // The queue of the daemon's own image work (collections), apart from every tenant's.
+  static constexpr const char* kCollections = "(collections)";
+
   // `threads`: jobs at once, of as many tenants (at least 1).
   explicit ImageWork(size_t threads);
   // Jobs not started are dropped; one running is waited for.

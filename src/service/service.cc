@@ -46,31 +46,6 @@ constexpr LimitField kLimitFields[] = {
     {"cpu_percent", &sandbox::Limits::cpu_percent}, {"disk_mb", &sandbox::Limits::disk_mb},
     {"open_files", &sandbox::Limits::open_files}};
 
-std::vector<std::string> LayerIds(const image::Image& image) {
-  std::vector<std::string> ids;
-  for (const auto& layer : image.layers) ids.push_back(layer.diff_id);
-  return ids;
-}
-
-// The queue of the daemon's own image work (collections), apart from every tenant's.
-constexpr const char* kCollections = "(collections)";
-
-// `job` as image work: Templates::BeginWork and EndWork around it, and a collection put off
-// meanwhile run after it.
-template <class Fn>
-auto AsImageWork(Templates& templates, Fn job) {
-  return [&templates, job = std::move(job)]() mutable {
-    templates.BeginWork();
-    auto result = job();
-    if (templates.EndWork()) {
-      if (auto collected = templates.Collect(); !collected) {
-        log::Warn("collecting image layers failed", {{"error", collected.error().message}});
-      }
-    }
-    return result;
-  };
-}
-
 // The image store; one that cannot be opened (its directory) leaves the daemon without image
 // templates, said at each import, rather than without a start.
 std::unique_ptr<image::Store> OpenImages(const ServiceOptions& options) {
@@ -91,7 +66,7 @@ Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& sto
       templates_(options_.templates_dir, OpenImages(options_), store_) {
   templates_.Load();
   // What an earlier daemon left half made (an import it died in) or no template names.
-  image_work_.Post(kCollections, [this] {
+  image_work_.Post(ImageWork::kCollections, [this] {
     if (auto collected = templates_.Collect(); !collected) {
       log::Warn("collecting image layers failed", {{"error", collected.error().message}});
     }
@@ -284,187 +259,6 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   co_return raw;
 }
 
-asio::awaitable<Result<const Template*>> Service::ImportTemplate(std::string name,
-                                                                std::string tenant,
-                                                                UniqueFd archive,
-                                                                TemplateProgress progress) {
-  // The archive is the job's: it is closed (and, unnamed, gone) when the import is done.
-  auto file = std::make_shared<UniqueFd>(std::move(archive));
-  ImageJob job = [file](image::Store& store, const image::Progress& report) {
-    return store.ImportArchive(file->get(), report);
-  };
-  co_return co_await MakeImageTemplate(std::move(name), std::move(tenant), "archive",
-                                       std::move(job), std::move(progress));
-}
-
-asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
-                                                              std::string tenant,
-                                                              image::Reference image,
-                                                              image::Credentials credentials,
-                                                              TemplateProgress progress) {
-  image::RegistryPolicy policy;
-  policy.allowed = options_.registry_allow;
-  policy.plain_http = options_.registry_plain_http;
-  policy.private_hosts = options_.registry_private_hosts;
-  policy.stop = &stop_pulls_;
-  policy.timeout_seconds = options_.pull_timeout_seconds;
-  const std::string source = image.String();
-  // A private image's credentials are not kept: other nodes cannot pull it on their own.
-  const bool shareable = credentials.username.empty() && credentials.password.empty();
-  // Made on the image thread: libcurl's first use sets up TLS, which is no work for the loop.
-  ImageJob job = [image = std::move(image), credentials = std::move(credentials),
-                  policy = std::move(policy)](image::Store& store, const image::Progress& report) {
-    // The node's addresses as they are now (read here, off the loop): a registry whose name
-    // resolves to one of them would reach the node's own services.
-    image::RegistryPolicy guarded = policy;
-    guarded.public_address = [own = net::HostOwnAddresses()](std::string_view ip) {
-      return net::IsRegistryAddress(ip, own);
-    };
-    image::Registry registry(image, credentials, guarded);
-    return store.Pull(registry, report);
-  };
-  const std::string made_name = name, made_tenant = tenant;
-  Result<const Template*> made = co_await MakeImageTemplate(
-      std::move(name), std::move(tenant), source, std::move(job), std::move(progress));
-  if (made && shareable && options_.catalog) {
-    options_.catalog->Pulled(made_name, made_tenant, source);
-  }
-  co_return made;
-}
-
-asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string name,
-                                                                   std::string tenant,
-                                                                   std::string source,
-                                                                   ImageJob make,
-                                                                   TemplateProgress progress) {
-  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
-  if (auto room = CheckTemplateStorage(tenant, 0); !room) co_return std::move(room).error();
-  if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
-    co_return std::move(reserved).error();
-  }
-  // The store reports from its thread; the caller hears it on the event loop, in order.
-  image::Progress report = [ex = ex_, progress](std::string_view step, std::string_view digest,
-                                                uint64_t done, uint64_t total) {
-    json::object o{{"step", step}, {"digest", digest}, {"done", done}, {"total", total}};
-    asio::post(ex, [progress, o = std::move(o)]() mutable { progress(std::move(o)); });
-  };
-  struct Imported {
-    Result<image::Image> image;
-    Result<std::pair<uint32_t, uint32_t>> user;
-  };
-  auto job = [&templates = templates_, make = std::move(make), report]() -> Imported {
-    image::Store& images = templates.images();
-    Imported out{make(images, report), std::pair<uint32_t, uint32_t>{0, 0}};
-    if (!out.image) return out;
-    std::vector<std::string> dirs;
-    for (const auto& layer : out.image->layers) dirs.push_back(images.LayerPath(layer.diff_id));
-    templates.Pin(LayerIds(*out.image));
-    out.user = ResolveUser(dirs, out.image->config.user);
-    return out;
-  };
-  Imported imported =
-      co_await OffThread(image_work_, tenant, AsImageWork(templates_, std::move(job)));
-  // Pinned until the template names them (or is given up): a collection meanwhile keeps them.
-  const std::vector<std::string> layers = imported.image ? LayerIds(*imported.image)
-                                                         : std::vector<std::string>{};
-  uint64_t size_bytes = 0;
-  if (imported.image) {
-    for (const auto& layer : imported.image->layers) size_bytes += layer.size;
-  }
-  Result<void> room = imported.image && imported.user ? CheckTemplateStorage(tenant, size_bytes)
-                                                      : Result<void>(Ok{});
-  if (!imported.image || !imported.user || !room) {
-    templates_.Abandon(name);
-    templates_.Unpin(layers);
-    // Layers unpacked before a later step failed belong to no template: collected now.
-    image_work_.Post(kCollections, [this] { (void)templates_.Collect(); });
-    co_return !imported.image ? imported.image.error()
-                              : (!imported.user ? imported.user.error() : room.error());
-  }
-  const image::Image& im = *imported.image;
-  Template t;
-  t.name = name;
-  t.kind = "image";
-  t.tenant = tenant;
-  t.layers = layers;
-  t.size_bytes = size_bytes;
-  t.env = im.config.env;
-  t.working_dir = im.config.working_dir;
-  t.user = im.config.user;
-  std::tie(t.uid, t.gid) = *imported.user;
-  t.source = source;
-  t.digest = im.manifest_digest;
-  t.config_digest = im.config_digest;
-  t.tags = im.repo_tags;
-  t.created_at = SystemNow();
-  Result<const Template*> committed = templates_.Commit(std::move(t));
-  templates_.Unpin(layers);
-  if (committed) {
-    log::Info("template imported", {{"template", name}, {"digest", im.manifest_digest}});
-  }
-  co_return committed;
-}
-
-asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sandbox_id,
-                                                                 std::string name) {
-  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
-  SandboxEntry* sb = Entry(sandbox_id);
-  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
-  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
-  const Template* parent = templates_.Find(sb->template_name);
-  const std::string upper = sb->runtime->WritableLayer();
-  const std::optional<uint32_t> base = sb->runtime->HostId(0);
-  if (!parent || (parent->kind != "image" && parent->kind != "snapshot") || upper.empty() ||
-      !base) {
-    co_return Error{ErrorCode::kInvalidRequest,
-                    "snapshot: sandbox " + sandbox_id + " is made from template '" +
-                        sb->template_name + "', which has no image layers to build on; snapshot "
-                        "a sandbox made from an imported image"};
-  }
-  const std::string tenant = sb->tenant;  // `sb` may be gone once the copy is done
-  // A snapshot holds at most what the sandbox's disk does, its sparse files at their full size:
-  // what it costs to hash, and what a sandbox made from it reads.
-  const uint64_t disk_bytes = static_cast<uint64_t>(std::max<int64_t>(sb->limits.disk_mb, 0)) << 20;
-  if (auto room = CheckTemplateStorage(tenant, 0); !room) co_return std::move(room).error();
-  if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
-    co_return std::move(reserved).error();
-  }
-  Template t = *parent;
-  auto job = [&templates = templates_, upper, base = *base,
-              disk_bytes]() -> Result<image::LayerRef> {
-    auto layer = templates.images().LayerFromDirectory(upper, base, 65536, disk_bytes);
-    if (layer) templates.Pin({layer->diff_id});
-    return layer;
-  };
-  Result<image::LayerRef> layer =
-      co_await OffThread(image_work_, tenant, AsImageWork(templates_, std::move(job)));
-  if (!layer) {
-    templates_.Abandon(name);
-    co_return Error{layer.error().code, "snapshot: " + layer.error().message};
-  }
-  t.size_bytes += layer->size;
-  if (auto room = CheckTemplateStorage(tenant, t.size_bytes); !room) {
-    templates_.Abandon(name);
-    templates_.Unpin({layer->diff_id});
-    image_work_.Post(kCollections, [this] { (void)templates_.Collect(); });
-    co_return std::move(room).error();
-  }
-  t.name = name;
-  t.kind = "snapshot";
-  t.tenant = tenant;
-  t.layers.push_back(layer->diff_id);
-  t.source = sandbox_id;
-  t.created_at = SystemNow();
-  Result<const Template*> committed = templates_.Commit(std::move(t));
-  templates_.Unpin({layer->diff_id});
-  if (committed) {
-    Audit(sandbox_id, "sandbox.snapshot", "snapshot taken as template " + name,
-          {{"template", name}});
-    log::Info("sandbox snapshotted", {{"sandbox", sandbox_id}, {"template", name}});
-  }
-  co_return committed;
-}
-
 asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sandbox_id,
                                                                   std::string name,
                                                                   std::string by) {
@@ -489,34 +283,6 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sa
   // Nothing half made: without its sandbox the snapshot goes too.
   if (!fork) (void)co_await DeleteTemplate(std::move(name));
   co_return fork;
-}
-
-asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
-  const Template* t = templates_.Find(name);
-  if (!t) co_return Error{ErrorCode::kNotFound, "no template '" + name + "'"};
-  if (t->kind == "base" || t->kind == "directory") {
-    co_return Error{ErrorCode::kConflict,
-                    "template '" + name + "' is " +
-                        (t->kind == "base" ? "built in" : "a directory of templates_dir") +
-                        ": it cannot be deleted through the API"};
-  }
-  if (!t->ready) co_return Error{ErrorCode::kConflict, "template '" + name + "' is being made"};
-  for (const auto& [id, sb] : sandboxes_) {
-    if (sb->template_name == name) {
-      co_return Error{ErrorCode::kConflict,
-                      "template '" + name + "' is in use by sandbox " + id + "; delete it first"};
-    }
-  }
-  if (auto removed = templates_.Remove(name); !removed) co_return std::move(removed).error();
-  // Its layers go once no other template names them, off the event loop.
-  Result<void> collected =
-      co_await OffThread(image_work_, kCollections, [this] { return templates_.Collect(); });
-  if (!collected) {
-    log::Warn("collecting template layers failed", {{"error", collected.error().message}});
-  }
-  log::Info("template deleted", {{"template", name}});
-  if (options_.catalog) options_.catalog->Deleted(name);
-  co_return Ok{};
 }
 
 void Service::WatchLife(const SandboxEntry& sb) {
