@@ -16,6 +16,7 @@
 
 #include "base/async.h"
 #include "base/clock.h"
+#include "base/result.h"
 #include "base/timer.h"
 #include "net/policy.h"
 #include "process/event_log.h"
@@ -99,5 +100,10 @@ struct SandboxEntry {
   std::shared_ptr<Process> FindProcess(std::string_view pid) const;
   size_t RunningProcesses() const;
 };
+
+// What a call on a sandbox that is being deleted answers.
+inline Error BeingDeleted(const std::string& sandbox_id) {
+  return Error{ErrorCode::kNotFound, "sandbox " + sandbox_id + " is being deleted"};
+}
 
 }  // namespace sandstream
