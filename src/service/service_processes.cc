@@ -8,7 +8,6 @@
 #include "base/ids.h"
 #include "base/log.h"
 #include "platform/signals.h"
-#include "process/await_op.h"
 #include "service/codec.h"
 #include "service/service.h"
 

@@ -10,7 +10,6 @@
 #include "service/sessions.h"
 
 namespace sandstream {
-namespace asio = boost::asio;
 namespace json = boost::json;
 
 void Service::Restore() {
