@@ -71,7 +71,7 @@ asio::awaitable<void> Fresh(Context& ctx) {
 }
 
 Result<const Tenant*> NamedTenant(Context& ctx) {
-  const Tenant* t = ctx.service.TenantOf(ctx.params.at(0));
+  const Tenant* t = ctx.service.quotas().TenantOf(ctx.params.at(0));
   if (!t) return Error{ErrorCode::kNotFound, "no tenant '" + ctx.params.at(0) + "'"};
   return t;
 }
@@ -194,7 +194,7 @@ asio::awaitable<void> RevokeKey(Context& ctx) {
 
 asio::awaitable<void> GetUsage(Context& ctx) {
   const std::string& tenant = ctx.principal.tenant;
-  const Tenant* t = ctx.service.TenantOf(tenant);
+  const Tenant* t = ctx.service.quotas().TenantOf(tenant);
   const TenantUsage usage = UsageOf(ctx, tenant);
   json::object o = TenantJson(t ? *t : Tenant{}, usage);
   o["name"] = tenant.empty() ? json::value(nullptr) : json::value(tenant);

@@ -242,7 +242,7 @@ WatchQuota& FileWatchQuota() {
 Result<WatchQuota::Ticket> TakeWatch(Context& ctx, const std::string& sandbox_id) {
   const SandboxEntry* sb = ctx.service.Find(sandbox_id);
   const std::string tenant = sb ? sb->tenant : std::string();
-  const Tenant* t = tenant.empty() ? nullptr : ctx.service.TenantOf(tenant);
+  const Tenant* t = tenant.empty() ? nullptr : ctx.service.quotas().TenantOf(tenant);
   const size_t share = t ? static_cast<size_t>(t->quotas.watches) : 0;
   return FileWatchQuota().Take(sandbox_id, tenant, share);
 }

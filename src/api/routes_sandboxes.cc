@@ -56,7 +56,7 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
       co_return co_await ReplyError(ctx, ErrorCode::kForbidden,
                                     "only the admin makes sandboxes for another tenant");
     }
-    if (!ctx.service.TenantOf(name)) {
+    if (!ctx.service.quotas().TenantOf(name)) {
       co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "no tenant '" + name + "'");
     }
     req->tenant = name;

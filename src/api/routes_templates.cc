@@ -24,7 +24,7 @@ namespace {
 // A template the principal may see: its own, the admin's (everyone's), or any for the admin.
 Result<const Template*> FindTemplate(Context& ctx, std::string_view name) {
   const Template* t = ctx.service.templates().Find(name);
-  if (!t || !ctx.service.MayUseTemplate(*t, ctx.principal.tenant, ctx.principal.admin())) {
+  if (!t || !TemplateService::MayUse(*t, ctx.principal.tenant, ctx.principal.admin())) {
     return Error{ErrorCode::kNotFound, "no template '" + std::string(name) + "'"};
   }
   return t;
@@ -46,19 +46,19 @@ struct ImageSource {
 
 asio::awaitable<Result<const Template*>> MakeTemplate(Service& service, std::string name,
                                                       std::string tenant, ImageSource source,
-                                                      Service::TemplateProgress report) {
+                                                      TemplateService::Progress report) {
   if (source.reference) {
-    co_return co_await service.PullTemplate(std::move(name), std::move(tenant),
+    co_return co_await service.template_service().Pull(std::move(name), std::move(tenant),
                                             std::move(*source.reference),
                                             std::move(source.credentials), std::move(report));
   }
-  co_return co_await service.ImportTemplate(std::move(name), std::move(tenant),
+  co_return co_await service.template_service().Import(std::move(name), std::move(tenant),
                                             std::move(source.archive), std::move(report));
 }
 
 // Makes the template, then ends `progress` with it or the error.
 asio::awaitable<void> Import(Service& service, std::string name, std::string tenant,
-                             ImageSource source, Service::TemplateProgress report,
+                             ImageSource source, TemplateService::Progress report,
                              std::shared_ptr<EventLog> progress) {
   auto made = co_await MakeTemplate(service, name, tenant, std::move(source), report);
   if (made) {
@@ -97,7 +97,7 @@ asio::awaitable<void> ReplyWithTemplate(Context& ctx, std::string name, ImageSou
 asio::awaitable<void> ListTemplates(Context& ctx) {
   json::array items;
   for (const Template* t : ctx.service.templates().List()) {
-    if (ctx.service.MayUseTemplate(*t, ctx.principal.tenant, ctx.principal.admin())) {
+    if (TemplateService::MayUse(*t, ctx.principal.tenant, ctx.principal.admin())) {
       items.push_back(TemplateJson(*t));
     }
   }

@@ -61,7 +61,7 @@ std::optional<Error> Server::Admission(const RouteMatch& match) {
 }
 
 std::optional<Error> Server::AdmitTenant(const std::string& tenant, bool stream) {
-  const Tenant* t = service_.TenantOf(tenant);
+  const Tenant* t = service_.quotas().TenantOf(tenant);
   if (!t) return std::nullopt;
   if (const int64_t rps = t->quotas.requests_per_second; rps > 0) {
     // A bucket of a second's worth, refilled continuously.
@@ -79,7 +79,7 @@ std::optional<Error> Server::AdmitTenant(const std::string& tenant, bool stream)
     }
     rate.tokens -= 1;
   }
-  if (stream && t->quotas.streams > 0 && service_.StreamsOf(tenant) >= t->quotas.streams) {
+  if (stream && t->quotas.streams > 0 && service_.quotas().StreamsOf(tenant) >= t->quotas.streams) {
     return Error{ErrorCode::kQuotaExceeded, "tenant '" + tenant + "' is at its quota streams " +
                                                 std::to_string(t->quotas.streams)};
   }

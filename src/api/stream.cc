@@ -45,7 +45,7 @@ StreamResponse::StreamResponse(Context& ctx, std::string_view content_type)
   handle_.StandOn(ctx_.principal);
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
-  ctx_.service.StreamOpened(ctx_.principal.tenant);
+  ctx_.service.quotas().StreamOpened(ctx_.principal.tenant);
   head_ =
       "HTTP/1.1 200 OK\r\n"
       "Server: sandstreamd\r\n"
@@ -74,7 +74,7 @@ StreamResponse::StreamResponse(Context& ctx, std::string_view content_type)
 
 StreamResponse::~StreamResponse() {
   --ctx_.service.metrics().streams_open;
-  ctx_.service.StreamClosed(ctx_.principal.tenant);
+  ctx_.service.quotas().StreamClosed(ctx_.principal.tenant);
   ctx_.server.RemoveStream(registration_);
   state_->wake = nullptr;
   boost::system::error_code ignored;

@@ -66,7 +66,7 @@ asio::awaitable<bool> WebSocket::Accept() {
   handle_.StandOn(ctx_.principal);
   registration_ = ctx_.server.AddStream(&handle_);
   ++ctx_.service.metrics().streams_open;
-  ctx_.service.StreamOpened(ctx_.principal.tenant);
+  ctx_.service.quotas().StreamOpened(ctx_.principal.tenant);
   tasks_.Spawn(ShutdownWatch());
   co_return true;
 }
@@ -199,7 +199,7 @@ asio::awaitable<void> WebSocket::Finish() {
   co_await tasks_.Join();
   if (ctx_.status == 101) {
     --ctx_.service.metrics().streams_open;
-    ctx_.service.StreamClosed(ctx_.principal.tenant);
+    ctx_.service.quotas().StreamClosed(ctx_.principal.tenant);
   }
 }
 

@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
     tenants = std::make_unique<cluster::EtcdTenants>(
         io.get_executor(), *etcd, access,
         [&service_ref] {
-          return service_ref ? service_ref->Committed()
+          return service_ref ? service_ref->quotas().Committed()
                              : std::map<std::string, TenantUsage, std::less<>>{};
         },
         std::move(tenants_options));

@@ -111,10 +111,7 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) 
   auto& s = *state_;
   s.ReapDying();
   if (auto plain = CheckPlainId(spec.id); !plain) co_return std::move(plain).error();
-  if (spec.network != "loopback" && spec.network != "none" && spec.network != "egress") {
-    co_return Error{ErrorCode::kInvalidRequest, "network: unsupported mode: " + spec.network};
-  }
-  if ((spec.network == "egress") != spec.egress.has_value()) {
+  if ((spec.network == NetworkMode::kEgress) != spec.egress.has_value()) {
     co_return Error{ErrorCode::kInvalidRequest, "network: egress needs its policy, and only it"};
   }
   if (spec.egress && !s.options.egress) {

@@ -183,7 +183,7 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
                           control_child.get(),
                           report->write.get(),
                           s.init_exe.get(),
-                          spec.network == "loopback",
+                          spec.network == NetworkMode::kLoopback,
                           {sync_parent.get(), control_parent.get(), report->read.get()}};
   int pidfd = -1;
   clone_args args{};

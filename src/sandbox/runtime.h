@@ -34,6 +34,25 @@ struct Limits {
 // message (the kernel takes 253 fds at most), and overlayfs stacks at most 500.
 inline constexpr size_t kMaxTemplateLayers = 128;
 
+// A sandbox's network: kLoopback (a private loopback, the default), kNone (no interface up,
+// not even lo) or kEgress (loopback and a veth pair to the host under an egress policy,
+// net/egress.h). On the wire and in the store by name: "loopback", "none", "egress".
+enum class NetworkMode { kLoopback, kNone, kEgress };
+inline constexpr std::string_view NetworkModeName(NetworkMode mode) {
+  switch (mode) {
+    case NetworkMode::kNone: return "none";
+    case NetworkMode::kEgress: return "egress";
+    case NetworkMode::kLoopback: break;
+  }
+  return "loopback";
+}
+inline constexpr std::optional<NetworkMode> ParseNetworkMode(std::string_view name) {
+  for (NetworkMode mode : {NetworkMode::kLoopback, NetworkMode::kNone, NetworkMode::kEgress}) {
+    if (NetworkModeName(mode) == name) return mode;
+  }
+  return std::nullopt;
+}
+
 struct SandboxSpec {
   std::string id;             // "sb_..."; also the hostname inside
   std::string template_name;  // resolved template name ("base")
@@ -46,10 +65,8 @@ struct SandboxSpec {
   uint32_t user_uid = 1000;
   uint32_t user_gid = 1000;
   Limits limits;
-  // "loopback" (a private loopback, the default), "none" (no interface up, not even lo) or
-  // "egress" (loopback and a veth pair to the host under `egress`, net/egress.h).
-  std::string network = "loopback";
-  std::optional<net::EgressPolicy> egress;  // set when network is "egress"
+  NetworkMode network = NetworkMode::kLoopback;
+  std::optional<net::EgressPolicy> egress;  // set when network is kEgress
   // The content of /etc/resolv.conf when not the host's (egress: the sandbox's resolver).
   std::string resolv_conf;
   bool allow_nested_userns = false;

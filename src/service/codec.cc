@@ -94,12 +94,80 @@ json::object SandboxJson(const SandboxEntry& sb) {
           {"env", std::move(env)},
           {"cwd", sb.cwd},
           {"limits", LimitsJson(sb.limits)},
-          {"network", sb.network},
+          {"network", sandbox::NetworkModeName(sb.network)},
           {"egress", EgressJson(sb)},
           {"allow_nested_userns", sb.allow_nested_userns},
           {"metadata", sb.metadata},
           {"processes_running", sb.RunningProcesses()},
           {"limits_view", sb.runtime != nullptr && sb.runtime->LimitsView()}};
+}
+
+Result<StoredSandbox> StoredSandboxFromJson(std::string_view text) {
+  try {
+    const json::object o = json::parse(text).as_object();
+    StoredSandbox r;
+    r.deleting = o.at("status") == "deleting";
+    if (auto* t = o.if_contains("tenant"); t && t->is_string()) r.tenant = t->as_string();
+    r.template_name = json::value_to<std::string>(o.at("template"));
+    for (const auto& [k, v] : o.at("env").as_object()) {
+      if (v.is_string()) r.env[std::string(k)] = std::string(v.as_string());
+    }
+    r.cwd = json::value_to<std::string>(o.at("cwd"));
+    const auto& l = o.at("limits").as_object();
+    r.limits = {l.at("memory_mb").to_number<int64_t>(), l.at("pids").to_number<int64_t>(),
+                l.at("cpu_percent").to_number<int64_t>(), l.at("disk_mb").to_number<int64_t>(),
+                l.at("open_files").to_number<int64_t>()};
+    const auto network = sandbox::ParseNetworkMode(o.at("network").as_string());
+    if (!network) return Error{ErrorCode::kInvalidRequest, "unknown network mode"};
+    r.network = *network;
+    if (r.network == sandbox::NetworkMode::kEgress) {
+      const json::value* egress = o.if_contains("egress");
+      r.egress = egress ? EgressFromJson(*egress)
+                        : Result<net::EgressPolicy>(
+                              Error{ErrorCode::kInvalidRequest, "no egress policy"});
+    }
+    if (auto* n = o.if_contains("allow_nested_userns"); n && n->is_bool()) {
+      r.allow_nested_userns = n->as_bool();
+    }
+    if (auto* m = o.if_contains("metadata"); m && m->is_object()) r.metadata = m->as_object();
+    r.ttl_seconds = o.at("ttl_seconds").to_number<int64_t>();
+    r.created_at = ParseTime(o.if_contains("created_at"));
+    if (auto* ports = o.if_contains("ports"); ports && ports->is_array()) {
+      for (const auto& v : ports->as_array()) {
+        const auto* p = v.if_object();
+        const auto* port = p ? p->if_contains("port") : nullptr;
+        if (!port || !port->is_int64() || port->as_int64() < 1 || port->as_int64() > 65535) {
+          continue;
+        }
+        r.ports[static_cast<uint16_t>(port->as_int64())] =
+            ParseTime(p->if_contains("created_at")).value_or(SystemNow());
+      }
+    }
+    if (auto* a = o.if_contains("sessions"); a && a->is_array()) r.sessions = a->as_array();
+    if (auto* a = o.if_contains("contexts"); a && a->is_array()) r.contexts = a->as_array();
+    return r;
+  } catch (const std::exception& e) {
+    return Error{ErrorCode::kInvalidRequest, std::string("unreadable sandbox record: ") + e.what()};
+  }
+}
+
+void EndStoredAsKilled(json::object& o, SystemTime now) {
+  o["status"] = "exited";
+  o["exit_code"] = 137;
+  o["signal"] = "SIGKILL";
+  o["reason"] = "killed";
+  o["ended_at"] = FormatRfc3339(now);
+  o["duration_ms"] = 0;
+  json::array tail = o["tail"].is_array() ? o["tail"].as_array() : json::array{};
+  const uint64_t next = o["next_seq"].to_number<uint64_t>();
+  tail.push_back(json::object{
+      {"seq", next},
+      {"kind", "exit"},
+      {"time", FormatRfc3339(now)},
+      {"offset", o["stdout_bytes"].to_number<uint64_t>() + o["stderr_bytes"].to_number<uint64_t>()},
+      {"data", ""}});
+  o["tail"] = std::move(tail);
+  o["next_seq"] = next + 1;
 }
 
 json::value ExitJson(const std::optional<ExitRecord>& exit) {

@@ -4,8 +4,14 @@
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
+#include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 
+#include "base/clock.h"
+#include "base/result.h"
+#include "net/policy.h"
 #include "process/exit.h"
 #include "process/process.h"
 #include "sandbox/runtime.h"
@@ -19,6 +25,31 @@ boost::json::object SandboxJson(const SandboxEntry& sb);
 // A sandbox's egress as SandboxJson has it (null without), and its policy back from that.
 boost::json::value EgressJson(const SandboxEntry& sb);
 Result<net::EgressPolicy> EgressFromJson(const boost::json::value& v);
+
+// A sandbox's record as the store keeps it (Service::Persist: SandboxJson with its ports,
+// sessions and code contexts), read back at a restart. Sessions and contexts stay JSON: they
+// are read (SessionFromStored, CodeContext::FromStored) once the sandbox's processes are back.
+struct StoredSandbox {
+  bool deleting = false;  // the daemon died deleting it
+  std::string tenant;
+  std::string template_name;
+  std::map<std::string, std::string> env;
+  std::string cwd;
+  sandbox::Limits limits;
+  sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
+  // With network kEgress: its policy, or why it could not be read.
+  Result<net::EgressPolicy> egress = Error{ErrorCode::kInternal, "no egress policy"};
+  bool allow_nested_userns = false;
+  boost::json::object metadata;
+  int64_t ttl_seconds = 0;
+  std::optional<SystemTime> created_at;
+  std::map<uint16_t, SystemTime> ports;  // exposed ports, each since when
+  boost::json::array sessions;
+  boost::json::array contexts;
+};
+// kInvalidRequest naming what is wrong when `text` is not such a record.
+Result<StoredSandbox> StoredSandboxFromJson(std::string_view text);
+
 boost::json::object ProcessJson(const Process& p);
 // `{"exit_code", "signal", "reason", "duration_ms"}`, or null while running.
 boost::json::value ExitJson(const std::optional<ExitRecord>& exit);
@@ -29,6 +60,9 @@ boost::json::object StoredProcessJson(const Process& p, uint64_t tail_bytes);
 // The command of a stored process (no environment: it is never stored); throws on a record
 // that lacks a required field.
 CommandSpec CommandSpecFromStored(const boost::json::object& o);
+// A stored process that was running when the daemon stopped and was not taken back: it ends
+// there, killed, with an exit event at the end of its output (`now` is when).
+void EndStoredAsKilled(boost::json::object& o, SystemTime now);
 // Rebuilds a finished process from its stored form; nullptr if the record is unreadable.
 std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& ex,
                                            const boost::json::object& o);

@@ -133,12 +133,11 @@ asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
       shell.cwd = cwd_;
       auto session = co_await Session::Create(service, sandbox_id_, std::move(shell));
       if (!session) co_return std::move(session).error();
-      SandboxEntry* sb = service.Entry(sandbox_id_);
-      if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
-      shell_ = *session;
       // Owned by the context, not listed among the sandbox's sessions (nor stored as one).
-      sb->sessions.erase(shell_->id());
-      service.Persist(*sb);
+      if (!service.TakeSession(sandbox_id_, (*session)->id())) {
+        co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id_ + "'"};
+      }
+      shell_ = *session;
     }
     co_return Ok{};
   }
@@ -615,31 +614,27 @@ asio::awaitable<Result<std::shared_ptr<CodeContext>>> CodeContext::Create(Servic
                                     req.cwd.empty() ? sb->cwd : req.cwd, std::move(req.env));
   Result<void> started = co_await context->Start(service);
   if (!started) co_return std::move(started).error();
-  SandboxEntry* entry = service.Entry(sandbox_id);
+  const SandboxEntry* entry = service.Find(sandbox_id);
   if (!entry) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
   // Another request took the id while this one started its interpreter.
   if (auto conflict = taken(*entry)) {
     context->Close();
     co_return std::move(*conflict);
   }
-  entry->contexts.emplace(context->id(), context);
-  service.Persist(*entry);
+  service.AddContext(sandbox_id, context);
   co_return context;
 }
 
 Result<void> CodeContext::Delete(Service& service, std::string_view sandbox_id,
                                  std::string_view id) {
-  SandboxEntry* entry = service.Entry(sandbox_id);
-  if (!entry) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
-  SandboxEntry& sb = *entry;
-  auto it = sb.contexts.find(id);
-  if (it == sb.contexts.end()) {
+  const SandboxEntry* sb = service.Find(sandbox_id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  auto context = service.TakeContext(sandbox_id, id);
+  if (!context) {
     return Error{ErrorCode::kNotFound,
-                 "no code context '" + std::string(id) + "' in sandbox '" + sb.id + "'"};
+                 "no code context '" + std::string(id) + "' in sandbox '" + sb->id + "'"};
   }
-  it->second->Close();
-  sb.contexts.erase(it);
-  service.Persist(sb);
+  context->Close();
   return Ok{};
 }
 

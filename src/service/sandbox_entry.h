@@ -44,9 +44,9 @@ struct SandboxRequest {
 class Session;
 class CodeContext;
 
-// A live sandbox as the service keeps it. The API reads it through Service::Find's const view
-// and changes it only through Service (and the service layer's Session and CodeContext, which
-// reach the mutable entry as friends); `runtime` is for the service layer alone.
+// A live sandbox as the service keeps it. The API, sessions and code contexts read it through
+// Service::Find's const view and change it only through Service's methods; `runtime` is for the
+// service layer alone.
 struct SandboxEntry {
   explicit SandboxEntry(const boost::asio::any_io_executor& ex)
       : spawn_turns(ex), spawns_done(ex) {}
@@ -58,8 +58,8 @@ struct SandboxEntry {
   std::map<std::string, std::string> env;
   std::string cwd;
   sandbox::Limits limits;
-  std::string network;
-  std::optional<net::EgressPolicy> egress;  // with network "egress"
+  sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
+  std::optional<net::EgressPolicy> egress;  // with network kEgress
   bool allow_nested_userns = false;
   boost::json::object metadata;
   SystemTime created_at;

@@ -16,6 +16,7 @@
 #include "process/await_op.h"
 #include "service/codec.h"
 #include "service/contexts.h"
+#include "service/sessions.h"
 
 namespace sandstream {
 namespace asio = boost::asio;
@@ -46,15 +47,6 @@ constexpr LimitField kLimitFields[] = {
     {"cpu_percent", &sandbox::Limits::cpu_percent}, {"disk_mb", &sandbox::Limits::disk_mb},
     {"open_files", &sandbox::Limits::open_files}};
 
-// The image store; one that cannot be opened (its directory) leaves the daemon without image
-// templates, said at each import, rather than without a start.
-std::unique_ptr<image::Store> OpenImages(const ServiceOptions& options) {
-  auto images = image::Store::Open(options.images_dir, options.image_limits);
-  if (images) return std::move(*images);
-  log::Error("image store unavailable", {{"error", images.error().message}});
-  return nullptr;
-}
-
 }  // namespace
 
 Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& store,
@@ -62,16 +54,7 @@ Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& sto
     : ex_(std::move(ex)),
       runtime_(runtime),
       store_(store),
-      options_(std::move(options)),
-      templates_(options_.templates_dir, OpenImages(options_), store_) {
-  templates_.Load();
-  // What an earlier daemon left half made (an import it died in) or no template names.
-  image_work_.Post(ImageWork::kCollections, [this] {
-    if (auto collected = templates_.Collect(); !collected) {
-      log::Warn("collecting image layers failed", {{"error", collected.error().message}});
-    }
-  });
-}
+      options_(std::move(options)) {}
 
 Service::~Service() = default;
 
@@ -119,6 +102,51 @@ void Service::Persist(const SandboxEntry& sb) {
   }
 }
 
+namespace {
+
+// Takes entry `id` out of `members` (a sandbox's sessions or contexts); null if none.
+template <class Members>
+typename Members::mapped_type TakeMember(Members& members, std::string_view id) {
+  auto it = members.find(id);
+  if (it == members.end()) return nullptr;
+  auto member = std::move(it->second);
+  members.erase(it);
+  return member;
+}
+
+}  // namespace
+
+void Service::AddSession(std::string_view sandbox_id, std::shared_ptr<Session> session) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return;
+  sb->sessions.emplace(session->id(), std::move(session));
+  Persist(*sb);
+}
+
+std::shared_ptr<Session> Service::TakeSession(std::string_view sandbox_id, std::string_view id) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return nullptr;
+  auto session = TakeMember(sb->sessions, id);
+  if (session) Persist(*sb);
+  return session;
+}
+
+void Service::AddContext(std::string_view sandbox_id, std::shared_ptr<CodeContext> context) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return;
+  sb->contexts.emplace(context->id(), std::move(context));
+  Persist(*sb);
+}
+
+std::shared_ptr<CodeContext> Service::TakeContext(std::string_view sandbox_id,
+                                                  std::string_view id) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) return nullptr;
+  auto context = TakeMember(sb->contexts, id);
+  if (context) Persist(*sb);
+  return context;
+}
+
 void Service::PersistProcess(const SandboxEntry& sb, const Process& p) {
   const std::string record = json::serialize(StoredProcessJson(p, options_.retained_tail_bytes));
   if (auto r = store_.PutProcess(sb.id, p.id(), record); !r) {
@@ -126,66 +154,73 @@ void Service::PersistProcess(const SandboxEntry& sb, const Process& p) {
   }
 }
 
-asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxRequest req) {
-  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
-  if (sandboxes_.size() + creating_ >= options_.max_sandboxes) {
+Result<Service::Plan> Service::Validate(const SandboxRequest& req) const {
+  if (shutting_down_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  if (sandboxes_.size() + quotas_.creating() >= options_.max_sandboxes) {
     // Not the caller's quota but this daemon's room: 503, and a gateway tries another node.
-    co_return Error{ErrorCode::kUnavailable, "sandbox limit reached (" +
-                                                 std::to_string(options_.max_sandboxes) +
-                                                 "): this node is full"};
+    return Error{ErrorCode::kUnavailable, "sandbox limit reached (" +
+                                              std::to_string(options_.max_sandboxes) +
+                                              "): this node is full"};
   }
-  std::string template_name = req.template_name;
+  Plan plan;
   const bool admin = req.by == "admin";
-  const Template* tmpl = templates_.Find(template_name);
-  if (!tmpl || !tmpl->ready || !MayUseTemplate(*tmpl, req.tenant, admin)) {
+  const Templates& templates = template_service_.templates();
+  plan.tmpl = templates.Find(req.template_name);
+  if (!plan.tmpl || !plan.tmpl->ready || !TemplateService::MayUse(*plan.tmpl, req.tenant, admin)) {
     std::string known;
-    for (const Template* t : templates_.List()) {
-      if (t->ready && MayUseTemplate(*t, req.tenant, admin)) {
+    for (const Template* t : templates.List()) {
+      if (t->ready && TemplateService::MayUse(*t, req.tenant, admin)) {
         known += (known.empty() ? "" : ", ") + t->name;
       }
     }
-    co_return Error{ErrorCode::kInvalidRequest,
-                    "unknown template '" + template_name + "' (known: " + known + ")"};
+    return Error{ErrorCode::kInvalidRequest,
+                 "unknown template '" + req.template_name + "' (known: " + known + ")"};
   }
-  sandbox::Limits limits = options_.default_limits;
+  plan.limits = options_.default_limits;
   for (const auto& [name, value] : req.limits) {
     const LimitField* f = nullptr;
     for (const auto& lf : kLimitFields) {
       if (name == lf.name) f = &lf;
     }
-    if (!f) co_return Error{ErrorCode::kInvalidRequest, "unknown limit '" + name + "'"};
+    if (!f) return Error{ErrorCode::kInvalidRequest, "unknown limit '" + name + "'"};
     const int64_t max = options_.max_limits.*(f->field);
     if (value <= 0 || value > max) {
-      co_return Error{ErrorCode::kInvalidRequest,
-                      "limits." + name + " must be between 1 and " + std::to_string(max)};
+      return Error{ErrorCode::kInvalidRequest,
+                   "limits." + name + " must be between 1 and " + std::to_string(max)};
     }
-    limits.*(f->field) = value;
+    plan.limits.*(f->field) = value;
   }
-  if (req.network != "loopback" && req.network != "none" && req.network != "egress") {
-    co_return Error{ErrorCode::kInvalidRequest,
-                    "network must be \"loopback\" (the default), \"none\" or \"egress\""};
+  const auto network = sandbox::ParseNetworkMode(req.network);
+  if (!network) {
+    return Error{ErrorCode::kInvalidRequest,
+                 "network must be \"loopback\" (the default), \"none\" or \"egress\""};
   }
-  if (req.network == "egress" && !options_.egress) {
-    co_return Error{ErrorCode::kInvalidRequest,
-                    "network: egress is off in this daemon's configuration (egress_pool)"};
+  plan.network = *network;
+  if (plan.network == sandbox::NetworkMode::kEgress && !options_.egress) {
+    return Error{ErrorCode::kInvalidRequest,
+                 "network: egress is off in this daemon's configuration (egress_pool)"};
   }
   if (req.allow_nested_userns && !options_.allow_nested_userns) {
-    co_return Error{ErrorCode::kInvalidRequest,
-                    "allow_nested_userns is not granted by this daemon's configuration "
-                    "(the operator's allow_nested_userns setting)"};
+    return Error{ErrorCode::kInvalidRequest,
+                 "allow_nested_userns is not granted by this daemon's configuration "
+                 "(the operator's allow_nested_userns setting)"};
   }
+  return plan;
+}
 
+std::unique_ptr<SandboxEntry> Service::Build(SandboxRequest req, const Plan& plan) const {
+  const Template& tmpl = *plan.tmpl;
   auto sb = std::make_unique<SandboxEntry>(ex_);
   sb->id = NewId(options_.node_id.empty() ? "sb_" : "sb_" + options_.node_id + "_");
-  sb->tenant = req.tenant;
-  sb->template_name = template_name;
-  sb->template_env = tmpl->env;
+  sb->tenant = std::move(req.tenant);
+  sb->template_name = tmpl.name;
+  sb->template_env = tmpl.env;
   sb->env = std::move(req.env);
-  sb->cwd = !req.cwd.empty()               ? req.cwd
-            : !tmpl->working_dir.empty() ? tmpl->working_dir
-                                           : "/workspace";
-  sb->limits = limits;
-  sb->network = req.network;
+  sb->cwd = !req.cwd.empty()              ? std::move(req.cwd)
+            : !tmpl.working_dir.empty() ? tmpl.working_dir
+                                          : "/workspace";
+  sb->limits = plan.limits;
+  sb->network = plan.network;
   sb->egress = std::move(req.egress);
   sb->allow_nested_userns = req.allow_nested_userns;
   sb->metadata = std::move(req.metadata);
@@ -193,37 +228,60 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   sb->ttl_seconds = req.ttl_seconds.value_or(options_.sandbox_default_ttl_seconds);
   if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
   sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
+  return sb;
+}
 
+sandbox::SandboxSpec Service::SpecFor(const SandboxEntry& sb, const Template* tmpl) const {
   sandbox::SandboxSpec spec;
-  spec.id = sb->id;
-  spec.template_name = template_name;
-  spec.layers = templates_.LayerPaths(*tmpl);
-  spec.user_uid = tmpl->uid;
-  spec.user_gid = tmpl->gid;
-  spec.limits = limits;
-  spec.network = sb->network;
-  spec.egress = sb->egress;
-  spec.allow_nested_userns = sb->allow_nested_userns;
-  if (auto quotas = CheckCreateQuotas(sb->tenant, limits); !quotas) co_return std::move(quotas).error();
-  ++creating_;
-  const auto creating = creating_by_tenant_.emplace(sb->tenant, limits);
+  spec.id = sb.id;
+  spec.template_name = sb.template_name;
+  // Without its template (a restart finds it gone, its directory removed by hand) the sandbox
+  // runs on what it had, and a fresh one is base.
+  if (tmpl) {
+    spec.layers = template_service_.templates().LayerPaths(*tmpl);
+    spec.user_uid = tmpl->uid;
+    spec.user_gid = tmpl->gid;
+  }
+  spec.limits = sb.limits;
+  spec.network = sb.network;
+  spec.egress = sb.egress;
+  spec.allow_nested_userns = sb.allow_nested_userns;
+  return spec;
+}
+
+SandboxEntry* Service::Register(std::unique_ptr<SandboxEntry> sb) {
+  PrepareTemplate(options_, *sb);
+  SandboxEntry* raw = sb.get();
+  quotas_.Hold(raw->tenant, raw->limits);
+  sandboxes_.emplace(raw->id, std::move(sb));
+  order_.push_back(raw->id);
+  return raw;
+}
+
+asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxRequest req) {
+  auto plan = Validate(req);
+  if (!plan) co_return std::move(plan).error();
+  const std::string by = req.by;
+  std::unique_ptr<SandboxEntry> sb = Build(std::move(req), *plan);
+  const sandbox::SandboxSpec spec = SpecFor(*sb, plan->tmpl);
+  // Counted against its tenant's quotas (and the node's room) while it is made.
+  auto reservation = quotas_.Reserve(sb->tenant, sb->limits);
+  if (!reservation) co_return std::move(reservation).error();
   // In a cluster the tenant's quotas count its sandboxes on every node: this one is counted
   // there before it is made, and given back if it is not.
-  SharedTenants* shared = SharedFor(sb->tenant);
+  SharedTenants* shared = quotas_.SharedFor(sb->tenant);
   if (shared) {
-    const Tenant* t = TenantOf(sb->tenant);
+    const Tenant* t = quotas_.TenantOf(sb->tenant);
     std::optional<Quotas> quotas = t ? t->quotas : Quotas{};
     auto committed = co_await shared->Commit(sb->tenant, quotas);
     if (!committed) {
-      creating_by_tenant_.erase(creating);
-      --creating_;
+      quotas_.Unreserve(*reservation);
       shared->Changed(sb->tenant);
       co_return std::move(committed).error();
     }
   }
   Result<std::unique_ptr<sandbox::Sandbox>> runtime = co_await Await(runtime_.Create(spec));
-  creating_by_tenant_.erase(creating);
-  --creating_;
+  quotas_.Unreserve(*reservation);
   // Every way out from here without the sandbox gives its share back (said at each, not by a
   // destructor: one would run as the loop is torn down, after what it reaches is gone).
   if (!runtime) {
@@ -242,20 +300,17 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     if (shared) shared->Changed(sb->tenant);
     co_return std::move(resolving).error();
   }
-  PrepareTemplate(options_, *sb);
-  SandboxEntry* raw = sb.get();
-  sandboxes_.emplace(sb->id, std::move(sb));
-  order_.push_back(raw->id);
+  SandboxEntry* raw = Register(std::move(sb));
   WatchLife(*raw);
   ++metrics_.sandboxes_created_total;
-  Journal(*raw, "sandbox.created", "info", "sandbox created from template " + template_name,
+  Journal(*raw, "sandbox.created", "info", "sandbox created from template " + raw->template_name,
           {{"sandbox_id", raw->id},
-           {"template", template_name},
+           {"template", raw->template_name},
            {"tenant", raw->tenant.empty() ? json::value(nullptr) : json::value(raw->tenant)},
-           {"by", req.by}});
+           {"by", by}});
   ArmTtl(*raw);
   Persist(*raw);
-  log::Info("sandbox created", {{"sandbox", raw->id}, {"template", template_name}});
+  log::Info("sandbox created", {{"sandbox", raw->id}, {"template", raw->template_name}});
   co_return raw;
 }
 
@@ -271,7 +326,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sa
   req.cwd = sb->cwd;
   if (sb->ttl_seconds > 0) req.ttl_seconds = sb->ttl_seconds;
   for (const auto& lf : kLimitFields) req.limits[lf.name] = sb->limits.*(lf.field);
-  req.network = sb->network;
+  req.network = sandbox::NetworkModeName(sb->network);
   req.egress = sb->egress;
   req.allow_nested_userns = sb->allow_nested_userns;
   req.metadata = sb->metadata;
@@ -283,6 +338,40 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sa
   // Nothing half made: without its sandbox the snapshot goes too.
   if (!fork) (void)co_await DeleteTemplate(std::move(name));
   co_return fork;
+}
+
+asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sandbox_id,
+                                                                 std::string name) {
+  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  // A snapshot holds at most what the sandbox's disk does, its sparse files at their full size:
+  // what it costs to hash, and what a sandbox made from it reads.
+  TemplateService::SnapshotSource from{
+      sb->id,
+      sb->template_name,
+      sb->tenant,
+      sb->runtime->WritableLayer(),
+      sb->runtime->HostId(0),
+      static_cast<uint64_t>(std::max<int64_t>(sb->limits.disk_mb, 0)) << 20};
+  Result<const Template*> made = co_await template_service_.Snapshot(name, std::move(from));
+  if (made) {
+    Audit(sandbox_id, "sandbox.snapshot", "snapshot taken as template " + name,
+          {{"template", name}});
+  }
+  co_return made;
+}
+
+asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
+  std::string used_by;
+  for (const auto& [id, sb] : sandboxes_) {
+    if (sb->template_name == name) {
+      used_by = id;
+      break;
+    }
+  }
+  co_return co_await template_service_.Delete(std::move(name), std::move(used_by));
 }
 
 void Service::WatchLife(const SandboxEntry& sb) {
@@ -369,71 +458,14 @@ std::vector<const SandboxEntry*> Service::List() const {
   return out;
 }
 
-void Service::StreamOpened(const std::string& tenant) {
-  if (!tenant.empty()) ++streams_[tenant];
-}
-
-void Service::StreamClosed(const std::string& tenant) {
-  if (tenant.empty()) return;
-  auto it = streams_.find(tenant);
-  if (it != streams_.end() && --it->second <= 0) streams_.erase(it);
-}
-
-const Tenant* Service::TenantOf(std::string_view tenant) const {
-  if (tenant.empty() || !options_.access) return nullptr;
-  return options_.access->FindTenant(tenant);
-}
-
 TenantUsage Service::Usage(std::string_view tenant) const {
-  TenantUsage u;
+  TenantUsage u = quotas_.Usage(tenant);
   for (const auto& [id, sb] : sandboxes_) {
-    if (sb->tenant != tenant) continue;
-    ++u.sandboxes;
-    u.running_processes += static_cast<int64_t>(sb->RunningProcesses() + sb->spawning);
-    u.memory_mb += sb->limits.memory_mb;
-    u.cpu_percent += sb->limits.cpu_percent;
-    u.disk_mb += sb->limits.disk_mb;
+    if (sb->tenant == tenant) {
+      u.running_processes += static_cast<int64_t>(sb->RunningProcesses() + sb->spawning);
+    }
   }
-  u.streams = StreamsOf(tenant);
   return u;
-}
-
-Result<void> Service::CheckTemplateStorage(std::string_view tenant, uint64_t adding) const {
-  const Tenant* t = TenantOf(tenant);
-  if (!t || t->quotas.template_storage_mb <= 0) return Ok{};
-  uint64_t used = 0;
-  for (const Template* tmpl : templates_.List()) {
-    if (tmpl->tenant == tenant && tmpl->ready) used += tmpl->size_bytes;
-  }
-  const uint64_t quota = static_cast<uint64_t>(t->quotas.template_storage_mb) << 20;
-  const auto mib = [](uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20); };
-  const std::string head = "tenant '" + std::string(tenant) + "' ";
-  const std::string named =
-      "quota template_storage_mb " + std::to_string(t->quotas.template_storage_mb);
-  if (adding == 0 && used >= quota) {
-    return Error{ErrorCode::kQuotaExceeded,
-                 head + "is at its " + named + " (its templates take " + mib(used) + " MiB)"};
-  }
-  if (adding > 0 && used + adding > quota) {
-    return Error{ErrorCode::kQuotaExceeded, head + "would pass its " + named + " (" +
-                                                mib(used + adding) + " MiB with this template)"};
-  }
-  return Ok{};
-}
-
-Result<void> Service::CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const {
-  const Tenant* t = TenantOf(tenant);
-  if (!t) return Ok{};
-  // What it holds here, sandboxes still being made included, and this one.
-  const auto committed = Committed();
-  const auto held = committed.find(tenant);
-  TenantUsage after = held == committed.end() ? TenantUsage{} : held->second;
-  ++after.sandboxes;
-  after.memory_mb += limits.memory_mb;
-  after.cpu_percent += limits.cpu_percent;
-  after.disk_mb += limits.disk_mb;
-  if (auto over = PastCreateQuota(tenant, t->quotas, after)) return std::move(*over);
-  return Ok{};
 }
 
 Result<bool> Service::ExposePort(std::string_view sandbox_id, uint16_t port) {
@@ -577,36 +609,18 @@ Result<void> Service::StartResolver(SandboxEntry& sb) {
 }
 
 void Service::Free(const std::string& id) {
-  std::string tenant;
-  if (auto it = sandboxes_.find(id); it != sandboxes_.end()) tenant = it->second->tenant;
+  auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) return;
+  const std::string tenant = it->second->tenant;
+  quotas_.Release(tenant, it->second->limits);
   std::erase(order_, id);
-  sandboxes_.erase(id);
-  if (SharedTenants* shared = SharedFor(tenant)) shared->Changed(tenant);
-}
-
-SharedTenants* Service::SharedFor(std::string_view tenant) const {
-  if (tenant.empty() || !options_.access) return nullptr;
-  return options_.access->shared();
-}
-
-std::map<std::string, TenantUsage, std::less<>> Service::Committed() const {
-  std::map<std::string, TenantUsage, std::less<>> out;
-  auto add = [&out](const std::string& tenant, const sandbox::Limits& limits) {
-    if (tenant.empty()) return;
-    TenantUsage& u = out[tenant];
-    ++u.sandboxes;
-    u.memory_mb += limits.memory_mb;
-    u.cpu_percent += limits.cpu_percent;
-    u.disk_mb += limits.disk_mb;
-  };
-  for (const auto& [id, sb] : sandboxes_) add(sb->tenant, sb->limits);
-  for (const auto& [tenant, limits] : creating_by_tenant_) add(tenant, limits);
-  return out;
+  sandboxes_.erase(it);
+  if (SharedTenants* shared = quotas_.SharedFor(tenant)) shared->Changed(tenant);
 }
 
 asio::awaitable<void> Service::Shutdown() {
   shutting_down_ = true;
-  stop_pulls_ = true;
+  template_service_.Stop();
   std::vector<std::string> ids;
   for (auto& [id, sb] : sandboxes_) ids.push_back(id);
   // A spawn in flight finishes first, so that its process is recorded (or ended).

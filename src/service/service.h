@@ -1,8 +1,19 @@
 // The domain core: live sandboxes, their processes, idempotency keys and lifecycle journals,
 // persisted through the Store. Transport-agnostic: the API layer calls it, never the reverse.
-// What it is made with is options.h; a sandbox as it holds one, sandbox_entry.h; tenants and
-// quotas, access.h; persistence, store.h; templates and images, templates.h; sessions and code
-// contexts, sessions.h and contexts.h.
+//
+// Where each concern lives:
+//   service.cc             sandboxes: create (validate, build, register), delete, TTL, ports,
+//                          files, sessions' and contexts' membership, shutdown
+//   service_processes.cc   processes: start (one spawn at a time per sandbox), exits, windows
+//   service_restore.cc     a restart: the store's records (codec.h) and the kept sandboxes
+//   template_service.h     templates and images: imports, pulls, snapshots, deletion
+//   quota_ledger.h         what each tenant holds here, and the refusals past its quotas
+//   options.h, sandbox_entry.h, access.h, store.h, sessions.h, contexts.h
+// What comes next has its place: pausing and resuming a sandbox (its memory kept) is a
+// lifecycle step beside create and delete, so service_lifecycle.cc, with the runtime doing the
+// freezing (sandbox/runtime.h) and the record saying "paused" (codec.h); volumes, which outlive
+// sandboxes and are counted against their tenant, get a VolumeService of their own (as
+// TemplateService), their use recorded in QuotaLedger.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -27,15 +38,18 @@
 #include "sandbox/files.h"
 #include "sandbox/runtime.h"
 #include "service/access.h"
-#include "service/image_work.h"
 #include "service/metrics.h"
 #include "service/options.h"
+#include "service/quota_ledger.h"
 #include "service/resolver.h"
 #include "service/sandbox_entry.h"
 #include "service/store.h"
+#include "service/template_service.h"
 #include "service/templates.h"
 
 namespace sandstream {
+
+struct StoredSandbox;  // codec.h
 
 class Service {
  public:
@@ -91,25 +105,11 @@ class Service {
   std::vector<std::string> ComposeEnv(const SandboxEntry& sb,
                                       const std::map<std::string, std::string>& extra) const;
 
-  // Templates: every one a principal of `tenant` may use (admin: all), one by name, and those
-  // made through the API: an image archive imported (`archive`, a file the import reads) or an
-  // image pulled from a registry (`credentials` for it are used for this pull only, never
-  // kept), reporting its progress on the event loop as it goes; or deleted, when no sandbox
-  // uses it.
-  const Templates& templates() const { return templates_; }
-  bool MayUseTemplate(const Template& t, std::string_view tenant, bool admin) const {
-    return admin || t.tenant.empty() || t.tenant == tenant;
-  }
-  using TemplateProgress = std::function<void(boost::json::object)>;
-  boost::asio::awaitable<Result<const Template*>> ImportTemplate(std::string name,
-                                                                 std::string tenant,
-                                                                 UniqueFd archive,
-                                                                 TemplateProgress progress);
-  boost::asio::awaitable<Result<const Template*>> PullTemplate(std::string name,
-                                                               std::string tenant,
-                                                               image::Reference image,
-                                                               image::Credentials credentials,
-                                                               TemplateProgress progress);
+  // Templates and images (template_service.h): what the API makes and reads of them. Deleting
+  // one or snapshotting a sandbox goes through the Service, which knows its sandboxes.
+  TemplateService& template_service() { return template_service_; }
+  const Templates& templates() const { return template_service_.templates(); }
+  // Deletes template `name` when no sandbox uses it.
   boost::asio::awaitable<Result<void>> DeleteTemplate(std::string name);
   // A template of sandbox `sandbox_id`'s files now: its template's layers and, on top, a copy
   // of what it changed in them (its running processes keep running; each file is copied as it
@@ -133,21 +133,12 @@ class Service {
   // lease, a huge directory, a slow disk): the io_context thread never waits on them.
   boost::asio::thread_pool& blocking_pool() { return blocking_pool_; }
   size_t sandbox_count() const { return sandboxes_.size(); }
+  // What each tenant holds here (sandboxes, streams), the quotas' measure (quota_ledger.h).
+  QuotaLedger& quotas() { return quotas_; }
+  const QuotaLedger& quotas() const { return quotas_; }
+  // The ledger's usage of `tenant`, with its running processes.
   TenantUsage Usage(std::string_view tenant) const;
-  // What each tenant's sandboxes here take, those being made included (sandboxes, memory_mb,
-  // cpu_percent, disk_mb): what a cluster counts against its quotas for this node.
-  std::map<std::string, TenantUsage, std::less<>> Committed() const;
-  // The tenant's record when it has one (quotas), else null (the admin's sandboxes).
-  const Tenant* TenantOf(std::string_view tenant) const;
   Access* access() const { return options_.access; }
-  // A streaming response (SSE, WebSocket) of `tenant` opens or ends: its streams quota's
-  // measure (the server refuses a stream's request past it).
-  void StreamOpened(const std::string& tenant);
-  int64_t StreamsOf(std::string_view tenant) const {
-    auto it = streams_.find(tenant);
-    return it == streams_.end() ? 0 : it->second;
-  }
-  void StreamClosed(const std::string& tenant);
   size_t egress_sandboxes() const;
   size_t running_processes() const;
   std::string_view runtime_name() const { return runtime_.name(); }
@@ -157,11 +148,30 @@ class Service {
              boost::json::object fields);
   // Writes the sandbox's record (with its sessions and code contexts) to the store.
   void Persist(const SandboxEntry& sb);
+  // Sessions and code contexts (sessions.h, contexts.h) join and leave sandbox `sandbox_id`
+  // here, each change persisted; they check their own rules (ids, counts) on Find's view first.
+  // Nothing is done for a sandbox that is gone; Take hands back what it removed (null: none).
+  void AddSession(std::string_view sandbox_id, std::shared_ptr<Session> session);
+  std::shared_ptr<Session> TakeSession(std::string_view sandbox_id, std::string_view id);
+  void AddContext(std::string_view sandbox_id, std::shared_ptr<CodeContext> context);
+  std::shared_ptr<CodeContext> TakeContext(std::string_view sandbox_id, std::string_view id);
 
  private:
-  friend class Session;
-  friend class CodeContext;
   SandboxEntry* Entry(std::string_view id);
+
+  // CreateSandbox's steps: the request checked against the daemon's settings and templates,
+  // with what it resolves to; the sandbox's record built from it; and, once its runtime is made,
+  // the record registered (listed, counted against its tenant). Restore registers too.
+  struct Plan {
+    const Template* tmpl = nullptr;
+    sandbox::Limits limits;
+    sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
+  };
+  Result<Plan> Validate(const SandboxRequest& req) const;
+  std::unique_ptr<SandboxEntry> Build(SandboxRequest req, const Plan& plan) const;
+  SandboxEntry* Register(std::unique_ptr<SandboxEntry> sb);
+  // What the runtime makes sandbox `sb` with; `tmpl` null: its template is gone.
+  sandbox::SandboxSpec SpecFor(const SandboxEntry& sb, const Template* tmpl) const;
 
   void Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
                std::string message, boost::json::object fields = {});
@@ -181,7 +191,7 @@ class Service {
   // Finished processes a sandbox keeps (in memory and in the store); older ones are forgotten.
   static constexpr size_t kFinishedInMemory = 256;
   // The sessions and contexts a sandbox record lists, bound again after a restart.
-  void RestoreSessionsAndContexts(SandboxEntry& sb, const boost::json::object& record);
+  void RestoreSessionsAndContexts(SandboxEntry& sb, const StoredSandbox& record);
   void Free(const std::string& id);
   // With egress: its resolver, on its gateway. Failing, the sandbox cannot be used.
   Result<void> StartResolver(SandboxEntry& sb);
@@ -192,21 +202,6 @@ class Service {
 
   Result<std::shared_ptr<Process>> Attach(SandboxEntry& sb, const CommandSpec& spec,
                                           bool* attached);
-  Result<void> CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const;
-  // Whether `tenant`'s templates on this node leave room (`adding` 0: any; else that many bytes
-  // more) within its template_storage_mb: kQuotaExceeded naming it if not.
-  Result<void> CheckTemplateStorage(std::string_view tenant, uint64_t adding) const;
-  // The cluster's tenants, when `tenant` is one of them and tenants are shared.
-  SharedTenants* SharedFor(std::string_view tenant) const;
-  // An image template: `job` makes the image on the image thread (from an archive, a
-  // registry), then it is recorded as `name`, with `source` saying where it came from.
-  using ImageJob =
-      std::function<Result<image::Image>(image::Store& store, const image::Progress& progress)>;
-  boost::asio::awaitable<Result<const Template*>> MakeImageTemplate(std::string name,
-                                                                    std::string tenant,
-                                                                    std::string source,
-                                                                    ImageJob job,
-                                                                    TemplateProgress progress);
   // Not deleting, not lost, the daemon not stopping.
   Result<void> CheckLive(const SandboxEntry& sb) const;
   Result<void> CheckStart(const SandboxEntry& sb, const CommandSpec& spec) const;
@@ -220,23 +215,14 @@ class Service {
   Metrics metrics_;
   std::map<std::string, std::unique_ptr<SandboxEntry>, std::less<>> sandboxes_;
   std::vector<std::string> order_;  // creation order, for listing
-  size_t creating_ = 0;             // sandboxes being created (counted against max_sandboxes)
-  // The same by tenant, with their limits (counted against its quotas).
-  std::multimap<std::string, sandbox::Limits> creating_by_tenant_;
-  std::map<std::string, int64_t, std::less<>> streams_;  // open streams by tenant
   bool shutting_down_ = false;
-  // Set at shutdown, read by pulls on the image thread: a download in flight ends.
-  std::atomic<bool> stop_pulls_{false};
-  Templates templates_;
+  QuotaLedger quotas_{options_.access};
+  TemplateService template_service_{ex_, options_, store_, quotas_};
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};
   // The resolvers' pins (netlink, microseconds each), on a thread of their own: never queued
   // behind file syscalls a sandbox can slow down.
   boost::asio::thread_pool net_pool_{1};
-  // Imports, pulls, snapshots and collections: minutes of disk and network work that must not
-  // hold the pool the sandboxes' file syscalls take; one job of a tenant at a time, tenants in
-  // turn, so that one tenant's slow pull never holds another's import.
-  ImageWork image_work_{options_.image_workers};
 };
 
 }  // namespace sandstream

@@ -66,7 +66,7 @@ Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec
   if (sb.RunningProcesses() + sb.spawning >= options_.max_processes_per_sandbox) {
     return Error{ErrorCode::kQuotaExceeded, "too many running processes in " + sb.id};
   }
-  if (const Tenant* t = TenantOf(sb.tenant); t && t->quotas.running_processes > 0) {
+  if (const Tenant* t = quotas_.TenantOf(sb.tenant); t && t->quotas.running_processes > 0) {
     const TenantUsage used = Usage(sb.tenant);
     if (used.running_processes >= t->quotas.running_processes) {
       return Error{ErrorCode::kQuotaExceeded,

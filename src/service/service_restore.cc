@@ -27,22 +27,22 @@ void Service::Restore() {
     std::unique_ptr<SandboxEntry> sb;
     sandbox::SandboxSpec spec;
     std::string lost;  // why it could not be taken back
-    json::object record;
+    StoredSandbox record;
   };
-  std::map<std::string, json::object> records;  // of the sandboxes taken back
+  std::map<std::string, StoredSandbox> records;  // of the sandboxes taken back
   std::vector<Pending> pending;
   std::vector<std::string> kept;
   std::map<std::string, std::vector<sandbox::AdoptedProcess>> adopted;
   for (const auto& row : *sandboxes) {
-    json::object o;
-    try {
-      o = json::parse(row.record).as_object();
-    } catch (const std::exception&) {
-      log::Error("unreadable sandbox record dropped", {{"sandbox", row.id}});
+    Result<StoredSandbox> record = StoredSandboxFromJson(row.record);
+    if (!record) {
+      log::Error("unreadable sandbox record dropped",
+                 {{"sandbox", row.id}, {"error", record.error().message}});
       (void)store_.DeleteSandbox(row.id);
       continue;
     }
-    if (o["status"] == "deleting") {
+    StoredSandbox& o = *record;
+    if (o.deleting) {
       // Deleted when the daemon died: the deletion ends here, CleanupLeftovers frees the rest.
       log::Info("finishing the deletion of a sandbox", {{"sandbox", row.id}});
       (void)store_.DeleteSandbox(row.id);
@@ -50,52 +50,29 @@ void Service::Restore() {
     }
     auto sb = std::make_unique<SandboxEntry>(ex_);
     sb->id = row.id;
-    if (auto* t = o.if_contains("tenant"); t && t->is_string()) sb->tenant = t->as_string();
-    sb->template_name = json::value_to<std::string>(o["template"]);
-    for (const auto& [k, v] : o["env"].as_object()) {
-      if (v.is_string()) sb->env[std::string(k)] = std::string(v.as_string());
-    }
-    sb->cwd = json::value_to<std::string>(o["cwd"]);
-    const auto& l = o["limits"].as_object();
-    sb->limits = {l.at("memory_mb").to_number<int64_t>(), l.at("pids").to_number<int64_t>(),
-                  l.at("cpu_percent").to_number<int64_t>(), l.at("disk_mb").to_number<int64_t>(),
-                  l.at("open_files").to_number<int64_t>()};
-    sb->network = json::value_to<std::string>(o["network"]);
-    if (sb->network == "egress") {
-      auto policy = EgressFromJson(o["egress"]);
-      if (policy) {
-        sb->egress = std::move(*policy);
+    sb->tenant = o.tenant;
+    sb->template_name = o.template_name;
+    sb->env = o.env;
+    sb->cwd = o.cwd;
+    sb->limits = o.limits;
+    sb->network = o.network;
+    if (o.network == sandbox::NetworkMode::kEgress) {
+      if (o.egress) {
+        sb->egress = *o.egress;
       } else {
         log::Warn("sandbox egress record unreadable",
-                  {{"sandbox", row.id}, {"error", policy.error().message}});
+                  {{"sandbox", row.id}, {"error", o.egress.error().message}});
       }
     }
-    if (o["allow_nested_userns"].is_bool()) {
-      sb->allow_nested_userns = o["allow_nested_userns"].as_bool() && options_.allow_nested_userns;
-    }
-    if (o["metadata"].is_object()) sb->metadata = o["metadata"].as_object();
-    sb->ttl_seconds = o["ttl_seconds"].to_number<int64_t>();
-    sb->created_at = SystemNow();
-    if (auto* c = o.if_contains("created_at"); c && c->is_string()) {
-      sb->created_at = ParseRfc3339(c->as_string()).value_or(sb->created_at);
-    }
+    sb->allow_nested_userns = o.allow_nested_userns && options_.allow_nested_userns;
+    sb->metadata = o.metadata;
+    sb->ttl_seconds = o.ttl_seconds;
+    sb->created_at = o.created_at.value_or(SystemNow());
     if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
     sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
-    sandbox::SandboxSpec spec;
-    spec.id = sb->id;
-    spec.template_name = sb->template_name;
-    // A template in use is never deleted; one that is gone anyway (its directory removed by
-    // hand) leaves the sandbox running on what it had, and a fresh one base.
-    if (const Template* tmpl = templates_.Find(sb->template_name)) {
-      sb->template_env = tmpl->env;
-      spec.layers = templates_.LayerPaths(*tmpl);
-      spec.user_uid = tmpl->uid;
-      spec.user_gid = tmpl->gid;
-    }
-    spec.limits = sb->limits;
-    spec.network = sb->network;
-    spec.egress = sb->egress;
-    spec.allow_nested_userns = sb->allow_nested_userns;
+    const Template* tmpl = template_service_.templates().Find(sb->template_name);
+    if (tmpl) sb->template_env = tmpl->env;
+    sandbox::SandboxSpec spec = SpecFor(*sb, tmpl);
     // Before the daemon serves anything: waiting here holds up no request.
     auto runtime = sandbox::RunBlocking(runtime_.Adopt(spec));
     std::string lost;
@@ -107,7 +84,8 @@ void Service::Restore() {
       lost = runtime.error().message;
       log::Warn("sandbox could not be taken back", {{"sandbox", sb->id}, {"error", lost}});
     }
-    pending.push_back(Pending{std::move(sb), std::move(spec), std::move(lost), std::move(o)});
+    pending.push_back(
+        Pending{std::move(sb), std::move(spec), std::move(lost), std::move(*record)});
   }
   runtime_.CleanupLeftovers(kept);
   for (Pending& p : pending) {
@@ -128,10 +106,7 @@ void Service::Restore() {
       log::Error("sandbox resolver could not start",
                  {{"sandbox", sb->id}, {"error", resolving.error().message}});
     }
-    PrepareTemplate(options_, *sb);
-    SandboxEntry* raw = sb.get();
-    sandboxes_.emplace(raw->id, std::move(sb));
-    order_.push_back(raw->id);
+    SandboxEntry* raw = Register(std::move(sb));
     if (raw->lost) {
       Journal(*raw, "sandbox.lost", "error", *raw->lost + "; delete it and create another",
               {{"cause", *raw->lost}});
@@ -147,32 +122,16 @@ void Service::Restore() {
   for (const auto& row : *processes) {
     SandboxEntry* sb = Entry(row.sandbox_id);
     if (!sb) continue;
-    json::object o;
+    std::shared_ptr<Process> p;
     try {
-      o = json::parse(row.record).as_object();
+      json::object o = json::parse(row.record).as_object();
+      if (o["status"] == "running" && Readopt(*sb, o, adopted[sb->id])) continue;
+      // A process that was running and was not kept did not survive the restart.
+      if (o["status"] == "running") EndStoredAsKilled(o, SystemNow());
+      p = ProcessFromStored(ex_, o);
     } catch (const std::exception&) {
-      continue;
+      p = nullptr;
     }
-    if (o["status"] == "running" && Readopt(*sb, o, adopted[sb->id])) continue;
-    // A process that was running and was not kept did not survive the restart.
-    if (o["status"] == "running") {
-      o["status"] = "exited";
-      o["exit_code"] = 137;
-      o["signal"] = "SIGKILL";
-      o["reason"] = "killed";
-      o["ended_at"] = FormatRfc3339(SystemNow());
-      o["duration_ms"] = 0;
-      json::array tail = o["tail"].is_array() ? o["tail"].as_array() : json::array{};
-      const uint64_t next = o["next_seq"].to_number<uint64_t>();
-      tail.push_back(json::object{{"seq", next}, {"kind", "exit"},
-                                  {"time", FormatRfc3339(SystemNow())},
-                                  {"offset", o["stdout_bytes"].to_number<uint64_t>() +
-                                                 o["stderr_bytes"].to_number<uint64_t>()},
-                                  {"data", ""}});
-      o["tail"] = std::move(tail);
-      o["next_seq"] = next + 1;
-    }
-    auto p = ProcessFromStored(ex_, o);
     if (!p) {
       log::Error("unreadable process record dropped", {{"process", row.id}});
       continue;
@@ -200,48 +159,35 @@ void Service::Restore() {
   }
 }
 
-void Service::RestoreSessionsAndContexts(SandboxEntry& sb, const json::object& record) {
-  if (auto* ports = record.if_contains("ports"); ports && ports->is_array()) {
-    for (const auto& v : ports->as_array()) {
-      const auto* o = v.if_object();
-      const auto* port = o ? o->if_contains("port") : nullptr;
-      const auto* since = o ? o->if_contains("created_at") : nullptr;
-      if (!port || !port->is_int64() || port->as_int64() < 1 || port->as_int64() > 65535 ||
-          sb.ports.size() >= kMaxPorts) {
-        continue;
-      }
-      sb.ports[static_cast<uint16_t>(port->as_int64())] =
-          since && since->is_string() ? ParseRfc3339(since->as_string()).value_or(SystemNow())
-                                      : SystemNow();
+void Service::RestoreSessionsAndContexts(SandboxEntry& sb, const StoredSandbox& record) {
+  for (const auto& [port, since] : record.ports) {
+    if (sb.ports.size() >= kMaxPorts) break;
+    sb.ports[port] = since;
+  }
+  for (const auto& v : record.sessions) {
+    if (!v.is_object()) continue;
+    if (auto session = SessionFromStored(ex_, v.as_object())) {
+      sb.sessions.emplace(session->id(), std::move(session));
     }
   }
-  if (auto* sessions = record.if_contains("sessions"); sessions && sessions->is_array()) {
-    for (const auto& v : sessions->as_array()) {
-      if (!v.is_object()) continue;
-      if (auto session = SessionFromStored(ex_, v.as_object())) {
-        sb.sessions.emplace(session->id(), std::move(session));
-      }
+  for (const auto& v : record.contexts) {
+    if (!v.is_object()) continue;
+    const auto& o = v.as_object();
+    std::shared_ptr<Process> driver;
+    if (auto* pid = o.if_contains("process_id"); pid && pid->is_string()) {
+      driver = sb.FindProcess(pid->as_string());
     }
-  }
-  if (auto* contexts = record.if_contains("contexts"); contexts && contexts->is_array()) {
-    for (const auto& v : contexts->as_array()) {
-      if (!v.is_object()) continue;
-      const auto& o = v.as_object();
-      std::shared_ptr<Process> driver;
-      if (auto* pid = o.if_contains("process_id"); pid && pid->is_string()) {
-        driver = sb.FindProcess(pid->as_string());
-      }
-      if (auto context = CodeContext::FromStored(ex_, o, std::move(driver))) {
-        sb.contexts.emplace(context->id(), std::move(context));
-      }
+    if (auto context = CodeContext::FromStored(ex_, o, std::move(driver))) {
+      sb.contexts.emplace(context->id(), std::move(context));
     }
   }
 }
 
 bool Service::Readopt(SandboxEntry& sb, const json::object& o,
                       std::vector<sandbox::AdoptedProcess>& kept) {
-  if (sb.lost || !o.at("pid").is_int64()) return false;
-  const pid_t pid = static_cast<pid_t>(o.at("pid").as_int64());
+  const json::value* stored_pid = o.if_contains("pid");
+  if (sb.lost || !stored_pid || !stored_pid->is_int64()) return false;
+  const pid_t pid = static_cast<pid_t>(stored_pid->as_int64());
   auto it = std::find_if(kept.begin(), kept.end(),
                          [&](const sandbox::AdoptedProcess& a) { return a.process.pid == pid; });
   if (it == kept.end()) return false;
@@ -253,7 +199,11 @@ bool Service::Readopt(SandboxEntry& sb, const json::object& o,
   } catch (const std::exception&) {
     return false;
   }
-  const SystemTime started = ParseRfc3339(o.at("started_at").as_string()).value_or(SystemNow());
+  const json::value* started_at = o.if_contains("started_at");
+  const SystemTime started =
+      started_at && started_at->is_string()
+          ? ParseRfc3339(started_at->as_string()).value_or(SystemNow())
+          : SystemNow();
   auto p = Process::Adopt(ex_, sb.runtime, std::move(spec), started, std::move(a),
                           ProcessOptionsFor(), ExitHandler(sb.id));
   if (!p) {

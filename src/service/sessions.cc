@@ -169,8 +169,8 @@ asio::awaitable<Result<std::shared_ptr<Session>>> Session::Create(Service& servi
   std::string id = req.id.empty() ? NewId("sess_") : req.id;
   // Checked before the state directory is made and again after (another request may have
   // taken the id, or the sandbox gone, meanwhile).
-  auto check = [&]() -> Result<SandboxEntry*> {
-    SandboxEntry* sb = service.Entry(sandbox_id);
+  auto check = [&]() -> Result<const SandboxEntry*> {
+    const SandboxEntry* sb = service.Find(sandbox_id);
     if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
     if (sb->deleting) return Error{ErrorCode::kNotFound, "sandbox " + sb->id + " is being deleted"};
     if (sb->sessions.contains(id)) {
@@ -190,36 +190,31 @@ asio::awaitable<Result<std::shared_ptr<Session>>> Session::Create(Service& servi
   if (!dir) co_return Error{dir.error().code, "session state: " + dir.error().message};
   auto entry = check();
   if (!entry) co_return std::move(entry).error();
-  SandboxEntry& sb = **entry;
+  const SandboxEntry& sb = **entry;
   auto session = std::make_shared<Session>(service.executor(), id, sb.id, std::move(req.env),
                                            req.cwd.empty() ? sb.cwd : req.cwd);
-  sb.sessions.emplace(id, session);
-  service.Persist(sb);
+  service.AddSession(sb.id, session);
   log::Info("session created", {{"sandbox", sb.id}, {"session", id}});
   co_return session;
 }
 
 Result<void> Session::Delete(Service& service, std::string_view sandbox_id, std::string_view id) {
-  SandboxEntry* entry = service.Entry(sandbox_id);
-  if (!entry) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
-  SandboxEntry& sb = *entry;
-  auto it = sb.sessions.find(id);
-  if (it == sb.sessions.end()) {
+  const SandboxEntry* sb = service.Find(sandbox_id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(sandbox_id) + "'"};
+  auto session = service.TakeSession(sandbox_id, id);
+  if (!session) {
     return Error{ErrorCode::kNotFound,
-                 "no session '" + std::string(id) + "' in sandbox '" + sb.id + "'"};
+                 "no session '" + std::string(id) + "' in sandbox '" + sb->id + "'"};
   }
-  auto session = it->second;
   session->Close();
-  sb.sessions.erase(it);
   if (auto p = session->last_process(); p && p->status() == ProcessStatus::kRunning) {
     p->Kill(ExitReason::kKilled);
   }
-  if (auto fs = service.Files(sb.id, 1000)) {
+  if (auto fs = service.Files(sandbox_id, 1000)) {
     asio::post(service.blocking_pool(), [fs = std::move(*fs), path = session->StatePath()] {
       (void)fs.Remove(path, false);
     });
   }
-  service.Persist(sb);
   return Ok{};
 }
 

@@ -79,7 +79,7 @@ json::object Described(const Context& ctx, const SandboxEntry& sb, bool detail) 
   if (detail) {
     o["domain"] = PreviewDomain(ctx);
     o["envdAccessToken"] = AccessToken(ctx, sb);
-    o["allowInternetAccess"] = sb.network == "egress";
+    o["allowInternetAccess"] = sb.network == sandbox::NetworkMode::kEgress;
   }
   return o;
 }

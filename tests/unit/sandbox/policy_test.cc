@@ -988,7 +988,7 @@ TEST_F(SandboxPolicyTest, EveryFailedEgressStepNamesItselfAndLeavesNothing) {
       NamespaceRuntime runtime(o);
       if (!runtime.ready()) ::_exit(91);
       SandboxSpec spec;
-      spec.network = "egress";
+      spec.network = sandbox::NetworkMode::kEgress;
       spec.egress = *net::ParseEgressPolicy(std::vector<std::string>{"198.18.0.0/15"}, {});
       spec.id = UniqueId("egress");
       FailNthStep(1 << 30);

@@ -223,6 +223,40 @@ TEST_F(ServiceTest, ShutdownKillsWhatRunsAndRefusesMore) {
   EXPECT_EQ(start.error().code, ErrorCode::kShuttingDown);
 }
 
+TEST_F(ServiceTest, WhatASandboxTakesIsCountedUntilItIsDeleted) {
+  Make();
+  SandboxRequest req;
+  req.tenant = "acme";
+  req.limits["memory_mb"] = 128;
+  auto made = Create(req);
+  ASSERT_TRUE(made) << made.error().message;
+  const std::string id = (*made)->id;
+  EXPECT_EQ(service_->Usage("acme").sandboxes, 1);
+  EXPECT_EQ(service_->quotas().Committed().at("acme").memory_mb, 128);
+  ASSERT_TRUE(RunTask(io_, service_->DeleteSandbox(id), 10s));
+  EXPECT_EQ(service_->Usage("acme").sandboxes, 0);
+  EXPECT_TRUE(service_->quotas().Committed().empty());
+  EXPECT_EQ(service_->quotas().creating(), 0u);
+}
+
+TEST_F(ServiceTest, ARestartDropsAnUnreadableRecordAndTakesBackTheRest) {
+  Make();
+  const std::string id = NewSandbox()->id;
+  RunTask(io_, service_->Shutdown(), 10s);
+  service_.reset();
+  // A record that parses but lacks what a sandbox needs, and one that does not parse.
+  ASSERT_TRUE(store_->PutSandbox("sb_partial", R"({"status":"running","env":[]})"));
+  ASSERT_TRUE(store_->PutSandbox("sb_garbled", "{not json"));
+  Make();  // the same state database, opened again
+  service_->Restore();
+  ASSERT_EQ(service_->sandbox_count(), 1u);
+  EXPECT_NE(service_->Find(id), nullptr);
+  auto rows = store_->Sandboxes();
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1u) << "the unreadable records are dropped from the store";
+  EXPECT_EQ(rows->front().id, id);
+}
+
 // The service's timers on the test's clock: an hour passes at once.
 class ServiceClockTest : public ServiceTest {
  protected:

@@ -1,12 +1,11 @@
-// Service's templates and images: imports of OCI layouts and archives, registry pulls,
-// snapshots of a sandbox's files, deletion. The image work runs on the ImageWork pool, one job
-// of a tenant at a time; what the event loop does here is bookkeeping.
+#include "service/template_service.h"
+
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
 #include "base/log.h"
-#include "process/await_op.h"
-#include "service/service.h"
+#include "net/egress.h"
 
 namespace sandstream {
 namespace asio = boost::asio;
@@ -36,31 +35,64 @@ auto AsImageWork(Templates& templates, Fn job) {
   };
 }
 
+// The image store; one that cannot be opened (its directory) leaves the daemon without image
+// templates, said at each import, rather than without a start.
+std::unique_ptr<image::Store> OpenImages(const ServiceOptions& options) {
+  auto images = image::Store::Open(options.images_dir, options.image_limits);
+  if (images) return std::move(*images);
+  log::Error("image store unavailable", {{"error", images.error().message}});
+  return nullptr;
+}
+
 }  // namespace
 
-asio::awaitable<Result<const Template*>> Service::ImportTemplate(std::string name,
-                                                                std::string tenant,
-                                                                UniqueFd archive,
-                                                                TemplateProgress progress) {
+TemplateService::TemplateService(asio::any_io_executor ex, const ServiceOptions& options,
+                                 Store& store, const QuotaLedger& quotas)
+    : ex_(std::move(ex)),
+      options_(options),
+      quotas_(quotas),
+      templates_(options.templates_dir, OpenImages(options), store) {
+  templates_.Load();
+  // What an earlier daemon left half made (an import it died in) or no template names.
+  image_work_.Post(ImageWork::kCollections, [this] {
+    if (auto collected = templates_.Collect(); !collected) {
+      log::Warn("collecting image layers failed", {{"error", collected.error().message}});
+    }
+  });
+}
+
+Result<void> TemplateService::CheckStopping() const {
+  if (stopping_) return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  return Ok{};
+}
+
+void TemplateService::CollectSoon() {
+  image_work_.Post(ImageWork::kCollections, [this] { (void)templates_.Collect(); });
+}
+
+asio::awaitable<Result<const Template*>> TemplateService::Import(std::string name,
+                                                                 std::string tenant,
+                                                                 UniqueFd archive,
+                                                                 Progress progress) {
   // The archive is the job's: it is closed (and, unnamed, gone) when the import is done.
   auto file = std::make_shared<UniqueFd>(std::move(archive));
   ImageJob job = [file](image::Store& store, const image::Progress& report) {
     return store.ImportArchive(file->get(), report);
   };
-  co_return co_await MakeImageTemplate(std::move(name), std::move(tenant), "archive",
-                                       std::move(job), std::move(progress));
+  co_return co_await Make(std::move(name), std::move(tenant), "archive", std::move(job),
+                          std::move(progress));
 }
 
-asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
-                                                              std::string tenant,
-                                                              image::Reference image,
-                                                              image::Credentials credentials,
-                                                              TemplateProgress progress) {
+asio::awaitable<Result<const Template*>> TemplateService::Pull(std::string name,
+                                                               std::string tenant,
+                                                               image::Reference image,
+                                                               image::Credentials credentials,
+                                                               Progress progress) {
   image::RegistryPolicy policy;
   policy.allowed = options_.registry_allow;
   policy.plain_http = options_.registry_plain_http;
   policy.private_hosts = options_.registry_private_hosts;
-  policy.stop = &stop_pulls_;
+  policy.stop = &stopping_;
   policy.timeout_seconds = options_.pull_timeout_seconds;
   const std::string source = image.String();
   // A private image's credentials are not kept: other nodes cannot pull it on their own.
@@ -78,21 +110,22 @@ asio::awaitable<Result<const Template*>> Service::PullTemplate(std::string name,
     return store.Pull(registry, report);
   };
   const std::string made_name = name, made_tenant = tenant;
-  Result<const Template*> made = co_await MakeImageTemplate(
-      std::move(name), std::move(tenant), source, std::move(job), std::move(progress));
+  Result<const Template*> made = co_await Make(std::move(name), std::move(tenant), source,
+                                              std::move(job), std::move(progress));
   if (made && shareable && options_.catalog) {
     options_.catalog->Pulled(made_name, made_tenant, source);
   }
   co_return made;
 }
 
-asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string name,
-                                                                   std::string tenant,
-                                                                   std::string source,
-                                                                   ImageJob make,
-                                                                   TemplateProgress progress) {
-  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
-  if (auto room = CheckTemplateStorage(tenant, 0); !room) co_return std::move(room).error();
+asio::awaitable<Result<const Template*>> TemplateService::Make(std::string name,
+                                                               std::string tenant,
+                                                               std::string source, ImageJob make,
+                                                               Progress progress) {
+  if (auto stopping = CheckStopping(); !stopping) co_return std::move(stopping).error();
+  if (auto room = quotas_.CheckTemplateStorage(templates_, tenant, 0); !room) {
+    co_return std::move(room).error();
+  }
   if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
     co_return std::move(reserved).error();
   }
@@ -125,13 +158,14 @@ asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string 
   if (imported.image) {
     for (const auto& layer : imported.image->layers) size_bytes += layer.size;
   }
-  Result<void> room = imported.image && imported.user ? CheckTemplateStorage(tenant, size_bytes)
-                                                      : Result<void>(Ok{});
+  Result<void> room = imported.image && imported.user
+                           ? quotas_.CheckTemplateStorage(templates_, tenant, size_bytes)
+                           : Result<void>(Ok{});
   if (!imported.image || !imported.user || !room) {
     templates_.Abandon(name);
     templates_.Unpin(layers);
     // Layers unpacked before a later step failed belong to no template: collected now.
-    image_work_.Post(ImageWork::kCollections, [this] { (void)templates_.Collect(); });
+    CollectSoon();
     co_return !imported.image ? imported.image.error()
                               : (!imported.user ? imported.user.error() : room.error());
   }
@@ -159,33 +193,27 @@ asio::awaitable<Result<const Template*>> Service::MakeImageTemplate(std::string 
   co_return committed;
 }
 
-asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sandbox_id,
-                                                                 std::string name) {
-  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
-  SandboxEntry* sb = Entry(sandbox_id);
-  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
-  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
-  const Template* parent = templates_.Find(sb->template_name);
-  const std::string upper = sb->runtime->WritableLayer();
-  const std::optional<uint32_t> base = sb->runtime->HostId(0);
-  if (!parent || (parent->kind != "image" && parent->kind != "snapshot") || upper.empty() ||
-      !base) {
+asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string name,
+                                                                   SnapshotSource from) {
+  if (auto stopping = CheckStopping(); !stopping) co_return std::move(stopping).error();
+  const Template* parent = templates_.Find(from.template_name);
+  if (!parent || (parent->kind != "image" && parent->kind != "snapshot") || from.upper.empty() ||
+      !from.base_id) {
     co_return Error{ErrorCode::kInvalidRequest,
-                    "snapshot: sandbox " + sandbox_id + " is made from template '" +
-                        sb->template_name + "', which has no image layers to build on; snapshot "
-                        "a sandbox made from an imported image"};
+                    "snapshot: sandbox " + from.sandbox_id + " is made from template '" +
+                        from.template_name + "', which has no image layers to build on; "
+                        "snapshot a sandbox made from an imported image"};
   }
-  const std::string tenant = sb->tenant;  // `sb` may be gone once the copy is done
-  // A snapshot holds at most what the sandbox's disk does, its sparse files at their full size:
-  // what it costs to hash, and what a sandbox made from it reads.
-  const uint64_t disk_bytes = static_cast<uint64_t>(std::max<int64_t>(sb->limits.disk_mb, 0)) << 20;
-  if (auto room = CheckTemplateStorage(tenant, 0); !room) co_return std::move(room).error();
+  const std::string& tenant = from.tenant;
+  if (auto room = quotas_.CheckTemplateStorage(templates_, tenant, 0); !room) {
+    co_return std::move(room).error();
+  }
   if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
     co_return std::move(reserved).error();
   }
   Template t = *parent;
-  auto job = [&templates = templates_, upper, base = *base,
-              disk_bytes]() -> Result<image::LayerRef> {
+  auto job = [&templates = templates_, upper = from.upper, base = *from.base_id,
+              disk_bytes = from.disk_bytes]() -> Result<image::LayerRef> {
     auto layer = templates.images().LayerFromDirectory(upper, base, 65536, disk_bytes);
     if (layer) templates.Pin({layer->diff_id});
     return layer;
@@ -197,29 +225,27 @@ asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sa
     co_return Error{layer.error().code, "snapshot: " + layer.error().message};
   }
   t.size_bytes += layer->size;
-  if (auto room = CheckTemplateStorage(tenant, t.size_bytes); !room) {
+  if (auto room = quotas_.CheckTemplateStorage(templates_, tenant, t.size_bytes); !room) {
     templates_.Abandon(name);
     templates_.Unpin({layer->diff_id});
-    image_work_.Post(ImageWork::kCollections, [this] { (void)templates_.Collect(); });
+    CollectSoon();
     co_return std::move(room).error();
   }
   t.name = name;
   t.kind = "snapshot";
   t.tenant = tenant;
   t.layers.push_back(layer->diff_id);
-  t.source = sandbox_id;
+  t.source = from.sandbox_id;
   t.created_at = SystemNow();
   Result<const Template*> committed = templates_.Commit(std::move(t));
   templates_.Unpin({layer->diff_id});
   if (committed) {
-    Audit(sandbox_id, "sandbox.snapshot", "snapshot taken as template " + name,
-          {{"template", name}});
-    log::Info("sandbox snapshotted", {{"sandbox", sandbox_id}, {"template", name}});
+    log::Info("sandbox snapshotted", {{"sandbox", from.sandbox_id}, {"template", name}});
   }
   co_return committed;
 }
 
-asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
+asio::awaitable<Result<void>> TemplateService::Delete(std::string name, std::string used_by) {
   const Template* t = templates_.Find(name);
   if (!t) co_return Error{ErrorCode::kNotFound, "no template '" + name + "'"};
   if (t->kind == "base" || t->kind == "directory") {
@@ -229,16 +255,14 @@ asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
                         ": it cannot be deleted through the API"};
   }
   if (!t->ready) co_return Error{ErrorCode::kConflict, "template '" + name + "' is being made"};
-  for (const auto& [id, sb] : sandboxes_) {
-    if (sb->template_name == name) {
-      co_return Error{ErrorCode::kConflict,
-                      "template '" + name + "' is in use by sandbox " + id + "; delete it first"};
-    }
+  if (!used_by.empty()) {
+    co_return Error{ErrorCode::kConflict,
+                    "template '" + name + "' is in use by sandbox " + used_by + "; delete it first"};
   }
   if (auto removed = templates_.Remove(name); !removed) co_return std::move(removed).error();
   // Its layers go once no other template names them, off the event loop.
-  Result<void> collected =
-      co_await OffThread(image_work_, ImageWork::kCollections, [this] { return templates_.Collect(); });
+  Result<void> collected = co_await OffThread(image_work_, ImageWork::kCollections,
+                                              [this] { return templates_.Collect(); });
   if (!collected) {
     log::Warn("collecting template layers failed", {{"error", collected.error().message}});
   }
