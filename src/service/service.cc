@@ -41,10 +41,11 @@ struct LimitField {
   const char* name;
   int64_t sandbox::Limits::*field;
 };
-constexpr LimitField kLimitFields[] = {
-    {"memory_mb", &sandbox::Limits::memory_mb}, {"pids", &sandbox::Limits::pids},
-    {"cpu_percent", &sandbox::Limits::cpu_percent}, {"disk_mb", &sandbox::Limits::disk_mb},
-    {"open_files", &sandbox::Limits::open_files}};
+constexpr LimitField kLimitFields[] = {{"memory_mb", &sandbox::Limits::memory_mb},
+                                       {"pids", &sandbox::Limits::pids},
+                                       {"cpu_percent", &sandbox::Limits::cpu_percent},
+                                       {"disk_mb", &sandbox::Limits::disk_mb},
+                                       {"open_files", &sandbox::Limits::open_files}};
 
 // The image store; one that cannot be opened (its directory) leaves the daemon without image
 // templates, said at each import, rather than without a start.
@@ -83,7 +84,8 @@ size_t Service::running_processes() const {
 
 void Service::Audit(std::string_view sandbox_id, std::string_view type, std::string message,
                     json::object fields) {
-  if (SandboxEntry* sb = Entry(sandbox_id)) Journal(*sb, type, "info", std::move(message), std::move(fields));
+  if (SandboxEntry* sb = Entry(sandbox_id))
+    Journal(*sb, type, "info", std::move(message), std::move(fields));
 }
 
 void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
@@ -97,7 +99,7 @@ void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view 
   fields["time"] = time;
   fields["type"] = type;
   fields["level"] = level;
-  fields["message"] = std::move(message);
+  fields["message"] = message;
   sb.journal->Append(std::string(type), json::serialize(fields), json::serialize(line), false, now);
 }
 
@@ -181,9 +183,9 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   sb->template_name = template_name;
   sb->template_env = tmpl->env;
   sb->env = std::move(req.env);
-  sb->cwd = !req.cwd.empty()               ? req.cwd
+  sb->cwd = !req.cwd.empty()             ? req.cwd
             : !tmpl->working_dir.empty() ? tmpl->working_dir
-                                           : "/workspace";
+                                         : "/workspace";
   sb->limits = limits;
   sb->network = req.network;
   sb->egress = std::move(req.egress);
@@ -204,7 +206,8 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   spec.network = sb->network;
   spec.egress = sb->egress;
   spec.allow_nested_userns = sb->allow_nested_userns;
-  if (auto quotas = CheckCreateQuotas(sb->tenant, limits); !quotas) co_return std::move(quotas).error();
+  if (auto quotas = CheckCreateQuotas(sb->tenant, limits); !quotas)
+    co_return std::move(quotas).error();
   ++creating_;
   const auto creating = creating_by_tenant_.emplace(sb->tenant, limits);
   // In a cluster the tenant's quotas count its sandboxes on every node: this one is counted
@@ -347,7 +350,7 @@ void Service::ArmTtl(SandboxEntry& sb) {
   sb.ttl_timer->async_wait([this, id = sb.id](const boost::system::error_code& ec) {
     if (ec) return;
     log::Info("sandbox TTL passed", {{"sandbox", id}});
-    asio::co_spawn(ex_, DeleteSandbox(id), [](std::exception_ptr, Result<void>) {});
+    asio::co_spawn(ex_, DeleteSandbox(id), [](std::exception_ptr, const Result<void>&) {});
   });
 }
 
@@ -421,7 +424,8 @@ Result<void> Service::CheckTemplateStorage(std::string_view tenant, uint64_t add
   return Ok{};
 }
 
-Result<void> Service::CheckCreateQuotas(std::string_view tenant, const sandbox::Limits& limits) const {
+Result<void> Service::CheckCreateQuotas(std::string_view tenant,
+                                        const sandbox::Limits& limits) const {
   const Tenant* t = TenantOf(tenant);
   if (!t) return Ok{};
   // What it holds here, sandboxes still being made included, and this one.
@@ -560,8 +564,9 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
 }
 
 size_t Service::egress_sandboxes() const {
-  return static_cast<size_t>(std::count_if(sandboxes_.begin(), sandboxes_.end(),
-                                           [](const auto& e) { return e.second->egress.has_value(); }));
+  return static_cast<size_t>(std::count_if(sandboxes_.begin(), sandboxes_.end(), [](const auto& e) {
+    return e.second->egress.has_value();
+  }));
 }
 
 Result<void> Service::StartResolver(SandboxEntry& sb) {
