@@ -42,19 +42,17 @@ struct LimitField {
   const char* name;
   int64_t sandbox::Limits::*field;
 };
-constexpr LimitField kLimitFields[] = {
-    {"memory_mb", &sandbox::Limits::memory_mb}, {"pids", &sandbox::Limits::pids},
-    {"cpu_percent", &sandbox::Limits::cpu_percent}, {"disk_mb", &sandbox::Limits::disk_mb},
-    {"open_files", &sandbox::Limits::open_files}};
+constexpr LimitField kLimitFields[] = {{"memory_mb", &sandbox::Limits::memory_mb},
+                                       {"pids", &sandbox::Limits::pids},
+                                       {"cpu_percent", &sandbox::Limits::cpu_percent},
+                                       {"disk_mb", &sandbox::Limits::disk_mb},
+                                       {"open_files", &sandbox::Limits::open_files}};
 
 }  // namespace
 
 Service::Service(asio::any_io_executor ex, sandbox::Runtime& runtime, Store& store,
                  ServiceOptions options)
-    : ex_(std::move(ex)),
-      runtime_(runtime),
-      store_(store),
-      options_(std::move(options)) {}
+    : ex_(std::move(ex)), runtime_(runtime), store_(store), options_(std::move(options)) {}
 
 Service::~Service() = default;
 
@@ -66,7 +64,8 @@ size_t Service::running_processes() const {
 
 void Service::Audit(std::string_view sandbox_id, std::string_view type, std::string message,
                     json::object fields) {
-  if (SandboxEntry* sb = Entry(sandbox_id)) Journal(*sb, type, "info", std::move(message), std::move(fields));
+  if (SandboxEntry* sb = Entry(sandbox_id))
+    Journal(*sb, type, "info", std::move(message), std::move(fields));
 }
 
 void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
@@ -80,7 +79,7 @@ void Service::Journal(SandboxEntry& sb, std::string_view type, std::string_view 
   fields["time"] = time;
   fields["type"] = type;
   fields["level"] = level;
-  fields["message"] = std::move(message);
+  fields["message"] = message;
   sb.journal->Append(std::string(type), json::serialize(fields), json::serialize(line), false, now);
 }
 
@@ -216,9 +215,9 @@ std::unique_ptr<SandboxEntry> Service::Build(SandboxRequest req, const Plan& pla
   sb->template_name = tmpl.name;
   sb->template_env = tmpl.env;
   sb->env = std::move(req.env);
-  sb->cwd = !req.cwd.empty()              ? std::move(req.cwd)
+  sb->cwd = !req.cwd.empty()            ? std::move(req.cwd)
             : !tmpl.working_dir.empty() ? tmpl.working_dir
-                                          : "/workspace";
+                                        : "/workspace";
   sb->limits = plan.limits;
   sb->network = plan.network;
   sb->egress = std::move(req.egress);
@@ -341,7 +340,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sa
 }
 
 asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sandbox_id,
-                                                                 std::string name) {
+                                                                  std::string name) {
   if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
   SandboxEntry* sb = Entry(sandbox_id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
@@ -436,7 +435,7 @@ void Service::ArmTtl(SandboxEntry& sb) {
   sb.ttl_timer->async_wait([this, id = sb.id](const boost::system::error_code& ec) {
     if (ec) return;
     log::Info("sandbox TTL passed", {{"sandbox", id}});
-    asio::co_spawn(ex_, DeleteSandbox(id), [](std::exception_ptr, Result<void>) {});
+    asio::co_spawn(ex_, DeleteSandbox(id), [](std::exception_ptr, const Result<void>&) {});
   });
 }
 
@@ -592,8 +591,9 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
 }
 
 size_t Service::egress_sandboxes() const {
-  return static_cast<size_t>(std::count_if(sandboxes_.begin(), sandboxes_.end(),
-                                           [](const auto& e) { return e.second->egress.has_value(); }));
+  return static_cast<size_t>(std::count_if(sandboxes_.begin(), sandboxes_.end(), [](const auto& e) {
+    return e.second->egress.has_value();
+  }));
 }
 
 Result<void> Service::StartResolver(SandboxEntry& sb) {
