@@ -4,16 +4,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <string_view>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "api/server.h"
 #include "base/ids.h"
@@ -102,8 +103,8 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.max_processes_per_sandbox = static_cast<size_t>(c.max_processes_per_sandbox);
   o.allow_nested_userns = c.allow_nested_userns;
   o.teardown_on_exit = c.teardown_on_exit;
-  o.base_env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "LANG=C.UTF-8", "HOME=/workspace", "TERM=xterm-256color"};
+  o.base_env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+                "HOME=/workspace", "TERM=xterm-256color"};
   o.templates_dir = c.templates_dir;
   o.images_dir = c.data_dir + "/images";
   o.image_limits = {static_cast<uint64_t>(c.max_image_bytes),
@@ -255,8 +256,8 @@ int main(int argc, char** argv) {
   bool print_config = false;
   bool help = false;
   bool version = false;
-  auto config = LoadConfig(std::vector<std::string>(argv + 1, argv + argc), &print_config, &help,
-                           &version);
+  auto config =
+      LoadConfig(std::vector<std::string>(argv + 1, argv + argc), &print_config, &help, &version);
   if (help) {
     std::cout << ConfigHelp();
     return 0;
@@ -421,8 +422,9 @@ int main(int argc, char** argv) {
       }
     }
     if (egress->options().resolvers.empty()) {
-      log::Warn("egress: no upstream resolver (no IPv4 nameserver in /etc/resolv.conf and no "
-                "egress_dns): names will not resolve in sandboxes with egress");
+      log::Warn(
+          "egress: no upstream resolver (no IPv4 nameserver in /etc/resolv.conf and no "
+          "egress_dns): names will not resolve in sandboxes with egress");
     }
   }
   const std::string listening = PrintListening(*endpoint, "");

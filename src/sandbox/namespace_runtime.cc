@@ -87,7 +87,7 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
                 {{"lxcfs", s.options.lxcfs}});
     }
   }
-  struct rlimit nofile{};
+  struct rlimit nofile {};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   s.nofile_hard = static_cast<int64_t>(nofile.rlim_max);
   if (s.options.egress) s.options.egress->SetFaultPoint(&InjectedFault);
@@ -155,7 +155,7 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
   auto& s = *state_;
   if (auto plain = CheckPlainId(spec.id); !plain) co_return std::move(plain).error();
   const std::string dir = s.options.state_dir + "/" + spec.id;
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     co_return SysError(ErrorCode::kNotFound, "state: " + dir, errno);
   }

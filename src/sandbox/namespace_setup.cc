@@ -32,8 +32,8 @@
 namespace sandstream::sandbox {
 namespace {
 
-constexpr uint64_t kCloneFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                                 CLONE_NEWUTS | CLONE_NEWIPC;
+constexpr uint64_t kCloneFlags =
+    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC;
 constexpr int kReadyTimeoutMs = 10000;
 // A veth pair and a table take about a millisecond; far longer means the kernel is stuck.
 constexpr std::chrono::seconds kNetTimeout{30};
@@ -55,8 +55,8 @@ Op<Result<void>> AttachEgress(NamespaceRuntime::State& s, NamespaceSandbox& sand
   };
   auto attached = co_await OnThread(std::move(attach), kNetTimeout);
   if (!attached) {
-    co_return Error{ErrorCode::kSandboxSetupFailed, "net: attach did not finish in " +
-                                                        std::to_string(kNetTimeout.count()) + " s"};
+    co_return Error{ErrorCode::kSandboxSetupFailed,
+                    "net: attach did not finish in " + std::to_string(kNetTimeout.count()) + " s"};
   }
   co_return std::move(*attached);
 }
@@ -128,9 +128,8 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
   // Each layer's number is reserved here, before the clone, so that the plan can name it: the
   // child puts the layer's idmapped mount there once the parent has made it.
   if (spec.layers.size() > kMaxTemplateLayers) {
-    co_return Error{ErrorCode::kInvalidRequest, "template: more than " +
-                                                    std::to_string(kMaxTemplateLayers) +
-                                                    " layers"};
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "template: more than " + std::to_string(kMaxTemplateLayers) + " layers"};
   }
   std::vector<UniqueFd> layers;
   std::vector<int> layer_fds;

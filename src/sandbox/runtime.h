@@ -40,9 +40,12 @@ inline constexpr size_t kMaxTemplateLayers = 128;
 enum class NetworkMode { kLoopback, kNone, kEgress };
 inline constexpr std::string_view NetworkModeName(NetworkMode mode) {
   switch (mode) {
-    case NetworkMode::kNone: return "none";
-    case NetworkMode::kEgress: return "egress";
-    case NetworkMode::kLoopback: break;
+    case NetworkMode::kNone:
+      return "none";
+    case NetworkMode::kEgress:
+      return "egress";
+    case NetworkMode::kLoopback:
+      break;
   }
   return "loopback";
 }
@@ -105,11 +108,11 @@ struct EgressAddresses {
 // waited on, and it leads its own process group (pgid == pid) so a group kill reaches
 // everything it started.
 struct SpawnedProcess {
-  pid_t pid = -1;          // as the daemon sees it
+  pid_t pid = -1;  // as the daemon sees it
   UniqueFd pidfd;
-  UniqueFd stdin_fd;       // write end; invalid when !open_stdin
-  UniqueFd stdout_fd;      // read end, non-blocking; with a pty: its master (read and write)
-  UniqueFd stderr_fd;      // read end, non-blocking; invalid when merge_stderr
+  UniqueFd stdin_fd;   // write end; invalid when !open_stdin
+  UniqueFd stdout_fd;  // read end, non-blocking; with a pty: its master (read and write)
+  UniqueFd stderr_fd;  // read end, non-blocking; invalid when merge_stderr
   // Where its wait status arrives (4 bytes, then EOF) when the runtime, not the daemon, is its
   // parent; invalid when the daemon is (it waits on the pidfd).
   UniqueFd exit_fd;

@@ -5,8 +5,9 @@
 #include <sys/random.h>
 
 #include <algorithm>
-#include <boost/json.hpp>
 #include <charconv>
+
+#include <boost/json.hpp>
 
 #include "base/base64.h"
 #include "base/log.h"
@@ -116,7 +117,8 @@ constexpr QuotaField kQuotaFields[] = {
 
 Result<Grant> ParseScopes(const std::vector<std::string>& names) {
   Grant g;
-  if (names.empty()) return Error{ErrorCode::kInvalidRequest, "scopes must name at least one scope"};
+  if (names.empty())
+    return Error{ErrorCode::kInvalidRequest, "scopes must name at least one scope"};
   for (const auto& name : names) {
     if (name == "read") {
       g.scopes |= kScopeRead;
@@ -141,9 +143,9 @@ Result<Grant> ParseScopes(const std::vector<std::string>& names) {
         g.ports.push_back(static_cast<uint16_t>(port));
       }
     } else {
-      return Error{ErrorCode::kInvalidRequest,
-                   "unknown scope '" + name +
-                       "' (read, exec, terminal, files:read, files:write, port:N)"};
+      return Error{
+          ErrorCode::kInvalidRequest,
+          "unknown scope '" + name + "' (read, exec, terminal, files:read, files:write, port:N)"};
     }
   }
   return g;
@@ -219,8 +221,8 @@ bool Access::ValidTenantName(std::string_view name) {
   if (name.empty() || name.size() > 63) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     const char c = name[i];
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    (i > 0 && (c == '-' || c == '_'));
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_'));
     if (!ok) return false;
   }
   return true;
@@ -256,9 +258,8 @@ void Access::Adopted(const Record& record) {
                 {{"kind", record.kind}, {"id", record.id}, {"error", r.error().message}});
     }
   }
-  std::erase_if(unshared_, [&record](const Record& r) {
-    return r.kind == record.kind && r.id == record.id;
-  });
+  std::erase_if(unshared_,
+                [&record](const Record& r) { return r.kind == record.kind && r.id == record.id; });
 }
 
 void Access::Apply(std::string_view kind, const std::string& id, const std::string& text) {
@@ -283,8 +284,13 @@ void Access::Apply(std::string_view kind, const std::string& id, const std::stri
     }
     auto grant = ParseScopes(names);
     if (!grant) return;
-    tokens_[id] = TokenInfo{id,         Text(o, "tenant"), Text(o, "sandbox"), *grant,
-                            Text(o, "hash"), Time(o, "created_at"), Time(o, "expires_at")};
+    tokens_[id] = TokenInfo{id,
+                            Text(o, "tenant"),
+                            Text(o, "sandbox"),
+                            *grant,
+                            Text(o, "hash"),
+                            Time(o, "created_at"),
+                            Time(o, "expires_at")};
   }
 }
 
@@ -545,8 +551,8 @@ std::optional<std::string> AccessTokenHolder(std::string_view secret, std::strin
 std::string FileUrlSignature(std::string_view path, std::string_view operation,
                              std::string_view user, std::string_view token,
                              std::string_view expiration) {
-  std::string message = std::string(path) + ":" + std::string(operation) + ":" +
-                        std::string(user) + ":" + std::string(token);
+  std::string message = std::string(path) + ":" + std::string(operation) + ":" + std::string(user) +
+                        ":" + std::string(token);
   if (!expiration.empty()) message += ":" + std::string(expiration);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;

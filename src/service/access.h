@@ -11,9 +11,6 @@
 // name one sandbox, stay with the node that holds it.
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
-#include <boost/json/object.hpp>
-#include <boost/json/value.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -22,6 +19,10 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "base/clock.h"
 #include "base/result.h"

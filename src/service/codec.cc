@@ -18,10 +18,14 @@ json::value TimeOrNull(const std::optional<SystemTime>& t) {
 
 std::string_view KindName(EntryKind k) {
   switch (k) {
-    case EntryKind::kStart: return "start";
-    case EntryKind::kStdout: return "stdout";
-    case EntryKind::kStderr: return "stderr";
-    case EntryKind::kExit: return "exit";
+    case EntryKind::kStart:
+      return "start";
+    case EntryKind::kStdout:
+      return "stdout";
+    case EntryKind::kStderr:
+      return "stderr";
+    case EntryKind::kExit:
+      return "exit";
   }
   return "stdout";
 }
@@ -54,9 +58,9 @@ json::value EgressJson(const SandboxEntry& sb) {
     for (const auto& s : v) a.emplace_back(s);
     return a;
   };
-  json::object o{{"allow", sb.egress->allow ? json::value(strings(*sb.egress->allow))
-                                            : json::value(nullptr)},
-                 {"deny", strings(sb.egress->deny)}};
+  json::object o{
+      {"allow", sb.egress->allow ? json::value(strings(*sb.egress->allow)) : json::value(nullptr)},
+      {"deny", strings(sb.egress->deny)}};
   const auto addresses = sb.runtime ? sb.runtime->Egress() : std::nullopt;
   o["address"] = addresses ? json::value(net::FormatAddress(addresses->address)) : nullptr;
   o["gateway"] = addresses ? json::value(net::FormatAddress(addresses->gateway)) : nullptr;
@@ -73,9 +77,9 @@ Result<net::EgressPolicy> EgressFromJson(const json::value& v) {
     }
     return out;
   };
-  return net::ParseEgressPolicy(strings(v.as_object().if_contains("allow")),
-                                strings(v.as_object().if_contains("deny")).value_or(
-                                    std::vector<std::string>{}));
+  return net::ParseEgressPolicy(
+      strings(v.as_object().if_contains("allow")),
+      strings(v.as_object().if_contains("deny")).value_or(std::vector<std::string>{}));
 }
 
 json::object SandboxJson(const SandboxEntry& sb) {
@@ -122,9 +126,9 @@ Result<StoredSandbox> StoredSandboxFromJson(std::string_view text) {
     r.network = *network;
     if (r.network == sandbox::NetworkMode::kEgress) {
       const json::value* egress = o.if_contains("egress");
-      r.egress = egress ? EgressFromJson(*egress)
-                        : Result<net::EgressPolicy>(
-                              Error{ErrorCode::kInvalidRequest, "no egress policy"});
+      r.egress =
+          egress ? EgressFromJson(*egress)
+                 : Result<net::EgressPolicy>(Error{ErrorCode::kInvalidRequest, "no egress policy"});
     }
     if (auto* n = o.if_contains("allow_nested_userns"); n && n->is_bool()) {
       r.allow_nested_userns = n->as_bool();
@@ -172,11 +176,11 @@ void EndStoredAsKilled(json::object& o, SystemTime now) {
 
 json::value ExitJson(const std::optional<ExitRecord>& exit) {
   if (!exit) return nullptr;
-  return json::object{{"exit_code", exit->exit_code},
-                      {"signal", exit->signal ? json::value(SignalName(*exit->signal))
-                                              : json::value(nullptr)},
-                      {"reason", ExitReasonName(exit->reason)},
-                      {"duration_ms", exit->duration_ms}};
+  return json::object{
+      {"exit_code", exit->exit_code},
+      {"signal", exit->signal ? json::value(SignalName(*exit->signal)) : json::value(nullptr)},
+      {"reason", ExitReasonName(exit->reason)},
+      {"duration_ms", exit->duration_ms}};
 }
 
 json::object ProcessJson(const Process& p) {
@@ -217,8 +221,9 @@ json::object StoredProcessJson(const Process& p, uint64_t tail_bytes) {
   o["timeout_seconds"] = spec.timeout_seconds ? json::value(*spec.timeout_seconds) : nullptr;
   o["idle_timeout_seconds"] =
       spec.idle_timeout_seconds ? json::value(*spec.idle_timeout_seconds) : nullptr;
-  o["pty"] = spec.pty ? json::value(json::object{{"rows", spec.pty->rows}, {"cols", spec.pty->cols}})
-                      : json::value(nullptr);
+  o["pty"] = spec.pty
+                 ? json::value(json::object{{"rows", spec.pty->rows}, {"cols", spec.pty->cols}})
+                 : json::value(nullptr);
   o["log_limits"] = json::object{{"max_bytes", spec.log_limits.max_bytes},
                                  {"max_entries", spec.log_limits.max_entries}};
   json::array tail;
@@ -234,7 +239,8 @@ json::object StoredProcessJson(const Process& p, uint64_t tail_bytes) {
       const uint64_t room = tail_bytes - bytes;
       if (room > 0) {
         cut = e.data.size() - room;
-        while (cut < e.data.size() && (static_cast<unsigned char>(e.data[cut]) & 0xC0) == 0x80) ++cut;
+        while (cut < e.data.size() && (static_cast<unsigned char>(e.data[cut]) & 0xC0) == 0x80)
+          ++cut;
         if (cut < e.data.size()) --first;
       }
       break;
@@ -299,7 +305,8 @@ std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& e
   try {
     CommandSpec spec = CommandSpecFromStored(o);
     ExitRecord exit;
-    if (o.at("exit_code").is_int64()) exit.exit_code = static_cast<int>(o.at("exit_code").as_int64());
+    if (o.at("exit_code").is_int64())
+      exit.exit_code = static_cast<int>(o.at("exit_code").as_int64());
     if (auto* s = o.if_contains("signal"); s && s->is_string()) {
       std::string name(s->as_string());
       exit.signal = ParseSignal(name);
@@ -307,7 +314,8 @@ std::shared_ptr<Process> ProcessFromStored(const boost::asio::any_io_executor& e
     if (auto* r = o.if_contains("reason"); r && r->is_string()) {
       exit.reason = ParseExitReason(r->as_string()).value_or(ExitReason::kKilled);
     }
-    if (auto* d = o.if_contains("duration_ms"); d && d->is_int64()) exit.duration_ms = d->as_int64();
+    if (auto* d = o.if_contains("duration_ms"); d && d->is_int64())
+      exit.duration_ms = d->as_int64();
     exit.ended_at = ParseTime(o.if_contains("ended_at")).value_or(SystemNow());
 
     std::vector<StoredEntry> tail;

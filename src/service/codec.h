@@ -2,12 +2,13 @@
 // them and the Store keeps them, so a process reads the same before and after a restart.
 #pragma once
 
-#include <boost/json/object.hpp>
-#include <boost/json/value.hpp>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "base/clock.h"
 #include "base/result.h"

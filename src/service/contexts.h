@@ -16,9 +16,9 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
-#include "base/async.h"
 #include "process/event_log.h"
 #include "process/output_log.h"
 #include "process/process.h"
@@ -70,8 +70,9 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
   ~CodeContext() override;
 
   // A new context of sandbox `sandbox_id`, its interpreter started, listed and stored.
-  static boost::asio::awaitable<Result<std::shared_ptr<CodeContext>>> Create(
-      Service& service, std::string sandbox_id, ContextRequest req);
+  static boost::asio::awaitable<Result<std::shared_ptr<CodeContext>>> Create(Service& service,
+                                                                             std::string sandbox_id,
+                                                                             ContextRequest req);
   // Ends context `id` of sandbox `sandbox_id`: its interpreter is killed, queued cells fail.
   static Result<void> Delete(Service& service, std::string_view sandbox_id, std::string_view id);
 
@@ -150,7 +151,6 @@ struct ContextRequest {
   std::string cwd;  // empty: the sandbox's
   std::map<std::string, std::string> env;
 };
-
 
 // The code-interpreter template promises a `python` command; when the root has none, a link
 // to python3 goes to /opt/sandstream/bin, which the sandbox's PATH then starts with.

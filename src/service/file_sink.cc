@@ -31,8 +31,8 @@ FileSink::~FileSink() {
 asio::awaitable<Result<void>> FileSink::Write(std::string_view data) {
   if (failed_) co_return *failed_;
   if (!writer_) {
-    Result<void> written = co_await OffThread(service_->blocking_pool(),
-                                              [&] { return file_->Write(data); });
+    Result<void> written =
+        co_await OffThread(service_->blocking_pool(), [&] { return file_->Write(data); });
     if (!written) failed_ = written.error();
     co_return written;
   }
@@ -52,8 +52,8 @@ asio::awaitable<Result<void>> FileSink::Write(std::string_view data) {
     }
     // EPIPE: the writer stopped (a full disk, the sandbox deleted); its status says why.
     Result<void> finished = co_await Finish();
-    failed_ = finished ? Error{ErrorCode::kInternal, "files: write " + file_->info.path +
-                                                         ": the writer ended early"}
+    failed_ = finished ? Error{ErrorCode::kInternal,
+                               "files: write " + file_->info.path + ": the writer ended early"}
                        : finished.error();
     co_return *failed_;
   }

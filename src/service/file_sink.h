@@ -5,12 +5,13 @@
 // nothing here blocks the event loop, and a writer that makes no progress for kStall is killed.
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <boost/asio/awaitable.hpp>
 
 #include "base/result.h"
 #include "sandbox/files.h"
@@ -29,8 +30,11 @@ class FileSink {
   static boost::asio::awaitable<Result<FileSink>> Open(Service& service, std::string sandbox_id,
                                                        const sandbox::OpenedFile& file);
   FileSink(FileSink&& other) noexcept
-      : service_(other.service_), sandbox_id_(std::move(other.sandbox_id_)), file_(other.file_),
-        writer_(std::exchange(other.writer_, std::nullopt)), failed_(std::move(other.failed_)),
+      : service_(other.service_),
+        sandbox_id_(std::move(other.sandbox_id_)),
+        file_(other.file_),
+        writer_(std::exchange(other.writer_, std::nullopt)),
+        failed_(std::move(other.failed_)),
         finished_(other.finished_) {}
   FileSink& operator=(FileSink&&) = delete;
   // A writer still running (Close() was not reached) is killed.
@@ -46,7 +50,9 @@ class FileSink {
  private:
   FileSink(Service& service, std::string sandbox_id, const sandbox::OpenedFile& file,
            std::optional<sandbox::FileWriter> writer)
-      : service_(&service), sandbox_id_(std::move(sandbox_id)), file_(&file),
+      : service_(&service),
+        sandbox_id_(std::move(sandbox_id)),
+        file_(&file),
         writer_(std::move(writer)) {}
   // Ends the writer (input closed) and reads how it ended.
   boost::asio::awaitable<Result<void>> Finish();

@@ -4,10 +4,6 @@
 // loop's work: every job here blocks.
 #pragma once
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <deque>
 #include <functional>
 #include <map>
@@ -17,6 +13,11 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 namespace sandstream {
 

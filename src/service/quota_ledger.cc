@@ -37,7 +37,9 @@ Result<QuotaLedger::Reservation> QuotaLedger::Reserve(const std::string& tenant,
   return creating_.emplace(tenant, limits);
 }
 
-void QuotaLedger::Unreserve(Reservation reservation) { creating_.erase(reservation); }
+void QuotaLedger::Unreserve(Reservation reservation) {
+  creating_.erase(reservation);
+}
 
 void QuotaLedger::Hold(const std::string& tenant, const sandbox::Limits& limits) {
   Add(held_[tenant], limits, 1);
@@ -83,8 +85,8 @@ int64_t QuotaLedger::StreamsOf(std::string_view tenant) const {
   return it == streams_.end() ? 0 : it->second;
 }
 
-Result<void> QuotaLedger::CheckTemplateStorage(const Templates& templates,
-                                               std::string_view tenant, uint64_t adding) const {
+Result<void> QuotaLedger::CheckTemplateStorage(const Templates& templates, std::string_view tenant,
+                                               uint64_t adding) const {
   const Tenant* t = TenantOf(tenant);
   if (!t || t->quotas.template_storage_mb <= 0) return Ok{};
   uint64_t used = 0;

@@ -2,14 +2,15 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
+#include <array>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
-#include <array>
 
 #include "base/async.h"
 #include "base/clock.h"
@@ -33,11 +34,14 @@ constexpr int kMaxChase = 8;  // CNAME hops the resolver follows itself
 
 uint16_t RandomId() {
   uint16_t id = 0;
-  if (::getrandom(&id, sizeof id, 0) != sizeof id) id = static_cast<uint16_t>(SteadyClock::now().time_since_epoch().count());
+  if (::getrandom(&id, sizeof id, 0) != sizeof id)
+    id = static_cast<uint16_t>(SteadyClock::now().time_since_epoch().count());
   return id;
 }
 
-asio::ip::address_v4 V4(uint32_t addr) { return asio::ip::address_v4(addr); }
+asio::ip::address_v4 V4(uint32_t addr) {
+  return asio::ip::address_v4(addr);
+}
 
 asio::awaitable<Result<std::vector<uint8_t>>> Exchange(tcp::socket& socket,
                                                        std::vector<uint8_t> framed);
@@ -112,8 +116,8 @@ asio::awaitable<Result<std::vector<uint8_t>>> SandboxResolver::State::AskUdp(
   std::vector<uint8_t> buffer(65535);
   // A stray datagram with another ID is skipped, a few times at most.
   for (int i = 0; i < 8; ++i) {
-    auto result = co_await (socket.async_receive(asio::buffer(buffer), Tuple()) ||
-                            timer.async_wait(Tuple()));
+    auto result =
+        co_await (socket.async_receive(asio::buffer(buffer), Tuple()) || timer.async_wait(Tuple()));
     if (result.index() == 1) co_return Error{ErrorCode::kTimeout, "dns: upstream timed out"};
     auto [recv_ec, n] = std::get<0>(result);
     if (recv_ec) co_return Error{ErrorCode::kBadGateway, "dns: upstream: " + recv_ec.message()};
@@ -297,8 +301,8 @@ asio::awaitable<void> SandboxResolver::State::ServeTcp(tcp::socket socket) {
     if (got.index() == 1 || std::get<0>(std::get<0>(got))) co_return;
     std::vector<uint8_t> query(static_cast<size_t>(length[0] << 8 | length[1]));
     Timer io(ex, kTcpIo);
-    auto body = co_await (asio::async_read(socket, asio::buffer(query), Tuple()) ||
-                          io.async_wait(Tuple()));
+    auto body =
+        co_await (asio::async_read(socket, asio::buffer(query), Tuple()) || io.async_wait(Tuple()));
     if (body.index() == 1 || std::get<0>(std::get<0>(body))) co_return;
     if (!TakeToken()) {
       Count("dropped");
@@ -327,9 +331,11 @@ asio::awaitable<void> SandboxResolver::State::AcceptTcp() {
   }
 }
 
-Result<std::shared_ptr<SandboxResolver>> SandboxResolver::Start(
-    const asio::any_io_executor& ex, Options options, std::string sandbox_id, uint32_t slot,
-    uint32_t gateway, net::EgressPolicy policy) {
+Result<std::shared_ptr<SandboxResolver>> SandboxResolver::Start(const asio::any_io_executor& ex,
+                                                                Options options,
+                                                                std::string sandbox_id,
+                                                                uint32_t slot, uint32_t gateway,
+                                                                net::EgressPolicy policy) {
   auto state = std::make_shared<State>(ex, std::move(options), std::move(sandbox_id), slot,
                                        std::move(policy));
   boost::system::error_code ec;
@@ -361,6 +367,8 @@ void SandboxResolver::Stop() {
   state_->acceptor.close(ec);
 }
 
-SandboxResolver::~SandboxResolver() { Stop(); }
+SandboxResolver::~SandboxResolver() {
+  Stop();
+}
 
 }  // namespace sandstream

@@ -10,14 +10,15 @@
 // their idle time; an upstream that does not answer in time gives SERVFAIL.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/udp.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "base/result.h"
 #include "net/egress.h"

@@ -2,8 +2,6 @@
 // with (SandboxRequest).
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/json/object.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -13,6 +11,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/object.hpp>
 
 #include "base/async.h"
 #include "base/clock.h"

@@ -16,10 +16,6 @@
 // TemplateService), their use recorded in QuotaLedger.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <boost/json/object.hpp>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -28,6 +24,11 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/json/object.hpp>
 
 #include "base/async.h"
 #include "base/result.h"
@@ -119,8 +120,7 @@ class Service {
   // A snapshot of sandbox `sandbox_id` as template `name`, and a sandbox made from it with the
   // first one's env, cwd, limits, network, TTL, metadata and owner; `by` asks (the audit's who).
   boost::asio::awaitable<Result<const SandboxEntry*>> ForkSandbox(std::string sandbox_id,
-                                                                  std::string name,
-                                                                  std::string by);
+                                                                  std::string name, std::string by);
 
   // Kills everything (the daemon is stopping) and waits for the exits (at most the kill grace).
   boost::asio::awaitable<void> Shutdown();
@@ -173,8 +173,8 @@ class Service {
   // What the runtime makes sandbox `sb` with; `tmpl` null: its template is gone.
   sandbox::SandboxSpec SpecFor(const SandboxEntry& sb, const Template* tmpl) const;
 
-  void Journal(SandboxEntry& sb, std::string_view type, std::string_view level,
-               std::string message, boost::json::object fields = {});
+  void Journal(SandboxEntry& sb, std::string_view type, std::string_view level, std::string message,
+               boost::json::object fields = {});
   void ArmTtl(SandboxEntry& sb);
   // Notices a sandbox whose PID 1 dies while it is not being deleted.
   void WatchLife(const SandboxEntry& sb);

@@ -15,8 +15,8 @@ namespace sandstream {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-std::vector<std::string> Service::ComposeEnv(const SandboxEntry& sb,
-                                             const std::map<std::string, std::string>& extra) const {
+std::vector<std::string> Service::ComposeEnv(
+    const SandboxEntry& sb, const std::map<std::string, std::string>& extra) const {
   std::map<std::string, std::string> merged;
   for (const auto* list : {&options_.base_env, &sb.template_env}) {
     for (const auto& kv : *list) {
@@ -69,9 +69,9 @@ Result<void> Service::CheckStart(const SandboxEntry& sb, const CommandSpec& spec
   if (const Tenant* t = quotas_.TenantOf(sb.tenant); t && t->quotas.running_processes > 0) {
     const TenantUsage used = Usage(sb.tenant);
     if (used.running_processes >= t->quotas.running_processes) {
-      return Error{ErrorCode::kQuotaExceeded,
-                   "tenant '" + sb.tenant + "' is at its quota running_processes " +
-                       std::to_string(t->quotas.running_processes)};
+      return Error{ErrorCode::kQuotaExceeded, "tenant '" + sb.tenant +
+                                                  "' is at its quota running_processes " +
+                                                  std::to_string(t->quotas.running_processes)};
     }
   }
   return Ok{};
@@ -132,8 +132,8 @@ void Service::Record(SandboxEntry& sb, const std::shared_ptr<Process>& p) {
   if (!p->spec().idempotency_key.empty()) sb.idempotency[p->spec().idempotency_key] = p->id();
   ++metrics_.processes_started_total;
   Journal(sb, "process.started", "info",
-          "process " + p->id() + " started: " +
-              (p->spec().cmd.empty() ? p->spec().argv[0] : p->spec().cmd),
+          "process " + p->id() +
+              " started: " + (p->spec().cmd.empty() ? p->spec().argv[0] : p->spec().cmd),
           {{"process_id", p->id()}, {"pid", p->pid()}});
   PersistProcess(sb, *p);
   if (sb.ended_unrecorded.erase(p->id()) > 0) OnProcessExit(sb, *p);
@@ -147,8 +147,9 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
     return;
   }
   const auto& exit = *p.exit();
-  std::string message = "process " + p.id() + " exited: " + std::string(ExitReasonName(exit.reason)) +
-                        ", exit code " + std::to_string(exit.exit_code);
+  std::string message = "process " + p.id() +
+                        " exited: " + std::string(ExitReasonName(exit.reason)) + ", exit code " +
+                        std::to_string(exit.exit_code);
   if (exit.signal) message += ", " + SignalName(*exit.signal);
   json::object fields{{"process_id", p.id()}};
   const json::value exit_json = ExitJson(exit);
@@ -157,8 +158,9 @@ void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
                    exit.reason == ExitReason::kIdleTimeout;
   Journal(sb, "process.exited", bad ? "warn" : "info", message, fields);
   if (exit.reason == ExitReason::kOom) {
-    Journal(sb, "limit.hit", "warn", "memory limit of " + std::to_string(sb.limits.memory_mb) +
-                                         " MiB hit: process " + p.id() + " was killed",
+    Journal(sb, "limit.hit", "warn",
+            "memory limit of " + std::to_string(sb.limits.memory_mb) + " MiB hit: process " +
+                p.id() + " was killed",
             {{"limit", "memory_mb"}, {"process_id", p.id()}});
   }
   PersistProcess(sb, p);
@@ -191,7 +193,8 @@ asio::awaitable<void> Service::SweepWindows(std::string id) {
   // whole grace, counted from when the last one left (seen within a quarter), however readers
   // came and went before. One timer per sandbox, whatever the number of processes it ran.
   const SteadyClock::duration grace = options_.finished_window_grace;
-  const SteadyClock::duration step = std::max<SteadyClock::duration>(grace / 4, std::chrono::milliseconds(1));
+  const SteadyClock::duration step =
+      std::max<SteadyClock::duration>(grace / 4, std::chrono::milliseconds(1));
   Timer timer(ex_);
   for (;;) {
     timer.expires_after(step);

@@ -68,7 +68,8 @@ void Service::Restore() {
     sb->metadata = o.metadata;
     sb->ttl_seconds = o.ttl_seconds;
     sb->created_at = o.created_at.value_or(SystemNow());
-    if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
+    if (sb->ttl_seconds > 0)
+      sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
     sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
     const Template* tmpl = template_service_.templates().Find(sb->template_name);
     if (tmpl) sb->template_env = tmpl->env;
@@ -84,8 +85,7 @@ void Service::Restore() {
       lost = runtime.error().message;
       log::Warn("sandbox could not be taken back", {{"sandbox", sb->id}, {"error", lost}});
     }
-    pending.push_back(
-        Pending{std::move(sb), std::move(spec), std::move(lost), std::move(*record)});
+    pending.push_back(Pending{std::move(sb), std::move(spec), std::move(lost), std::move(*record)});
   }
   runtime_.CleanupLeftovers(kept);
   for (Pending& p : pending) {
@@ -200,10 +200,9 @@ bool Service::Readopt(SandboxEntry& sb, const json::object& o,
     return false;
   }
   const json::value* started_at = o.if_contains("started_at");
-  const SystemTime started =
-      started_at && started_at->is_string()
-          ? ParseRfc3339(started_at->as_string()).value_or(SystemNow())
-          : SystemNow();
+  const SystemTime started = started_at && started_at->is_string()
+                                 ? ParseRfc3339(started_at->as_string()).value_or(SystemNow())
+                                 : SystemNow();
   auto p = Process::Adopt(ex_, sb.runtime, std::move(spec), started, std::move(a),
                           ProcessOptionsFor(), ExitHandler(sb.id));
   if (!p) {
@@ -215,8 +214,7 @@ bool Service::Readopt(SandboxEntry& sb, const json::object& o,
   if (!(*p)->spec().idempotency_key.empty()) {
     sb.idempotency[(*p)->spec().idempotency_key] = (*p)->id();
   }
-  Journal(sb, "process.restored", "info",
-          "process " + (*p)->id() + " taken back after a restart",
+  Journal(sb, "process.restored", "info", "process " + (*p)->id() + " taken back after a restart",
           {{"process_id", (*p)->id()}, {"pid", pid}});
   return true;
 }

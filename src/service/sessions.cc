@@ -86,8 +86,10 @@ std::string ShellQuote(const std::vector<std::string>& argv) {
     if (!out.empty()) out += ' ';
     out += '\'';
     for (char c : a) {
-      if (c == '\'') out += "'\\''";
-      else out += c;
+      if (c == '\'')
+        out += "'\\''";
+      else
+        out += c;
     }
     out += '\'';
   }
@@ -113,9 +115,10 @@ CommandSpec Session::Wrap(const Service& service, const SandboxEntry& sb, Comman
                           const std::optional<std::string>& call_cwd) const {
   const std::string command = spec.cmd.empty() ? ShellQuote(spec.argv) : spec.cmd;
   const bool subshell = !call_env.empty() || call_cwd.has_value();
-  std::vector<std::string> argv = {"/bin/bash", "--noprofile", "--norc", "-c",
-                                   std::string(kScript), "sandstream-session", StatePath(),
-                                   command, call_cwd.value_or(""), subshell ? "1" : ""};
+  std::vector<std::string> argv = {
+      "/bin/bash",           "--noprofile",        "--norc",    "-c",
+      std::string(kScript),  "sandstream-session", StatePath(), command,
+      call_cwd.value_or(""), subshell ? "1" : ""};
   for (const auto& [k, v] : call_env) argv.push_back(k + "=" + v);
   spec.argv = std::move(argv);
   spec.cmd = command;
@@ -164,8 +167,8 @@ asio::awaitable<Result<std::shared_ptr<Process>>> Session::Run(
 }
 
 asio::awaitable<Result<std::shared_ptr<Session>>> Session::Create(Service& service,
-                                                                   std::string sandbox_id,
-                                                                   SessionRequest req) {
+                                                                  std::string sandbox_id,
+                                                                  SessionRequest req) {
   std::string id = req.id.empty() ? NewId("sess_") : req.id;
   // Checked before the state directory is made and again after (another request may have
   // taken the id, or the sandbox gone, meanwhile).
@@ -232,16 +235,16 @@ json::object SessionJson(const Session& s) {
   return o;
 }
 
-std::shared_ptr<Session> SessionFromStored(const asio::any_io_executor& ex,
-                                           const json::object& o) {
+std::shared_ptr<Session> SessionFromStored(const asio::any_io_executor& ex, const json::object& o) {
   try {
     std::map<std::string, std::string> env;
     for (const auto& [k, v] : o.at("env").as_object()) {
       if (v.is_string()) env[std::string(k)] = std::string(v.as_string());
     }
-    auto session = std::make_shared<Session>(ex, json::value_to<std::string>(o.at("id")),
-                                             json::value_to<std::string>(o.at("sandbox_id")),
-                                             std::move(env), json::value_to<std::string>(o.at("cwd")));
+    auto session =
+        std::make_shared<Session>(ex, json::value_to<std::string>(o.at("id")),
+                                  json::value_to<std::string>(o.at("sandbox_id")), std::move(env),
+                                  json::value_to<std::string>(o.at("cwd")));
     session->Resume(ParseRfc3339(o.at("created_at").as_string()).value_or(SystemNow()),
                     o.at("commands").to_number<uint64_t>());
     return session;

@@ -4,17 +4,18 @@
 // while output framing, stdin, timeouts and exit codes stay exactly those of one process.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/json/object.hpp>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
-#include "base/async.h"
 #include "process/process.h"
 
 namespace sandstream {
@@ -34,8 +35,9 @@ class Session : public std::enable_shared_from_this<Session> {
           std::map<std::string, std::string> env, std::string cwd);
 
   // A new session of sandbox `sandbox_id`, listed among its sessions and stored.
-  static boost::asio::awaitable<Result<std::shared_ptr<Session>>> Create(
-      Service& service, std::string sandbox_id, SessionRequest req);
+  static boost::asio::awaitable<Result<std::shared_ptr<Session>>> Create(Service& service,
+                                                                         std::string sandbox_id,
+                                                                         SessionRequest req);
   // Ends session `id` of sandbox `sandbox_id`: its running command is killed, its state goes.
   static Result<void> Delete(Service& service, std::string_view sandbox_id, std::string_view id);
 

@@ -115,10 +115,11 @@ Result<std::vector<Store::SandboxRow>> Store::Sandboxes() {
 }
 
 Result<void> Store::PutAccess(const std::string& kind, const std::string& id,
-                             const std::string& record) {
-  return Run("INSERT INTO access (kind, id, record) VALUES (?1, ?2, ?3) "
-             "ON CONFLICT (kind, id) DO UPDATE SET record = excluded.record",
-             {kind, id, record});
+                              const std::string& record) {
+  return Run(
+      "INSERT INTO access (kind, id, record) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (kind, id) DO UPDATE SET record = excluded.record",
+      {kind, id, record});
 }
 
 Result<void> Store::DeleteAccess(const std::string& kind, const std::string& id) {
@@ -170,11 +171,11 @@ Result<std::vector<Store::ProcessRow>> Store::Processes(size_t finished_per_sand
   return rows;
 }
 
-
 Result<void> Store::PutTemplate(const std::string& name, const std::string& record) {
-  return Run("INSERT INTO templates (name, record) VALUES (?1, ?2) "
-             "ON CONFLICT (name) DO UPDATE SET record = excluded.record",
-             {name, record});
+  return Run(
+      "INSERT INTO templates (name, record) VALUES (?1, ?2) "
+      "ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+      {name, record});
 }
 
 Result<void> Store::DeleteTemplate(const std::string& name) {
@@ -183,8 +184,8 @@ Result<void> Store::DeleteTemplate(const std::string& name) {
 
 Result<std::vector<std::string>> Store::Templates() {
   sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT record FROM templates ORDER BY rowid", -1, &raw,
-                         nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_, "SELECT record FROM templates ORDER BY rowid", -1, &raw, nullptr) !=
+      SQLITE_OK) {
     return DbError(db_, "prepare");
   }
   Stmt stmt(raw);

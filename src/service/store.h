@@ -49,8 +49,7 @@ class Store {
   // a bounded number of rows whatever the database holds.
   Result<std::vector<ProcessRow>> Processes(size_t finished_per_sandbox);
 
-  Result<void> PutAccess(const std::string& kind, const std::string& id,
-                         const std::string& record);
+  Result<void> PutAccess(const std::string& kind, const std::string& id, const std::string& record);
   Result<void> DeleteAccess(const std::string& kind, const std::string& id);
   Result<std::vector<AccessRow>> AccessRows();
 

@@ -83,8 +83,7 @@ asio::awaitable<Result<const Template*>> TemplateService::Import(std::string nam
                           std::move(progress));
 }
 
-asio::awaitable<Result<const Template*>> TemplateService::Pull(std::string name,
-                                                               std::string tenant,
+asio::awaitable<Result<const Template*>> TemplateService::Pull(std::string name, std::string tenant,
                                                                image::Reference image,
                                                                image::Credentials credentials,
                                                                Progress progress) {
@@ -111,15 +110,14 @@ asio::awaitable<Result<const Template*>> TemplateService::Pull(std::string name,
   };
   const std::string made_name = name, made_tenant = tenant;
   Result<const Template*> made = co_await Make(std::move(name), std::move(tenant), source,
-                                              std::move(job), std::move(progress));
+                                               std::move(job), std::move(progress));
   if (made && shareable && options_.catalog) {
     options_.catalog->Pulled(made_name, made_tenant, source);
   }
   co_return made;
 }
 
-asio::awaitable<Result<const Template*>> TemplateService::Make(std::string name,
-                                                               std::string tenant,
+asio::awaitable<Result<const Template*>> TemplateService::Make(std::string name, std::string tenant,
                                                                std::string source, ImageJob make,
                                                                Progress progress) {
   if (auto stopping = CheckStopping(); !stopping) co_return std::move(stopping).error();
@@ -152,15 +150,15 @@ asio::awaitable<Result<const Template*>> TemplateService::Make(std::string name,
   Imported imported =
       co_await OffThread(image_work_, tenant, AsImageWork(templates_, std::move(job)));
   // Pinned until the template names them (or is given up): a collection meanwhile keeps them.
-  const std::vector<std::string> layers = imported.image ? LayerIds(*imported.image)
-                                                         : std::vector<std::string>{};
+  const std::vector<std::string> layers =
+      imported.image ? LayerIds(*imported.image) : std::vector<std::string>{};
   uint64_t size_bytes = 0;
   if (imported.image) {
     for (const auto& layer : imported.image->layers) size_bytes += layer.size;
   }
   Result<void> room = imported.image && imported.user
-                           ? quotas_.CheckTemplateStorage(templates_, tenant, size_bytes)
-                           : Result<void>(Ok{});
+                          ? quotas_.CheckTemplateStorage(templates_, tenant, size_bytes)
+                          : Result<void>(Ok{});
   if (!imported.image || !imported.user || !room) {
     templates_.Abandon(name);
     templates_.Unpin(layers);
@@ -201,7 +199,8 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
       !from.base_id) {
     co_return Error{ErrorCode::kInvalidRequest,
                     "snapshot: sandbox " + from.sandbox_id + " is made from template '" +
-                        from.template_name + "', which has no image layers to build on; "
+                        from.template_name +
+                        "', which has no image layers to build on; "
                         "snapshot a sandbox made from an imported image"};
   }
   const std::string& tenant = from.tenant;
@@ -256,8 +255,8 @@ asio::awaitable<Result<void>> TemplateService::Delete(std::string name, std::str
   }
   if (!t->ready) co_return Error{ErrorCode::kConflict, "template '" + name + "' is being made"};
   if (!used_by.empty()) {
-    co_return Error{ErrorCode::kConflict,
-                    "template '" + name + "' is in use by sandbox " + used_by + "; delete it first"};
+    co_return Error{ErrorCode::kConflict, "template '" + name + "' is in use by sandbox " +
+                                              used_by + "; delete it first"};
   }
   if (auto removed = templates_.Remove(name); !removed) co_return std::move(removed).error();
   // Its layers go once no other template names them, off the event loop.

@@ -5,14 +5,15 @@
 // template, what a sandbox's writable layer is.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/json/object.hpp>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/json/object.hpp>
 
 #include "base/result.h"
 #include "image/registry.h"

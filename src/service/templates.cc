@@ -1,10 +1,11 @@
 #include "service/templates.h"
 
-#include <boost/json.hpp>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <boost/json.hpp>
 
 #include "base/log.h"
 #include "service/codec.h"
@@ -91,7 +92,8 @@ std::optional<uint32_t> Number(std::string_view s) {
 
 // Field 2 (the id) and field 3 (passwd's group) of the line of /etc/passwd or /etc/group
 // whose first field is `name`.
-std::optional<std::pair<uint32_t, uint32_t>> LookUp(const std::string& file, std::string_view name) {
+std::optional<std::pair<uint32_t, uint32_t>> LookUp(const std::string& file,
+                                                    std::string_view name) {
   std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
@@ -123,21 +125,21 @@ std::string EtcFile(const std::vector<std::string>& layer_dirs, const char* name
 }  // namespace
 
 json::object TemplateJson(const Template& t) {
-  json::object o{{"name", t.name},
-                 {"kind", t.kind},
-                 {"tenant", t.tenant.empty() ? json::value(nullptr) : json::value(t.tenant)},
-                 {"status", t.ready ? "ready" : "creating"},
-                 {"source", t.source.empty() ? json::value(nullptr) : json::value(t.source)},
-                 {"digest", t.digest.empty() ? json::value(nullptr) : json::value(t.digest)},
-                 {"tags", Strings(t.tags)},
-                 {"layers_count", t.kind == "directory" ? 1 : t.layers.size()},
-                 {"size_bytes", t.size_bytes},
-                 {"env", Strings(t.env)},
-                 {"working_dir", t.working_dir.empty() ? json::value(nullptr)
-                                                       : json::value(t.working_dir)},
-                 {"user", t.user},
-                 {"created_at", t.created_at == SystemTime{} ? json::value(nullptr)
-                                                             : json::value(FormatRfc3339(t.created_at))}};
+  json::object o{
+      {"name", t.name},
+      {"kind", t.kind},
+      {"tenant", t.tenant.empty() ? json::value(nullptr) : json::value(t.tenant)},
+      {"status", t.ready ? "ready" : "creating"},
+      {"source", t.source.empty() ? json::value(nullptr) : json::value(t.source)},
+      {"digest", t.digest.empty() ? json::value(nullptr) : json::value(t.digest)},
+      {"tags", Strings(t.tags)},
+      {"layers_count", t.kind == "directory" ? 1 : t.layers.size()},
+      {"size_bytes", t.size_bytes},
+      {"env", Strings(t.env)},
+      {"working_dir", t.working_dir.empty() ? json::value(nullptr) : json::value(t.working_dir)},
+      {"user", t.user},
+      {"created_at", t.created_at == SystemTime{} ? json::value(nullptr)
+                                                  : json::value(FormatRfc3339(t.created_at))}};
   return o;
 }
 

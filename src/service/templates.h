@@ -6,7 +6,6 @@
 // into its own overlay layer.
 #pragma once
 
-#include <boost/json/object.hpp>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -17,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 #include "base/clock.h"
 #include "base/result.h"
 #include "image/store.h"
@@ -26,8 +27,8 @@ namespace sandstream {
 
 struct Template {
   std::string name;
-  std::string kind;    // "base", "directory", "image" or "snapshot"
-  std::string tenant;  // its owner; "" for the admin's, which every tenant may use
+  std::string kind;                 // "base", "directory", "image" or "snapshot"
+  std::string tenant;               // its owner; "" for the admin's, which every tenant may use
   std::string directory;            // kind "directory": its root
   std::vector<std::string> layers;  // kinds "image" and "snapshot": diff ids, bottom first
   std::vector<std::string> env;     // the image's Env ("K=V"), under the sandbox's own
@@ -35,7 +36,7 @@ struct Template {
   std::string user;                 // the image's User, as written
   uint32_t uid = 1000;              // ... and as ids, read from the image's /etc/passwd
   uint32_t gid = 1000;
-  std::string source;  // "archive", a reference pulled, or the sandbox snapshotted
+  std::string source;         // "archive", a reference pulled, or the sandbox snapshotted
   std::string digest;         // the image manifest's (a snapshot's: its image's), or ""
   std::string config_digest;  // the image config's: with `digest`, blobs the store keeps
   std::vector<std::string> tags;

@@ -36,7 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct RunResult {
-  int exit = -1;  // exit code, or 128 + signal
+  int exit = -1;       // exit code, or 128 + signal
   std::string output;  // stdout and stderr, merged
 };
 
@@ -125,7 +125,8 @@ class RuntimeEnvironment : public ::testing::Environment {
   }
 };
 
-[[maybe_unused]] const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new RuntimeEnvironment);
+[[maybe_unused]] const auto* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new RuntimeEnvironment);
 
 std::string UniqueId(const std::string& base) {
   static int counter = 0;
@@ -157,8 +158,8 @@ struct PolicyCase {
   Limits limits;
   bool allow_nested_userns;
   ProcessSpec process;
-  int exit;                  // expected exit; -2: any non-zero
-  std::string output;        // expected output; with `contains`, a substring of it
+  int exit;            // expected exit; -2: any non-zero
+  std::string output;  // expected output; with `contains`, a substring of it
   bool contains;
 };
 
@@ -169,7 +170,9 @@ constexpr const char* kMaskedProcFiles =
     "kallsyms kcore keys key-users timer_list sched_debug sysrq-trigger latency_stats "
     "timer_stats interrupts slabinfo kpagecount kpageflags kpagecgroup vmallocinfo pagetypeinfo";
 
-std::string Perl(const std::string& code) { return "perl -e '" + code + "'"; }
+std::string Perl(const std::string& code) {
+  return "perl -e '" + code + "'";
+}
 
 // "-1 <errno>" for a syscall the profile refuses.
 std::string SyscallErrno(int nr) {
@@ -217,79 +220,144 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
   Limits small_disk;
   small_disk.disk_mb = 100;
   return {
-      {"ps_sees_only_own_processes", {}, false, Command({"ps", "-e", "-o", "comm="}), 0,
-       "sandstream-init\nps\n", false},
-      {"runs_as_user_1000", {}, false, Shell("id -u; id -un; echo $(pwd)"), 0,
-       "1000\nuser\n/workspace\n", false},
+      {"ps_sees_only_own_processes",
+       {},
+       false,
+       Command({"ps", "-e", "-o", "comm="}),
+       0,
+       "sandstream-init\nps\n",
+       false},
+      {"runs_as_user_1000",
+       {},
+       false,
+       Shell("id -u; id -un; echo $(pwd)"),
+       0,
+       "1000\nuser\n/workspace\n",
+       false},
       {"root_on_request", {}, false, Shell("id -u; id -un", true), 0, "0\nroot\n", false},
       // Docker's default set, 0xa80425fb: CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID
       // SETPCAP NET_BIND_SERVICE NET_RAW SYS_CHROOT MKNOD AUDIT_WRITE SETFCAP.
-      {"root_holds_dockers_capabilities", {}, false,
-       Shell("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status", true), 0,
+      {"root_holds_dockers_capabilities",
+       {},
+       false,
+       Shell("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status", true),
+       0,
        "CapInh:\t0000000000000000\nCapPrm:\t00000000a80425fb\nCapEff:\t00000000a80425fb\n"
-       "CapBnd:\t00000000a80425fb\nCapAmb:\t0000000000000000\n", false},
-      {"user_holds_none", {}, false, Shell("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status"),
-       0, "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
-          "CapBnd:\t00000000a80425fb\nCapAmb:\t0000000000000000\n", false},
-      {"seccomp_without_no_new_privs", {}, false,
-       Shell("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"), 0,
-       "NoNewPrivs:\t0\nSeccomp:\t2\n", false},
-      {"seccomp_without_no_new_privs_for_root", {}, false,
-       Shell("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status", true), 0,
-       "NoNewPrivs:\t0\nSeccomp:\t2\n", false},
+       "CapBnd:\t00000000a80425fb\nCapAmb:\t0000000000000000\n",
+       false},
+      {"user_holds_none",
+       {},
+       false,
+       Shell("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status"),
+       0,
+       "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+       "CapBnd:\t00000000a80425fb\nCapAmb:\t0000000000000000\n",
+       false},
+      {"seccomp_without_no_new_privs",
+       {},
+       false,
+       Shell("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"),
+       0,
+       "NoNewPrivs:\t0\nSeccomp:\t2\n",
+       false},
+      {"seccomp_without_no_new_privs_for_root",
+       {},
+       false,
+       Shell("grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status", true),
+       0,
+       "NoNewPrivs:\t0\nSeccomp:\t2\n",
+       false},
       // CHOWN, FOWNER (chmod of another's file), DAC_OVERRIDE (reading it), SYS_CHROOT.
-      {"root_uses_its_capabilities", {}, false,
+      {"root_uses_its_capabilities",
+       {},
+       false,
        Shell("touch /tmp/f && chown 1234:4321 /tmp/f && stat -c %u:%g /tmp/f && "
              "echo secret > /tmp/s && chown 1000:1000 /tmp/s && chmod 600 /tmp/s && cat /tmp/s && "
              "chroot / true && echo chroot",
              true),
-       0, "1234:4321\nsecret\nchroot\n", false},
+       0,
+       "1234:4321\nsecret\nchroot\n",
+       false},
       // SETGID and SETUID: root becomes nobody, which has nothing left.
-      {"root_switches_user_and_loses_everything", {}, false,
+      {"root_switches_user_and_loses_everything",
+       {},
+       false,
        Command({"python3", "-c",
                 "import os\nos.setgroups([65534]); os.setgid(65534); os.setuid(65534)\n"
                 "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
                 "print(os.getuid(), os.getgid(), os.getgroups(), caps)"},
                true),
-       0, "65534 65534 [65534] ['0000000000000000', '0000000000000000', '0000000000000000', "
-          "'00000000a80425fb', '0000000000000000']\n", false},
-      {"user_cannot_chown_or_switch", {}, false,
+       0,
+       "65534 65534 [65534] ['0000000000000000', '0000000000000000', '0000000000000000', "
+       "'00000000a80425fb', '0000000000000000']\n",
+       false},
+      {"user_cannot_chown_or_switch",
+       {},
+       false,
        Shell("chown 0 /workspace 2>/dev/null || echo chown refused; "
              "chroot / true 2>/dev/null || echo chroot refused; "
              "python3 -c 'import os; os.setuid(0)' 2>&1 | tail -1"),
-       0, "chown refused\nchroot refused\nPermissionError: [Errno 1] Operation not permitted\n",
+       0,
+       "chown refused\nchroot refused\nPermissionError: [Errno 1] Operation not permitted\n",
        false},
       // NET_RAW and NET_BIND_SERVICE in its own network namespace; never NET_ADMIN, SYS_ADMIN.
-      {"root_network_capabilities_are_its_namespaces", {}, false,
-       Command({"python3", "-c", std::string(kNetworkProbe)}, true), 0,
-       "raw 0\npacket 0\nbind80 0\nifflags 1\nsethostname 1\n", false},
-      {"user_network_capabilities_are_none", {}, false,
-       Command({"python3", "-c", std::string(kNetworkProbe)}), 0,
-       "raw 1\npacket 1\nbind80 13\nifflags 1\nsethostname 1\n", false},
+      {"root_network_capabilities_are_its_namespaces",
+       {},
+       false,
+       Command({"python3", "-c", std::string(kNetworkProbe)}, true),
+       0,
+       "raw 0\npacket 0\nbind80 0\nifflags 1\nsethostname 1\n",
+       false},
+      {"user_network_capabilities_are_none",
+       {},
+       false,
+       Command({"python3", "-c", std::string(kNetworkProbe)}),
+       0,
+       "raw 1\npacket 1\nbind80 13\nifflags 1\nsethostname 1\n",
+       false},
       // MKNOD in a user namespace makes no usable device: refused at mknod or at open.
-      {"root_makes_no_usable_device", {}, false,
-       Command({"python3", "-c", std::string(kDeviceProbe)}, true), 0, "unusable\n", false},
+      {"root_makes_no_usable_device",
+       {},
+       false,
+       Command({"python3", "-c", std::string(kDeviceProbe)}, true),
+       0,
+       "unusable\n",
+       false},
       // Every mount API call, as root: mount, umount2, pivot_root, fsopen, fsconfig, fsmount,
       // fspick, open_tree, move_mount, mount_setattr.
-      {"root_mount_api_denied", {}, false,
+      {"root_mount_api_denied",
+       {},
+       false,
        Shell(Perl("print join(\" \", map { syscall($_, 0, 0, 0, 0, 0) . \"/\" . ($!+0) } "
                   "(165, 166, 155, 430, 431, 432, 433, 428, 429, 442))"),
              true),
-       0, "-1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1", false},
-      {"root_cannot_remount_read_only_binds", {}, false,
+       0,
+       "-1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1 -1/1",
+       false},
+      {"root_cannot_remount_read_only_binds",
+       {},
+       false,
        Shell("mount -o remount,rw /usr 2>/dev/null || mount -o remount,bind,rw /usr 2>/dev/null "
              "|| echo refused; touch /usr/sandstream-x 2>&1 | grep -c Read-only",
              true),
-       0, "refused\n1\n", false},
+       0,
+       "refused\n1\n",
+       false},
       // unshare(CLONE_NEWUSER), unshare(CLONE_NEWNS), clone(CLONE_NEWUSER), setns, as root.
-      {"root_namespaces_denied", {}, false,
+      {"root_namespaces_denied",
+       {},
+       false,
        Shell(Perl("sub e { return $_[0] . \"/\" . ($!+0) } print join(\" \", "
                   "e(syscall(272, 0x10000000)), e(syscall(272, 0x20000)), "
                   "e(syscall(56, 0x10000011, 0, 0, 0, 0)), e(syscall(308, 0, 0)))"),
              true),
-       0, "-1/1 -1/1 -1/1 -1/1", false},
+       0,
+       "-1/1 -1/1 -1/1 -1/1",
+       false},
       // Out of its cgroup: no cgroupfs to write to, none to mount, and it stays where it was.
-      {"root_cgroup_escape_refused", {}, false,
+      {"root_cgroup_escape_refused",
+       {},
+       false,
        Shell("before=$(cat /proc/self/cgroup); mkdir -p /tmp/cg; "
              "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/../cgroup.procs "
              "/sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/*/../cgroup.procs; do "
@@ -298,36 +366,87 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
              "mount -t cgroup -o pids none /tmp/cg 2>/dev/null && echo mounted v1; "
              "[ \"$(cat /proc/self/cgroup)\" = \"$before\" ] && echo same",
              true),
-       0, "same\n", false},
+       0,
+       "same\n",
+       false},
       {"rlimits", small, false, Shell("ulimit -n; ulimit -c"), 0, "321\n0\n", false},
-      {"host_files_absent", {}, false,
+      {"host_files_absent",
+       {},
+       false,
        // /home is the sandbox's own, holding only the user's empty home.
        Shell("for p in /root/.bashrc " + marker + " " + state_dir +
                  " /work /var/lib /etc/shadow; do test -e $p && echo present: $p; done; "
                  "ls -A /root; ls -A /home/user; ls -A /home; echo checked",
              true),
-       0, "user\nchecked\n", false},
-      {"system_dirs_read_only", {}, false, Shell("echo x > /usr/bin/sandstream-x", true),
-       kNonZero, "Read-only file system", true},
-      {"etc_is_the_sandboxes", {}, false, Shell("grep -c . /etc/passwd; grep ^user: /etc/passwd"),
-       0, "3\nuser:x:1000:1000:user:/workspace:/bin/bash\n", false},
+       0,
+       "user\nchecked\n",
+       false},
+      {"system_dirs_read_only",
+       {},
+       false,
+       Shell("echo x > /usr/bin/sandstream-x", true),
+       kNonZero,
+       "Read-only file system",
+       true},
+      {"etc_is_the_sandboxes",
+       {},
+       false,
+       Shell("grep -c . /etc/passwd; grep ^user: /etc/passwd"),
+       0,
+       "3\nuser:x:1000:1000:user:/workspace:/bin/bash\n",
+       false},
       // One tmpfs holds /, /tmp and /dev/shm: disk_mb, within memory_mb (512) less a quarter.
-      {"writable_space_fits_in_memory", {}, false,
-       Shell("df -m / /tmp /dev/shm | tail -n +2 | awk '{print $2}' | uniq"), 0, "384\n", false},
-      {"writable_space_is_disk_mb", small_disk, false, Shell("df -m /tmp | tail -1 | awk '{print $2}'"),
-       0, "100\n", false},
-      {"dev_is_minimal", {}, false, Shell("ls /dev | tr '\\n' ' '; echo; echo x > /dev/null && head -c 4 /dev/zero | wc -c"), 0,
-       "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n4\n", false},
-      {"host_tcp_unreachable", {}, false,
+      {"writable_space_fits_in_memory",
+       {},
+       false,
+       Shell("df -m / /tmp /dev/shm | tail -n +2 | awk '{print $2}' | uniq"),
+       0,
+       "384\n",
+       false},
+      {"writable_space_is_disk_mb", small_disk, false,
+       Shell("df -m /tmp | tail -1 | awk '{print $2}'"), 0, "100\n", false},
+      {"dev_is_minimal",
+       {},
+       false,
+       Shell("ls /dev | tr '\\n' ' '; echo; echo x > /dev/null && head -c 4 /dev/zero | wc -c"),
+       0,
+       "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n4\n",
+       false},
+      {"host_tcp_unreachable",
+       {},
+       false,
        Command({"bash", "-c", "echo hi > /dev/tcp/127.0.0.1/" + std::to_string(host_port)}),
-       kNonZero, "Connection refused", true},
-      {"only_loopback", {}, false, Shell("ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"),
-       0, "lo\n", false},
-      {"mount_denied", {}, false, Shell("mount -t tmpfs none /mnt 2>&1 || mount -t tmpfs none /tmp", true),
-       kNonZero, "", true},
-      {"unshare_user_denied", {}, false, Command({"unshare", "-U", "true"}), kNonZero,
-       "Operation not permitted", true},
-      {"unshare_user_allowed_on_request", {}, true, Command({"unshare", "-U", "true"}), 0, "",
+       kNonZero,
+       "Connection refused",
+       true},
+      {"only_loopback",
+       {},
+       false,
+       Shell("ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d "
+             "' '"),
+       0,
+       "lo\n",
+       false},
+      {"mount_denied",
+       {},
+       false,
+       Shell("mount -t tmpfs none /mnt 2>&1 || mount -t tmpfs none /tmp", true),
+       kNonZero,
+       "",
+       true},
+      {"unshare_user_denied",
+       {},
+       false,
+       Command({"unshare", "-U", "true"}),
+       kNonZero,
+       "Operation not permitted",
+       true},
+      {"unshare_user_allowed_on_request",
+       {},
+       true,
+       Command({"unshare", "-U", "true"}),
+       0,
+       "",
        false},
       {"bpf_denied", {}, false, Shell(SyscallErrno(321)), 0, "-1 1", false},
       {"keyctl_denied", {}, false, Shell(SyscallErrno(250)), 0, "-1 1", false},
@@ -348,41 +467,78 @@ std::vector<PolicyCase> Table(const std::string& marker, const std::string& stat
       {"kcmp_denied", {}, false, Shell(SyscallErrno(312)), 0, "-1 1", false},
       {"process_madvise_denied", {}, false, Shell(SyscallErrno(440)), 0, "-1 1", false},
       // On /dev/null, an ioctl the filter lets through fails with ENOTTY (25).
-      {"tiocsetd_denied", {}, false,
-       Shell(Perl("$r = syscall(16, 0, 0x5423, 0); print $r, \" \", $!+0")), 0, "-1 1", false},
+      {"tiocsetd_denied",
+       {},
+       false,
+       Shell(Perl("$r = syscall(16, 0, 0x5423, 0); print $r, \" \", $!+0")),
+       0,
+       "-1 1",
+       false},
       // Each call returns the previous persona: query, PER_LINUX32, UNAME26 with and without it.
-      {"personality_defaults_allowed", {}, false,
+      {"personality_defaults_allowed",
+       {},
+       false,
        Shell(Perl("print join(\" \", map { syscall(135, $_) } "
                   "(0xffffffff, 8, 0x20008, 0x20000, 0))")),
-       0, "0 0 8 131080 131072", false},
-      // ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, PER_SVR4, and a flag with PER_LINUX32.
-      {"personality_others_denied", {}, false,
+       0,
+       "0 0 8 131080 131072",
+       false},
+      // ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO, PER_SVR4, and a flag with
+      // PER_LINUX32.
+      {"personality_others_denied",
+       {},
+       false,
        Shell(Perl("print join(\" \", map { syscall(135, $_) . \"/\" . ($!+0) } "
                   "(0x40000, 0x400000, 0x100000, 0x68, 0x40008, 0xfffffffe)); "
                   "print \" \", syscall(135, 0xffffffff)")),
-       0, "-1/1 -1/1 -1/1 -1/1 -1/1 -1/1 0", false},
-      {"proc_masked", {}, false,
-       Shell("for f in " + std::string(kMaskedProcFiles) + "; do [ -e /proc/$f ] || continue; "
-             "[ \"$(head -c 1 /proc/$f 2>/dev/null | wc -c)\" = 0 ] || echo readable: $f; done; "
-             "for d in acpi asound scsi; do [ -d /proc/$d ] || continue; "
-             "[ -z \"$(ls -A /proc/$d)\" ] || echo listed: $d; done; echo checked",
-             true),
-       0, "checked\n", false},
-      {"proc_sys_read_only", {}, false,
-       Shell("echo 1 > /proc/sys/net/ipv4/ip_forward", true), kNonZero, "Read-only file system",
+       0,
+       "-1/1 -1/1 -1/1 -1/1 -1/1 -1/1 0",
+       false},
+      {"proc_masked",
+       {},
+       false,
+       Shell(
+           "for f in " + std::string(kMaskedProcFiles) +
+               "; do [ -e /proc/$f ] || continue; "
+               "[ \"$(head -c 1 /proc/$f 2>/dev/null | wc -c)\" = 0 ] || echo readable: $f; done; "
+               "for d in acpi asound scsi; do [ -d /proc/$d ] || continue; "
+               "[ -z \"$(ls -A /proc/$d)\" ] || echo listed: $d; done; echo checked",
+           true),
+       0,
+       "checked\n",
+       false},
+      {"proc_sys_read_only",
+       {},
+       false,
+       Shell("echo 1 > /proc/sys/net/ipv4/ip_forward", true),
+       kNonZero,
+       "Read-only file system",
        true},
-      {"proc_dirs_read_only", {}, false,
+      {"proc_dirs_read_only",
+       {},
+       false,
        Shell("for d in sys irq bus fs; do [ -d /proc/$d ] || continue; "
              "o=$(awk -v p=/proc/$d '$5 == p {split($6, o, \",\"); print o[1]}' "
              "/proc/self/mountinfo); [ \"$o\" = ro ] || echo writable: $d; done; echo checked"),
-       0, "checked\n", false},
-      {"ptys_capped_per_sandbox", {}, false,
+       0,
+       "checked\n",
+       false},
+      {"ptys_capped_per_sandbox",
+       {},
+       false,
        Command({"python3", "-c",
                 "import os\nn = 0\ntry:\n    while n < 200:\n        os.openpty(); n += 1\n"
                 "except OSError as e:\n    print(n, e.errno)\nelse:\n    print(n, 0)"}),
-       0, "64 28\n", false},
-      {"processes_are_the_oom_victims", {}, false, Shell("cat /proc/self/oom_score_adj"), 0,
-       "500\n", false},
+       0,
+       "64 28\n",
+       false},
+      {"processes_are_the_oom_victims",
+       {},
+       false,
+       Shell("cat /proc/self/oom_score_adj"),
+       0,
+       "500\n",
+       false},
   };
 }
 
@@ -472,7 +628,8 @@ TEST_F(SandboxPolicyTest, ForkBombHitsPidsLimitAndSandboxStaysUsable) {
   ASSERT_NE(sb, nullptr);
   // Sleepers fill the limit and stay: fork fails inside. A new process takes one place, no
   // more (the spawner has its own): the exited shell's place fits one, the next is refused.
-  const RunResult bounded = RunIn(*sb, Shell("i=0; while [ $i -lt 100 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done"));
+  const RunResult bounded = RunIn(
+      *sb, Shell("i=0; while [ $i -lt 100 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done"));
   EXPECT_NE(bounded.exit, 0);
   EXPECT_NE(bounded.output.find("Cannot fork"), std::string::npos) << bounded.output;
   auto last = RunBlocking(sb->Spawn(Command({"sleep", "60"})));
@@ -508,7 +665,8 @@ TEST_F(SandboxPolicyTest, MemoryHogIsOomKilled) {
   auto sb = Make(spec);
   ASSERT_NE(sb, nullptr);
   const uint64_t before = sb->OomKills();
-  const RunResult r = RunIn(*sb, Command({"python3", "-c", "b = bytearray(512 << 20); print('survived')"}));
+  const RunResult r =
+      RunIn(*sb, Command({"python3", "-c", "b = bytearray(512 << 20); print('survived')"}));
   EXPECT_EQ(r.exit, 128 + SIGKILL) << r.output;
   EXPECT_GT(sb->OomKills(), before);
   EXPECT_EQ(RunIn(*sb, Command({"echo", "still here"})).output, "still here\n");
@@ -519,10 +677,12 @@ TEST_F(SandboxPolicyTest, TwoSandboxesCannotSeeEachOther) {
   auto b = Make();
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  ASSERT_EQ(RunIn(*a, Shell("echo secret-a > /workspace/secret; echo secret-a > /tmp/secret")).exit, 0);
+  ASSERT_EQ(RunIn(*a, Shell("echo secret-a > /workspace/secret; echo secret-a > /tmp/secret")).exit,
+            0);
   auto sleeper = RunBlocking(a->Spawn(Command({"sleep", "30"})));
   ASSERT_TRUE(sleeper.ok());
-  const RunResult r = RunIn(*b, Shell("cat /workspace/secret /tmp/secret 2>&1; ps -e -o comm= | grep -c sleep"));
+  const RunResult r =
+      RunIn(*b, Shell("cat /workspace/secret /tmp/secret 2>&1; ps -e -o comm= | grep -c sleep"));
   EXPECT_EQ(r.output.find("secret-a"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("0\n"), std::string::npos) << r.output;
   (void)RunBlocking(a->KillAll());
@@ -574,10 +734,14 @@ TEST_F(SandboxPolicyTest, SignalsFromInsideDoNotEndPid1) {
       "import ctypes, struct; libc = ctypes.CDLL(None, use_errno=True); "
       "info = ctypes.create_string_buffer(struct.pack('iiiII', 15, 0, -1, 0, 0) + bytes(108)); "
       "rc = libc.syscall(129, 1, 15, info); print(rc, ctypes.get_errno()); raise SystemExit(rc)";
-  const std::vector<ProcessSpec> senders = {
-      Shell("kill -TERM 1", true), Shell("kill -KILL 1", true),  Shell("kill -INT 1", true),
-      Shell("kill -HUP 1", true),  Shell("kill -QUIT 1", true),  Shell("kill -USR1 1", true),
-      Shell("kill -TERM -1 2>/dev/null; true", true), Command({"python3", "-c", forged_term}, true)};
+  const std::vector<ProcessSpec> senders = {Shell("kill -TERM 1", true),
+                                            Shell("kill -KILL 1", true),
+                                            Shell("kill -INT 1", true),
+                                            Shell("kill -HUP 1", true),
+                                            Shell("kill -QUIT 1", true),
+                                            Shell("kill -USR1 1", true),
+                                            Shell("kill -TERM -1 2>/dev/null; true", true),
+                                            Command({"python3", "-c", forged_term}, true)};
   for (const auto& sender : senders) {
     SCOPED_TRACE(sender.argv.back());
     const RunResult sent = RunIn(*sb, sender);
@@ -614,9 +778,10 @@ TEST_F(SandboxPolicyTest, InotifyInstancesAreCountedPerSandbox) {
   EXPECT_NE(taken.find(" 24"), std::string::npos) << "stopped by EMFILE: " << taken;
   // The kernel counts instances per user at every level of user namespaces up to the host's;
   // there, every sandbox must be a user of its own, not the daemon's root.
-  const RunResult r = RunIn(*other, Command({"python3", "-c",
-                                             "import ctypes; libc = ctypes.CDLL(None); "
-                                             "print('ok' if libc.inotify_init1(0) >= 0 else 'failed')"}));
+  const RunResult r =
+      RunIn(*other, Command({"python3", "-c",
+                             "import ctypes; libc = ctypes.CDLL(None); "
+                             "print('ok' if libc.inotify_init1(0) >= 0 else 'failed')"}));
   EXPECT_EQ(r.output, "ok\n");
   const int host = ::inotify_init1(IN_CLOEXEC);
   EXPECT_GE(host, 0) << "the host's root has no inotify instance left";
@@ -806,7 +971,9 @@ TEST_F(SandboxPolicyTest, KeeperAndInitAreOutOfRootsReach) {
       "        return 0\n"
       "    except OSError as e:\n"
       "        return e.errno\n"
-      "keeper = " + std::to_string(keeper[0]) + "\n"
+      "keeper = " +
+      std::to_string(keeper[0]) +
+      "\n"
       "print('kill keeper', errno_of(lambda: os.kill(keeper, 0)))\n"
       "print('keeper in /proc', os.path.exists('/proc/%d' % keeper))\n"
       "print('ptrace init', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"
@@ -843,7 +1010,7 @@ TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {
   EXPECT_EQ(Wait(*bg), 128 + SIGKILL);
   ASSERT_TRUE(RunBlocking(sb->Destroy()).ok());
   EXPECT_TRUE(RunBlocking(sb->Destroy()).ok());  // idempotent
-  (void)RunBlocking(sb->KillAll());                    // safe after Destroy
+  (void)RunBlocking(sb->KillAll());              // safe after Destroy
   EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id));
   for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << dir;
   EXPECT_NE(::kill(init, 0), 0) << "init still exists";
@@ -952,7 +1119,8 @@ TEST_F(SandboxPolicyTest, EveryFailedSetupStepNamesItselfAndLeavesNothing) {
     FailNthStep(0);
     ASSERT_FALSE(sb.ok()) << "step " << k << " of " << steps << " failed, yet the creation did not";
     EXPECT_EQ(sb.error().code, ErrorCode::kSandboxSetupFailed) << k << ": " << sb.error().message;
-    EXPECT_NE(sb.error().message.find(": EIO"), std::string::npos) << k << ": " << sb.error().message;
+    EXPECT_NE(sb.error().message.find(": EIO"), std::string::npos)
+        << k << ": " << sb.error().message;
     EXPECT_FALSE(fs::exists(RuntimeEnvironment::state_dir + "/" + spec.id)) << k;
     for (const auto& dir : CgroupDirs(spec.id)) EXPECT_FALSE(fs::exists(dir)) << k << ": " << dir;
     EXPECT_EQ(OpenFds(), fds) << k << ": " << sb.error().message;
@@ -1077,8 +1245,9 @@ TEST(HostIdRanges, FitBelowTheLargestId) {
 
 TEST(HostIdRanges, HoldNoHostUserOrGroup) {
   HostIdFiles files;
-  files.passwd = "root:x:0:0:root:/root:/bin/bash\nbob:x:1000005:100::/home/bob:/bin/sh\n"
-                 "broken line\nnobody:x:65534:65534::/:/usr/sbin/nologin\n";
+  files.passwd =
+      "root:x:0:0:root:/root:/bin/bash\nbob:x:1000005:100::/home/bob:/bin/sh\n"
+      "broken line\nnobody:x:65534:65534::/:/usr/sbin/nologin\n";
   files.group = "root:x:0:\nbuilders:x:2000000:\n";
   EXPECT_EQ(IdProblems(3000000, 64, files), "");
   const std::string user = IdProblems(1000000, 16, files);
@@ -1100,8 +1269,7 @@ TEST(HostIdRanges, FollowSubordinateIds) {
   EXPECT_NE(outside.find("outside every range /etc/subgid gives root"), std::string::npos)
       << outside;
   const std::string alice = IdProblems(65536, 2, files);
-  EXPECT_NE(alice.find("overlap /etc/subuid's range 100000..165535 of 'alice'"),
-            std::string::npos)
+  EXPECT_NE(alice.find("overlap /etc/subuid's range 100000..165535 of 'alice'"), std::string::npos)
       << alice;
   // Without ranges for root, any range no one else has will do.
   files.subuid = "alice:100000:65536\n";

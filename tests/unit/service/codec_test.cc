@@ -29,8 +29,9 @@ TEST(StoredSandboxTest, ReadsBackWhatSandboxJsonWrites) {
   sb.created_at = SystemNow();
   sb.ttl_seconds = 60;
   json::object record = SandboxJson(sb);
-  record["ports"] = json::array{json::object{{"port", 8080}, {"created_at", "2026-01-02T03:04:05.000Z"}},
-                                json::object{{"port", 70000}}};
+  record["ports"] =
+      json::array{json::object{{"port", 8080}, {"created_at", "2026-01-02T03:04:05.000Z"}},
+                  json::object{{"port", 70000}}};
   record["sessions"] = json::array{json::object{{"id", "s"}}};
   auto stored = StoredSandboxFromJson(json::serialize(record));
   ASSERT_TRUE(stored) << stored.error().message;
@@ -81,8 +82,11 @@ TEST(StoredSandboxTest, WhatIsNotASandboxRecordIsAnErrorNotAnException) {
 }
 
 TEST(StoredProcessTest, ARunningProcessNotTakenBackEndsKilledWithAnExitEvent) {
-  json::object o{{"status", "running"}, {"next_seq", 5}, {"stdout_bytes", 10},
-                 {"stderr_bytes", 2}, {"tail", json::array{}}};
+  json::object o{{"status", "running"},
+                 {"next_seq", 5},
+                 {"stdout_bytes", 10},
+                 {"stderr_bytes", 2},
+                 {"tail", json::array{}}};
   EndStoredAsKilled(o, SystemNow());
   EXPECT_EQ(o.at("status"), "exited");
   EXPECT_EQ(o.at("exit_code"), 137);

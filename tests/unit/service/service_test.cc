@@ -89,7 +89,8 @@ TEST_F(ServiceTest, TheJournalRecordsAStartBeforeItsExit) {
     EXPECT_FALSE(started->attached);
     RunTask(io_, started->process->WaitExit());
   }
-  ASSERT_TRUE(RunUntil(io_, [&] { return sb->journal->entries().size() == 7; }, 5s))
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return sb->journal->entries().size() == 7; }, 5s))
       << sb->journal->entries().size();
   EXPECT_EQ(EventNames(*sb->journal),
             (std::vector<std::string>{"sandbox.created", "process.started", "process.exited",
@@ -110,7 +111,8 @@ TEST_F(ServiceTest, AnIdempotencyKeyGivesBackTheProcessItStarted) {
   for (auto& slot : results) {
     asio::co_spawn(io_, StartInto(*service_, sb->id, spec, slot), [](std::exception_ptr) {});
   }
-  ASSERT_TRUE(RunUntil(io_, [&] { return results[0] && results[1]; }, 10s));
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return results[0] && results[1]; }, 10s));
   ASSERT_TRUE(*results[0]) << results[0]->error().message;
   ASSERT_TRUE(*results[1]) << results[1]->error().message;
   EXPECT_EQ((*results[0])->process, (*results[1])->process);
@@ -190,7 +192,8 @@ TEST_F(ServiceTest, DeletingASandboxKillsItsProcessesAndEndsItsJournal) {
   auto started = Start(id, Sh("trap '' TERM; echo ready; sleep 30"));  // ends only by a KILL
   ASSERT_TRUE(started);
   auto p = started->process;
-  ASSERT_TRUE(RunUntil(io_, [&] { return unit::Output(p->log()) == "ready\n"; }, 5s));
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return unit::Output(p->log()) == "ready\n"; }, 5s));
   auto deleted = RunTask(io_, service_->DeleteSandbox(id));
   ASSERT_TRUE(deleted) << deleted.error().message;
   ASSERT_TRUE(p->exit());
@@ -279,7 +282,8 @@ TEST_F(ServiceClockTest, ASandboxIsDeletedOnceTheClockPassesItsTtl) {
   EXPECT_NE(service_->Find(id), nullptr) << "deleted before its TTL";
   EXPECT_EQ(p->status(), ProcessStatus::kRunning);
   clock_.Advance(20s);
-  ASSERT_TRUE(RunUntil(io_, [&] { return service_->Find(id) == nullptr; }, 10s))
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return service_->Find(id) == nullptr; }, 10s))
       << "still there once the clock passed its TTL";
   ASSERT_TRUE(p->exit());
   EXPECT_EQ(p->exit()->reason, ExitReason::kKilled);
@@ -314,7 +318,8 @@ TEST_F(ServiceClockTest, AFinishedProcessKeepsItsWindowForTheGraceAfterItsLastRe
   pass(55s);
   EXPECT_GT(p->log().retained_bytes(), tail) << "trimmed within the grace after the reader left";
   pass(40s);  // the grace, and the quarter-grace step of each side
-  EXPECT_TRUE(RunUntil(io_, [&] { return p->log().retained_bytes() <= tail; }, 5s))
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return p->log().retained_bytes() <= tail; }, 5s))
       << p->log().retained_bytes() << " bytes kept";
   EXPECT_EQ(p->log().entries().back().kind, EntryKind::kExit) << "the tail lost the exit";
 }
@@ -341,11 +346,13 @@ TEST_F(ServiceClockTest, OneSweepTrimsEachFinishedProcessOfASandboxAfterItsOwnGr
   pass(30s);
   auto second = finish();  // 30 s later: its grace ends 30 s after the first's
   pass(45s);
-  EXPECT_TRUE(RunUntil(io_, [&] { return first->log().retained_bytes() <= tail; }, 5s))
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return first->log().retained_bytes() <= tail; }, 5s))
       << "the first kept its window 75 s after its end";
   EXPECT_GT(second->log().retained_bytes(), tail) << "the second trimmed 45 s after its end";
   pass(30s);
-  EXPECT_TRUE(RunUntil(io_, [&] { return second->log().retained_bytes() <= tail; }, 5s));
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return second->log().retained_bytes() <= tail; }, 5s));
   EXPECT_TRUE(service_->Find(sb->id)->held_windows.empty());
 }
 
