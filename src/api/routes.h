@@ -27,7 +27,7 @@ enum class Need { kAdmin, kTenant, kRead, kExec, kTerminal, kFilesRead, kFilesWr
 Need RouteNeed(const Route& route);
 
 const std::vector<Route>& AllRoutes();
-// Every request for an exposed port (router.h, MatchProxy): any method, body streamed.
+// Every request for an exposed port (http/proxy_target.h, MatchProxy): any method, body streamed.
 const Route& ProxyRoute();
 
 // routes_system.cc

@@ -1,10 +1,15 @@
 // Exposed ports: a port of a sandbox, once exposed, answers through the daemon in two forms, the
-// path /v1/sandboxes/{id}/ports/{port}/... and the host {port}-{id}.{preview_domain} (router.h,
-// MatchProxy). The daemon connects from inside the sandbox's network namespace, so a server
-// listening on the sandbox's loopback is reachable with no network at all, and relays bytes
-// both ways as they come: a streamed response arrives unbuffered, an upgrade (WebSocket) goes
-// on as raw bytes. The upstream is told `Connection: close`, so one exchange is one connection
-// and every request passes the key check and the path rewrite; the key never reaches it.
+// path /v1/sandboxes/{id}/ports/{port}/... and the host {port}-{id}.{preview_domain}
+// (http/proxy_target.h, MatchProxy). The daemon connects from inside the sandbox's network
+// namespace, so a server listening on the sandbox's loopback is reachable with no network at
+// all, and relays bytes both ways as they come: a streamed response arrives unbuffered, an
+// upgrade (WebSocket) goes on as raw bytes. The upstream is told `Connection: close`, so one
+// exchange is one connection and every request passes the key check and the path rewrite; the
+// key never reaches it.
+#include <array>
+#include <charconv>
+#include <vector>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -13,18 +18,15 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
-#include <array>
-#include <charconv>
-#include <vector>
 
 #include "api/lookup.h"
-#include "api/relay.h"
 #include "api/request.h"
 #include "api/router.h"
 #include "api/routes.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/timer.h"
+#include "http/relay.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -312,10 +314,10 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
   const bool upgrade = !ctx.req[http::field::upgrade].empty();
   const std::string head = UpstreamHead(ctx, prefix, upgrade);
   const auto write_timeout = ctx.server.options().write_timeout;
-  bool sent = co_await WriteWithin(upstream, asio::buffer(head), write_timeout);
+  bool sent = co_await sandstream::http::WriteWithin(upstream, asio::buffer(head), write_timeout);
   // What the daemon read past the request's header is the start of its body.
   if (sent && ctx.body_buffer && ctx.body_buffer->size() > 0) {
-    sent = co_await WriteWithin(upstream, ctx.body_buffer->data(), write_timeout);
+    sent = co_await sandstream::http::WriteWithin(upstream, ctx.body_buffer->data(), write_timeout);
     ctx.body_buffer->consume(ctx.body_buffer->size());
   }
   if (!sent) {
@@ -334,8 +336,8 @@ asio::awaitable<void> ProxyPort(Context& ctx) {
   };
   const auto registration = ctx.server.AddStream(&handle);
   // The path form is served on the API's and the console's origin: its pages get an opaque one.
-  const Exchanged relay =
-      co_await RelayExchange(ctx.stream.socket(), upstream, write_timeout, /*opaque=*/!preview);
+  const sandstream::http::Exchanged relay = co_await sandstream::http::RelayExchange(
+      ctx.stream.socket(), upstream, write_timeout, /*opaque=*/!preview);
   ctx.server.RemoveStream(registration);
   if (relay.down == 0 && handle.reason) co_return co_await ReplyError(ctx, *handle.reason);
   if (relay.down == 0) {

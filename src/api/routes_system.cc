@@ -4,11 +4,11 @@
 
 #include <boost/json.hpp>
 
-#include "api/prometheus.h"
 #include "api/routes.h"
 #include "api/server.h"
 #include "base/ids.h"
 #include "base/version.h"
+#include "http/prometheus.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -42,7 +42,7 @@ asio::awaitable<void> GetHealth(Context& ctx) {
 
 asio::awaitable<void> GetMetrics(Context& ctx) {
   const Metrics& m = ctx.service.metrics();
-  PrometheusText p;
+  sandstream::http::PrometheusText p;
   auto count = [](auto n) { return static_cast<double>(n); };
   p.Single("sandstream_sandboxes", "gauge", "Live sandboxes.", count(ctx.service.sandbox_count()));
   p.Single("sandstream_processes_running", "gauge", "Running processes.",
@@ -99,7 +99,8 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
   }
   p.Sample("sandstream_exec_duration_seconds_sum", {}, h.sum);
   p.Sample("sandstream_exec_duration_seconds_count", {}, count(h.count));
-  co_await Reply(ctx, http::status::ok, p.Take(), std::string(kPrometheusContentType));
+  co_await Reply(ctx, http::status::ok, p.Take(),
+                 std::string(sandstream::http::kPrometheusContentType));
 }
 
 }  // namespace sandstream::api

@@ -2,8 +2,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <boost/json.hpp>
 #include <memory>
+
+#include <boost/json.hpp>
 
 #include "api/lookup.h"
 #include "api/request.h"
@@ -11,8 +12,9 @@
 #include "api/stream.h"
 #include "base/async.h"
 #include "base/ids.h"
-#include "service/codec.h"
+#include "http/headers.h"
 #include "platform/fd.h"
+#include "service/codec.h"
 #include "service/service.h"
 
 namespace sandstream::api {
@@ -132,7 +134,7 @@ asio::awaitable<void> CreateTemplate(Context& ctx) {
   if (ctx.body_parser && !ctx.body_parser->is_done()) ctx.req.keep_alive(false);
   std::string name(ctx.Query("name").value_or(""));
   const std::string_view type = ctx.Header(http::field::content_type);
-  const bool pull = IsJsonType(type);
+  const bool pull = sandstream::http::IsJsonType(type);
   if (!pull && !IsArchiveType(type)) {
     co_return co_await ReplyError(
         ctx, ErrorCode::kUnsupportedMediaType,

@@ -90,6 +90,7 @@ std::string Frames(FuzzedDataProvider& in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sandstream;
   using namespace sandstream::fuzz;
+  namespace http = boost::beast::http;  // Beast's, not sandstream::http
   ApiWorld& world = World();
 
   http::request<http::string_body> req{http::verb::get, "/v1/sandboxes/sb_fuzz/exec/ws", 11};

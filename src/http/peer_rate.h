@@ -10,7 +10,7 @@
 
 #include "base/clock.h"
 
-namespace sandstream::api {
+namespace sandstream::http {
 
 class PeerRate {
  public:
@@ -35,4 +35,4 @@ class PeerRate {
 inline constexpr double kSignatureScanBurst = 20;
 inline constexpr double kSignatureScansPerSecond = 10;
 
-}  // namespace sandstream::api
+}  // namespace sandstream::http

@@ -11,7 +11,7 @@
 
 #include "base/clock.h"
 
-namespace sandstream::api {
+namespace sandstream::http {
 
 // All of `data` to `to`, or false once a write made no progress for `timeout`.
 boost::asio::awaitable<bool> WriteWithin(boost::asio::ip::tcp::socket& to,
@@ -61,4 +61,4 @@ boost::asio::awaitable<bool> Pump(boost::asio::ip::tcp::socket& from,
                                   SteadyClock::duration write_timeout, uint64_t& bytes,
                                   uint64_t limit = UINT64_MAX, bool pass_eof = true);
 
-}  // namespace sandstream::api
+}  // namespace sandstream::http

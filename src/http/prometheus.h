@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-namespace sandstream::api {
+namespace sandstream::http {
 
 inline constexpr std::string_view kPrometheusContentType =
     "text/plain; version=0.0.4; charset=utf-8";
@@ -29,4 +29,4 @@ class PrometheusText {
   std::string out_;
 };
 
-}  // namespace sandstream::api
+}  // namespace sandstream::http

@@ -1,10 +1,10 @@
-#include "api/peer_rate.h"
+#include "http/peer_rate.h"
 
 #include <algorithm>
 #include <chrono>
 #include <iterator>
 
-namespace sandstream::api {
+namespace sandstream::http {
 
 bool PeerRate::Take(std::string_view peer, SteadyTime now) {
   auto refill = [&](Bucket& b) {
@@ -28,4 +28,4 @@ bool PeerRate::Take(std::string_view peer, SteadyTime now) {
   return true;
 }
 
-}  // namespace sandstream::api
+}  // namespace sandstream::http

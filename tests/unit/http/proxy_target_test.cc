@@ -1,13 +1,13 @@
-// Unit tests of what the router decides from a request's header: which requests are for an
-// exposed port (by host or by path), and which stay the API's.
+// Unit tests of which requests are for an exposed port (by host or by path), and which stay the
+// API's (http/proxy_target.h).
+#include "http/proxy_target.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
 
-#include "api/router.h"
-
-namespace sandstream::api {
+namespace sandstream::http {
 namespace {
 
 const std::string kDomain = "localhost";
@@ -52,4 +52,4 @@ TEST(MatchProxyTest, ThePortResourceAndItsWaitAreTheApis) {
 }
 
 }  // namespace
-}  // namespace sandstream::api
+}  // namespace sandstream::http

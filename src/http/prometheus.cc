@@ -1,8 +1,8 @@
-#include "api/prometheus.h"
+#include "http/prometheus.h"
 
 #include <cstdio>
 
-namespace sandstream::api {
+namespace sandstream::http {
 
 void PrometheusText::Family(std::string_view name, std::string_view type, std::string_view help) {
   out_ += "# HELP ";
@@ -51,4 +51,4 @@ void PrometheusText::Single(std::string_view name, std::string_view type, std::s
   Sample(name, {}, value);
 }
 
-}  // namespace sandstream::api
+}  // namespace sandstream::http

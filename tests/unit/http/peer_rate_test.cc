@@ -1,11 +1,11 @@
-// Unit tests of the rate per client address (api/peer_rate.h), on a clock the tests move.
+// Unit tests of the rate per client address (http/peer_rate.h), on a clock the tests move.
+#include "http/peer_rate.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "api/peer_rate.h"
-
-namespace sandstream::api {
+namespace sandstream::http {
 namespace {
 
 TEST(PeerRateTest, ABurstThenTheRate) {
@@ -40,4 +40,4 @@ TEST(PeerRateTest, ManyAddressesAreForgottenOnceTheirBucketsAreFull) {
 }
 
 }  // namespace
-}  // namespace sandstream::api
+}  // namespace sandstream::http

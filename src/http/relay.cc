@@ -1,4 +1,4 @@
-#include "api/relay.h"
+#include "http/relay.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -15,11 +15,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/string.hpp>
 
-#include "api/router.h"
 #include "base/timer.h"
+#include "http/headers.h"
 #include "platform/fd.h"
 
-namespace sandstream::api {
+namespace sandstream::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
@@ -317,4 +317,4 @@ asio::awaitable<Exchanged> RelayExchange(tcp::socket& client, tcp::socket& upstr
   co_return Exchanged{relay.status, relay.up, relay.down};
 }
 
-}  // namespace sandstream::api
+}  // namespace sandstream::http
