@@ -86,7 +86,7 @@ std::optional<Error> RouteError(const Resolved& resolved,
   return Error{ErrorCode::kNotFound, "no route " + path};
 }
 
-// `with_cookie`: a preview host also takes the key from its cookie (routes_ports.cc).
+// `with_cookie`: a preview host also takes the key from its cookie (api/routes/ports.cc).
 // The credential a request carries: its bearer token, else ?access_token=, else (the preview
 // form of a port) its preview cookie.
 std::string_view Credential(const http::request_parser<http::string_body>& parser,

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "api/http.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/server.h"
 #include "base/error.h"
 #include "http/proxy_target.h"

@@ -10,7 +10,7 @@
 
 #include "api/cloudflare/routes.h"
 #include "api/router.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/timer.h"

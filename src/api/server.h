@@ -42,7 +42,7 @@ struct ServerOptions {
   std::chrono::seconds terminal_idle{300};
   uint64_t terminal_replay_bytes = 1u << 20;
   std::string web_dir;  // the console's static files; empty: no console
-  // Exposed ports answer at the host {port}-{sandbox id}.{preview_domain} (routes_ports.cc).
+  // Exposed ports answer at the host {port}-{sandbox id}.{preview_domain} (api/routes/ports.cc).
   std::string preview_domain = "localhost";
   // How clients reach the daemon ("https://sandstream.example.com"), for the URLs it hands out;
   // empty: http:// and the request's Host.

@@ -11,7 +11,7 @@
 
 namespace sandstream::http {
 
-// A request for an exposed port (routes_ports.cc): by its host, {port}-{id}.{preview_domain},
+// A request for an exposed port (api/routes/ports.cc): by its host, {port}-{id}.{preview_domain},
 // or by its path, /v1/sandboxes/{id}/ports/{port}/... (but .../wait, the API's own).
 struct ProxyTarget {
   std::string sandbox_id;

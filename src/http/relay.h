@@ -1,4 +1,4 @@
-// Bytes between two sockets, for the exposed ports' relay (routes_ports.cc) and a gateway's
+// Bytes between two sockets, for the exposed ports' relay (api/routes/ports.cc) and a gateway's
 // (cluster/gateway.cc): a write bounded by a timeout, one direction of a relay, spliced, and
 // one HTTP exchange relayed both ways.
 #pragma once

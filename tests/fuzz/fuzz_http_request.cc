@@ -12,7 +12,7 @@
 
 #include "api/request.h"
 #include "api/router.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/stream.h"
 #include "api_context.h"
 #include "check.h"

@@ -14,8 +14,8 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
 
+#include "api/common/terminal_control.h"
 #include "api/request.h"
-#include "api/terminal_control.h"
 #include "api/websocket.h"
 #include "api_context.h"
 #include "check.h"

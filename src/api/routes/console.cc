@@ -5,7 +5,7 @@
 
 #include <boost/url/decode_view.hpp>
 
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/server.h"
 #include "platform/fd.h"
 

@@ -2,7 +2,7 @@
 // move, and an SSE watch of changes. Paths resolve inside the sandbox's root only
 // (sandbox/files.h); a relative path is relative to the sandbox's cwd. Every file syscall runs
 // on the service's blocking pool, never on the I/O thread.
-#include "api/routes_files.h"
+#include "api/routes/files.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
@@ -14,9 +14,9 @@
 #include <boost/json.hpp>
 #include <type_traits>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/server.h"
 #include "api/sse.h"
 #include "api/stream.h"

@@ -6,9 +6,9 @@
 
 #include <boost/json.hpp>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/stream.h"
 #include "base/async.h"
 #include "base/ids.h"

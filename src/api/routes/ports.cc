@@ -19,10 +19,10 @@
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
 #include "api/router.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/timer.h"

@@ -3,9 +3,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/stream.h"
 #include "base/base64.h"
 #include "base/timer.h"

@@ -4,7 +4,7 @@
 
 #include <boost/json.hpp>
 
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/server.h"
 #include "base/ids.h"
 #include "base/version.h"

@@ -1,36 +1,16 @@
-// Persistent shell sessions: create, list, get, delete; and exec's `session` field.
+// Persistent shell sessions: create, list, get, delete. Exec's `session` field:
+// common/session_exec.cc.
 #include <boost/json.hpp>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes.h"
-#include "api/session_exec.h"
+#include "api/routes/routes.h"
 #include "base/ids.h"
 #include "service/sessions.h"
 
 namespace sandstream::api {
 namespace asio = boost::asio;
 namespace json = boost::json;
-
-asio::awaitable<Result<std::shared_ptr<Process>>> StartInSession(Context& ctx, const SandboxEntry& sb,
-                                                                 const json::object& body,
-                                                                 CommandRequest& req) {
-  const json::value& s = body.at("session");
-  if (!s.is_string()) co_return Invalid("session must be a string (a session id)");
-  auto it = sb.sessions.find(std::string_view(s.as_string()));
-  if (it == sb.sessions.end()) {
-    co_return Error{ErrorCode::kNotFound,
-                    "no session '" + std::string(s.as_string()) + "' in sandbox '" + sb.id + "'"};
-  }
-  if (req.spec.as_root) co_return Invalid("session commands run as user; drop user: root");
-  std::optional<std::string> call_cwd;
-  if (const json::value* cwd = body.if_contains("cwd"); cwd && !cwd->is_null()) {
-    call_cwd = req.spec.cwd;
-  }
-  auto session = it->second;
-  auto env = req.env;
-  co_return co_await session->Run(ctx.service, std::move(req.spec), std::move(env), call_cwd);
-}
 
 asio::awaitable<void> CreateSession(Context& ctx) {
   auto sb = FindSandbox(ctx);

@@ -2,9 +2,9 @@
 // sandbox (service/access.h).
 #include <boost/json.hpp>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "service/access.h"
 
 namespace sandstream::api {

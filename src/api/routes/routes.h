@@ -1,4 +1,5 @@
-// Route handlers, one file per resource. Each reads the Context and answers exactly once.
+// Route handlers, one file per resource in this folder (the table: routes.cc). Each reads the
+// Context and answers exactly once.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -30,10 +31,10 @@ const std::vector<Route>& AllRoutes();
 // Every request for an exposed port (http/proxy_target.h, MatchProxy): any method, body streamed.
 const Route& ProxyRoute();
 
-// routes_system.cc
+// system.cc
 boost::asio::awaitable<void> GetHealth(Context& ctx);
 boost::asio::awaitable<void> GetMetrics(Context& ctx);
-// routes_access.cc
+// access.cc
 boost::asio::awaitable<void> CreateTenant(Context& ctx);
 boost::asio::awaitable<void> ListTenants(Context& ctx);
 boost::asio::awaitable<void> GetTenant(Context& ctx);
@@ -46,23 +47,24 @@ boost::asio::awaitable<void> GetUsage(Context& ctx);
 boost::asio::awaitable<void> CreateToken(Context& ctx);
 boost::asio::awaitable<void> ListTokens(Context& ctx);
 boost::asio::awaitable<void> RevokeToken(Context& ctx);
-// routes_sandboxes.cc
+// sandboxes.cc
 boost::asio::awaitable<void> CreateSandbox(Context& ctx);
+boost::asio::awaitable<void> ListSandboxes(Context& ctx);
+boost::asio::awaitable<void> GetSandbox(Context& ctx);
+boost::asio::awaitable<void> DeleteSandbox(Context& ctx);
+boost::asio::awaitable<void> SandboxLogs(Context& ctx);
+boost::asio::awaitable<void> SandboxEvents(Context& ctx);
+// templates.cc
 boost::asio::awaitable<void> CreateTemplate(Context& ctx);
 boost::asio::awaitable<void> ListTemplates(Context& ctx);
 boost::asio::awaitable<void> GetTemplate(Context& ctx);
 boost::asio::awaitable<void> DeleteTemplate(Context& ctx);
 boost::asio::awaitable<void> SnapshotSandbox(Context& ctx);
 boost::asio::awaitable<void> ForkSandbox(Context& ctx);
-boost::asio::awaitable<void> ListSandboxes(Context& ctx);
-boost::asio::awaitable<void> GetSandbox(Context& ctx);
-boost::asio::awaitable<void> DeleteSandbox(Context& ctx);
-boost::asio::awaitable<void> SandboxLogs(Context& ctx);
-boost::asio::awaitable<void> SandboxEvents(Context& ctx);
-// routes_exec.cc
+// exec.cc
 boost::asio::awaitable<void> Exec(Context& ctx);
 boost::asio::awaitable<void> ExecStream(Context& ctx);
-// routes_processes.cc
+// processes.cc
 boost::asio::awaitable<void> StartProcess(Context& ctx);
 boost::asio::awaitable<void> ListProcesses(Context& ctx);
 boost::asio::awaitable<void> GetProcess(Context& ctx);
@@ -71,12 +73,12 @@ boost::asio::awaitable<void> ProcessLogs(Context& ctx);
 boost::asio::awaitable<void> ProcessStdin(Context& ctx);
 boost::asio::awaitable<void> SignalProcess(Context& ctx);
 boost::asio::awaitable<void> WaitProcess(Context& ctx);
-// routes_terminals.cc
+// terminals.cc
 boost::asio::awaitable<void> ExecPty(Context& ctx);
 boost::asio::awaitable<void> ExecWs(Context& ctx);
-// routes_console.cc
+// console.cc
 boost::asio::awaitable<void> GetConsoleFile(Context& ctx);
-// routes_ports.cc
+// ports.cc
 boost::asio::awaitable<void> ExposePort(Context& ctx);
 boost::asio::awaitable<void> ListPorts(Context& ctx);
 boost::asio::awaitable<void> GetPort(Context& ctx);
@@ -86,7 +88,7 @@ boost::asio::awaitable<void> ProxyPort(Context& ctx);
 // The domain under which a sandbox's ports answer as {port}-{id}.{domain}: preview_domain and
 // the port clients reach the daemon on ("localhost:8080").
 std::string PreviewDomain(const Context& ctx);
-// routes_files.cc
+// files.cc
 boost::asio::awaitable<void> FilesList(Context& ctx);
 boost::asio::awaitable<void> FilesRead(Context& ctx);
 boost::asio::awaitable<void> FilesWrite(Context& ctx);
@@ -95,12 +97,12 @@ boost::asio::awaitable<void> FilesMkdir(Context& ctx);
 boost::asio::awaitable<void> FilesDelete(Context& ctx);
 boost::asio::awaitable<void> FilesMove(Context& ctx);
 boost::asio::awaitable<void> FilesWatch(Context& ctx);
-// routes_sessions.cc
+// sessions.cc
 boost::asio::awaitable<void> CreateSession(Context& ctx);
 boost::asio::awaitable<void> ListSessions(Context& ctx);
 boost::asio::awaitable<void> GetSession(Context& ctx);
 boost::asio::awaitable<void> DeleteSession(Context& ctx);
-// routes_contexts.cc
+// contexts.cc
 boost::asio::awaitable<void> CreateContext(Context& ctx);
 boost::asio::awaitable<void> ListContexts(Context& ctx);
 boost::asio::awaitable<void> GetContext(Context& ctx);

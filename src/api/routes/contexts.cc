@@ -5,9 +5,9 @@
 
 #include <boost/json.hpp>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/sse.h"
 #include "api/stream.h"
 #include "service/contexts.h"

@@ -1,9 +1,9 @@
 // Sandboxes: create, list, get, delete, and their lifecycle journal as logs or events.
 #include <boost/json.hpp>
 
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/stream.h"
 #include "service/codec.h"
 

@@ -1,4 +1,4 @@
-#include "api/routes.h"
+#include "api/routes/routes.h"
 
 #include "api/cloudflare/routes.h"
 #include "api/e2b/routes.h"

@@ -1,4 +1,4 @@
-// What routes_files.cc holds beyond its handlers (routes.h), apart so tests and the other file
+// What files.cc holds beyond its handlers (routes.h), apart so tests and the other file
 // routes (the Cloudflare adapter's) can reach it: the header fields of a download, safe
 // whatever bytes a file's name holds, the watch quota, and the one way to write a file.
 #pragma once

@@ -13,6 +13,9 @@ class Terminal;
 
 namespace sandstream::api {
 
+// A terminal has 1 to this many rows, and as many columns.
+inline constexpr int kMaxCells = 1000;
+
 // {"type":"resize","rows","cols"} resizes `terminal` (none: only checks it); {"type":"input",
 // "data"} returns the input to write. Anything else is the error to send back.
 Result<std::string> ApplyControl(Terminal* terminal, std::string_view text);
