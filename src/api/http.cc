@@ -1,6 +1,7 @@
 #include "api/http.h"
 
 #include <array>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
@@ -12,17 +13,12 @@
 #include "api/server.h"
 #include "base/async.h"
 #include "base/log.h"
+#include "http/status.h"
 
 namespace sandstream::api {
 namespace json = boost::json;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-
-bool IsJsonType(std::string_view content_type) {
-  std::string_view base = content_type.substr(0, content_type.find(';'));
-  while (!base.empty() && (base.back() == ' ' || base.back() == '\t')) base.remove_suffix(1);
-  return beast::iequals(base, "application/json");
-}
 
 std::optional<std::string_view> Context::Query(std::string_view name) const {
   auto it = query.find(name);
@@ -46,36 +42,6 @@ Result<bool> Context::QueryFlag(std::string_view name, bool fallback) const {
   if (v->empty() || *v == "1" || *v == "true" || *v == "yes") return true;
   if (*v == "0" || *v == "false" || *v == "no") return false;
   return Invalid(std::string(name) + " must be 1 or true, 0 or false");
-}
-
-http::status StatusFor(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kInvalidJson: return http::status::bad_request;
-    case ErrorCode::kInvalidRequest: return http::status::bad_request;
-    case ErrorCode::kUnauthorized: return http::status::unauthorized;
-    case ErrorCode::kNotFound: return http::status::not_found;
-    case ErrorCode::kMethodNotAllowed: return http::status::method_not_allowed;
-    case ErrorCode::kTimeout: return http::status::request_timeout;
-    case ErrorCode::kConflict: return http::status::conflict;
-    case ErrorCode::kPayloadTooLarge: return http::status::payload_too_large;
-    case ErrorCode::kRequestHeaderTooLarge:
-      return http::status::request_header_fields_too_large;
-    case ErrorCode::kUnsupportedMediaType: return http::status::unsupported_media_type;
-    case ErrorCode::kQuotaExceeded: return http::status::too_many_requests;
-    case ErrorCode::kSandboxSetupFailed: return http::status::internal_server_error;
-    case ErrorCode::kInternal: return http::status::internal_server_error;
-    case ErrorCode::kShuttingDown: return http::status::service_unavailable;
-    case ErrorCode::kTooManyConnections: return http::status::service_unavailable;
-    case ErrorCode::kBadGateway: return http::status::bad_gateway;
-    case ErrorCode::kForbidden: return http::status::forbidden;
-    case ErrorCode::kUnavailable:
-      return http::status::service_unavailable;
-    case ErrorCode::kNodeUnreachable:
-      return http::status::service_unavailable;
-    case ErrorCode::kNotImplemented:
-      return http::status::not_implemented;
-  }
-  return http::status::internal_server_error;
 }
 
 asio::awaitable<void> Reply(Context& ctx, http::status status, std::string body,
@@ -144,7 +110,7 @@ asio::awaitable<void> ReplyError(Context& ctx, const Error& error) {
   if (ctx.dialect == Dialect::kE2b || ctx.dialect == Dialect::kConnect) {
     return e2b::Fail(ctx, error);
   }
-  const auto status = StatusFor(error.code);
+  const auto status = sandstream::http::StatusFor(error.code);
   json::object inner;
   inner["code"] = ErrorCodeName(error.code);
   inner["message"] = error.message;

@@ -82,7 +82,7 @@ inline Error Invalid(std::string message) {
   return Error{ErrorCode::kInvalidRequest, std::move(message)};
 }
 
-// The error in the route's dialect, with the status StatusFor gives its code.
+// The error in the route's dialect, with the status StatusFor (http/status.h) gives its code.
 boost::asio::awaitable<void> ReplyError(Context& ctx, const Error& error);
 // The same from a code and a message. Handlers use this form inside `co_await`: g++ 12
 // destroys a brace-initialized temporary (`Error{...}`) in a co_await expression twice.
@@ -98,11 +98,6 @@ boost::asio::awaitable<std::optional<Error>> ReceiveBody(Context& ctx, const Bod
                                                          std::string_view limit_name,
                                                          uint64_t limit);
 
-// The single ErrorCode -> HTTP status table (spec/errors.md).
-http::status StatusFor(ErrorCode code);
-// Whether a Content-Type is JSON's (parameters and case aside): how a node and a gateway tell
-// a template's pull from an image archive alike.
-bool IsJsonType(std::string_view content_type);
 // Logs a failure answered with `status`, once, when it is the daemon's own (a 500).
 void LogFailure(const Context& ctx, const Error& error, http::status status);
 

@@ -1,13 +1,15 @@
 #include "api/router.h"
 
-#include <boost/beast/core/string.hpp>
-#include <boost/url/parse.hpp>
 #include <algorithm>
 #include <cctype>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/url/parse.hpp>
 
 #include "api/cloudflare/routes.h"
 #include "api/e2b/routes.h"
 #include "base/ids.h"
+#include "http/headers.h"
 
 namespace sandstream::api {
 namespace {
@@ -84,7 +86,7 @@ std::optional<Error> RouteError(const Resolved& resolved,
   return Error{ErrorCode::kNotFound, "no route " + path};
 }
 
-// `with_cookie`: a preview host also takes the key from its cookie (routes_ports.cc).
+// `with_cookie`: a preview host also takes the key from its cookie (api/routes/ports.cc).
 // The credential a request carries: its bearer token, else ?access_token=, else (the preview
 // form of a port) its preview cookie.
 std::string_view Credential(const http::request_parser<http::string_body>& parser,
@@ -197,51 +199,6 @@ std::optional<Error> Admit(const http::request_parser<http::string_body>& parser
 
 }  // namespace
 
-std::optional<ProxyTarget> MatchProxy(std::string_view host, std::string_view path,
-                                      const std::string& preview_domain) {
-  auto port_of = [](std::string_view digits) -> std::optional<uint16_t> {
-    if (digits.empty() || digits.size() > 5 || digits.front() == '0') return std::nullopt;
-    uint32_t port = 0;
-    for (char c : digits) {
-      if (c < '0' || c > '9') return std::nullopt;
-      port = port * 10 + static_cast<uint32_t>(c - '0');
-    }
-    if (port == 0 || port > 65535) return std::nullopt;
-    return static_cast<uint16_t>(port);
-  };
-  // {port}-{id}.{preview_domain}[:listen port], any case.
-  if (const size_t colon = host.rfind(':'); colon != std::string_view::npos &&
-                                            host.find(']') == std::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  const size_t dot = host.find('.');
-  const size_t dash = host.find('-');
-  if (dot != std::string_view::npos && dash < dot &&
-      boost::beast::iequals(host.substr(dot + 1), preview_domain)) {
-    auto port = port_of(host.substr(0, dash));
-    std::string id(host.substr(dash + 1, dot - dash - 1));
-    for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (port && id.starts_with("sb_")) return ProxyTarget{std::move(id), *port, true, 0};
-  }
-  // /v1/sandboxes/{id}/ports/{port}/..., but for .../wait (the API's own).
-  constexpr std::string_view kPrefix = "/v1/sandboxes/";
-  if (!path.starts_with(kPrefix)) return std::nullopt;
-  std::string_view rest = path.substr(kPrefix.size());
-  const size_t slash = rest.find('/');
-  if (slash == std::string_view::npos || slash == 0) return std::nullopt;
-  std::string id(rest.substr(0, slash));
-  rest.remove_prefix(slash);
-  if (!rest.starts_with("/ports/")) return std::nullopt;
-  rest.remove_prefix(7);
-  const size_t end = rest.find('/');
-  if (end == std::string_view::npos) return std::nullopt;
-  auto port = port_of(rest.substr(0, end));
-  if (!port) return std::nullopt;
-  rest.remove_prefix(end);
-  if (rest == "/wait") return std::nullopt;
-  return ProxyTarget{std::move(id), *port, false, path.size() - rest.size()};
-}
-
 RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
                       const ServerOptions& options) {
   RouteMatch m;
@@ -251,7 +208,8 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   if (url) {
     for (auto param : url->params()) m.query[param.key] = param.value;
   }
-  if (auto proxy = MatchProxy(parser.get()[http::field::host], m.path, options.preview_domain)) {
+  if (auto proxy = sandstream::http::MatchProxy(parser.get()[http::field::host], m.path,
+                                                options.preview_domain)) {
     m.route = &ProxyRoute();
     m.params = {proxy->sandbox_id, std::to_string(proxy->port),
                 proxy->preview ? "" : m.path.substr(0, proxy->prefix)};
@@ -283,7 +241,7 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   m.refusal = RouteError(resolved, parser, m.path);
   if (!m.refusal) m.refusal = Admit(parser, m, options);
   if (auto length = parser.content_length(); !m.refusal && length && *length > m.body_limit) {
-    m.refusal = BodyTooLarge(m.body_limit);
+    m.refusal = sandstream::http::BodyTooLarge(m.body_limit);
   }
   return m;
 }
@@ -302,23 +260,6 @@ std::vector<Cookie> Cookies(std::string_view header) {
                          crumb});
   }
   return out;
-}
-
-Error BodyTooLarge(uint64_t limit) {
-  return Error{ErrorCode::kPayloadTooLarge,
-               "request body is larger than " + std::to_string(limit) + " bytes"};
-}
-
-std::optional<Error> HeaderError(const boost::system::error_code& ec) {
-  if (ec == http::error::header_limit) {
-    return Error{ErrorCode::kRequestHeaderTooLarge,
-                 "request header is larger than " + std::to_string(kHeaderLimit) + " bytes"};
-  }
-  if (ec.category() != make_error_code(http::error::header_limit).category() ||
-      ec == http::error::end_of_stream || ec == http::error::partial_message) {
-    return std::nullopt;
-  }
-  return Error{ErrorCode::kInvalidRequest, "malformed HTTP request: " + ec.message()};
 }
 
 }  // namespace sandstream::api

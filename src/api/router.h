@@ -10,14 +10,12 @@
 #include <vector>
 
 #include "api/http.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/server.h"
 #include "base/error.h"
+#include "http/proxy_target.h"
 
 namespace sandstream::api {
-
-// The largest request header read; a larger one is answered 431.
-inline constexpr size_t kHeaderLimit = 64 * 1024;
 
 struct RouteMatch {
   const Route* route = nullptr;  // null when `refusal` says there is none
@@ -38,17 +36,6 @@ struct RouteMatch {
 RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
                       const ServerOptions& options);
 
-// A request for an exposed port (routes_ports.cc): by its host, {port}-{id}.{preview_domain},
-// or by its path, /v1/sandboxes/{id}/ports/{port}/... (but .../wait, the API's own).
-struct ProxyTarget {
-  std::string sandbox_id;
-  uint16_t port = 0;
-  bool preview = false;  // the host form
-  size_t prefix = 0;     // the path form: the length of the path before the port's own path
-};
-std::optional<ProxyTarget> MatchProxy(std::string_view host, std::string_view path,
-                                      const std::string& preview_domain);
-
 // The cookie a preview host keeps its key in, set when it is opened with ?access_token=.
 inline constexpr std::string_view kPreviewCookie = "sandstream_preview";
 
@@ -59,12 +46,5 @@ struct Cookie {
   std::string_view text;  // name=value as sent
 };
 std::vector<Cookie> Cookies(std::string_view header);
-
-// The answer to a body past `limit` bytes.
-Error BodyTooLarge(uint64_t limit);
-
-// What to answer a request whose header could not be read, if anything: nothing when the
-// client closed or went quiet.
-std::optional<Error> HeaderError(const boost::system::error_code& ec);
 
 }  // namespace sandstream::api

@@ -10,39 +10,18 @@
 
 #include "api/cloudflare/routes.h"
 #include "api/router.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "base/ids.h"
 #include "base/log.h"
 #include "base/timer.h"
+#include "http/drain.h"
+#include "http/headers.h"
 #include "service/service.h"
 
 namespace sandstream::api {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
-
-namespace {
-
-// Past this many connections being refused at once, one is closed without an answer.
-constexpr size_t kMaxRefusing = 256;
-// EMFILE and the like leave the connection in the backlog, ready again at once: retrying
-// without a pause would spin.
-constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
-
-}  // namespace
-
-asio::awaitable<void> Drain(beast::tcp_stream& stream, SteadyClock::duration time) {
-  // Its contents are never looked at, so every connection may read into it.
-  static std::array<char, 64 * 1024> sink;
-  boost::system::error_code ec;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.expires_after(time);
-  for (size_t total = 0; total < kDrainBytes;) {
-    auto [read_ec, got] = co_await stream.async_read_some(asio::buffer(sink), Tuple());
-    if (read_ec) break;
-    total += got;
-  }
-}
 
 std::optional<Error> Server::Admission(const RouteMatch& match) {
   if (!match.route) return std::nullopt;
@@ -95,30 +74,13 @@ asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, std::opti
 }
 
 Server::Server(asio::any_io_executor ex, Service& service, ServerOptions options)
-    : ex_(ex), service_(service), options_(std::move(options)), acceptor_(ex), sessions_(ex) {}
+    : ex_(ex),
+      service_(service),
+      options_(std::move(options)),
+      listener_(ex, options_.max_connections) {}
 
 Result<tcp::endpoint> Server::Listen(const std::string& listen) {
-  return OpenAcceptor(acceptor_, listen);
-}
-
-Result<tcp::endpoint> OpenAcceptor(tcp::acceptor& acceptor, const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos)
-    return Error{ErrorCode::kInvalidRequest, "listen: expected host:port"};
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  boost::system::error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  if (ec) return Error{ErrorCode::kInvalidRequest, "listen: bad address '" + host + "'"};
-  const int port = std::atoi(listen.c_str() + colon + 1);
-  tcp::endpoint ep(address, static_cast<unsigned short>(port));
-  acceptor.open(ep.protocol(), ec);
-  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(ep, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Error{ErrorCode::kInternal, "listen " + listen + ": " + ec.message()};
-  return acceptor.local_endpoint();
+  return listener_.Listen(listen);
 }
 
 asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
@@ -126,7 +88,7 @@ asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
   for (;;) {
     tick.expires_after(std::chrono::seconds(1));
     auto [ec] = co_await tick.async_wait(Tuple());
-    if (ec || stopping_) co_return;
+    if (ec || listener_.stopping()) co_return;
     if (!options_.access) continue;
     for (StreamHandle* h : streams_) {
       if (h->stopping) continue;
@@ -146,50 +108,9 @@ asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
 
 asio::awaitable<void> Server::Run() {
   Spawn(ex_, EndStreamsOfDeadTokens(), "token sweep");
-  co_await AcceptConnections(
-      acceptor_, sessions_, options_.max_connections, stopping_,
+  co_await listener_.Run(
       [this](tcp::socket socket) { return Session(std::move(socket)); },
       [this](tcp::socket socket) { return Refuse(std::move(socket)); });
-}
-
-asio::awaitable<void> AcceptConnections(tcp::acceptor& acceptor, TaskGroup& sessions,
-                                        size_t max_connections, const bool& stopping,
-                                        ConnectionTask serve, ConnectionTask refuse) {
-  const asio::any_io_executor ex = acceptor.get_executor();
-  Timer backoff(ex);
-  // Connections being refused; shared with the refusals, which may outlive this loop.
-  auto refusing = std::make_shared<size_t>(0);
-  bool starved = false;  // accept is failing (out of descriptors): logged once per episode
-  bool full = false;     // at max_connections: logged once per episode
-  for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(Tuple());
-    if (ec) {
-      if (stopping || ec == asio::error::operation_aborted) co_return;
-      if (!starved) log::Warn("accept failed, retrying every 100 ms", {{"error", ec.message()}});
-      starved = true;
-      backoff.expires_after(kAcceptBackoff);
-      auto [timer_ec] = co_await backoff.async_wait(Tuple());
-      (void)timer_ec;
-      continue;
-    }
-    if (starved) log::Info("accept works again");
-    starved = false;
-    if (sessions.running() >= max_connections) {
-      if (!full) {
-        log::Warn("max_connections reached, refusing new connections",
-                  {{"max_connections", std::to_string(max_connections)}});
-      }
-      full = true;
-      // Answering costs a descriptor for a moment; past a few at once, close at once.
-      if (*refusing >= kMaxRefusing) continue;
-      ++*refusing;
-      Spawn(ex, refuse(std::move(socket)), "refusal", [refusing] { --*refusing; });
-      continue;
-    }
-    full = false;
-    socket.set_option(tcp::no_delay(true), ec);
-    sessions.Spawn(serve(std::move(socket)), "session");
-  }
 }
 
 asio::awaitable<void> Server::Refuse(tcp::socket socket) {
@@ -197,7 +118,7 @@ asio::awaitable<void> Server::Refuse(tcp::socket socket) {
   const Error busy{ErrorCode::kTooManyConnections, "sandstreamd has max_connections (" +
                                                        std::to_string(options_.max_connections) +
                                                        ") connections open; retry later"};
-  co_await TurnAway(stream, busy, kRefuseDrainTime);
+  co_await TurnAway(stream, busy, sandstream::http::kRefuseDrainTime);
   boost::system::error_code ec;
   stream.socket().close(ec);
 }
@@ -213,17 +134,15 @@ asio::awaitable<void> Server::TurnAway(beast::tcp_stream& stream, const Error& e
   log::Info("request", {{"request", ctx.request_id},
                         {"status", std::to_string(ctx.status)},
                         {"error", error.message}});
-  co_await Drain(stream, drain);
+  co_await sandstream::http::Drain(stream, drain);
 }
 
 void Server::StopAccepting() {
-  stopping_ = true;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
+  listener_.StopAccepting();
 }
 
 void Server::EndStreams() {
-  for (beast::tcp_stream* idle : idle_) idle->cancel();
+  listener_.CancelIdle();
   for (StreamHandle* h : streams_) {
     h->stopping = true;
     if (h->wake) h->wake();
@@ -239,7 +158,7 @@ void Server::CloseConnections() {
 
 std::list<StreamHandle*>::iterator Server::AddStream(StreamHandle* h) {
   // A stream that starts once shutdown has begun ends at once.
-  if (stopping_) h->stopping = true;
+  if (listener_.stopping()) h->stopping = true;
   return streams_.insert(streams_.end(), h);
 }
 
@@ -260,18 +179,18 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     http::request_parser<http::string_body> parser;
     // The body limit depends on the route; it is set below, once the target is known.
     parser.body_limit(boost::none);
-    parser.header_limit(kHeaderLimit);
-    if (stopping_) break;
+    parser.header_limit(sandstream::http::kHeaderLimit);
+    if (listener_.stopping()) break;
     stream.expires_after(options_.idle_connection);
-    const auto idle = idle_.insert(idle_.end(), &stream);
+    const auto idle = listener_.Idle(stream);
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, Tuple());
-    idle_.erase(idle);
+    listener_.Busy(idle);
     (void)n;
     if (ec) {
       // A header too large or not HTTP is answered; a closed, timed-out or cancelled
       // connection is not.
-      const std::optional<Error> header_error = HeaderError(ec);
-      if (header_error) co_await TurnAway(stream, *header_error, kDrainTime);
+      const std::optional<Error> header_error = sandstream::http::HeaderError(ec);
+      if (header_error) co_await TurnAway(stream, *header_error, sandstream::http::kDrainTime);
       break;
     }
 
@@ -299,7 +218,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
         auto [body_ec, m] = co_await http::async_read(stream, buffer, parser, Tuple());
         (void)m;
         if (body_ec == http::error::body_limit) {
-          refusal = BodyTooLarge(match.body_limit);
+          refusal = sandstream::http::BodyTooLarge(match.body_limit);
         } else if (body_ec) {
           break;
         }
@@ -340,10 +259,10 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
                           {"credential", ctx.principal.credential}});
     if ((refused && body_unread) || (stream_body && !parser.is_done())) {
       // The client may still be sending the body nobody will read.
-      co_await Drain(stream, kDrainTime);
+      co_await sandstream::http::Drain(stream, sandstream::http::kDrainTime);
       break;
     }
-    if (ctx.streamed || !req.keep_alive() || stopping_) break;
+    if (ctx.streamed || !req.keep_alive() || listener_.stopping()) break;
   }
   boost::system::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);

@@ -16,10 +16,11 @@
 #include <boost/json/object.hpp>
 
 #include "api/http.h"
-#include "api/peer_rate.h"
 #include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
+#include "http/listener.h"
+#include "http/peer_rate.h"
 #include "service/access.h"
 
 namespace sandstream::api {
@@ -41,7 +42,7 @@ struct ServerOptions {
   std::chrono::seconds terminal_idle{300};
   uint64_t terminal_replay_bytes = 1u << 20;
   std::string web_dir;  // the console's static files; empty: no console
-  // Exposed ports answer at the host {port}-{sandbox id}.{preview_domain} (routes_ports.cc).
+  // Exposed ports answer at the host {port}-{sandbox id}.{preview_domain} (api/routes/ports.cc).
   std::string preview_domain = "localhost";
   // How clients reach the daemon ("https://sandstream.example.com"), for the URLs it hands out;
   // empty: http:// and the request's Host.
@@ -72,32 +73,6 @@ struct StreamHandle {
 
 struct RouteMatch;
 
-// A body that will not be read is drained (read and dropped) for at most this long, and at
-// most kDrainBytes, before the connection closes: closing with unread bytes resets it, and the
-// reset can destroy the answer before the client reads it.
-inline constexpr auto kDrainTime = std::chrono::seconds(5);
-inline constexpr size_t kDrainBytes = 256u << 20;
-// A connection past max_connections is answered and drained this briefly.
-inline constexpr auto kRefuseDrainTime = std::chrono::seconds(1);
-// Finishes sending, then reads and drops what the client still sends, within those bounds.
-// For the API server and for a gateway.
-boost::asio::awaitable<void> Drain(boost::beast::tcp_stream& stream, SteadyClock::duration time);
-
-// Opens, binds and listens `acceptor` on `listen` ("host:port", "[v6]:port"; port 0 picks one):
-// the bound endpoint. For the API server and for a gateway.
-Result<boost::asio::ip::tcp::endpoint> OpenAcceptor(boost::asio::ip::tcp::acceptor& acceptor,
-                                                    const std::string& listen);
-
-// Accepts connections on `acceptor` until it is closed: each one becomes `serve(socket)` in
-// `sessions` while fewer than `max_connections` run there; past that, `refuse(socket)` answers
-// it (a few hundred at once; past those it is closed unanswered). A failed accept (out of
-// descriptors) is retried every 100 ms. For the API server and for a gateway.
-using ConnectionTask = std::function<boost::asio::awaitable<void>(boost::asio::ip::tcp::socket)>;
-boost::asio::awaitable<void> AcceptConnections(boost::asio::ip::tcp::acceptor& acceptor,
-                                               TaskGroup& sessions, size_t max_connections,
-                                               const bool& stopping, ConnectionTask serve,
-                                               ConnectionTask refuse);
-
 class Server {
  public:
   Server(boost::asio::any_io_executor ex, Service& service, ServerOptions options);
@@ -112,21 +87,21 @@ class Server {
   // Closes every connection's socket, whatever it is doing (a write to a client that stopped
   // reading): the last step of shutdown, after the grace.
   void CloseConnections();
-  size_t open_sessions() const { return sessions_.running(); }
+  size_t open_sessions() const { return listener_.running(); }
   // Until every connection's session has ended, for at most `within`; false if some remain.
   boost::asio::awaitable<bool> SessionsEnded(SteadyClock::duration within) {
-    return sessions_.Join(within);
+    return listener_.Join(within);
   }
 
   const ServerOptions& options() const { return options_; }
   std::list<StreamHandle*>::iterator AddStream(StreamHandle* h);
   void RemoveStream(std::list<StreamHandle*>::iterator it);
-  bool stopping() const { return stopping_; }
+  bool stopping() const { return listener_.stopping(); }
   // A request of `tenant` (a `stream` or not) within its quotas: requests_per_second, streams.
   // Routes that admit their callers themselves (envd's) ask here once they know the tenant.
   std::optional<Error> AdmitTenant(const std::string& tenant, bool stream);
   // Signed-URL lookups that check every sandbox, by client address.
-  PeerRate& signature_scans() { return signature_scans_; }
+  sandstream::http::PeerRate& signature_scans() { return signature_scans_; }
 
  private:
   // After the credential, before the body: a sandbox the route names that exists but not for
@@ -150,19 +125,17 @@ class Server {
   boost::asio::any_io_executor ex_;
   Service& service_;
   ServerOptions options_;
-  boost::asio::ip::tcp::acceptor acceptor_;
   std::list<StreamHandle*> streams_;
   struct Rate {
     double tokens = 0;
     SteadyTime refilled{};
   };
   std::map<std::string, Rate, std::less<>> rates_;  // by tenant, with a rate quota
-  PeerRate signature_scans_{kSignatureScansPerSecond, kSignatureScanBurst};
-  std::list<boost::beast::tcp_stream*> idle_;  // sessions waiting for their next request
+  sandstream::http::PeerRate signature_scans_{sandstream::http::kSignatureScansPerSecond,
+                                              sandstream::http::kSignatureScanBurst};
   std::list<boost::beast::tcp_stream*> connections_;
-  TaskGroup sessions_;
+  sandstream::http::Listener listener_;
   uint64_t next_request_ = 0;
-  bool stopping_ = false;
 };
 
 }  // namespace sandstream::api

@@ -552,25 +552,6 @@ bool AppendJsonStringForTesting(JsonPath path, std::string& out, std::string_vie
   return true;
 }
 
-void AppendEvent(std::string& out, uint64_t id, std::string_view event, std::string_view data) {
-  if (id != 0) {
-    out += "id: ";
-    AppendNumber(out, static_cast<int64_t>(id));
-    out += '\n';
-  }
-  out += "event: ";
-  out += event;
-  out += "\ndata: ";
-  out += data;
-  out += "\n\n";
-}
-
-void AppendComment(std::string& out, std::string_view text) {
-  out += ": ";
-  out += text;
-  out += "\n\n";
-}
-
 void AppendEntry(std::string& out, Format format, Kind kind, Encoding encoding,
                  const Process& process, const LogEntry& entry) {
   const bool cf = format == Format::kCloudflare;

@@ -1,11 +1,13 @@
-// SSE framing and the two event encodings of spec/events.md. Pure: appends bytes to a string.
-// This is on the hot path of every stream, so it escapes and encodes in place, without a DOM.
+// The two event encodings of spec/events.md, in SSE framing (http/sse.h). Pure: appends bytes
+// to a string. This is on the hot path of every stream, so it escapes and encodes in place,
+// without a DOM.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "base/error.h"
+#include "http/sse.h"
 #include "process/output_log.h"
 #include "process/process.h"
 
@@ -26,10 +28,6 @@ enum class JsonPath { kScalar, kSse2, kAvx2 };
 // AppendJsonString on `path`, for tests and the encoders bench to pin each path in turn; false
 // (and nothing appended) when this build or CPU lacks it.
 bool AppendJsonStringForTesting(JsonPath path, std::string& out, std::string_view text);
-
-// `id: N\nevent: NAME\ndata: DATA\n\n`; `id` 0 omits the id line. `data` must be one line.
-void AppendEvent(std::string& out, uint64_t id, std::string_view event, std::string_view data);
-void AppendComment(std::string& out, std::string_view text);
 
 // One output-log entry of `process` as an event in `format`.
 void AppendEntry(std::string& out, Format format, Kind kind, Encoding encoding,

@@ -19,11 +19,10 @@
 #include <boost/json.hpp>
 #include <boost/url.hpp>
 
-#include "api/http.h"
-#include "api/relay.h"
-#include "api/router.h"
-#include "api/server.h"
 #include "cluster/gateway_http.h"
+#include "http/drain.h"
+#include "http/headers.h"
+#include "http/relay.h"
 
 namespace sandstream::cluster {
 namespace urls = boost::urls;
@@ -97,22 +96,22 @@ std::string Sha256Hex(std::string_view text) {
 }  // namespace
 
 Gateway::Gateway(asio::any_io_executor ex, Members& members, GatewayOptions options)
-    : ex_(ex), members_(members), options_(std::move(options)), acceptor_(ex), sessions_(ex) {}
+    : ex_(ex),
+      members_(members),
+      options_(std::move(options)),
+      listener_(ex, options_.max_connections) {}
 
 Result<tcp::endpoint> Gateway::Listen(const std::string& listen) {
-  return api::OpenAcceptor(acceptor_, listen);
+  return listener_.Listen(listen);
 }
 
 void Gateway::StopAccepting() {
-  stopping_ = true;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
-  for (beast::tcp_stream* idle : idle_) idle->cancel();
+  listener_.StopAccepting();
+  listener_.CancelIdle();
 }
 
 asio::awaitable<void> Gateway::Run() {
-  co_await api::AcceptConnections(
-      acceptor_, sessions_, options_.max_connections, stopping_,
+  co_await listener_.Run(
       [this](tcp::socket socket) { return Session(std::move(socket)); },
       [this](tcp::socket socket) { return RefuseConnection(std::move(socket)); });
 }
@@ -123,7 +122,7 @@ asio::awaitable<void> Gateway::RefuseConnection(tcp::socket socket) {
                                                        std::to_string(options_.max_connections) +
                                                        ") connections open; retry later"};
   co_await Refuse(client, 11, busy, false);
-  co_await api::Drain(client, api::kRefuseDrainTime);
+  co_await sandstream::http::Drain(client, sandstream::http::kRefuseDrainTime);
   boost::system::error_code ignored;
   client.socket().close(ignored);
 }
@@ -136,18 +135,18 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
   } closed{counts_.connections};
   beast::tcp_stream client(std::move(socket));
   beast::flat_buffer buffer;  // what was read past a request: the next one's start, if any
-  for (bool again = true; again && !stopping_;) {
+  for (bool again = true; again && !listener_.stopping();) {
     again = false;
     http::request_parser<http::empty_body> parser;
-    parser.header_limit(api::kHeaderLimit);
+    parser.header_limit(sandstream::http::kHeaderLimit);
     parser.body_limit(boost::none);
     client.expires_after(options_.idle_connection);
-    const auto idle = idle_.insert(idle_.end(), &client);
+    const auto idle = listener_.Idle(client);
     auto [ec, n] = co_await http::async_read_header(client, buffer, parser, kTuple);
-    idle_.erase(idle);
+    listener_.Busy(idle);
     (void)n;
     if (ec) {
-      const std::optional<Error> error = api::HeaderError(ec);
+      const std::optional<Error> error = sandstream::http::HeaderError(ec);
       if (error) co_await Refuse(client, 11, *error, false);
       break;
     }
@@ -190,7 +189,7 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
   }
   // What the client still sends (a body no node took, or it closing) is read and dropped for
   // a while: closing with unread bytes would reset the connection, and the answer with it.
-  co_await api::Drain(client, api::kDrainTime);
+  co_await sandstream::http::Drain(client, sandstream::http::kDrainTime);
   boost::system::error_code ignored;
   client.socket().close(ignored);
 }
@@ -234,13 +233,14 @@ asio::awaitable<bool> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
   const std::string subject =
       route.sandbox_id.empty() ? "node " + node : "sandbox " + route.sandbox_id;
   const std::string head = NodeHead(req, PeerAddress(client.socket()));
-  bool sent = co_await api::WriteWithin(upstream, asio::buffer(head), options_.write_timeout);
+  bool sent =
+      co_await sandstream::http::WriteWithin(upstream, asio::buffer(head), options_.write_timeout);
   // What was read past the request's header is the start of its body (and, on a kept
   // connection, may run into the next request, which stays).
   const size_t ahead = body ? std::min<uint64_t>(*body, buffer.size()) : buffer.size();
   if (sent && ahead > 0) {
-    sent = co_await api::WriteWithin(upstream, asio::buffer(buffer.data(), ahead),
-                                     options_.write_timeout);
+    sent = co_await sandstream::http::WriteWithin(upstream, asio::buffer(buffer.data(), ahead),
+                                                  options_.write_timeout);
     buffer.consume(ahead);
   }
   if (!sent) {
@@ -249,12 +249,13 @@ asio::awaitable<bool> Gateway::Pass(beast::tcp_stream& client, beast::flat_buffe
     co_await Refuse(client, req.version(), error, route.e2b);
     co_return false;
   }
-  api::Exchanged done;
+  sandstream::http::Exchanged done;
   if (body) {
-    done = co_await api::RelayKeptExchange(client.socket(), upstream, *body - ahead,
-                                           options_.write_timeout);
+    done = co_await sandstream::http::RelayKeptExchange(client.socket(), upstream, *body - ahead,
+                                                        options_.write_timeout);
   } else {
-    done = co_await api::RelayExchange(client.socket(), upstream, options_.write_timeout);
+    done =
+        co_await sandstream::http::RelayExchange(client.socket(), upstream, options_.write_timeout);
   }
   counts_.to_node += done.up;
   counts_.to_client += done.down;
@@ -337,7 +338,7 @@ asio::awaitable<std::optional<http::request<http::string_body>>> Gateway::ReadWh
     auto [ec, n] = co_await http::async_read(client, buffer, parser, kTuple);
     (void)n;
     if (ec == http::error::body_limit) {
-      const Error error = api::BodyTooLarge(options_.max_body_bytes);
+      const Error error = sandstream::http::BodyTooLarge(options_.max_body_bytes);
       co_await Refuse(client, version, error, route.e2b);
       co_return std::nullopt;
     }

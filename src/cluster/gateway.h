@@ -1,7 +1,7 @@
 // sandstreamd as a gateway: stateless, in front of nodes. Every request about one sandbox goes
 // to the node its id names (sb_{node}_{hex}), and so does the host form of a preview URL, with
 // no table to look up: the request's head is rewritten (Connection: close, X-Forwarded-*) and
-// both directions are then relayed as they come (api/relay.h), so streams, uploads and
+// both directions are then relayed as they come (http/relay.h), so streams, uploads and
 // WebSockets pass unbuffered and a node's flow control reaches the client as TCP backpressure.
 // A new sandbox goes to the less loaded of two nodes with room (Members::Candidates), the next
 // one tried if a node refuses; the list of sandboxes is every node's, merged. Credentials are
@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,11 +25,12 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include "api/peer_rate.h"
 #include "base/async.h"
 #include "base/clock.h"
 #include "base/result.h"
 #include "cluster/members.h"
+#include "http/listener.h"
+#include "http/peer_rate.h"
 
 namespace sandstream::cluster {
 
@@ -85,7 +85,7 @@ class Gateway {
   boost::asio::awaitable<void> Run();
   void StopAccepting();
   boost::asio::awaitable<bool> SessionsEnded(SteadyClock::duration within) {
-    return sessions_.Join(within);
+    return listener_.Join(within);
   }
 
  private:
@@ -180,14 +180,12 @@ class Gateway {
   boost::asio::any_io_executor ex_;
   Members& members_;
   GatewayOptions options_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  TaskGroup sessions_;
-  std::list<boost::beast::tcp_stream*> idle_;
-  bool stopping_ = false;
+  sandstream::http::Listener listener_;
   // Credentials a node accepted (by SHA-256), until when that is taken as still so.
   std::map<std::string, SteadyTime, std::less<>> admitted_;
   // Signed-URL lookups (each asks every node) by client address.
-  api::PeerRate signature_scans_{api::kSignatureScansPerSecond, api::kSignatureScanBurst};
+  sandstream::http::PeerRate signature_scans_{sandstream::http::kSignatureScansPerSecond,
+                                              sandstream::http::kSignatureScanBurst};
   // What GET /metrics tells.
   struct Counts {
     std::map<std::string, uint64_t, std::less<>> requests;    // by route kind

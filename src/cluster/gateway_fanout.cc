@@ -1,8 +1,6 @@
 // What the gateway asks of every node up at once: calls whose answers it merges (CallEvery,
 // List, Merged), and a template change on every node (Everywhere), with an image archive's body
 // sent to each as it arrives and every node's pull progress merged into one event stream.
-#include "cluster/gateway.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -12,11 +10,12 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
-#include "api/http.h"
-#include "api/relay.h"
 #include "base/sse_parser.h"
 #include "base/timer.h"
+#include "cluster/gateway.h"
 #include "cluster/gateway_http.h"
+#include "http/headers.h"
+#include "http/relay.h"
 
 namespace sandstream::cluster {
 
@@ -258,7 +257,7 @@ asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat
   const unsigned version = head.version();
   const bool pull = head.method() == http::verb::post;
   // An image archive goes to every node as it arrives; a pull's progress comes from every node.
-  const bool archive = pull && !api::IsJsonType(head[http::field::content_type]);
+  const bool archive = pull && !sandstream::http::IsJsonType(head[http::field::content_type]);
   const bool events =
       pull && head[http::field::accept].find("text/event-stream") != std::string_view::npos;
   const std::string peer = PeerAddress(client.socket());
@@ -392,8 +391,8 @@ asio::awaitable<void> Gateway::MergeEvents(beast::tcp_stream& client, std::vecto
   auto send = [&](std::string text) -> asio::awaitable<void> {
     co_await turn.Acquire();
     if (!gone) {
-      gone =
-          !co_await api::WriteWithin(client.socket(), asio::buffer(text), options_.write_timeout);
+      gone = !co_await sandstream::http::WriteWithin(client.socket(), asio::buffer(text),
+                                                     options_.write_timeout);
       counts_.to_client += text.size();
       // Nobody to tell: the nodes' pulls go on without the gateway.
       if (gone) {

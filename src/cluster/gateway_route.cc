@@ -1,14 +1,13 @@
 // Which way a request goes through the gateway, from its head alone (RouteOf), and the name
 // each way has in the gateway's metrics.
-#include "cluster/gateway.h"
-
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include <boost/beast/http.hpp>
 
-#include "api/router.h"
+#include "cluster/gateway.h"
+#include "http/proxy_target.h"
 
 namespace sandstream::cluster {
 namespace http = boost::beast::http;
@@ -74,7 +73,7 @@ GatewayRoute RouteOf(const http::request_header<>& req, const std::string& previ
   const bool read_only = req.method() == http::verb::get || req.method() == http::verb::head;
   if (path == "/healthz" && read_only) return {GatewayRoute::kHealth, {}};
   if (path == "/metrics" && read_only) return {GatewayRoute::kMetrics, {}};
-  if (auto proxy = api::MatchProxy(req[http::field::host], path, preview_domain);
+  if (auto proxy = sandstream::http::MatchProxy(req[http::field::host], path, preview_domain);
       proxy && proxy->preview) {
     return {GatewayRoute::kSandbox, proxy->sandbox_id};
   }

@@ -1,18 +1,17 @@
 // What the gateway says of itself: GET /healthz (its view of the nodes, in detail for the
 // admin key), GET /metrics, and its own error answers, counted by code.
-#include "cluster/gateway.h"
-
 #include <algorithm>
 #include <string>
 
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
-#include "api/http.h"
-#include "api/prometheus.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "cluster/gateway.h"
 #include "cluster/gateway_http.h"
+#include "http/prometheus.h"
+#include "http/status.h"
 
 namespace sandstream::cluster {
 
@@ -20,8 +19,9 @@ namespace {
 
 std::string ErrorBody(const Error& error, bool e2b) {
   if (e2b) {
-    return json::serialize(json::object{{"code", static_cast<int>(api::StatusFor(error.code))},
-                                        {"message", error.message}});
+    return json::serialize(
+        json::object{{"code", static_cast<int>(sandstream::http::StatusFor(error.code))},
+                     {"message", error.message}});
   }
   return json::serialize(json::object{
       {"error", json::object{{"code", ErrorCodeName(error.code)}, {"message", error.message}}}});
@@ -59,7 +59,7 @@ asio::awaitable<void> Gateway::Health(beast::tcp_stream& client,
     if (admin) o["load"] = m->record.Load(m->pending);
     nodes.push_back(std::move(o));
   }
-  json::object body{{"status", stopping_ ? "stopping" : "ok"},
+  json::object body{{"status", listener_.stopping() ? "stopping" : "ok"},
                     {"role", "gateway"},
                     {"version", kVersion},
                     {"nodes", std::move(nodes)}};
@@ -73,7 +73,7 @@ http::response<http::string_body> Gateway::Refusal(const Error& error, bool e2b)
   ++counts_.refusals[std::string(ErrorCodeName(error.code))];
   log::Info("gateway refused",
             {{"code", std::string(ErrorCodeName(error.code))}, {"error", error.message}});
-  http::response<http::string_body> res{api::StatusFor(error.code), 11};
+  http::response<http::string_body> res{sandstream::http::StatusFor(error.code), 11};
   res.set(http::field::server, "sandstreamd");
   res.set(http::field::content_type, "application/json");
   res.body() = ErrorBody(error, e2b);
@@ -98,7 +98,7 @@ asio::awaitable<void> Gateway::Metrics(beast::tcp_stream& client,
                     "GET /metrics asks for the admin key: send Authorization: Bearer <key>"};
   }
   if (refusal) co_return co_await Refuse(client, req.version(), *refusal, false);
-  api::PrometheusText p;
+  sandstream::http::PrometheusText p;
   auto count = [](auto n) { return static_cast<double>(n); };
   const std::vector<const Member*> members = members_.All();
   const auto up =
@@ -146,7 +146,7 @@ asio::awaitable<void> Gateway::Metrics(beast::tcp_stream& client,
   p.Single("sandstream_gateway_connections_open", "gauge", "Client connections open.",
            count(counts_.connections));
   co_await Answer(client, req.version(), http::status::ok, p.Take(), nullptr,
-                  api::kPrometheusContentType);
+                  sandstream::http::kPrometheusContentType);
 }
 
 }  // namespace sandstream::cluster

@@ -82,7 +82,7 @@ class Service {
   };
   boost::asio::awaitable<Result<Started>> StartProcess(std::string sandbox_id, CommandSpec spec);
 
-  // Ports of a sandbox that the daemon's proxy reaches (api/routes_ports.cc): at most
+  // Ports of a sandbox that the daemon's proxy reaches (api/routes/ports.cc): at most
   // kMaxPorts each. ExposePort is idempotent (false: it was exposed already).
   static constexpr size_t kMaxPorts = 64;
   Result<bool> ExposePort(std::string_view sandbox_id, uint16_t port);

@@ -55,6 +55,7 @@ void CheckSpec(const api::CommandRequest& r, api::CommandKind kind) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sandstream;
   using namespace sandstream::fuzz;
+  namespace http = boost::beast::http;  // Beast's, not sandstream::http
   ApiWorld& world = World();
   FuzzedDataProvider in(data, size);
 

@@ -12,10 +12,11 @@
 
 #include "api/request.h"
 #include "api/router.h"
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/stream.h"
 #include "api_context.h"
 #include "check.h"
+#include "http/headers.h"
 
 namespace sandstream::fuzz {
 namespace {
@@ -90,6 +91,7 @@ void ReadAsHandlers(api::Context& ctx) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sandstream;
   using namespace sandstream::fuzz;
+  namespace http = boost::beast::http;  // Beast's, not sandstream::http
   ApiWorld& world = World();
 
   beast::test::stream stream(world.io);
@@ -98,11 +100,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   beast::flat_buffer buffer;
   http::request_parser<http::string_body> parser;
   parser.body_limit(boost::none);
-  parser.header_limit(api::kHeaderLimit);
+  parser.header_limit(sandstream::http::kHeaderLimit);
   beast::error_code ec;
   http::read_header(stream, buffer, parser, ec);
   if (ec) {
-    (void)api::HeaderError(ec);
+    (void)sandstream::http::HeaderError(ec);
     return 0;
   }
 
@@ -114,7 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!stream_body && !parser.is_done()) {
     http::read(stream, buffer, parser, ec);
     if (ec == http::error::body_limit) {
-      (void)api::BodyTooLarge(match.body_limit);
+      (void)sandstream::http::BodyTooLarge(match.body_limit);
       return 0;
     }
     if (ec) return 0;

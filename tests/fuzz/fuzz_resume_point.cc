@@ -42,6 +42,7 @@ void CheckStart(const api::Context& ctx, const Log& log, uint64_t fallback) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sandstream;
   using namespace sandstream::fuzz;
+  namespace http = boost::beast::http;  // Beast's, not sandstream::http
   ApiWorld& world = World();
   FuzzedDataProvider in(data, size);
 

@@ -14,8 +14,8 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
 
+#include "api/common/terminal_control.h"
 #include "api/request.h"
-#include "api/terminal_control.h"
 #include "api/websocket.h"
 #include "api_context.h"
 #include "check.h"
@@ -90,6 +90,7 @@ std::string Frames(FuzzedDataProvider& in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sandstream;
   using namespace sandstream::fuzz;
+  namespace http = boost::beast::http;  // Beast's, not sandstream::http
   ApiWorld& world = World();
 
   http::request<http::string_body> req{http::verb::get, "/v1/sandboxes/sb_fuzz/exec/ws", 11};

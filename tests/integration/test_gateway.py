@@ -1191,6 +1191,16 @@ def test_a_gateway_reads_no_body_before_a_node_took_the_credential(cluster: Clus
     g.delete(f"/v1/sandboxes/{r.json()['id']}")
 
 
+def hold(gw: Daemon, n: int, held: list[Wire]) -> None:
+    """Adds `n` connections to `held`, each kept open between requests (relayed to a node; a
+    gateway's own answers, a list, end their connection)."""
+    for _ in range(n):
+        w = Wire(gw)
+        w.sock.sendall(w.send("GET", "/v1/usage"))
+        assert w.answer()[0] == 200
+        held.append(w)
+
+
 def test_a_gateway_holds_max_connections(cluster: Cluster) -> None:
     """Past max_connections a new connection gets a 503 and is closed; those before it are
     served still."""
@@ -1198,15 +1208,9 @@ def test_a_gateway_holds_max_connections(cluster: Cluster) -> None:
     cluster.wait_seen(gw, {"n1", "n2", "n3"})
     # The connections that looked are gone (counted: this one asking).
     assert wait_until(lambda: metric(gw, "sandstream_gateway_connections_open") == 1, 10, 0.1)
-    held = []
+    held: list[Wire] = []
     try:
-        # Kept open between requests (relayed to a node; a gateway's own answers, a list, end
-        # their connection).
-        for _ in range(3):
-            w = Wire(gw)
-            w.sock.sendall(w.send("GET", "/v1/usage"))
-            assert w.answer()[0] == 200
-            held.append(w)
+        hold(gw, 3, held)
         extra = Wire(gw)
         extra.sock.sendall(extra.send("GET", "/v1/sandboxes"))
         status, _, body = extra.answer()
@@ -1218,5 +1222,42 @@ def test_a_gateway_holds_max_connections(cluster: Cluster) -> None:
             assert w.answer()[0] == 200
     finally:
         for w in held:
+            w.sock.close()
+        gw.stop()
+
+
+def test_a_gateway_past_max_connections_refuses_as_a_node_does(cluster: Cluster) -> None:
+    """A node's limit (test_limits.py, test_connections_past_the_limit_get_503) on a gateway:
+    each connection past max_connections is answered 503 too_many_connections at once with
+    Connection: close, and a slot a closed connection frees serves again."""
+    gw = cluster.start_gateway("--etcd", cluster.etcd.url, "--max-connections", "2")
+    cluster.wait_seen(gw, {"n1", "n2", "n3"})
+    assert wait_until(lambda: metric(gw, "sandstream_gateway_connections_open") == 1, 10, 0.1)
+    held: list[Wire] = []
+    refused: list[Wire] = []
+    try:
+        hold(gw, 2, held)
+        for _ in range(5):
+            w = Wire(gw)
+            w.sock.sendall(w.send("GET", "/healthz"))
+            refused.append(w)
+        for w in refused:
+            status, fields, body = w.answer()
+            assert status == 503 and json.loads(body)["error"]["code"] == "too_many_connections", body
+            assert fields.get("connection") == "close", fields
+            assert w.closed()
+        held.pop().sock.close()
+
+        def served() -> bool:
+            w = Wire(gw)
+            try:
+                w.sock.sendall(w.send("GET", "/v1/usage"))
+                return w.answer()[0] == 200
+            finally:
+                w.sock.close()
+
+        assert wait_until(served, 10, 0.1), "no slot came free after a connection closed"
+    finally:
+        for w in held + refused:
             w.sock.close()
         gw.stop()

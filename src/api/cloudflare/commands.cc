@@ -5,8 +5,8 @@
 #include "api/cloudflare/errors.h"
 #include "api/cloudflare/routes.h"
 #include "api/cloudflare/wire.h"
-#include "api/exec.h"
-#include "api/lookup.h"
+#include "api/common/exec.h"
+#include "api/common/lookup.h"
 #include "api/stream.h"
 #include "base/clock.h"
 

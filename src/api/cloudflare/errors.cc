@@ -1,6 +1,7 @@
 #include "api/cloudflare/errors.h"
 
 #include "base/clock.h"
+#include "http/status.h"
 
 namespace sandstream::api::cloudflare {
 namespace json = boost::json;
@@ -88,7 +89,7 @@ json::object ErrorJson(const Error& error, Subject subject, std::string_view abo
   body["code"] = CodeFor(error.code, subject);
   body["message"] = error.message;
   body["context"] = std::move(context);
-  body["httpStatus"] = static_cast<int>(StatusFor(error.code));
+  body["httpStatus"] = static_cast<int>(sandstream::http::StatusFor(error.code));
   body["timestamp"] = FormatRfc3339(SystemNow());
   // sandstream's own code, for a client that wants the finer distinction.
   body["sandstreamCode"] = ErrorCodeName(error.code);
@@ -97,7 +98,7 @@ json::object ErrorJson(const Error& error, Subject subject, std::string_view abo
 
 boost::asio::awaitable<void> Fail(Context& ctx, const Error& error, Subject subject,
                                   std::string_view about) {
-  const http::status status = StatusFor(error.code);
+  const http::status status = sandstream::http::StatusFor(error.code);
   LogFailure(ctx, error, status);
   return ReplyJson(ctx, status, ErrorJson(error, subject, about));
 }

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "api/routes.h"
+#include "api/routes/routes.h"
 
 namespace sandstream::api::cloudflare {
 

@@ -12,9 +12,9 @@
 #include <boost/json.hpp>
 
 #include "api/cloudflare/routes.h"
-#include "api/lookup.h"
+#include "api/common/lookup.h"
+#include "api/common/terminals.h"
 #include "api/stream.h"
-#include "api/terminals.h"
 
 namespace sandstream::api::cloudflare {
 namespace asio = boost::asio;

@@ -5,7 +5,7 @@
 #include "api/cloudflare/errors.h"
 #include "api/cloudflare/routes.h"
 #include "api/cloudflare/wire.h"
-#include "api/lookup.h"
+#include "api/common/lookup.h"
 #include "api/request.h"
 #include "base/version.h"
 #include "service/sessions.h"

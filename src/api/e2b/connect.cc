@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include "base/base64.h"
+#include "http/status.h"
 
 namespace sandstream::api::e2b {
 namespace asio = boost::asio;
@@ -116,10 +117,10 @@ asio::awaitable<void> Fail(Context& ctx, const Error& error) {
                  "application/json; charset=utf-8");
   }
   if (ctx.dialect == Dialect::kConnect) {
-    LogFailure(ctx, error, StatusFor(error.code));
+    LogFailure(ctx, error, sandstream::http::StatusFor(error.code));
     return ReplyConnectError(ctx, ConnectCode(error.code), error.message);
   }
-  const http::status status = StatusFor(error.code);
+  const http::status status = sandstream::http::StatusFor(error.code);
   LogFailure(ctx, error, status);
   return Fail(ctx, status, error.message);
 }

@@ -10,7 +10,7 @@
 #include "api/e2b/inflate.h"
 #include "api/e2b/multipart.h"
 #include "api/e2b/routes.h"
-#include "api/routes_files.h"
+#include "api/routes/files.h"
 
 namespace sandstream::api::e2b {
 namespace asio = boost::asio;

@@ -10,7 +10,7 @@
 
 #include "api/e2b/connect.h"
 #include "api/e2b/routes.h"
-#include "api/routes_files.h"
+#include "api/routes/files.h"
 #include "api/stream.h"
 #include "base/ids.h"
 #include "process/cursor.h"

@@ -9,9 +9,9 @@
 
 #include <boost/json.hpp>
 
+#include "api/common/lookup.h"
 #include "api/e2b/connect.h"
 #include "api/e2b/routes.h"
-#include "api/lookup.h"
 #include "api/request.h"
 #include "api/stream.h"
 #include "base/base64.h"

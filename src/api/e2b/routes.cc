@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "api/e2b/connect.h"
-#include "api/routes_files.h"
+#include "api/routes/files.h"
 #include "api/server.h"
 #include "base/base64.h"
 #include "base/ids.h"

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "api/routes.h"
+#include "api/routes/routes.h"
 #include "api/server.h"
 #include "base/result.h"
 #include "sandbox/files.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "api/routes_files.h"
+#include "api/routes/files.h"
 
 namespace sandstream::api {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "api/terminal_control.h"
+#include "api/common/terminal_control.h"
 
 namespace sandstream::api {
 namespace {

@@ -1,0 +1,96 @@
+// Sandboxes: create, list, get, delete, and their lifecycle journal as logs or events.
+#include <boost/json.hpp>
+
+#include "api/common/lookup.h"
+#include "api/request.h"
+#include "api/routes/routes.h"
+#include "api/stream.h"
+#include "service/codec.h"
+
+namespace sandstream::api {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+
+asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  std::shared_ptr<EventLog> journal = (*sb)->journal;
+  auto after = StartPoint(ctx, *journal, 0);
+  if (!after) co_return co_await ReplyError(ctx, after.error());
+  const uint64_t start = *after;
+  auto follow = ctx.QueryFlag("follow");
+  if (!follow) co_return co_await ReplyError(ctx, follow.error());
+
+  if (!WantsStream(ctx, *follow)) {
+    json::array items;
+    for (const Event* e : journal->Read(start, UINT64_MAX).entries) {
+      items.push_back(json::parse(as_logs ? e->summary : e->data));
+    }
+    json::object body;
+    body[as_logs ? "logs" : "events"] = std::move(items);
+    co_return co_await ReplyJson(ctx, http::status::ok, body);
+  }
+  EventRender render = RenderEvent;
+  if (as_logs) {
+    render = [](std::string& out, const Event& e) { sse::AppendEvent(out, e.seq, "log", e.summary); };
+  }
+  co_await ServeEvents(ctx, std::move(journal), start, *follow, std::move(render));
+}
+
+}  // namespace
+
+asio::awaitable<void> CreateSandbox(Context& ctx) {
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto req = ParseSandboxRequest(*body);
+  if (!req) co_return co_await ReplyError(ctx, req.error());
+  // A tenant's sandbox is its own; the admin may make one for a tenant.
+  req->tenant = ctx.principal.tenant;
+  req->by = ctx.principal.credential;
+  if (const json::value* tenant = body->if_contains("tenant"); tenant && !tenant->is_null()) {
+    if (!tenant->is_string()) co_return co_await ReplyError(ctx, Invalid("tenant must be a string"));
+    const std::string name(tenant->as_string());
+    if (!ctx.principal.admin() && name != ctx.principal.tenant) {
+      co_return co_await ReplyError(ctx, ErrorCode::kForbidden,
+                                    "only the admin makes sandboxes for another tenant");
+    }
+    if (!ctx.service.quotas().TenantOf(name)) {
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "no tenant '" + name + "'");
+    }
+    req->tenant = name;
+  }
+  Result<const SandboxEntry*> sb = co_await ctx.service.CreateSandbox(std::move(*req));
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  co_await ReplyJson(ctx, http::status::created, SandboxJson(**sb));
+}
+
+asio::awaitable<void> ListSandboxes(Context& ctx) {
+  json::array items;
+  for (const SandboxEntry* sb : ctx.service.List()) {
+    if (ctx.principal.Sees(sb->tenant, sb->id)) items.push_back(SandboxJson(*sb));
+  }
+  json::object body;
+  body["sandboxes"] = std::move(items);
+  co_await ReplyJson(ctx, http::status::ok, body);
+}
+
+asio::awaitable<void> GetSandbox(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  co_await ReplyJson(ctx, http::status::ok, SandboxJson(**sb));
+}
+
+asio::awaitable<void> DeleteSandbox(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto deleted = co_await ctx.service.DeleteSandbox(ctx.params.at(0));
+  if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
+  co_await ReplyEmpty(ctx, http::status::no_content);
+}
+
+asio::awaitable<void> SandboxLogs(Context& ctx) { co_await Journal(ctx, true); }
+asio::awaitable<void> SandboxEvents(Context& ctx) { co_await Journal(ctx, false); }
+
+}  // namespace sandstream::api

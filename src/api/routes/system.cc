@@ -1,0 +1,106 @@
+// GET /healthz (open; a cluster node's record to the admin key only) and GET /metrics
+// (Prometheus text format 0.0.4).
+#include <cstdio>
+
+#include <boost/json.hpp>
+
+#include "api/routes/routes.h"
+#include "api/server.h"
+#include "base/ids.h"
+#include "base/version.h"
+#include "http/prometheus.h"
+#include "service/service.h"
+
+namespace sandstream::api {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+const SteadyTime kStarted = SteadyNow();
+}  // namespace
+
+asio::awaitable<void> GetHealth(Context& ctx) {
+  const auto up = std::chrono::duration_cast<std::chrono::seconds>(SteadyNow() - kStarted).count();
+  json::object body;
+  body["status"] = ctx.service.shutting_down() ? "stopping" : "ok";
+  body["version"] = kVersion;
+  body["runtime"] = ctx.service.runtime_name();
+  body["uptime_seconds"] = up;
+  if (ctx.server.options().node_record) {
+    // The record (address, load, every tenant's template names) is for the admin key, which a
+    // gateway without etcd holds; anyone else hears the node's id alone (every sandbox id of
+    // the node says it).
+    const std::string_view auth = ctx.Header(http::field::authorization);
+    const bool admin =
+        auth.starts_with("Bearer ") && SecretEquals(auth.substr(7), ctx.server.options().api_key);
+    json::object record = ctx.server.options().node_record();
+    if (!admin) record = json::object{{"id", record["id"]}};
+    body["node"] = std::move(record);
+  }
+  co_await ReplyJson(ctx, http::status::ok, body);
+}
+
+asio::awaitable<void> GetMetrics(Context& ctx) {
+  const Metrics& m = ctx.service.metrics();
+  sandstream::http::PrometheusText p;
+  auto count = [](auto n) { return static_cast<double>(n); };
+  p.Single("sandstream_sandboxes", "gauge", "Live sandboxes.", count(ctx.service.sandbox_count()));
+  p.Single("sandstream_processes_running", "gauge", "Running processes.",
+           count(ctx.service.running_processes()));
+  p.Single("sandstream_processes_started_total", "counter", "Processes started.",
+           count(m.processes_started_total));
+  p.Single("sandstream_sandboxes_created_total", "counter", "Sandboxes created.",
+           count(m.sandboxes_created_total));
+  p.Single("sandstream_streams_open", "gauge", "Open SSE streams.", count(m.streams_open));
+  p.Single("sandstream_stream_bytes_total", "counter", "Bytes written to SSE streams.",
+           count(m.stream_bytes_total));
+  p.Single("sandstream_gaps_total", "counter", "Gap events sent to readers that fell behind.",
+           count(m.gaps_total));
+  p.Family("sandstream_http_requests_total", "counter", "HTTP requests answered, by status.");
+  for (const auto& [code, n] : m.http_requests_total) {
+    p.Sample("sandstream_http_requests_total", {{"code", std::to_string(code)}}, count(n));
+  }
+  p.Single("sandstream_sandboxes_egress", "gauge", "Live sandboxes with egress.",
+           count(ctx.service.egress_sandboxes()));
+  p.Family("sandstream_dns_queries_total", "counter",
+           "Queries of sandboxes with egress, by outcome.");
+  for (const auto& [outcome, n] : m.dns_queries_total) {
+    p.Sample("sandstream_dns_queries_total", {{"outcome", outcome}}, count(n));
+  }
+  if (const Access* access = ctx.service.access(); access && !access->tenants().empty()) {
+    const std::pair<const char*, int64_t TenantUsage::*> gauges[] = {
+        {"sandboxes", &TenantUsage::sandboxes},
+        {"running_processes", &TenantUsage::running_processes},
+        {"memory_mb", &TenantUsage::memory_mb},
+        {"cpu_percent", &TenantUsage::cpu_percent},
+        {"disk_mb", &TenantUsage::disk_mb},
+        {"streams", &TenantUsage::streams}};
+    std::vector<std::pair<std::string, TenantUsage>> usage;
+    for (const auto& [name, t] : access->tenants())
+      usage.emplace_back(name, ctx.service.Usage(name));
+    for (const auto& [gauge, field] : gauges) {
+      const std::string metric = std::string("sandstream_tenant_") + gauge;
+      p.Family(metric, "gauge", std::string("What a tenant's sandboxes take now (") + gauge + ").");
+      for (const auto& [name, u] : usage) p.Sample(metric, {{"tenant", name}}, count(u.*field));
+    }
+  }
+  p.Family("sandstream_exec_duration_seconds", "histogram", "Buffered exec, request to result.");
+  uint64_t cumulative = 0;
+  const auto& h = m.exec_duration;
+  for (size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
+    cumulative += h.counts[i];
+    char le[32];
+    if (i < Histogram::kBounds.size()) {
+      std::snprintf(le, sizeof le, "%g", Histogram::kBounds[i]);
+    } else {
+      std::snprintf(le, sizeof le, "+Inf");
+    }
+    p.Sample("sandstream_exec_duration_seconds_bucket", {{"le", le}}, count(cumulative));
+  }
+  p.Sample("sandstream_exec_duration_seconds_sum", {}, h.sum);
+  p.Sample("sandstream_exec_duration_seconds_count", {}, count(h.count));
+  co_await Reply(ctx, http::status::ok, p.Take(),
+                 std::string(sandstream::http::kPrometheusContentType));
+}
+
+}  // namespace sandstream::api
