@@ -148,9 +148,9 @@ asio::awaitable<std::optional<Error>> ReceiveBody(Context& ctx, const BodySink& 
     }
     chunk.clear();
     if (ec == http::error::body_limit) {
-      failure = Error{ErrorCode::kPayloadTooLarge, std::string(limit_name) + " is larger than " +
-                                                       "its limit (" + std::to_string(limit) +
-                                                       " bytes)"};
+      failure =
+          Error{ErrorCode::kPayloadTooLarge, std::string(limit_name) + " is larger than " +
+                                                 "its limit (" + std::to_string(limit) + " bytes)"};
       break;
     }
     if (ec) {

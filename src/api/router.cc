@@ -229,8 +229,8 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   // An image archive is the one streamed body that is not a file of a sandbox.
   m.body_limit = m.route && m.route->handler == CreateTemplate ? options.max_image_bytes
                  : m.route && m.route->stream_body             ? options.max_file_bytes
-                 : m.route && m.route->raw_body  ? options.max_stdin_bytes
-                                                 : options.max_body_bytes;
+                 : m.route && m.route->raw_body                ? options.max_stdin_bytes
+                                                               : options.max_body_bytes;
   // No body is read before its sender is known: an open route the head does not admit its
   // caller to (a signed /files URL, /healthz, the console) takes none, but the upload that
   // its handler reads only once it has judged the signature.

@@ -24,7 +24,7 @@ struct RouteMatch {
   std::string allow;  // no route for the method: the path's methods, a 405's Allow header
   std::map<std::string, std::string, std::less<>> query;  // decoded
   uint64_t body_limit = 0;
-  Principal principal{};  // who the credential names (the admin for open routes)
+  Principal principal{};                   // who the credential names (the admin for open routes)
   Dialect dialect = Dialect::kSandstream;  // the route's, or for no route the path's
   // No route, the wrong method, no or the wrong API key, a credential the route is not for, or
   // a Content-Length past body_limit.

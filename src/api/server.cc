@@ -108,9 +108,8 @@ asio::awaitable<void> Server::EndStreamsOfDeadTokens() {
 
 asio::awaitable<void> Server::Run() {
   Spawn(ex_, EndStreamsOfDeadTokens(), "token sweep");
-  co_await listener_.Run(
-      [this](tcp::socket socket) { return Session(std::move(socket)); },
-      [this](tcp::socket socket) { return Refuse(std::move(socket)); });
+  co_await listener_.Run([this](tcp::socket socket) { return Session(std::move(socket)); },
+                         [this](tcp::socket socket) { return Refuse(std::move(socket)); });
 }
 
 asio::awaitable<void> Server::Refuse(tcp::socket socket) {

@@ -1,11 +1,12 @@
 #include "api/stream.h"
 
 #include <array>
+#include <charconv>
+#include <vector>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <charconv>
-#include <vector>
 
 #include "service/service.h"
 
@@ -33,9 +34,7 @@ Result<uint64_t> ParseCount(std::string_view text, std::string_view what) {
 }  // namespace
 
 StreamResponse::StreamResponse(Context& ctx, std::string_view content_type)
-    : ctx_(ctx),
-      state_(std::make_shared<State>()),
-      keepalive_(ctx.server.options().keepalive) {
+    : ctx_(ctx), state_(std::make_shared<State>()), keepalive_(ctx.server.options().keepalive) {
   ctx_.status = 200;
   ctx_.streamed = true;  // until it ends cleanly on a connection that can carry more
   chunked_ = ctx_.req.version() >= 11;
@@ -164,7 +163,9 @@ asio::awaitable<void> ServeStream(Context& ctx, const OutputStream& stream) {
   co_await sse.Finish(end, stream.format);
 }
 
-void RenderEvent(std::string& out, const Event& e) { sse::AppendEvent(out, e.seq, e.name, e.data); }
+void RenderEvent(std::string& out, const Event& e) {
+  sse::AppendEvent(out, e.seq, e.name, e.data);
+}
 
 asio::awaitable<void> ServeEvents(Context& ctx, std::shared_ptr<EventLog> log, uint64_t after_seq,
                                   bool follow, EventRender render) {

@@ -1,12 +1,11 @@
 #include "api/websocket.h"
 
-#include <boost/json.hpp>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/json.hpp>
 
 #include "base/log.h"
 #include "service/service.h"

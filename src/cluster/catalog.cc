@@ -116,8 +116,8 @@ asio::awaitable<void> EtcdTemplates::PullMissing(Service& service) {
     image::Credentials anonymous;
     TemplateService::Progress quiet = [](json::object) {};
     pulling_ = name;
-    auto made = co_await service.template_service().Pull(name, std::move(owner), std::move(*reference),
-                                              std::move(anonymous), std::move(quiet));
+    auto made = co_await service.template_service().Pull(
+        name, std::move(owner), std::move(*reference), std::move(anonymous), std::move(quiet));
     pulling_.clear();
     if (made) {
       failed_.erase(name);

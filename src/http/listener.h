@@ -22,8 +22,7 @@ namespace sandstream::http {
 class Listener {
  public:
   // Serves one accepted connection, or answers one past max_connections; it owns the socket.
-  using ConnectionTask =
-      std::function<boost::asio::awaitable<void>(boost::asio::ip::tcp::socket)>;
+  using ConnectionTask = std::function<boost::asio::awaitable<void>(boost::asio::ip::tcp::socket)>;
 
   Listener(boost::asio::any_io_executor ex, size_t max_connections);
 
@@ -52,9 +51,7 @@ class Listener {
   // The connections being served (refusals aside).
   size_t running() const { return sessions_.running(); }
   // Until every connection served has ended, for at most `within`; false if some remain.
-  boost::asio::awaitable<bool> Join(SteadyClock::duration within) {
-    return sessions_.Join(within);
-  }
+  boost::asio::awaitable<bool> Join(SteadyClock::duration within) { return sessions_.Join(within); }
 
  private:
   boost::asio::ip::tcp::acceptor acceptor_;

@@ -19,8 +19,8 @@ std::optional<ProxyTarget> MatchProxy(std::string_view host, std::string_view pa
     return static_cast<uint16_t>(port);
   };
   // {port}-{id}.{preview_domain}[:listen port], any case.
-  if (const size_t colon = host.rfind(':'); colon != std::string_view::npos &&
-                                            host.find(']') == std::string_view::npos) {
+  if (const size_t colon = host.rfind(':');
+      colon != std::string_view::npos && host.find(']') == std::string_view::npos) {
     host = host.substr(0, colon);
   }
   const size_t dot = host.find('.');

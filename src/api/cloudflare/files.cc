@@ -1,5 +1,7 @@
 // The file routes (/api/write, read, read/stream, mkdir, delete, rename, move, list-files,
 // exists) over the sandbox's files as `user`, as sandstream's files routes reach them.
+#include "api/routes/files.h"
+
 #include <boost/json.hpp>
 
 #include "api/cloudflare/errors.h"
@@ -7,7 +9,6 @@
 #include "api/cloudflare/wire.h"
 #include "api/common/lookup.h"
 #include "api/request.h"
-#include "api/routes/files.h"
 #include "api/stream.h"
 #include "base/base64.h"
 #include "process/utf8.h"

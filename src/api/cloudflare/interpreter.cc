@@ -92,8 +92,8 @@ Result<std::string> LanguageOf(const json::object& request) {
 
 // The default context of the request's language ("default-python"), made when missing.
 asio::awaitable<Result<std::shared_ptr<CodeContext>>> DefaultContext(Context& ctx,
-                                                                    const SandboxEntry& sb,
-                                                                    const json::object& request) {
+                                                                     const SandboxEntry& sb,
+                                                                     const json::object& request) {
   auto language = LanguageOf(request);
   if (!language) co_return std::move(language).error();
   json::object body;

@@ -8,7 +8,8 @@ namespace sandstream::api {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
-asio::awaitable<Result<std::shared_ptr<Process>>> StartInSession(Context& ctx, const SandboxEntry& sb,
+asio::awaitable<Result<std::shared_ptr<Process>>> StartInSession(Context& ctx,
+                                                                 const SandboxEntry& sb,
                                                                  const json::object& body,
                                                                  CommandRequest& req) {
   const json::value& s = body.at("session");

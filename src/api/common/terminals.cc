@@ -130,7 +130,7 @@ asio::awaitable<Result<OpenedTerminal>> StartTerminal(Context& ctx, const Sandbo
 }
 
 asio::awaitable<void> ServeTerminal(Context& ctx, OpenedTerminal opened, Flow flow,
-                                   const TerminalWire& wire) {
+                                    const TerminalWire& wire) {
   WebSocket ws(ctx);
   if (!co_await ws.Accept()) co_return;
   std::optional<Terminal::Attachment> attachment;

@@ -1,6 +1,8 @@
 // envd's HTTP routes: /health, and /files: downloads, and uploads as multipart/form-data (a
 // part per file, named by the `path` query or the part's filename) or as one
 // application/octet-stream body (gzip too), each written as sandstream's own uploads are.
+#include "api/routes/files.h"
+
 #include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -10,7 +12,6 @@
 #include "api/e2b/inflate.h"
 #include "api/e2b/multipart.h"
 #include "api/e2b/routes.h"
-#include "api/routes/files.h"
 
 namespace sandstream::api::e2b {
 namespace asio = boost::asio;

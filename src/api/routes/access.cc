@@ -1,11 +1,12 @@
 // Access: tenants and their keys (the admin's), a tenant's usage, and scoped tokens of a
 // sandbox (service/access.h).
+#include "service/access.h"
+
 #include <boost/json.hpp>
 
 #include "api/common/lookup.h"
 #include "api/request.h"
 #include "api/routes/routes.h"
-#include "service/access.h"
 
 namespace sandstream::api {
 namespace asio = boost::asio;
@@ -150,9 +151,9 @@ asio::awaitable<void> DeleteTenant(Context& ctx) {
   auto t = NamedTenant(ctx);
   if (!t) co_return co_await ReplyError(ctx, t.error());
   if (const int64_t left = ctx.service.Usage((*t)->name).sandboxes; left > 0) {
-    co_return co_await ReplyError(
-        ctx, ErrorCode::kConflict,
-        "tenant '" + (*t)->name + "' has " + std::to_string(left) + " sandbox(es): delete them first");
+    co_return co_await ReplyError(ctx, ErrorCode::kConflict,
+                                  "tenant '" + (*t)->name + "' has " + std::to_string(left) +
+                                      " sandbox(es): delete them first");
   }
   auto deleted = co_await (*access)->DeleteTenant((*t)->name);
   if (!deleted) co_return co_await ReplyError(ctx, deleted.error());

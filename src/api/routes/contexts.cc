@@ -1,6 +1,8 @@
 // Code interpreter contexts: create, list, get, delete, restart, run a cell, and read a
 // remembered run again (SSE of its events, or one JSON document when the client accepts only
 // JSON).
+#include "service/contexts.h"
+
 #include <charconv>
 
 #include <boost/json.hpp>
@@ -10,7 +12,6 @@
 #include "api/routes/routes.h"
 #include "api/sse.h"
 #include "api/stream.h"
-#include "service/contexts.h"
 
 namespace sandstream::api {
 namespace asio = boost::asio;

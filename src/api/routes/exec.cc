@@ -1,7 +1,8 @@
 // POST exec (run to completion, buffered) and POST exec/stream (the same, as SSE).
+#include "api/common/exec.h"
+
 #include <boost/json.hpp>
 
-#include "api/common/exec.h"
 #include "api/common/lookup.h"
 #include "api/request.h"
 #include "api/routes/routes.h"

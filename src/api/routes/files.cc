@@ -4,15 +4,16 @@
 // on the service's blocking pool, never on the I/O thread.
 #include "api/routes/files.h"
 
+#include <type_traits>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json.hpp>
-#include <type_traits>
 
 #include "api/common/lookup.h"
 #include "api/request.h"
@@ -328,8 +329,8 @@ asio::awaitable<void> ServeDownload(Context& ctx, const sandbox::SandboxFs& fs,
     const size_t want = std::min<uint64_t>(kChunk, size - sent);
     const Result<size_t> n = co_await OffThread(ctx, [&] { return file->Read(buf.data(), want); });
     if (!n || *n == 0) break;  // the file shrank meanwhile
-    auto [ec, w] = co_await asio::async_write(ctx.stream.socket(), asio::buffer(buf.data(), *n),
-                                              Tuple());
+    auto [ec, w] =
+        co_await asio::async_write(ctx.stream.socket(), asio::buffer(buf.data(), *n), Tuple());
     (void)w;
     if (ec) break;
     sent += *n;
@@ -397,8 +398,8 @@ asio::awaitable<Result<WrittenFile>> WriteFile(Context& ctx, std::string sandbox
                                                const sandbox::SandboxFs& fs, std::string path,
                                                std::optional<uint32_t> mode, bool parents,
                                                Feed feed) {
-  auto upload = co_await FileUpload::Open(ctx, std::move(sandbox_id), fs, std::move(path), mode,
-                                          parents);
+  auto upload =
+      co_await FileUpload::Open(ctx, std::move(sandbox_id), fs, std::move(path), mode, parents);
   if (!upload) co_return std::move(upload).error();
   FileUpload& u = **upload;
   const BodySink write = [&u](std::string_view chunk) { return u.Write(chunk); };
@@ -429,8 +430,8 @@ asio::awaitable<void> FilesWrite(Context& ctx) {
   auto parents = ctx.QueryFlag("parents", true);
   if (!parents) co_return co_await ReplyError(ctx, parents.error());
   const Feed upload = [&ctx](const BodySink& sink) { return ReceiveUpload(ctx, sink); };
-  auto written = co_await WriteFile(ctx, ctx.params.at(0), target->fs, target->path, *mode,
-                                    *parents, upload);
+  auto written =
+      co_await WriteFile(ctx, ctx.params.at(0), target->fs, target->path, *mode, *parents, upload);
   if (!ctx.body_parser || ctx.body_parser->is_done()) ctx.req.keep_alive(keep_alive);
   if (!written) co_return co_await ReplyError(ctx, written.error());
   co_await ReplyJson(ctx, written->created ? http::status::created : http::status::ok,
@@ -614,8 +615,8 @@ asio::awaitable<void> FilesWatch(Context& ctx) {
       sse::AppendEvent(out, 0, e.name, e.data);
     });
   };
-  auto failed = co_await RunWatch(ctx, ctx.params.at(0), target->fs, target->path, *recursive,
-                                  serve);
+  auto failed =
+      co_await RunWatch(ctx, ctx.params.at(0), target->fs, target->path, *recursive, serve);
   if (failed) co_await ReplyError(ctx, *failed);
 }
 

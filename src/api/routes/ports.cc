@@ -129,8 +129,8 @@ asio::awaitable<Result<void>> Connect(tcp::socket& upstream, Result<UniqueFd> fd
   ec = std::get<0>(std::get<0>(result));
   if (ec) {
     co_return Error{ErrorCode::kBadGateway, "nothing accepts on port " + std::to_string(port) +
-                                                " of sandbox " + sandbox_id + " (" +
-                                                ec.message() + ")"};
+                                                " of sandbox " + sandbox_id + " (" + ec.message() +
+                                                ")"};
   }
   co_return Ok{};
 }
@@ -153,10 +153,9 @@ std::string UpstreamHead(const Context& ctx, std::string_view prefix, bool upgra
     if (field.name() == http::field::authorization && value == key) continue;
     // Expect: the daemon has answered 100-continue itself.
     if (field.name() == http::field::connection || field.name() == http::field::keep_alive ||
-        field.name() == http::field::expect ||
-        beast::iequals(name, "proxy-connection") || beast::iequals(name, "x-forwarded-for") ||
-        beast::iequals(name, "x-forwarded-host") || beast::iequals(name, "x-forwarded-proto") ||
-        beast::iequals(name, "x-forwarded-prefix")) {
+        field.name() == http::field::expect || beast::iequals(name, "proxy-connection") ||
+        beast::iequals(name, "x-forwarded-for") || beast::iequals(name, "x-forwarded-host") ||
+        beast::iequals(name, "x-forwarded-proto") || beast::iequals(name, "x-forwarded-prefix")) {
       continue;
     }
     if (field.name() == http::field::cookie) {
@@ -236,7 +235,8 @@ asio::awaitable<void> ListPorts(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   json::array items;
-  for (const auto& [port, since] : (*sb)->ports) items.push_back(PortJson(ctx, (*sb)->id, port, since));
+  for (const auto& [port, since] : (*sb)->ports)
+    items.push_back(PortJson(ctx, (*sb)->id, port, since));
   json::object body;
   body["ports"] = std::move(items);
   co_await ReplyJson(ctx, http::status::ok, body);
@@ -268,9 +268,8 @@ asio::awaitable<void> WaitPort(Context& ctx) {
   const double timeout = *timeout_or;
   const std::string id = ref->sandbox->id;
   const uint16_t port = ref->port;
-  const auto deadline =
-      SteadyNow() + std::chrono::duration_cast<SteadyClock::duration>(
-                        std::chrono::duration<double>(timeout));
+  const auto deadline = SteadyNow() + std::chrono::duration_cast<SteadyClock::duration>(
+                                          std::chrono::duration<double>(timeout));
   Timer pause(ctx.stream.get_executor());
   for (;;) {
     Result<UniqueFd> fd = ctx.service.SandboxSocket(id);
@@ -283,8 +282,8 @@ asio::awaitable<void> WaitPort(Context& ctx) {
     if (SteadyNow() >= deadline) {
       co_return co_await ReplyError(ctx, ErrorCode::kTimeout,
                                     "nothing accepted on port " + std::to_string(port) +
-                                        " of sandbox " + id + " within " +
-                                        std::to_string(timeout) + " s");
+                                        " of sandbox " + id + " within " + std::to_string(timeout) +
+                                        " s");
     }
     pause.expires_after(std::chrono::milliseconds(100));
     auto [pec] = co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));

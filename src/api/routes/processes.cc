@@ -47,10 +47,13 @@ asio::awaitable<void> ListProcesses(Context& ctx) {
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   std::optional<ProcessStatus> filter;
   if (auto status = ctx.Query("status")) {
-    if (*status == "running") filter = ProcessStatus::kRunning;
-    else if (*status == "exited") filter = ProcessStatus::kExited;
+    if (*status == "running")
+      filter = ProcessStatus::kRunning;
+    else if (*status == "exited")
+      filter = ProcessStatus::kExited;
     else
-      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "status must be \"running\" or \"exited\"");
+      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
+                                    "status must be \"running\" or \"exited\"");
   }
   json::array items;
   for (const auto& p : (*sb)->processes) {
@@ -107,7 +110,8 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
     }
     json::value gap = nullptr;
     if (slice.gap) {
-      gap = json::object{{"from_seq", slice.gap->from_seq}, {"to_seq", slice.gap->to_seq},
+      gap = json::object{{"from_seq", slice.gap->from_seq},
+                         {"to_seq", slice.gap->to_seq},
                          {"bytes", slice.gap->bytes ? json::value(*slice.gap->bytes) : nullptr}};
     }
     json::object body;
@@ -173,7 +177,9 @@ asio::awaitable<void> ProcessStdin(Context& ctx) {
              type.starts_with("text/plain")) {
     data = std::move(ctx.req.body());
   } else {
-    co_return co_await ReplyError(ctx, ErrorCode::kUnsupportedMediaType, "stdin takes application/octet-stream or application/json, not " + std::string(type));
+    co_return co_await ReplyError(
+        ctx, ErrorCode::kUnsupportedMediaType,
+        "stdin takes application/octet-stream or application/json, not " + std::string(type));
   }
   size_t written = 0;
   if (!data.empty()) {
@@ -181,7 +187,8 @@ asio::awaitable<void> ProcessStdin(Context& ctx) {
     if (!w) co_return co_await ReplyError(ctx, w.error());
     written = *w;
   } else if (!process->stdin_open() || process->status() != ProcessStatus::kRunning) {
-    co_return co_await ReplyError(ctx, ErrorCode::kConflict, "stdin of " + process->id() + " is closed");
+    co_return co_await ReplyError(ctx, ErrorCode::kConflict,
+                                  "stdin of " + process->id() + " is closed");
   }
   if (eof) (void)process->CloseStdin();
   json::object body;
@@ -196,10 +203,13 @@ asio::awaitable<void> SignalProcess(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   const json::value* s = body->if_contains("signal");
   std::optional<int> sig;
-  if (s && s->is_string()) sig = ParseSignal(s->as_string());
-  else if (s && s->is_int64()) sig = ParseSignal(std::to_string(s->as_int64()));
+  if (s && s->is_string())
+    sig = ParseSignal(s->as_string());
+  else if (s && s->is_int64())
+    sig = ParseSignal(std::to_string(s->as_int64()));
   if (!sig) {
-    co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest, "signal must be a signal name (\"TERM\") or number");
+    co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
+                                  "signal must be a signal name (\"TERM\") or number");
   }
   bool group = true;
   if (const json::value* g = body->if_contains("group"); g && !g->is_null()) {
@@ -224,11 +234,11 @@ asio::awaitable<void> WaitProcess(Context& ctx) {
     Timer timer(ctx.stream.get_executor());
     timer.expires_after(std::chrono::duration_cast<SteadyClock::duration>(
         std::chrono::duration<double>(std::min(timeout, 1e9))));
-    co_await (process->WaitExit() ||
-              timer.async_wait(asio::as_tuple(asio::use_awaitable)));
+    co_await (process->WaitExit() || timer.async_wait(asio::as_tuple(asio::use_awaitable)));
   }
   if (process->status() == ProcessStatus::kRunning) {
-    co_return co_await ReplyError(ctx, ErrorCode::kTimeout, "process " + process->id() + " is still running");
+    co_return co_await ReplyError(ctx, ErrorCode::kTimeout,
+                                  "process " + process->id() + " is still running");
   }
   co_await ReplyJson(ctx, http::status::ok, ProcessJson(*process));
 }

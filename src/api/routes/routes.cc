@@ -78,10 +78,10 @@ const std::vector<Route>& AllRoutes() {
     const auto& e2b = e2b::Routes();
     routes.insert(routes.end(), e2b.begin(), e2b.end());
     routes.insert(routes.end(), {
-        {V::get, "/", GetConsoleFile, true},
-        {V::get, "/{}", GetConsoleFile, true},
-        {V::get, "/assets/{}", GetConsoleFile, true},
-    });
+                                    {V::get, "/", GetConsoleFile, true},
+                                    {V::get, "/{}", GetConsoleFile, true},
+                                    {V::get, "/assets/{}", GetConsoleFile, true},
+                                });
     // Under /v1/sandboxes/{id}/api and /ws: no pattern above matches theirs.
     const auto& cloudflare = cloudflare::Routes();
     routes.insert(routes.end(), cloudflare.begin(), cloudflare.end());
@@ -98,14 +98,14 @@ Need RouteNeed(const Route& route) {
   const Handler h = route.handler;
   if (h == GetMetrics || route.pattern.starts_with("/v1/admin/")) return Need::kAdmin;
   if (h == ProxyPort) return Need::kPort;
-  for (Handler read : {GetSandbox, SandboxLogs, SandboxEvents, ListProcesses, GetProcess,
-                       ProcessLogs, WaitProcess, ListSessions, GetSession, ListContexts,
-                       GetContext, GetRun, ListPorts, GetPort, WaitPort}) {
+  for (Handler read :
+       {GetSandbox, SandboxLogs, SandboxEvents, ListProcesses, GetProcess, ProcessLogs, WaitProcess,
+        ListSessions, GetSession, ListContexts, GetContext, GetRun, ListPorts, GetPort, WaitPort}) {
     if (h == read) return Need::kRead;
   }
-  for (Handler exec : {Exec, ExecStream, ExecWs, StartProcess, KillProcess, ProcessStdin,
-                       SignalProcess, CreateSession, DeleteSession, CreateContext,
-                       DeleteContext, RunCode, RestartContext}) {
+  for (Handler exec :
+       {Exec, ExecStream, ExecWs, StartProcess, KillProcess, ProcessStdin, SignalProcess,
+        CreateSession, DeleteSession, CreateContext, DeleteContext, RunCode, RestartContext}) {
     if (h == exec) return Need::kExec;
   }
   if (h == ExecPty) return Need::kTerminal;
@@ -121,8 +121,8 @@ Need RouteNeed(const Route& route) {
 }
 
 const Route& ProxyRoute() {
-  static const Route kProxy{http::verb::unknown, "/v1/sandboxes/{}/ports/{}/...", ProxyPort,
-                            false, false, true};
+  static const Route kProxy{
+      http::verb::unknown, "/v1/sandboxes/{}/ports/{}/...", ProxyPort, false, false, true};
   return kProxy;
 }
 

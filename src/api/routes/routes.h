@@ -2,9 +2,10 @@
 // Context and answers exactly once.
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
 #include <string_view>
 #include <vector>
+
+#include <boost/asio/awaitable.hpp>
 
 #include "api/http.h"
 
@@ -16,9 +17,9 @@ struct Route {
   http::verb method;
   std::string_view pattern;  // "/v1/sandboxes/{}/exec": each {} captures one segment
   Handler handler;
-  bool open = false;          // no API key needed
-  bool raw_body = false;      // allows a larger, non-JSON body (stdin)
-  bool stream_body = false;   // the handler reads the body itself, up to max_file_bytes
+  bool open = false;         // no API key needed
+  bool raw_body = false;     // allows a larger, non-JSON body (stdin)
+  bool stream_body = false;  // the handler reads the body itself, up to max_file_bytes
   Dialect dialect = Dialect::kSandstream;  // whose wire: how its errors are written (http.h)
 };
 

@@ -34,7 +34,9 @@ asio::awaitable<void> Journal(Context& ctx, bool as_logs) {
   }
   EventRender render = RenderEvent;
   if (as_logs) {
-    render = [](std::string& out, const Event& e) { sse::AppendEvent(out, e.seq, "log", e.summary); };
+    render = [](std::string& out, const Event& e) {
+      sse::AppendEvent(out, e.seq, "log", e.summary);
+    };
   }
   co_await ServeEvents(ctx, std::move(journal), start, *follow, std::move(render));
 }
@@ -50,7 +52,8 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   req->tenant = ctx.principal.tenant;
   req->by = ctx.principal.credential;
   if (const json::value* tenant = body->if_contains("tenant"); tenant && !tenant->is_null()) {
-    if (!tenant->is_string()) co_return co_await ReplyError(ctx, Invalid("tenant must be a string"));
+    if (!tenant->is_string())
+      co_return co_await ReplyError(ctx, Invalid("tenant must be a string"));
     const std::string name(tenant->as_string());
     if (!ctx.principal.admin() && name != ctx.principal.tenant) {
       co_return co_await ReplyError(ctx, ErrorCode::kForbidden,
@@ -90,7 +93,11 @@ asio::awaitable<void> DeleteSandbox(Context& ctx) {
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
-asio::awaitable<void> SandboxLogs(Context& ctx) { co_await Journal(ctx, true); }
-asio::awaitable<void> SandboxEvents(Context& ctx) { co_await Journal(ctx, false); }
+asio::awaitable<void> SandboxLogs(Context& ctx) {
+  co_await Journal(ctx, true);
+}
+asio::awaitable<void> SandboxEvents(Context& ctx) {
+  co_await Journal(ctx, false);
+}
 
 }  // namespace sandstream::api

@@ -1,12 +1,13 @@
 // Persistent shell sessions: create, list, get, delete. Exec's `session` field:
 // common/session_exec.cc.
+#include "service/sessions.h"
+
 #include <boost/json.hpp>
 
 #include "api/common/lookup.h"
 #include "api/request.h"
 #include "api/routes/routes.h"
 #include "base/ids.h"
-#include "service/sessions.h"
 
 namespace sandstream::api {
 namespace asio = boost::asio;

@@ -35,8 +35,7 @@ Result<const Template*> FindTemplate(Context& ctx, std::string_view name) {
 bool IsArchiveType(std::string_view type) {
   const std::string_view base = type.substr(0, type.find(';'));
   return base == "application/x-tar" || base == "application/tar" ||
-         base == "application/octet-stream" ||
-         base == "application/vnd.oci.image.layout.v1+tar";
+         base == "application/octet-stream" || base == "application/vnd.oci.image.layout.v1+tar";
 }
 
 // What a template is made from: an uploaded archive, or an image in a registry.
@@ -50,12 +49,12 @@ asio::awaitable<Result<const Template*>> MakeTemplate(Service& service, std::str
                                                       std::string tenant, ImageSource source,
                                                       TemplateService::Progress report) {
   if (source.reference) {
-    co_return co_await service.template_service().Pull(std::move(name), std::move(tenant),
-                                            std::move(*source.reference),
-                                            std::move(source.credentials), std::move(report));
+    co_return co_await service.template_service().Pull(
+        std::move(name), std::move(tenant), std::move(*source.reference),
+        std::move(source.credentials), std::move(report));
   }
-  co_return co_await service.template_service().Import(std::move(name), std::move(tenant),
-                                            std::move(source.archive), std::move(report));
+  co_return co_await service.template_service().Import(
+      std::move(name), std::move(tenant), std::move(source.archive), std::move(report));
 }
 
 // Makes the template, then ends `progress` with it or the error.
@@ -148,8 +147,8 @@ asio::awaitable<void> CreateTemplate(Context& ctx) {
       text.append(chunk);
       co_return Ok{};
     };
-    std::optional<Error> failure = co_await ReceiveBody(
-        ctx, keep, "request body (max_body_bytes)", ctx.server.options().max_body_bytes);
+    std::optional<Error> failure = co_await ReceiveBody(ctx, keep, "request body (max_body_bytes)",
+                                                        ctx.server.options().max_body_bytes);
     if (failure) co_return co_await ReplyError(ctx, *failure);
     ctx.req.keep_alive(keep_alive);
     ctx.req.body() = std::move(text);

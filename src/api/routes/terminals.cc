@@ -1,11 +1,12 @@
 // The WebSocket routes: a terminal in a sandbox (GET exec/pty), which outlives its connections
 // and replays its screen to each new one, and many commands over one connection (GET exec/ws).
+#include "api/common/terminals.h"
+
 #include <set>
 
 #include <boost/json.hpp>
 
 #include "api/common/lookup.h"
-#include "api/common/terminals.h"
 #include "api/request.h"
 #include "api/routes/routes.h"
 #include "api/sse.h"

@@ -1,12 +1,12 @@
 // Unit tests of what the files routes send and count: download headers that stay well formed
 // whatever a file's name holds, active content kept off the API's origin, and the watch quota.
+#include "api/routes/files.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "api/routes/files.h"
 
 namespace sandstream::api {
 namespace {

@@ -1,10 +1,10 @@
 // Unit tests of a terminal's control messages (GET exec/pty): resizes are checked whatever
 // number they carry, input is decoded, anything else is an error to send back.
+#include "api/common/terminal_control.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "api/common/terminal_control.h"
 
 namespace sandstream::api {
 namespace {
