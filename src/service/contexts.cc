@@ -490,7 +490,7 @@ asio::awaitable<void> CodeContext::ExecuteInterpreter(Service& service,
 namespace {
 
 // Copies a shell command's output into its cell as it is appended.
-class Relay : public OutputLog::Listener {
+class Relay final : public OutputLog::Listener {
  public:
   Relay(OutputLog& from, CellRun& to) : from_(from), to_(to) {
     from_.AddListener(this);
