@@ -114,7 +114,7 @@ asio::awaitable<void> EtcdTemplates::PullMissing(Service& service) {
               {{"template", name}, {"image", reference->String()}});
     // Named, not temporaries: GCC 12 destroys a temporary twice across a co_await.
     image::Credentials anonymous;
-    TemplateService::Progress quiet = [](json::object) {};
+    TemplateService::Progress quiet = [](const json::object&) {};
     pulling_ = name;
     auto made = co_await service.template_service().Pull(
         name, std::move(owner), std::move(*reference), std::move(anonymous), std::move(quiet));

@@ -306,6 +306,7 @@ asio::awaitable<void> Gateway::Everywhere(beast::tcp_stream& client, beast::flat
   }
   co_await EveryLeg(ex_, legs, [&](Leg& leg) { return ReadLegAnswer(leg, timeout); });
   std::vector<NodeAnswer> answers;
+  answers.reserve(legs.size());
   for (Leg& leg : legs) answers.push_back({leg.node, OutcomeOf(leg)});
   http::response<http::string_body> res = Merged(pull, answers);
   co_await Answer(client, version, res.result(), std::move(res.body()), &res.base());
@@ -407,6 +408,7 @@ asio::awaitable<void> Gateway::MergeEvents(beast::tcp_stream& client, std::vecto
   co_await EveryLeg(ex_, legs, [&](Leg& leg) { return FollowLeg(leg, send, timeout); });
   if (gone) co_return;
   std::vector<NodeAnswer> answers;
+  answers.reserve(legs.size());
   for (Leg& leg : legs) answers.push_back({leg.node, OutcomeOf(leg)});
   http::response<http::string_body> res = Merged(true, answers);
   const char* last = res.result_int() / 100 == 2 ? "template" : "error";

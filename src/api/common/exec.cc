@@ -16,13 +16,13 @@ namespace {
 
 // Copies every chunk as it is appended, up to a cap per stream. It listens synchronously, so
 // it sees every byte even when the log window is smaller than the output.
-class Collector : public OutputLog::Listener {
+class Collector final : public OutputLog::Listener {
  public:
   Collector(OutputLog& log, uint64_t cap) : log_(log), cap_(cap) {
     log_.AddListener(this);
     OnAppend();
   }
-  ~Collector() { log_.RemoveListener(this); }
+  ~Collector() override { log_.RemoveListener(this); }
 
   void OnAppend() override {
     auto slice = log_.Read(after_, UINT64_MAX);
