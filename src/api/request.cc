@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include <boost/json.hpp>
 #include <boost/url/parse.hpp>
-#include <cstdio>
-#include <cstdlib>
 
 #include "base/ids.h"
 #include "net/policy.h"
@@ -177,7 +177,8 @@ Result<double> TimeoutFromQuery(const Context& ctx, double fallback, double max)
   if (text.empty() || *end != '\0' || !(timeout > 0) || !(timeout <= max)) {
     char bound[32];
     std::snprintf(bound, sizeof bound, "%g", max);
-    return Invalid(std::string("timeout_seconds must be a number greater than 0, at most ") + bound);
+    return Invalid(std::string("timeout_seconds must be a number greater than 0, at most ") +
+                   bound);
   }
   return timeout;
 }
@@ -311,7 +312,8 @@ Result<std::optional<std::vector<std::string>>> OptRules(const json::object& o,
                                                          std::string_view key) {
   const json::value* v = o.if_contains(key);
   if (!v || v->is_null()) return std::optional<std::vector<std::string>>();
-  if (!v->is_array()) return Invalid("network.egress." + std::string(key) + " must be an array of strings");
+  if (!v->is_array())
+    return Invalid("network.egress." + std::string(key) + " must be an array of strings");
   std::vector<std::string> rules;
   for (const auto& item : v->as_array()) {
     if (!item.is_string()) {
@@ -396,6 +398,9 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   auto nested = OptBool(body, "allow_nested_userns");
   if (!nested) return std::move(nested).error();
   r.allow_nested_userns = nested->value_or(false);
+  auto auto_resume = OptBool(body, "auto_resume");
+  if (!auto_resume) return std::move(auto_resume).error();
+  r.auto_resume = auto_resume->value_or(true);
   if (const json::value* network = body.if_contains("network"); network && !network->is_null()) {
     if (auto parsed = ParseNetwork(*network, r); !parsed) return std::move(parsed).error();
   }
@@ -407,6 +412,14 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
     r.metadata = m->as_object();
   }
   return r;
+}
+
+Result<PauseMode> ParsePauseRequest(const json::object& body) {
+  auto mode = OptString(body, "mode");
+  if (!mode) return std::move(mode).error();
+  const std::optional<PauseMode> parsed = ParsePauseMode(mode->value_or("freeze"));
+  if (!parsed) return Invalid("mode must be \"freeze\" or \"checkpoint\"");
+  return *parsed;
 }
 
 Result<SessionRequest> ParseSessionRequest(const json::object& body) {

@@ -49,6 +49,8 @@ Result<double> TimeoutFromQuery(const Context& ctx, double fallback, double max)
 std::string QueryWithout(std::string_view target, std::string_view name);
 
 Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
+// The body of POST .../pause: `mode` (freeze, the default, or checkpoint).
+Result<PauseMode> ParsePauseRequest(const boost::json::object& body);
 Result<SessionRequest> ParseSessionRequest(const boost::json::object& body);
 Result<ContextRequest> ParseContextRequest(const boost::json::object& body);
 

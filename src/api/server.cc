@@ -66,6 +66,20 @@ std::optional<Error> Server::AdmitTenant(const std::string& tenant, bool stream)
 }
 
 asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, std::optional<Error> error) {
+  if (!error && WakesSandbox(*route)) {
+    // A request for a paused sandbox resumes it first (or is refused: auto_resume false).
+    std::string id;
+    if (route->pattern.starts_with("/v1/sandboxes/{}") && !ctx.params.empty()) {
+      id = ctx.params[0];
+    } else if (route->dialect == Dialect::kE2b || route->dialect == Dialect::kConnect) {
+      id = std::string(ctx.Header("E2b-Sandbox-Id"));
+    }
+    if (!id.empty()) {
+      if (Result<void> awake = co_await service_.Wake(std::move(id)); !awake) {
+        error = std::move(awake).error();
+      }
+    }
+  }
   if (error) {
     co_await ReplyError(ctx, *error);
     co_return;

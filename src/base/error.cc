@@ -7,29 +7,48 @@ namespace sandstream {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidJson: return "invalid_json";
-    case ErrorCode::kInvalidRequest: return "invalid_request";
-    case ErrorCode::kUnauthorized: return "unauthorized";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kMethodNotAllowed: return "method_not_allowed";
-    case ErrorCode::kTimeout: return "timeout";
-    case ErrorCode::kConflict: return "conflict";
-    case ErrorCode::kPayloadTooLarge: return "payload_too_large";
-    case ErrorCode::kRequestHeaderTooLarge: return "request_header_too_large";
-    case ErrorCode::kUnsupportedMediaType: return "unsupported_media_type";
-    case ErrorCode::kQuotaExceeded: return "quota_exceeded";
-    case ErrorCode::kSandboxSetupFailed: return "sandbox_setup_failed";
-    case ErrorCode::kInternal: return "internal";
-    case ErrorCode::kShuttingDown: return "shutting_down";
-    case ErrorCode::kTooManyConnections: return "too_many_connections";
-    case ErrorCode::kBadGateway: return "bad_gateway";
-    case ErrorCode::kForbidden: return "forbidden";
+    case ErrorCode::kInvalidJson:
+      return "invalid_json";
+    case ErrorCode::kInvalidRequest:
+      return "invalid_request";
+    case ErrorCode::kUnauthorized:
+      return "unauthorized";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kMethodNotAllowed:
+      return "method_not_allowed";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kConflict:
+      return "conflict";
+    case ErrorCode::kPayloadTooLarge:
+      return "payload_too_large";
+    case ErrorCode::kRequestHeaderTooLarge:
+      return "request_header_too_large";
+    case ErrorCode::kUnsupportedMediaType:
+      return "unsupported_media_type";
+    case ErrorCode::kQuotaExceeded:
+      return "quota_exceeded";
+    case ErrorCode::kSandboxSetupFailed:
+      return "sandbox_setup_failed";
+    case ErrorCode::kInternal:
+      return "internal";
+    case ErrorCode::kShuttingDown:
+      return "shutting_down";
+    case ErrorCode::kTooManyConnections:
+      return "too_many_connections";
+    case ErrorCode::kBadGateway:
+      return "bad_gateway";
+    case ErrorCode::kForbidden:
+      return "forbidden";
     case ErrorCode::kUnavailable:
       return "unavailable";
     case ErrorCode::kNodeUnreachable:
       return "node_unreachable";
     case ErrorCode::kNotImplemented:
       return "not_implemented";
+    case ErrorCode::kPaused:
+      return "paused";
   }
   return "internal";
 }

@@ -27,7 +27,8 @@ enum class ErrorCode {
   kForbidden,
   kUnavailable,      // nowhere to run it now: a node full, or no node to place on
   kNodeUnreachable,  // a gateway cannot reach the node that holds the sandbox
-  kNotImplemented,   // a route a gateway does not serve
+  kNotImplemented,   // a route a gateway does not serve; a pause mode this host cannot do
+  kPaused,           // a paused sandbox made with auto_resume false: resume it first
 };
 
 // The wire name of a code (`invalid_request`), as in spec/errors.md.

@@ -86,6 +86,11 @@ ClientResult<void> Client::DeleteSandbox(std::string_view sandbox_id) {
   return {};
 }
 
+ClientResult<json::object> Client::SandboxStep(std::string_view sandbox_id, std::string_view step) {
+  const json::object empty;
+  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/" + std::string(step), &empty));
+}
+
 ClientResult<json::object> Client::StartProcess(std::string_view sandbox_id,
                                                 const json::object& request) {
   return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/processes", &request));
@@ -117,8 +122,8 @@ ClientResult<json::object> Client::ImportTemplate(std::string_view name, const s
 }
 
 ClientResult<json::object> Client::PullTemplate(std::string_view name, std::string_view image,
-                                               std::string_view username,
-                                               std::string_view password) {
+                                                std::string_view username,
+                                                std::string_view password) {
   json::object body{{"name", name}, {"image", image}};
   if (!username.empty()) body["auth"] = {{"username", username}, {"password", password}};
   return AsObject(Call(verb::post, "/v1/templates", &body));
@@ -145,8 +150,8 @@ ClientResult<json::object> Client::ExposePort(std::string_view sandbox_id, int p
 }
 
 ClientResult<json::object> Client::CreateToken(std::string_view sandbox_id,
-                                              const std::vector<std::string>& scopes,
-                                              int64_t ttl_seconds) {
+                                               const std::vector<std::string>& scopes,
+                                               int64_t ttl_seconds) {
   json::array names;
   for (const auto& s : scopes) names.emplace_back(s);
   json::object body{{"scopes", std::move(names)}, {"ttl_seconds", ttl_seconds}};

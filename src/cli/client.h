@@ -2,10 +2,11 @@
 // CLI uses. Bodies and answers stay Boost.JSON values; the CLI decides what to show.
 #pragma once
 
-#include <boost/json/array.hpp>
-#include <boost/json/object.hpp>
 #include <string>
 #include <string_view>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 
 #include "cli/http.h"
 
@@ -18,6 +19,8 @@ class Client {
   ClientResult<boost::json::object> CreateSandbox(const boost::json::object& request);
   ClientResult<boost::json::array> ListSandboxes();
   ClientResult<void> DeleteSandbox(std::string_view sandbox_id);
+  // POST /v1/sandboxes/{id}/{step} (pause, resume): the sandbox after it.
+  ClientResult<boost::json::object> SandboxStep(std::string_view sandbox_id, std::string_view step);
 
   ClientResult<boost::json::object> StartProcess(std::string_view sandbox_id,
                                                  const boost::json::object& request);

@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <filesystem>
-#include <iostream>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <iostream>
 #include <optional>
 #include <span>
 #include <string>
@@ -46,6 +46,9 @@ Commands:
                           create a sandbox and print its id
   sandbox ls [--json]     list sandboxes, oldest first, with what each can reach
   sandbox rm ID...        delete sandboxes and everything running in them
+  sandbox pause ID...     pause sandboxes: every process stops where it is, memory kept; a
+                          later request for one (exec, files, a terminal) resumes it first
+  sandbox resume ID...    resume paused sandboxes where they stopped
   exec SANDBOX [EXEC OPTIONS] [--] CMD [ARG]...
                           run CMD in SANDBOX; its stdout and stderr are written here as they
                           are produced, and its exit status is sandstream's
@@ -288,7 +291,9 @@ bool WriteAll(int fd, std::string_view bytes) {
   return true;
 }
 
-bool PrintLine(const std::string& line) { return WriteAll(STDOUT_FILENO, line + "\n"); }
+bool PrintLine(const std::string& line) {
+  return WriteAll(STDOUT_FILENO, line + "\n");
+}
 
 std::string Text(const json::object& object, std::string_view key) {
   const json::value* v = object.if_contains(key);
@@ -558,6 +563,33 @@ int CmdSandboxRm(const Context& context, const Args& args) {
     if (status > kExitUsage) return status;  // interrupted
   }
   return status;
+}
+
+// pause and resume: each sandbox named, printed with the state it is in after.
+int CmdSandboxLifecycle(const Context& context, const Args& args, std::string_view step) {
+  if (args.positional.empty()) {
+    return Usage("sandbox " + std::string(step) + " needs at least one sandbox id");
+  }
+  Client client = context.MakeClient();
+  int status = 0;
+  for (const std::string& id : args.positional) {
+    auto done = client.SandboxStep(id, step);
+    if (!done) {
+      status = Fail(done.error());
+      if (status > kExitUsage) return status;  // interrupted
+      continue;
+    }
+    if (!PrintLine(Text(*done, "id") + " " + Text(*done, "status"))) return kExitBrokenPipe;
+  }
+  return status;
+}
+
+int CmdSandboxPause(const Context& context, const Args& args) {
+  return CmdSandboxLifecycle(context, args, "pause");
+}
+
+int CmdSandboxResume(const Context& context, const Args& args) {
+  return CmdSandboxLifecycle(context, args, "resume");
 }
 
 int CmdExec(const Context& context, const Args& args) {
@@ -886,6 +918,8 @@ constexpr Command kCommands[] = {
     {"sandbox", "create", kCreateFlags, -1, false, CmdSandboxCreate},
     {"sandbox", "ls", kJsonFlags, -1, false, CmdSandboxLs},
     {"sandbox", "rm", {}, -1, false, CmdSandboxRm},
+    {"sandbox", "pause", {}, -1, false, CmdSandboxPause},
+    {"sandbox", "resume", {}, -1, false, CmdSandboxResume},
     {"", "exec", {}, 1, true, CmdExec},
     {"", "run", kRunFlags, 0, true, CmdRun},
     {"", "start", kStartFlags, 1, true, CmdStart},
@@ -929,9 +963,9 @@ int Main(int argc, char** argv) {
   if (name == "sandbox" || name == "port" || name == "template") {
     group = name;
     if (++first == words.size()) {
-      return Usage(name == "sandbox"  ? "sandbox needs a subcommand: create, ls or rm"
-                   : name == "port"   ? "port needs a subcommand: expose, list, close or wait"
-                                      : "template needs a subcommand: pull, import, ls or rm");
+      return Usage(name == "sandbox" ? "sandbox needs a subcommand: create, ls, rm, pause or resume"
+                   : name == "port"  ? "port needs a subcommand: expose, list, close or wait"
+                                     : "template needs a subcommand: pull, import, ls or rm");
     }
     name = words[first];
   }
@@ -973,4 +1007,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace sandstream::cli
 
-int main(int argc, char** argv) { return sandstream::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return sandstream::cli::Main(argc, argv);
+}

@@ -33,7 +33,7 @@ using Member =
 struct Field {
   const char* name;
   Member member;
-  const char* description;  // Markdown, one line, no '|'
+  const char* description;                 // Markdown, one line, no '|'
   const char* computed_default = nullptr;  // for a string whose empty default means something else
 };
 
@@ -53,8 +53,7 @@ const Field kFields[] = {
     {"log_level", &Config::log_level,
      "`debug`, `info`, `warn` or `error`; logs are `key=value` lines on stderr"},
     {"templates_dir", &Config::templates_dir,
-     "one directory per template, each a full root filesystem",
-     "`<data_dir>/templates`"},
+     "one directory per template, each a full root filesystem", "`<data_dir>/templates`"},
     {"max_body_bytes", &Config::max_body_bytes, "largest JSON request body (413 above)"},
     {"max_stdin_bytes", &Config::max_stdin_bytes, "largest stdin upload"},
     {"max_file_bytes", &Config::max_file_bytes, "largest file upload through the files API"},
@@ -80,8 +79,7 @@ const Field kFields[] = {
      "and tenants take turns"},
     {"exec_default_timeout_seconds", &Config::exec_default_timeout_seconds,
      "total timeout of `exec` and `exec/stream` when the request sets none (0: none)"},
-    {"max_timeout_seconds", &Config::max_timeout_seconds,
-     "largest timeout a request may ask for"},
+    {"max_timeout_seconds", &Config::max_timeout_seconds, "largest timeout a request may ask for"},
     {"exec_output_limit_bytes", &Config::exec_output_limit_bytes,
      "buffered `exec` keeps at most this much of stdout and of stderr (`truncated` says so)"},
     {"log_window_bytes", &Config::log_window_bytes,
@@ -114,8 +112,10 @@ const Field kFields[] = {
      "how long shutdown waits for streams to drain"},
     {"sandbox_default_ttl_seconds", &Config::sandbox_default_ttl_seconds,
      "TTL of sandboxes created without one (0: none)"},
-    {"max_sandboxes", &Config::max_sandboxes,
-     "live sandboxes at most (429 above; 65535 at most)"},
+    {"paused_ttl_seconds", &Config::paused_ttl_seconds,
+     "a paused sandbox is deleted this long after its pause unless resumed (its own TTL does "
+     "not run while it is paused)"},
+    {"max_sandboxes", &Config::max_sandboxes, "live sandboxes at most (429 above; 65535 at most)"},
     {"host_id_base", &Config::host_id_base,
      "host uid/gid of root in the first sandbox; sandbox *i* maps 65536 ids from "
      "`host_id_base + i * 65536`. At start the whole range must end below 2^32 - 1, hold no "
@@ -131,7 +131,8 @@ const Field kFields[] = {
     {"cgroup_parent", &Config::cgroup_parent,
      "where sandbox cgroups go: empty, below the daemon's own cgroup "
      "(`sandstream-<hash of data_dir>`; on v2, below the root when the daemon's cgroup cannot "
-     "hand controllers down, as a login session's cannot); an absolute cgroup path (`/sandstream`) is that cgroup "
+     "hand controllers down, as a login session's cannot); an absolute cgroup path (`/sandstream`) "
+     "is that cgroup "
      "of every hierarchy, made if missing, outside the daemon's own, so sandboxes outlive a "
      "container the daemon runs in. One daemon per path"},
     {"lxcfs", &Config::lxcfs,
@@ -155,8 +156,7 @@ const Field kFields[] = {
     {"max_disk_mb", &Config::max_disk_mb, "largest disk size a request may ask for"},
     {"default_open_files", &Config::default_open_files,
      "`RLIMIT_NOFILE` inside a sandbox whose request sets none"},
-    {"max_open_files", &Config::max_open_files,
-     "largest open-files limit a request may ask for"},
+    {"max_open_files", &Config::max_open_files, "largest open-files limit a request may ask for"},
     {"terminal_idle_seconds", &Config::terminal_idle_seconds,
      "a terminal (`exec/pty`) no client has been attached to for this long is ended"},
     {"terminal_replay_bytes", &Config::terminal_replay_bytes,
@@ -216,7 +216,8 @@ void SetFromText(Config& c, const Field& f, const std::string& text, const std::
           c.*member = text;
         } else if constexpr (std::is_same_v<T, bool>) {
           if (text != "true" && text != "false") {
-            problems.push_back(source + ": " + f.name + " must be true or false, got '" + text + "'");
+            problems.push_back(source + ": " + f.name + " must be true or false, got '" + text +
+                               "'");
             return;
           }
           c.*member = text == "true";
@@ -270,7 +271,8 @@ void ValidateEgress(const Config& c, std::vector<std::string>& problems) {
   }
   if (!EgressResolvers(c)) problems.push_back("egress_dns must be IPv4 addresses, comma-separated");
   if (!EgressMarkMask(c)) {
-    problems.push_back("egress_mark_mask must be a hexadecimal mask of 3 bits or more, like 0x0f000000");
+    problems.push_back(
+        "egress_mark_mask must be a hexadecimal mask of 3 bits or more, like 0x0f000000");
   }
 }
 
@@ -330,7 +332,8 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
     const std::string_view host = sep == std::string_view::npos ? "" : url.substr(sep + 3);
     const bool ok = (scheme == "http" || scheme == "https") && !host.empty() &&
                     host.find_first_of("/?#@ ") == std::string_view::npos;
-    if (!ok) problems.push_back("public_url must be http:// or https:// and a host[:port], no path");
+    if (!ok)
+      problems.push_back("public_url must be http:// or https:// and a host[:port], no path");
   }
   ValidateEgress(c, problems);
   ValidateCluster(c, problems);
@@ -356,7 +359,8 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
       }
     }
   }
-  if (c.exec_default_timeout_seconds < 0) problems.push_back("exec_default_timeout_seconds must not be negative");
+  if (c.exec_default_timeout_seconds < 0)
+    problems.push_back("exec_default_timeout_seconds must not be negative");
   if (c.max_timeout_seconds <= 0) problems.push_back("max_timeout_seconds must be greater than 0");
   if (c.pull_timeout_seconds <= 0 || c.pull_timeout_seconds > 604800) {
     problems.push_back("pull_timeout_seconds must be greater than 0 and at most 604800");
@@ -375,6 +379,9 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
   if (c.max_timeout_seconds > api::kMaxTtlSeconds) {
     problems.push_back("max_timeout_seconds must be at most " +
                        std::to_string(api::kMaxTtlSeconds));
+  }
+  if (c.paused_ttl_seconds > api::kMaxTtlSeconds) {
+    problems.push_back("paused_ttl_seconds must be at most " + std::to_string(api::kMaxTtlSeconds));
   }
   if (c.sandbox_default_ttl_seconds > api::kMaxTtlSeconds) {
     problems.push_back("sandbox_default_ttl_seconds must be at most " +
@@ -397,21 +404,24 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
            });
     }
     if (!ok) {
-      problems.push_back("cgroup_parent must be an absolute cgroup path such as /sandstream "
-                         "(names of a-z, A-Z, 0-9, '.', '-', '_')");
+      problems.push_back(
+          "cgroup_parent must be an absolute cgroup path such as /sandstream "
+          "(names of a-z, A-Z, 0-9, '.', '-', '_')");
     }
   }
   if (c.default_disk_mb > sandbox::WritableMb({c.default_memory_mb, 1, 1, c.default_disk_mb, 1})) {
-    problems.push_back("default_disk_mb must leave a quarter of default_memory_mb (32 MiB at "
-                       "least) free: tmpfs pages count against the memory limit");
+    problems.push_back(
+        "default_disk_mb must leave a quarter of default_memory_mb (32 MiB at "
+        "least) free: tmpfs pages count against the memory limit");
   }
   if (c.log_window_bytes > c.log_window_max_bytes) {
     problems.push_back("log_window_bytes must not exceed log_window_max_bytes");
   }
-  const std::pair<int64_t, int64_t> pairs[] = {
-      {c.default_memory_mb, c.max_memory_mb}, {c.default_pids, c.max_pids},
-      {c.default_cpu_percent, c.max_cpu_percent}, {c.default_disk_mb, c.max_disk_mb},
-      {c.default_open_files, c.max_open_files}};
+  const std::pair<int64_t, int64_t> pairs[] = {{c.default_memory_mb, c.max_memory_mb},
+                                               {c.default_pids, c.max_pids},
+                                               {c.default_cpu_percent, c.max_cpu_percent},
+                                               {c.default_disk_mb, c.max_disk_mb},
+                                               {c.default_open_files, c.max_open_files}};
   const char* names[] = {"memory_mb", "pids", "cpu_percent", "disk_mb", "open_files"};
   for (size_t i = 0; i < std::size(pairs); ++i) {
     if (pairs[i].first > pairs[i].second) {
@@ -458,8 +468,8 @@ Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_conf
             problems.push_back("config file: unknown setting '" + std::string(key) + "'");
             continue;
           }
-          std::string text_value = value.is_string() ? std::string(value.as_string())
-                                                     : json::serialize(value);
+          std::string text_value =
+              value.is_string() ? std::string(value.as_string()) : json::serialize(value);
           SetFromText(c, *f, text_value, "config file", problems);
         }
       }
@@ -528,7 +538,9 @@ Result<Config> LoadConfig(const std::vector<std::string>& args, bool* print_conf
   return c;
 }
 
-bool EgressEnabled(const Config& c) { return !c.egress_pool.empty() && c.egress_pool != "none"; }
+bool EgressEnabled(const Config& c) {
+  return !c.egress_pool.empty() && c.egress_pool != "none";
+}
 
 std::optional<std::vector<uint32_t>> EgressResolvers(const Config& c) {
   std::vector<uint32_t> out;

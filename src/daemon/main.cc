@@ -99,6 +99,7 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.resume_grace = std::chrono::milliseconds(static_cast<int64_t>(c.resume_grace_seconds * 1000));
   o.reader_stall = std::chrono::milliseconds(static_cast<int64_t>(c.reader_stall_seconds * 1000));
   o.sandbox_default_ttl_seconds = c.sandbox_default_ttl_seconds;
+  o.paused_ttl = std::chrono::seconds(c.paused_ttl_seconds);
   o.max_sandboxes = static_cast<size_t>(c.max_sandboxes);
   o.max_processes_per_sandbox = static_cast<size_t>(c.max_processes_per_sandbox);
   o.allow_nested_userns = c.allow_nested_userns;

@@ -46,6 +46,8 @@ http::status StatusFor(ErrorCode code) {
       return http::status::service_unavailable;
     case ErrorCode::kNotImplemented:
       return http::status::not_implemented;
+    case ErrorCode::kPaused:
+      return http::status::conflict;
   }
   return http::status::internal_server_error;
 }

@@ -6,14 +6,15 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include <cerrno>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <cerrno>
 
 #include "base/log.h"
 #include "platform/fd.h"
@@ -360,8 +361,8 @@ asio::awaitable<void> Process::WaitLoop() {
     for (;;) {
       auto [ec] = co_await pidfd_->async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
       info = siginfo_t{};
-      int rc = ::waitid(static_cast<idtype_t>(P_PIDFD),
-                        static_cast<id_t>(pidfd_->native_handle()), &info, WEXITED | WNOHANG);
+      int rc = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_->native_handle()),
+                        &info, WEXITED | WNOHANG);
       if (rc == 0 && info.si_pid != 0) break;
       if (rc != 0 && errno != EINTR && errno != EAGAIN) {
         log::Error("waitid failed", {{"process", spec_.id}, {"errno", ErrnoName(errno)}});
@@ -414,8 +415,7 @@ asio::awaitable<std::optional<int>> Process::ReadExitStatus() {
 void Process::Finish(int code, int status) {
   ExitRecord rec;
   rec.ended_at = SystemNow();
-  rec.duration_ms =
-      std::chrono::duration_cast<milliseconds>(SteadyNow() - started_steady_).count();
+  rec.duration_ms = std::chrono::duration_cast<milliseconds>(SteadyNow() - started_steady_).count();
   const bool by_signal = code == CLD_KILLED || code == CLD_DUMPED;
   if (by_signal) {
     rec.signal = status;
@@ -455,25 +455,52 @@ asio::awaitable<void> Process::TimeoutLoop() {
   // Finish() cancels the timer only if it is armed: armed after the exit, it would hold the
   // process (and its descriptors) for the whole timeout, past its sandbox's deletion.
   if (exit_) co_return;
-  timeout_timer_.expires_after(Seconds(*spec_.timeout_seconds));
-  auto [ec] = co_await timeout_timer_.async_wait(Tuple());
-  if (!ec && !exit_) Kill(ExitReason::kTimeout);
+  const SteadyTime deadline = SteadyNow() + Seconds(*spec_.timeout_seconds);
+  // Pause and Resume cancel the wait: it is armed again, later by the time paused.
+  while (!exit_) {
+    timeout_timer_.expires_at(paused_since_ ? SteadyTime::max() : deadline + paused_for_);
+    (void)co_await timeout_timer_.async_wait(Tuple());
+    if (exit_) co_return;
+    if (!paused_since_ && SteadyNow() >= deadline + paused_for_) {
+      Kill(ExitReason::kTimeout);
+      co_return;
+    }
+  }
 }
 
 asio::awaitable<void> Process::IdleLoop() {
   auto self = shared_from_this();
   const auto idle = Seconds(*spec_.idle_timeout_seconds);
   // Re-arms from the last output instead of resetting a timer per chunk. While a waiting
-  // reader holds the process back it is not idle: the clock starts when reading resumes.
+  // reader holds the process back it is not idle: the clock starts when reading resumes. While
+  // its sandbox is paused it waits for Resume, which moves the last output on by the pause.
   while (!exit_) {
-    idle_timer_.expires_at((held() ? SteadyNow() : last_output_) + idle);
-    auto [ec] = co_await idle_timer_.async_wait(Tuple());
-    if (ec || exit_) co_return;
-    if (!held() && SteadyNow() - last_output_ >= idle) {
+    idle_timer_.expires_at(paused_since_ ? SteadyTime::max()
+                                         : (held() ? SteadyNow() : last_output_) + idle);
+    (void)co_await idle_timer_.async_wait(Tuple());
+    if (exit_) co_return;
+    if (!paused_since_ && !held() && SteadyNow() - last_output_ >= idle) {
       Kill(ExitReason::kIdleTimeout);
       co_return;
     }
   }
+}
+
+void Process::Pause() {
+  if (paused_since_ || exit_) return;
+  paused_since_ = SteadyNow();
+  timeout_timer_.cancel();
+  idle_timer_.cancel();
+}
+
+void Process::Resume() {
+  if (!paused_since_) return;
+  const SteadyClock::duration paused = SteadyNow() - *paused_since_;
+  paused_since_.reset();
+  paused_for_ += paused;
+  last_output_ += paused;
+  timeout_timer_.cancel();
+  idle_timer_.cancel();
 }
 
 asio::awaitable<void> Process::FeedStdin(std::string data) {

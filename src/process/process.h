@@ -4,15 +4,16 @@
 // the daemon's single io_context thread. Knows nothing of HTTP.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "base/async.h"
 #include "base/clock.h"
@@ -38,7 +39,7 @@ struct CommandSpec {
   std::optional<double> timeout_seconds;
   std::optional<double> idle_timeout_seconds;
   bool merge_stderr = false;
-  bool as_root = false;  // root of the sandbox instead of its `user`
+  bool as_root = false;                 // root of the sandbox instead of its `user`
   std::optional<sandbox::PtySize> pty;  // on a terminal: one stream in (stdin), one out (stdout)
   LogLimits log_limits;
   std::string idempotency_key;
@@ -73,10 +74,10 @@ class Process : public std::enable_shared_from_this<Process> {
                                                 sandbox::AdoptedProcess adopted,
                                                 ProcessOptions options, ExitCallback on_exit);
   // A finished process brought back from the store: its exit record and retained tail.
-  static std::shared_ptr<Process> Restore(const boost::asio::any_io_executor& ex,
-                                          CommandSpec spec, SystemTime started_at, int pid,
-                                          ExitRecord exit, std::vector<StoredEntry> tail,
-                                          uint64_t stdout_bytes, uint64_t stderr_bytes);
+  static std::shared_ptr<Process> Restore(const boost::asio::any_io_executor& ex, CommandSpec spec,
+                                          SystemTime started_at, int pid, ExitRecord exit,
+                                          std::vector<StoredEntry> tail, uint64_t stdout_bytes,
+                                          uint64_t stderr_bytes);
 
   Process(const boost::asio::any_io_executor& ex, CommandSpec spec, ProcessOptions options);
   ~Process();
@@ -112,6 +113,10 @@ class Process : public std::enable_shared_from_this<Process> {
   // did (it had taken up to `taken_after`): the place of a waiting reader whose client went
   // away, for the client to resume from. The next waiting reader takes over from it.
   void Park(uint64_t keep_after, uint64_t taken_after, SteadyClock::duration grace);
+  // Its sandbox is paused: the timeout and idle timeout stop counting until Resume, which moves
+  // them on by the time paused (paused time is not the process's time).
+  void Pause();
+  void Resume();
   // Whether the daemon is holding the process back now (a waiting reader is behind).
   bool held() const { return held_readers_ > 0; }
   // How often a stalled reader was dropped to skipping.
@@ -152,6 +157,8 @@ class Process : public std::enable_shared_from_this<Process> {
   SystemTime started_at_;
   SteadyTime started_steady_;
   SteadyTime last_output_;
+  std::optional<SteadyTime> paused_since_;  // while its sandbox is paused
+  SteadyClock::duration paused_for_{};      // what earlier pauses took
   std::optional<ExitRecord> exit_;
   std::optional<ExitReason> kill_reason_;
   uint64_t stdout_bytes_ = 0;

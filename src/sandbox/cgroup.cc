@@ -53,7 +53,7 @@ bool HasWord(const std::string& text, const std::string& word) {
 }
 
 struct CgroupMount {
-  std::string root;        // the mount's root inside the hierarchy
+  std::string root;  // the mount's root inside the hierarchy
   std::string mountpoint;
   std::string controllers;  // v1: the hierarchy's controllers as mount options ("cpu,cpuacct")
 };
@@ -151,7 +151,9 @@ void SignalMembers(const std::string& dir, int sig, pid_t pgid) {
   }
 }
 
-void KillMembers(const std::string& dir) { SignalMembers(dir, SIGKILL, 0); }
+void KillMembers(const std::string& dir) {
+  SignalMembers(dir, SIGKILL, 0);
+}
 
 // A v1 cpuset cgroup starts with no CPUs and no memory nodes, and takes no process until it
 // has both: `dir` gets its parent's.
@@ -198,13 +200,21 @@ Op<int> RemoveCgroupDirLater(std::string dir) {
 }  // namespace
 
 SandboxCgroup::SandboxCgroup(CgroupVersion version, std::vector<std::string> dirs,
-                             std::vector<UniqueFd> procs, std::string oom_file)
-    : version_(version), dirs_(std::move(dirs)), procs_(std::move(procs)),
-      oom_file_(std::move(oom_file)) {}
+                             std::vector<UniqueFd> procs, std::string oom_file,
+                             std::string freezer_dir)
+    : version_(version),
+      dirs_(std::move(dirs)),
+      procs_(std::move(procs)),
+      oom_file_(std::move(oom_file)),
+      freezer_dir_(std::move(freezer_dir)) {}
 
-SandboxCgroup::~SandboxCgroup() { KillAndForget(); }
+SandboxCgroup::~SandboxCgroup() {
+  KillAndForget();
+}
 
-void SandboxCgroup::Leave() { removed_ = true; }
+void SandboxCgroup::Leave() {
+  removed_ = true;
+}
 
 void SandboxCgroup::SignalGroup(pid_t pgid, int sig) const {
   // Every process is in every hierarchy: one is enough to find them.
@@ -253,6 +263,7 @@ Op<Result<void>> SandboxCgroup::Remove() {
     (void)WriteString(dirs_[0] + "/cgroup.kill", "1");
   }
   for (const auto& dir : dirs_) KillMembers(dir);
+  (void)Thaw();  // a frozen process takes its SIGKILL once it runs again
   Result<void> result = Ok{};
   for (const auto& dir : dirs_) {
     const int err = co_await RemoveCgroupDirLater(dir);
@@ -271,7 +282,78 @@ void SandboxCgroup::KillAndForget() {
     (void)WriteString(dirs_[0] + "/cgroup.kill", "1");
   }
   for (const auto& dir : dirs_) KillMembers(dir);
+  (void)Thaw();
   for (const auto& dir : dirs_) ::rmdir(dir.c_str());
+}
+
+namespace {
+
+// The freezer's file and the words it takes, by version.
+struct FreezerFiles {
+  std::string state;  // written to freeze or thaw; read back for the state (v1)
+  std::string frozen;
+  std::string thawed;
+};
+
+FreezerFiles FreezerOf(CgroupVersion version, const std::string& dir) {
+  if (version == CgroupVersion::kV1) return {dir + "/freezer.state", "FROZEN", "THAWED"};
+  return {dir + "/cgroup.freeze", "1", "0"};
+}
+
+// v1: freezer.state says FREEZING until every task stopped, then FROZEN. v2: cgroup.freeze is
+// what was asked; cgroup.events' `frozen 1` says it is done.
+bool KernelSaysFrozen(CgroupVersion version, const std::string& dir) {
+  if (version == CgroupVersion::kV1) {
+    auto state = ReadFile(dir + "/freezer.state");
+    return state && state->starts_with("FROZEN");
+  }
+  auto events = ReadFile(dir + "/cgroup.events");
+  return events && events->find("frozen 1") != std::string::npos;
+}
+
+}  // namespace
+
+Op<Result<void>> SandboxCgroup::Freeze(Deadline deadline) {
+  if (freezer_dir_.empty()) {
+    co_return Error{ErrorCode::kNotImplemented,
+                    "freeze: this host's cgroups have no freezer (cgroup v1 without a freezer "
+                    "hierarchy)"};
+  }
+  const FreezerFiles files = FreezerOf(version_, freezer_dir_);
+  if (int e = InjectedFault() ? EIO : WriteString(files.state, files.frozen); e != 0) {
+    co_return SysError(ErrorCode::kInternal, "freeze: write " + files.state, e);
+  }
+  using namespace std::chrono;
+  for (int attempt = 0; !KernelSaysFrozen(version_, freezer_dir_); ++attempt) {
+    if (steady_clock::now() > deadline) {
+      (void)WriteString(files.state, files.thawed);
+      co_return Error{ErrorCode::kInternal,
+                      "freeze: " + freezer_dir_ +
+                          ": its processes did not all stop in time (one in uninterruptible "
+                          "sleep, such as a read of a slow disk); thawed again"};
+    }
+    (void)co_await Sleep(microseconds(attempt < 50 ? 100 : 2000));
+  }
+  co_return Ok{};
+}
+
+Result<void> SandboxCgroup::Thaw() {
+  if (freezer_dir_.empty()) return Ok{};
+  const FreezerFiles files = FreezerOf(version_, freezer_dir_);
+  if (int e = WriteString(files.state, files.thawed); e != 0 && e != ENOENT) {
+    return SysError(ErrorCode::kInternal, "thaw: write " + files.state, e);
+  }
+  return Ok{};
+}
+
+bool SandboxCgroup::Frozen() const {
+  if (freezer_dir_.empty()) return false;
+  if (version_ == CgroupVersion::kV1) {
+    auto state = ReadFile(freezer_dir_ + "/freezer.state");
+    return state && !state->starts_with("THAWED");
+  }
+  auto asked = ReadFile(freezer_dir_ + "/cgroup.freeze");
+  return asked && asked->starts_with("1");
 }
 
 namespace {
@@ -381,8 +463,8 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
       const std::string enable = V2Controllers(self);
       Result<std::string> nested =
           enable.empty()
-              ? Result<std::string>(Error{ErrorCode::kInternal,
-                                          "cgroup: " + self + " lacks memory, pids or cpu"})
+              ? Result<std::string>(
+                    Error{ErrorCode::kInternal, "cgroup: " + self + " lacks memory, pids or cpu"})
               : NestedParent(self, parent_name, enable);
       if (nested) return under(*nested, enable);
       // A login session's scope on a systemd host: cpu not delegated to it, or the shell that
@@ -399,11 +481,12 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
     }
   }
 
-  // memory, pids and cpu are needed; cpuset (nproc) and cpuacct (the CPU time a sandbox's
-  // /proc/stat shows) are used where the host has them, each in a hierarchy of its own.
+  // memory, pids and cpu are needed; cpuset (nproc), cpuacct (the CPU time a sandbox's
+  // /proc/stat shows) and freezer (pausing a sandbox) are used where the host has them, each in
+  // a hierarchy of its own.
   std::vector<std::string> controllers(std::begin(kV1Controllers), std::end(kV1Controllers));
   std::vector<std::string> mountpoints;
-  for (const char* optional : {"cpuset", "cpuacct"}) {
+  for (const char* optional : {"cpuset", "cpuacct", "freezer"}) {
     auto m = mounts.find(optional);
     if (m == mounts.end()) continue;
     bool shared = false;
@@ -412,8 +495,10 @@ Result<Cgroups> Cgroups::Detect(const std::string& parent_name) {
       shared = shared || (it != mounts.end() && it->second.mountpoint == m->second.mountpoint);
     }
     if (shared) continue;
-    (std::string(optional) == "cpuset" ? cg.cpuset_ : cg.cpuacct_) =
-        static_cast<int>(controllers.size());
+    const std::string name = optional;
+    (name == "cpuset"    ? cg.cpuset_
+     : name == "cpuacct" ? cg.cpuacct_
+                         : cg.freezer_) = static_cast<int>(controllers.size());
     controllers.push_back(optional);
   }
   for (const auto& ctrl : controllers) {
@@ -524,8 +609,8 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id, co
   for (const auto& [file, value] : settings) {
     int err = InjectedFault() ? EIO : WriteString(file, value);
     // The swap files are absent without swap accounting; nothing to limit then.
-    if (err == ENOENT && (file.ends_with("memory.swap.max") ||
-                          file.ends_with("memory.memsw.limit_in_bytes"))) {
+    if (err == ENOENT &&
+        (file.ends_with("memory.swap.max") || file.ends_with("memory.memsw.limit_in_bytes"))) {
       continue;
     }
     if (err != 0) return fail("write " + file, err);
@@ -545,6 +630,12 @@ std::vector<std::string> Cgroups::DirsOf(const std::string& id) const {
 }
 
 Result<std::unique_ptr<SandboxCgroup>> Cgroups::OpenDirs(std::vector<std::string> dirs) const {
+  std::string freezer;
+  if (version_ == CgroupVersion::kV2) {
+    freezer = dirs[0];
+  } else if (freezer_ >= 0) {
+    freezer = dirs[static_cast<size_t>(freezer_)];
+  }
   std::vector<UniqueFd> procs;
   for (size_t i = 0; i < dirs.size();) {
     const std::string file = dirs[i] + "/cgroup.procs";
@@ -552,6 +643,7 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::OpenDirs(std::vector<std::string
     // A sandbox of a daemon that did not use the cpuset or cpuacct hierarchy has none there.
     if (!fd && errno == ENOENT && i >= std::size(kV1Controllers) &&
         version_ == CgroupVersion::kV1) {
+      if (dirs[i] == freezer) freezer.clear();
       dirs.erase(dirs.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
@@ -559,10 +651,10 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::OpenDirs(std::vector<std::string
     procs.push_back(std::move(fd));
     ++i;
   }
-  std::string oom_file = dirs[0] + (version_ == CgroupVersion::kV1 ? "/memory.oom_control"
-                                                                    : "/memory.events");
+  std::string oom_file =
+      dirs[0] + (version_ == CgroupVersion::kV1 ? "/memory.oom_control" : "/memory.events");
   return std::make_unique<SandboxCgroup>(version_, std::move(dirs), std::move(procs),
-                                         std::move(oom_file));
+                                         std::move(oom_file), std::move(freezer));
 }
 
 Result<std::unique_ptr<SandboxCgroup>> Cgroups::Open(const std::string& id) const {
@@ -584,6 +676,10 @@ void Cgroups::CleanupLeftovers(const std::vector<std::string>& keep) const {
       log::Info("removing leftover sandbox cgroup", {{"path", dir}});
       if (version_ == CgroupVersion::kV2) (void)WriteString(dir + "/cgroup.kill", "1");
       KillMembers(dir);
+      // A sandbox left frozen takes its SIGKILLs once thawed.
+      (void)WriteString(
+          dir + (version_ == CgroupVersion::kV2 ? "/cgroup.freeze" : "/freezer.state"),
+          version_ == CgroupVersion::kV2 ? "0" : "THAWED");
       if (int err = RemoveCgroupDir(dir); err != 0) {
         log::Warn("cannot remove leftover cgroup", {{"path", dir}, {"errno", ErrnoName(err)}});
       }

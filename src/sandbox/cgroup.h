@@ -28,12 +28,12 @@ struct CgroupFsMount {
   std::vector<std::string> links;  // names linked to `dir`: "cpu" and "cpuacct" for "cpu,cpuacct"
 };
 
-// One sandbox's cgroups: one directory per v1 hierarchy (memory, pids, cpu, then cpuset and
-// cpuacct where the host has them apart), or one in v2.
+// One sandbox's cgroups: one directory per v1 hierarchy (memory, pids, cpu, then cpuset, cpuacct
+// and freezer where the host has them apart), or one in v2.
 class SandboxCgroup {
  public:
-  SandboxCgroup(CgroupVersion version, std::vector<std::string> dirs,
-                std::vector<UniqueFd> procs, std::string oom_file);
+  SandboxCgroup(CgroupVersion version, std::vector<std::string> dirs, std::vector<UniqueFd> procs,
+                std::string oom_file, std::string freezer_dir);
   ~SandboxCgroup();
   SandboxCgroup(const SandboxCgroup&) = delete;
   SandboxCgroup& operator=(const SandboxCgroup&) = delete;
@@ -57,11 +57,21 @@ class SandboxCgroup {
   // Lets go of the cgroups without touching them: the sandbox lives on for the next daemon.
   void Leave();
 
+  // The freezer: every process of the cgroup stopped where it is, its memory kept (v2's
+  // cgroup.freeze, v1's freezer hierarchy). Freeze waits, as an Op, until the kernel says all
+  // are frozen, at most until `deadline`; past it they are thawed again and the error says so.
+  bool CanFreeze() const { return !freezer_dir_.empty(); }
+  Op<Result<void>> Freeze(Deadline deadline);
+  Result<void> Thaw();
+  // Whether the kernel holds the cgroup frozen (or freezing) now.
+  bool Frozen() const;
+
  private:
   CgroupVersion version_;
   std::vector<std::string> dirs_;
   std::vector<UniqueFd> procs_;
   std::string oom_file_;
+  std::string freezer_dir_;  // where the freezer's files are; empty without one
   bool removed_ = false;
 };
 
@@ -93,11 +103,12 @@ class Cgroups {
   Result<std::unique_ptr<SandboxCgroup>> OpenDirs(std::vector<std::string> dirs) const;
 
   CgroupVersion version_ = CgroupVersion::kV1;
-  // v1: memory, pids, cpu parents in that order, then cpuset and cpuacct if the host has those
-  // hierarchies apart (`cpuset_`, `cpuacct_`: their index, or -1); v2: one.
+  // v1: memory, pids, cpu parents in that order, then cpuset, cpuacct and freezer if the host
+  // has those hierarchies apart (`cpuset_`, `cpuacct_`, `freezer_`: their index, or -1); v2: one.
   std::vector<std::string> parents_;
   int cpuset_ = -1;
   int cpuacct_ = -1;
+  int freezer_ = -1;
   bool v2_cpuset_ = false;  // v2: the cpuset controller is handed down to the sandboxes
   std::vector<CgroupFsMount> fs_mounts_;
 };

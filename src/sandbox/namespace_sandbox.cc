@@ -34,6 +34,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kKillTimeoutMs = 5000;
+// How long the processes of a sandbox being paused have to stop.
+constexpr std::chrono::milliseconds kFreezeTimeout{5000};
 
 // The pid a pidfd names (its "Pid:" in fdinfo), or -1 once the process has been reaped.
 pid_t PidOfPidfd(int pidfd) {
@@ -66,7 +68,8 @@ Result<void> ExemptFromOomKiller(pid_t pid) {
     if (errno == EACCES) {
       static bool warned = false;
       if (!std::exchange(warned, true)) {
-        log::Warn("no CAP_SYS_RESOURCE: sandbox inits and spawners keep the daemon's oom_score_adj");
+        log::Warn(
+            "no CAP_SYS_RESOURCE: sandbox inits and spawners keep the daemon's oom_score_adj");
       }
       return Ok{};
     }
@@ -77,9 +80,14 @@ Result<void> ExemptFromOomKiller(pid_t pid) {
 
 NamespaceSandbox::NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> state,
                                    const SandboxSpec& spec, std::string dir)
-    : state_(std::move(state)), id_(spec.id), dir_(std::move(dir)), limits_(spec.limits),
-      allow_nested_userns_(spec.allow_nested_userns), layered_(!spec.layers.empty()),
-      user_uid_(spec.user_uid), user_gid_(spec.user_gid),
+    : state_(std::move(state)),
+      id_(spec.id),
+      dir_(std::move(dir)),
+      limits_(spec.limits),
+      allow_nested_userns_(spec.allow_nested_userns),
+      layered_(!spec.layers.empty()),
+      user_uid_(spec.user_uid),
+      user_gid_(spec.user_gid),
       spawner_([state = state_](UniqueFd pidfd) { state->Dying(std::move(pidfd)); }) {}
 
 std::string NamespaceSandbox::RootPath() const {
@@ -112,8 +120,7 @@ Op<Result<SpawnedProcess>> NamespaceSandbox::Spawn(ProcessSpec spec) {
   if (!keeper) co_return std::move(keeper).error();
   SpawnContext ctx;
   ctx.spawner = &spawner_;
-  ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program()
-                                     : state_->seccomp.program();
+  ctx.seccomp = allow_nested_userns_ ? state_->seccomp_userns.program() : state_->seccomp.program();
   ctx.open_files = std::min<int64_t>(limits_.open_files, state_->nofile_hard);
   ctx.user_uid = user_uid_;
   ctx.user_gid = user_gid_;
@@ -137,8 +144,7 @@ Op<Result<std::optional<FileWriter>>> NamespaceSandbox::StartFileWriter(int file
   if (::fcntl(data->write.get(), F_SETFL, O_NONBLOCK) != 0) {
     co_return SysError(ErrorCode::kInternal, "files: writer: fcntl", errno);
   }
-  Result<Launched> launched =
-      co_await spawner_.Copy(data->read.get(), file, exit->write.get());
+  Result<Launched> launched = co_await spawner_.Copy(data->read.get(), file, exit->write.get());
   if (!launched) co_return std::move(launched).error();
   FileWriter w;
   w.pid = launched->pid;
@@ -187,12 +193,23 @@ Op<Result<void>> NamespaceSandbox::StartKeeper() {
 }
 
 Op<Result<void>> NamespaceSandbox::Reattach() {
-  Result<void> connected =
-      co_await spawner_.Connect(KeeperSocket(), state_->spawner_exe.get());
-  if (!connected) co_return std::move(connected).error();
   auto cgroup = state_->cgroups->Open(id_);
   if (!cgroup) co_return std::move(cgroup).error();
   cgroup_ = std::move(*cgroup);
+  // A paused sandbox's keeper is frozen with it and cannot answer: it runs for the few
+  // milliseconds of the handshake, and the sandbox is frozen again after.
+  const bool frozen = cgroup_->Frozen();
+  if (frozen) {
+    if (auto thawed = cgroup_->Thaw(); !thawed) co_return std::move(thawed).error();
+  }
+  Result<void> reattached = co_await ReattachKeeper();
+  if (frozen && reattached) co_return co_await cgroup_->Freeze(In(kFreezeTimeout));
+  co_return reattached;
+}
+
+Op<Result<void>> NamespaceSandbox::ReattachKeeper() {
+  Result<void> connected = co_await spawner_.Connect(KeeperSocket(), state_->spawner_exe.get());
+  if (!connected) co_return std::move(connected).error();
   Result<std::vector<KeptEntry>> kept = co_await spawner_.List();
   if (!kept) co_return std::move(kept).error();
   for (KeptEntry& e : *kept) {
@@ -267,8 +284,8 @@ bool NamespaceSandbox::Ended() const {
 std::string NamespaceSandbox::LostCause() const {
   siginfo_t info{};
   if (!init_pidfd_ ||
-      ::waitid(P_PIDFD, static_cast<id_t>(init_pidfd_.get()), &info,
-               WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      ::waitid(P_PIDFD, static_cast<id_t>(init_pidfd_.get()), &info, WEXITED | WNOHANG | WNOWAIT) !=
+          0 ||
       info.si_pid == 0) {
     return "PID 1 is gone";
   }
@@ -281,8 +298,20 @@ std::string NamespaceSandbox::LostCause() const {
   return cause;
 }
 
+Op<Result<void>> NamespaceSandbox::Freeze() {
+  if (destroyed_ || !cgroup_) co_return Error{ErrorCode::kNotFound, "freeze: the sandbox is gone"};
+  co_return co_await cgroup_->Freeze(In(kFreezeTimeout));
+}
+
+Result<void> NamespaceSandbox::Thaw() {
+  if (destroyed_ || !cgroup_) return Ok{};
+  return cgroup_->Thaw();
+}
+
 Op<Result<void>> NamespaceSandbox::KillAll() {
   if (destroyed_ || !control_) co_return Ok{};
+  // A frozen PID 1 cannot answer: it runs again first (and what it kills with it).
+  if (cgroup_ && cgroup_->Frozen()) (void)cgroup_->Thaw();
   const char command = 'K';
   if (::write(control_.get(), &command, 1) == 1) {
     const bool acked = co_await ReadByte(control_.get(), 'k', kKillTimeoutMs);
@@ -297,8 +326,10 @@ Op<Result<void>> NamespaceSandbox::KillAll() {
 Op<Result<void>> NamespaceSandbox::Destroy() {
   if (destroyed_) co_return Ok{};
   destroyed_ = true;
-  // PID 1's death SIGKILLs the whole pid namespace; mounts go with the mount namespace.
+  // PID 1's death SIGKILLs the whole pid namespace; mounts go with the mount namespace. A
+  // frozen sandbox takes those SIGKILLs once thawed.
   KillInit();
+  if (cgroup_) (void)cgroup_->Thaw();
   control_.reset();
   // The spawner lives outside that pid namespace but inside the cgroups, which cannot be
   // removed while it is there.
@@ -349,8 +380,8 @@ void NamespaceSandbox::FreeStateAndIds(Result<void>& result) {
     // id range, with it the slot, is free again only once they have.
     std::thread([state = state_, slot = *egress_slot_, first = *ids_first_] {
       if (auto r = state->options.egress->Detach(slot); !r) {
-        log::Warn("egress: detach failed", {{"slot", std::to_string(slot)},
-                                            {"error", r.error().message}});
+        log::Warn("egress: detach failed",
+                  {{"slot", std::to_string(slot)}, {"error", r.error().message}});
       }
       std::lock_guard lock(state->mu);
       state->ids.Release(first);
@@ -369,6 +400,7 @@ void NamespaceSandbox::DestroyNow() {
   if (destroyed_) return;
   destroyed_ = true;
   KillInit();
+  if (cgroup_) (void)cgroup_->Thaw();
   control_.reset();
   spawner_.Kill();
   if (cgroup_) cgroup_->KillAndForget();

@@ -33,6 +33,9 @@ class NamespaceSandbox final : public Sandbox {
   // PID 1 holds the layer's tmpfs open as fd 4 (BuildRootInChild); nothing mounts it anywhere.
   std::string WritableLayer() const override;
   uint64_t OomKills() const override { return cgroup_ ? cgroup_->OomKills() : 0; }
+  Op<Result<void>> Freeze() override;
+  Result<void> Thaw() override;
+  bool Frozen() const override { return cgroup_ && cgroup_->Frozen(); }
   bool LimitsView() const override { return limits_view_; }
   std::optional<uint32_t> HostId(uint32_t inside) const override;
   // The index of its id range: what names its egress link, table and addresses.
@@ -49,8 +52,10 @@ class NamespaceSandbox final : public Sandbox {
   // process's pipes for a daemon started later (spawner.h).
   Op<Result<void>> StartKeeper();
   // Takes back what an earlier daemon left: the keeper at its socket, the cgroups, PID 1's
-  // pidfd and control socket and every kept process (for TakeAdopted).
+  // pidfd and control socket and every kept process (for TakeAdopted). A frozen sandbox is
+  // thawed for it and frozen again.
   Op<Result<void>> Reattach();
+  Op<Result<void>> ReattachKeeper();
   // Where the keeper listens for a daemon started later.
   std::string KeeperSocket() const { return dir_ + "/keeper.sock"; }
 

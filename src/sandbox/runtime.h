@@ -158,6 +158,15 @@ class Sandbox {
   virtual bool LimitsView() const { return false; }
   // SIGKILL to every process in the sandbox; idempotent, safe after Destroy.
   virtual Op<Result<void>> KillAll() = 0;
+  // Pausing in place: every process of the sandbox (its PID 1 and keeper too) stopped where it
+  // is, its memory kept, until Thaw. Freeze waits until the kernel says all are stopped, or
+  // fails having thawed them again; kNotImplemented where the runtime or host cannot. A frozen
+  // sandbox still dies whole on KillAll and Destroy, which thaw it for that.
+  virtual Op<Result<void>> Freeze() {
+    co_return Error{ErrorCode::kNotImplemented, "this runtime cannot pause a sandbox"};
+  }
+  virtual Result<void> Thaw() { return Ok{}; }
+  virtual bool Frozen() const { return false; }
   // `sig` to the processes of group `pgid` that are in this sandbox, and to no other process
   // whatever the number names by now (a group whose leader was reaped may have been reused).
   virtual void SignalGroup(pid_t pgid, int sig) = 0;

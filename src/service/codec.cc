@@ -88,12 +88,14 @@ json::object SandboxJson(const SandboxEntry& sb) {
   return {{"id", sb.id},
           {"tenant", sb.tenant.empty() ? json::value(nullptr) : json::value(sb.tenant)},
           {"template", sb.template_name},
-          {"status", sb.deleting ? "deleting"
-                     : sb.lost   ? "lost"
-                                 : "running"},
+          {"status", SandboxState(sb)},
           {"lost_reason", sb.lost ? json::value(*sb.lost) : json::value(nullptr)},
           {"created_at", FormatRfc3339(sb.created_at)},
-          {"expires_at", TimeOrNull(sb.expires_at)},
+          // While paused: when it is deleted unless resumed (its own TTL does not run).
+          {"expires_at", TimeOrNull(sb.paused ? std::optional(sb.paused->until) : sb.expires_at)},
+          {"paused_at", sb.paused ? json::value(FormatRfc3339(sb.paused->at)) : nullptr},
+          {"pause_mode", sb.paused ? json::value(PauseModeName(sb.paused->mode)) : nullptr},
+          {"auto_resume", sb.auto_resume},
           {"ttl_seconds", sb.ttl_seconds},
           {"env", std::move(env)},
           {"cwd", sb.cwd},
@@ -147,6 +149,11 @@ Result<StoredSandbox> StoredSandboxFromJson(std::string_view text) {
             ParseTime(p->if_contains("created_at")).value_or(SystemNow());
       }
     }
+    r.paused_at = ParseTime(o.if_contains("paused_at"));
+    if (auto* m = o.if_contains("pause_mode"); m && m->is_string()) {
+      r.pause_mode = ParsePauseMode(m->as_string());
+    }
+    if (auto* a = o.if_contains("auto_resume"); a && a->is_bool()) r.auto_resume = a->as_bool();
     if (auto* a = o.if_contains("sessions"); a && a->is_array()) r.sessions = a->as_array();
     if (auto* a = o.if_contains("contexts"); a && a->is_array()) r.contexts = a->as_array();
     return r;

@@ -20,6 +20,7 @@
 namespace sandstream {
 
 struct SandboxEntry;
+enum class PauseMode;  // sandbox_entry.h
 
 boost::json::object LimitsJson(const sandbox::Limits& limits);
 boost::json::object SandboxJson(const SandboxEntry& sb);
@@ -45,6 +46,11 @@ struct StoredSandbox {
   int64_t ttl_seconds = 0;
   std::optional<SystemTime> created_at;
   std::map<uint16_t, SystemTime> ports;  // exposed ports, each since when
+  // Paused when the record was written: since when and how (the kernel's freezer says whether
+  // it still is).
+  std::optional<SystemTime> paused_at;
+  std::optional<PauseMode> pause_mode;
+  bool auto_resume = true;
   boost::json::array sessions;
   boost::json::array contexts;
 };

@@ -37,7 +37,12 @@ struct Metrics {
   // "failed" (SERVFAIL: no upstream, a bad answer, a pin refused), "malformed" (FORMERR,
   // NOTIMP), "dropped" (past the rate or the queries in flight).
   std::map<std::string, uint64_t> dns_queries_total;
-  Histogram exec_duration;  // buffered exec, request to result
+  Histogram exec_duration;    // buffered exec, request to result
+  Histogram pause_duration;   // a sandbox's pause, asked to done (its processes stopped)
+  Histogram resume_duration;  // a sandbox's resume, asked to done
+  uint64_t pauses_total = 0;
+  uint64_t resumes_total = 0;  // auto-resumes (a request for a paused sandbox) among them
+  uint64_t auto_resumes_total = 0;
 };
 
 }  // namespace sandstream

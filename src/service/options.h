@@ -50,6 +50,8 @@ struct ServiceOptions {
   std::chrono::milliseconds resume_grace{30000};
   std::chrono::milliseconds reader_stall{300000};
   int64_t sandbox_default_ttl_seconds = 0;
+  // A paused sandbox is deleted after this long unless resumed (its own TTL stops meanwhile).
+  std::chrono::seconds paused_ttl{30 * 24 * 3600};
   size_t max_sandboxes = 1000;
   size_t max_processes_per_sandbox = 1024;
   bool allow_nested_userns = false;  // the operator grants requests' allow_nested_userns

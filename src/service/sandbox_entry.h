@@ -38,12 +38,28 @@ struct SandboxRequest {
   std::optional<net::EgressPolicy> egress;  // with network "egress"
   bool allow_nested_userns = false;
   boost::json::object metadata;
-  std::string tenant;  // whose it will be ("" for the admin's)
-  std::string by;      // the credential that asks ("admin", a key id): the audit's who
+  bool auto_resume = true;  // a request for it while paused resumes it (else 409 paused)
+  std::string tenant;       // whose it will be ("" for the admin's)
+  std::string by;           // the credential that asks ("admin", a key id): the audit's who
 };
 
 class Session;
 class CodeContext;
+
+// How a sandbox is paused. kFreeze: every process stopped where it is, its memory kept
+// (the cgroup freezer). kCheckpoint: its processes written to disk and their memory freed.
+enum class PauseMode { kFreeze, kCheckpoint };
+std::string_view PauseModeName(PauseMode mode);
+std::optional<PauseMode> ParsePauseMode(std::string_view name);
+
+// A paused sandbox: how, since when, and when it is deleted if nobody resumes it
+// (paused_ttl_seconds; its own TTL does not run while it is paused).
+struct PauseState {
+  PauseMode mode = PauseMode::kFreeze;
+  SystemTime at;
+  SteadyTime since;
+  SystemTime until;
+};
 
 // A live sandbox as the service keeps it. The API, sessions and code contexts read it through
 // Service::Find's const view and change it only through Service's methods; `runtime` is for the
@@ -67,6 +83,11 @@ struct SandboxEntry {
   std::optional<SystemTime> expires_at;
   int64_t ttl_seconds = 0;
   bool deleting = false;
+  // Set while it is paused (service_lifecycle.cc). `transition` says a pause or resume is under
+  // way: deletion waits for it, as for a spawn.
+  std::optional<PauseState> paused;
+  enum class Transition { kNone, kPausing, kResuming } transition = Transition::kNone;
+  bool auto_resume = true;
 
   std::shared_ptr<sandbox::Sandbox> runtime;
   std::shared_ptr<SandboxResolver> resolver;  // with egress: its DNS
@@ -101,6 +122,9 @@ struct SandboxEntry {
   std::shared_ptr<Process> FindProcess(std::string_view pid) const;
   size_t RunningProcesses() const;
 };
+
+// Its `status` on the wire: running, pausing, paused, resuming, deleting or lost.
+std::string_view SandboxState(const SandboxEntry& sb);
 
 // What a call on a sandbox that is being deleted answers.
 inline Error BeingDeleted(const std::string& sandbox_id) {

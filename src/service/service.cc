@@ -222,6 +222,7 @@ std::unique_ptr<SandboxEntry> Service::Build(SandboxRequest req, const Plan& pla
   sb->network = plan.network;
   sb->egress = std::move(req.egress);
   sb->allow_nested_userns = req.allow_nested_userns;
+  sb->auto_resume = req.auto_resume;
   sb->metadata = std::move(req.metadata);
   sb->created_at = SystemNow();
   sb->ttl_seconds = req.ttl_seconds.value_or(options_.sandbox_default_ttl_seconds);
@@ -427,14 +428,17 @@ Result<void> Service::SetTimeout(std::string_view id, int64_t seconds, bool exte
 }
 
 void Service::ArmTtl(SandboxEntry& sb) {
-  if (!sb.expires_at) return;
+  if (sb.ttl_timer) sb.ttl_timer->cancel();
+  // A paused sandbox's own TTL stops; it is deleted once paused_ttl has passed.
+  const std::optional<SystemTime> end = sb.paused ? sb.paused->until : sb.expires_at;
+  if (!end) return;
   sb.ttl_timer = std::make_unique<Timer>(ex_);
-  const auto left = *sb.expires_at - SystemNow();
+  const auto left = *end - SystemNow();
   sb.ttl_timer->expires_after(std::chrono::duration_cast<SteadyClock::duration>(
       std::max(left, SystemTime::duration::zero())));
   sb.ttl_timer->async_wait([this, id = sb.id](const boost::system::error_code& ec) {
     if (ec) return;
-    log::Info("sandbox TTL passed", {{"sandbox", id}});
+    log::Info("sandbox TTL passed (or its paused_ttl)", {{"sandbox", id}});
     asio::co_spawn(ex_, DeleteSandbox(id), [](std::exception_ptr, const Result<void>&) {});
   });
 }
@@ -530,7 +534,11 @@ asio::awaitable<Result<std::optional<sandbox::FileWriter>>> Service::StartFileWr
   co_await sb->spawn_turns.Acquire();
   Result<std::optional<sandbox::FileWriter>> writer = BeingDeleted(sandbox_id);
   if (!sb->deleting && !shutting_down_) {
-    writer = co_await Await(sb->runtime->StartFileWriter(file));
+    if (auto awake = WakeHeld(*sb); !awake) {
+      writer = std::move(awake).error();
+    } else {
+      writer = co_await Await(sb->runtime->StartFileWriter(file));
+    }
   }
   sb->spawn_turns.Release();
   --sb->spawning;
@@ -561,6 +569,14 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
     co_await sb->spawns_done.Wait();
     sb = Entry(id);
     if (!sb) co_return Ok{};
+  }
+  // A paused sandbox runs again to be killed: a frozen process takes no signal.
+  if (sb->paused) {
+    if (auto thawed = sb->runtime->Thaw(); !thawed) {
+      log::Warn("thawing a paused sandbox to delete it failed",
+                {{"sandbox", id}, {"error", thawed.error().message}});
+    }
+    sb->paused.reset();
   }
   // Holding the processes keeps them alive while we wait, whatever the table does meanwhile.
   auto processes = sb->processes;
@@ -648,6 +664,7 @@ asio::awaitable<void> Service::Shutdown() {
   }
   std::vector<std::shared_ptr<Process>> running;
   for (auto& [id, sb] : sandboxes_) {
+    if (sb->paused && sb->runtime) (void)sb->runtime->Thaw();  // to take its signals
     for (auto& p : sb->processes) {
       if (p->status() == ProcessStatus::kRunning) {
         p->Kill(ExitReason::kKilled);

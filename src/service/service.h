@@ -6,14 +6,13 @@
 //                          files, sessions' and contexts' membership, shutdown
 //   service_processes.cc   processes: start (one spawn at a time per sandbox), exits, windows
 //   service_restore.cc     a restart: the store's records (codec.h) and the kept sandboxes
+//   service_lifecycle.cc   pausing and resuming (the runtime freezes, sandbox/runtime.h)
 //   template_service.h     templates and images: imports, pulls, snapshots, deletion
 //   quota_ledger.h         what each tenant holds here, and the refusals past its quotas
 //   options.h, sandbox_entry.h, access.h, store.h, sessions.h, contexts.h
-// What comes next has its place: pausing and resuming a sandbox (its memory kept) is a
-// lifecycle step beside create and delete, so service_lifecycle.cc, with the runtime doing the
-// freezing (sandbox/runtime.h) and the record saying "paused" (codec.h); volumes, which outlive
-// sandboxes and are counted against their tenant, get a VolumeService of their own (as
-// TemplateService), their use recorded in QuotaLedger.
+// What comes next has its place: a checkpoint (memory written to disk) is a PauseMode of
+// service_lifecycle.cc; volumes, which outlive sandboxes and are counted against their tenant,
+// get a VolumeService of their own (as TemplateService), their use recorded in QuotaLedger.
 #pragma once
 
 #include <atomic>
@@ -72,6 +71,19 @@ class Service {
   // that); with `extend_only`, never sooner than it would have, and one without a TTL keeps
   // running. Persisted, so a restart keeps it.
   Result<void> SetTimeout(std::string_view id, int64_t seconds, bool extend_only);
+
+  // Pausing and resuming (service_lifecycle.cc). Pause stops every process of sandbox `id`
+  // where it is (PauseMode::kFreeze: its memory kept); its process timeouts and its TTL stop
+  // counting, and it is deleted after paused_ttl unless resumed. A paused sandbox is answered as
+  // it is, by either; neither is an error. `by` asks (the journal's who).
+  boost::asio::awaitable<Result<const SandboxEntry*>> PauseSandbox(std::string id, PauseMode mode,
+                                                                   std::string by);
+  boost::asio::awaitable<Result<const SandboxEntry*>> ResumeSandbox(std::string id, std::string by);
+  // Before a request that needs sandbox `id` running: resumes it if it is paused, or refuses
+  // with kPaused when it was made with auto_resume false. Immediate for a running sandbox.
+  boost::asio::awaitable<Result<void>> Wake(std::string id);
+  // Live sandboxes by state (running, paused, lost, ...), for /metrics.
+  std::map<std::string, size_t> CountByState() const;
 
   // Starts a command in a sandbox. With an idempotency key already used there, returns the
   // process it started instead (`*attached` = true), or kConflict for another command. The
@@ -157,6 +169,7 @@ class Service {
   std::shared_ptr<CodeContext> TakeContext(std::string_view sandbox_id, std::string_view id);
 
  private:
+  class LifecycleTurn;  // service_lifecycle.cc
   SandboxEntry* Entry(std::string_view id);
 
   // CreateSandbox's steps: the request checked against the daemon's settings and templates,
@@ -172,6 +185,15 @@ class Service {
   SandboxEntry* Register(std::unique_ptr<SandboxEntry> sb);
   // What the runtime makes sandbox `sb` with; `tmpl` null: its template is gone.
   sandbox::SandboxSpec SpecFor(const SandboxEntry& sb, const Template* tmpl) const;
+
+  // The lifecycle steps, with the sandbox's turn held (no spawn, pause or resume under way).
+  boost::asio::awaitable<Result<void>> PauseHeld(SandboxEntry& sb, PauseMode mode,
+                                                 const std::string& by);
+  Result<void> ResumeHeld(SandboxEntry& sb, const std::string& by);
+  // A spawn's turn found its sandbox paused: resumed (auto_resume), else kPaused.
+  Result<void> WakeHeld(SandboxEntry& sb);
+  // Paused state applied to what runs and counts: its processes' timeouts, its TTL.
+  void PauseClocks(SandboxEntry& sb);
 
   void Journal(SandboxEntry& sb, std::string_view type, std::string_view level, std::string message,
                boost::json::object fields = {});

@@ -104,8 +104,13 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
   // The entry stays while a spawn is in flight: deletion waits for `spawning` to reach 0.
   Result<std::shared_ptr<Process>> started = BeingDeleted(sandbox_id);
   if (!sb->deleting && !shutting_down_) {
-    started = co_await Process::Start(sb->runtime, std::move(spec), ProcessOptionsFor(),
-                                      ExitHandler(sandbox_id));
+    // Paused since the request looked (its keeper is frozen too): resumed first, or refused.
+    if (auto awake = WakeHeld(*sb); !awake) {
+      started = std::move(awake).error();
+    } else {
+      started = co_await Process::Start(sb->runtime, std::move(spec), ProcessOptionsFor(),
+                                        ExitHandler(sandbox_id));
+    }
   }
   sb->spawn_turns.Release();
   sb->starting_ids.erase(id);

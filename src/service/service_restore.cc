@@ -66,6 +66,7 @@ void Service::Restore() {
     }
     sb->allow_nested_userns = o.allow_nested_userns && options_.allow_nested_userns;
     sb->metadata = o.metadata;
+    sb->auto_resume = o.auto_resume;
     sb->ttl_seconds = o.ttl_seconds;
     sb->created_at = o.created_at.value_or(SystemNow());
     if (sb->ttl_seconds > 0)
@@ -81,6 +82,16 @@ void Service::Restore() {
       sb->runtime = std::move(*runtime);
       adopted[sb->id] = sb->runtime->TakeAdopted();
       kept.push_back(sb->id);
+      // Paused is what the kernel says: a daemon that died between freezing the sandbox and
+      // writing its record finds it frozen, one that died thawing it finds it running.
+      if (sb->runtime->Frozen()) {
+        const SystemTime at = o.paused_at.value_or(SystemNow());
+        const SteadyTime since =
+            SteadyNow() - std::chrono::duration_cast<SteadyClock::duration>(
+                              std::max(SystemNow() - at, SystemTime::duration{}));
+        sb->paused = PauseState{o.pause_mode.value_or(PauseMode::kFreeze), at, since,
+                                at + options_.paused_ttl};
+      }
     } else {
       lost = runtime.error().message;
       log::Warn("sandbox could not be taken back", {{"sandbox", sb->id}, {"error", lost}});
@@ -142,6 +153,9 @@ void Service::Restore() {
   }
   for (auto& [id, record] : records) {
     if (SandboxEntry* sb = Entry(id)) RestoreSessionsAndContexts(*sb, record);
+  }
+  for (auto& [id, sb] : sandboxes_) {
+    if (sb->paused) PauseClocks(*sb);
   }
   // Kept processes no record names (the daemon died between the spawn and its record): no
   // client knows them, so they end.

@@ -96,6 +96,23 @@ def test_sandbox_create_ls_rm(env: dict[str, str], client: httpx.Client) -> None
     assert again.stderr.decode().startswith("sandstream: not_found: ")
 
 
+def test_sandbox_pause_and_resume(env: dict[str, str], client: httpx.Client,
+                                  sandbox: dict[str, Any]) -> None:
+    paused = run_cli(env, "sandbox", "pause", sandbox["id"])
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout.decode().split() == [sandbox["id"], "paused"]
+    table = run_cli(env, "sandbox", "ls").stdout.decode()
+    assert any(line.split()[:1] == [sandbox["id"]] and "paused" in line.split()
+               for line in table.splitlines()), table
+    resumed = run_cli(env, "sandbox", "resume", sandbox["id"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.decode().split() == [sandbox["id"], "running"]
+    missing = run_cli(env, "sandbox", "pause", "sb_nope")
+    assert missing.returncode == 2
+    assert missing.stderr.decode().startswith("sandstream: not_found: ")
+    assert run_cli(env, "sandbox", "pause").returncode == 2
+
+
 def test_exec_streams_live_and_keeps_stdout_and_stderr_apart(
         env: dict[str, str], sandbox: dict[str, Any]) -> None:
     proc = spawn_cli(env, "exec", sandbox["id"], "--",

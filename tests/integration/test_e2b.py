@@ -653,6 +653,53 @@ def test_create_options_list_and_get_info(e2b_env: Daemon, client: httpx.Client)
         sandbox.kill()
 
 
+def test_pause_keeps_memory_and_connect_resumes(e2b_env: Daemon, client: httpx.Client) -> None:
+    """E2B's pause() (memory kept) and connect(): a process's state survives, the state shows in
+    get_info() and list(query=state), and a second pause says it was paused already."""
+    sandbox = Sandbox.create(timeout=120)
+    try:
+        sid = sandbox.sandbox_id
+        counter = sandbox.commands.run(
+            "python3 -c 'import time\nn = 0\nwhile True:\n    print(n, flush=True)\n"
+            "    n += 1\n    time.sleep(0.05)' > /tmp/n.txt", background=True)
+        def count(sb: Sandbox) -> int:
+            try:
+                return len(sb.files.read("/tmp/n.txt").split())
+            except FileNotFoundException:
+                return 0
+
+        assert wait_until(lambda: count(sandbox) > 3, 10)
+        assert sandbox.pause() is True
+        assert sandbox.pause() is False
+        assert client.get(f"/v1/sandboxes/{sid}").json()["status"] == "paused"
+        assert Sandbox.get_info(sid).state == SandboxState.PAUSED
+        paused = Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED])).next_items()
+        assert sid in [s.sandbox_id for s in paused]
+        running = Sandbox.list(query=SandboxQuery(state=[SandboxState.RUNNING])).next_items()
+        assert sid not in [s.sandbox_id for s in running]
+        time.sleep(1)
+        again = Sandbox.connect(sid)
+        assert again.get_info().state == SandboxState.RUNNING
+        before = count(again)
+        assert wait_until(lambda: count(again) > before + 3, 10)
+        numbers = [int(n) for n in again.files.read("/tmp/n.txt").split()]
+        assert numbers == list(range(len(numbers))), "the counter did not go on where it was"
+        counter.kill()
+    finally:
+        sandbox.kill()
+
+
+def test_a_paused_sandbox_wakes_for_an_envd_call(e2b_env: Daemon, client: httpx.Client) -> None:
+    sandbox = Sandbox.create(timeout=120)
+    try:
+        sandbox.commands.run("echo kept > /tmp/k")
+        assert sandbox.pause() is True
+        assert sandbox.commands.run("cat /tmp/k").stdout == "kept\n"
+        assert client.get(f"/v1/sandboxes/{sandbox.sandbox_id}").json()["status"] == "running"
+    finally:
+        sandbox.kill()
+
+
 def test_default_timeout_is_five_minutes(sbx: Sandbox, client: httpx.Client) -> None:
     """A create without timeout gets E2B's default of 300 s, on the daemon too."""
     info = sbx.get_info()

@@ -88,8 +88,10 @@ def test_errors_in_each_dialect(daemon: Daemon) -> None:
         r = c.get("/sandboxes/sb_0000000000000000", headers=key)
         assert r.status_code == 404 and r.json() == {
             "code": 404, "message": "sandbox sb_0000000000000000 not found"}, r.text
-        r = c.post("/sandboxes/sb_0000000000000000/pause", headers=key)
+        r = c.get("/sandboxes/sb_0000000000000000/metrics", headers=key)
         assert r.status_code == 501 and r.json()["code"] == 501, r.text
+        r = c.post("/sandboxes/sb_0000000000000000/pause", headers=key)
+        assert r.status_code == 404 and r.json()["code"] == 404, r.text
         assert c.get("/v2/nothing/here", headers=key).status_code == 404
         r = c.post("/sandboxes/sb_0000000000000000/timeout", json={"timeout": -1}, headers=key)
         assert r.status_code == 404, r.text

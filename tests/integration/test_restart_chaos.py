@@ -1,6 +1,7 @@
-"""Chaos: the daemon is SIGKILLed at random moments of create, exec, exec/stream, process start
-and delete; after every restart the state is consistent: no half-created sandbox, no orphan
-state directory or cgroup, every listed sandbox usable, every process either running (its pid
+"""Chaos: the daemon is SIGKILLed at random moments of create, exec, exec/stream, process start,
+pause, resume and delete; after every restart the state is consistent: no half-created sandbox,
+no orphan state directory or cgroup, every listed sandbox either running or paused as its
+cgroup's freezer says (never half), every one usable, every process either running (its pid
 alive) or exited with a record, and every finished stream resumable."""
 
 from __future__ import annotations
@@ -36,6 +37,22 @@ def cgroup_dirs(d: Daemon) -> list[Path]:
     return dirs
 
 
+def frozen(d: Daemon, sandbox_id: str) -> bool:
+    """Whether the kernel holds the sandbox's cgroup frozen (v1's freezer, or v2's)."""
+    name = cgroup_parent_name(d.data_dir)
+    for line in Path(f"/proc/{d.pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        base = path.removesuffix(f"/{name}.daemon").lstrip("/")
+        if "freezer" in controllers.split(","):
+            state = Path("/sys/fs/cgroup/freezer") / base / name / sandbox_id / "freezer.state"
+            return state.read_text().strip() != "THAWED"
+        if controllers == "":
+            freeze = Path("/sys/fs/cgroup") / base / name / sandbox_id / "cgroup.freeze"
+            if freeze.exists():
+                return freeze.read_text().strip() == "1"
+    raise AssertionError(f"no freezer for {sandbox_id}")
+
+
 def children(p: Path) -> set[str]:
     return {c.name for c in p.iterdir() if c.is_dir()} if p.exists() else set()
 
@@ -46,8 +63,9 @@ def worker(d: Daemon, stop: threading.Event, rng: random.Random) -> None:
         with d.client(timeout=5) as c:
             while not stop.is_set():
                 listed = c.get("/v1/sandboxes").json()["sandboxes"]
-                ids = [s["id"] for s in listed if s["status"] == "running"]
-                op = rng.choice(["create", "exec", "stream", "start", "delete"])
+                ids = [s["id"] for s in listed if s["status"] in ("running", "paused")]
+                op = rng.choice(["create", "exec", "stream", "start", "delete", "pause",
+                                 "resume"])
                 if op == "create" or not ids:
                     if len(ids) < 4:
                         c.post("/v1/sandboxes", json={})
@@ -63,6 +81,10 @@ def worker(d: Daemon, stop: threading.Event, rng: random.Random) -> None:
                 elif op == "start":
                     c.post(f"/v1/sandboxes/{sb}/processes",
                            json={"cmd": f"sleep {rng.choice([0, 0.2, 30])}; echo done"})
+                elif op == "pause":
+                    c.post(f"/v1/sandboxes/{sb}/pause", json={})
+                elif op == "resume":
+                    c.post(f"/v1/sandboxes/{sb}/resume")
                 elif op == "delete" and len(ids) > 2:
                     c.delete(f"/v1/sandboxes/{sb}")
     except (httpx.HTTPError, KeyError, ValueError):
@@ -74,7 +96,11 @@ def check(d: Daemon, data_dir: Path, round_: int, seen: dict[str, int]) -> None:
         listed = c.get("/v1/sandboxes").json()["sandboxes"]
         ids = {s["id"] for s in listed}
         for s in listed:
-            assert s["status"] == "running", (round_, s)
+            assert s["status"] in ("running", "paused"), (round_, s)
+            # Paused is what the kernel holds: the freezer of a paused sandbox's cgroup is
+            # frozen, a running one's is not.
+            assert (s["status"] == "paused") == frozen(d, s["id"]), (round_, s)
+            seen["paused"] += s["status"] == "paused"
         # Only the listed sandboxes have state and cgroups.
         assert children(data_dir / "sandboxes") == ids, round_
         for dir_ in cgroup_dirs(d):
@@ -112,7 +138,7 @@ def test_kill_at_random_moments_leaves_a_consistent_state(daemon_factory: Any) -
     rng = random.Random(int(os.environ.get("SANDSTREAM_CHAOS_SEED", "13")))
     d = daemon_factory(args=KEEP)
     data_dir = d.data_dir
-    seen = {"sandboxes": 0, "running": 0, "exited": 0}
+    seen = {"sandboxes": 0, "running": 0, "exited": 0, "paused": 0}
     for round_ in range(ROUNDS):
         stop = threading.Event()
         t = threading.Thread(target=worker, args=(d, stop, rng), daemon=True)
@@ -125,6 +151,7 @@ def test_kill_at_random_moments_leaves_a_consistent_state(daemon_factory: Any) -
         check(d, data_dir, round_, seen)
     # The rounds did reach every path: sandboxes, and processes taken back running or ended.
     assert seen["sandboxes"] > 0 and seen["running"] > 0 and seen["exited"] > 0, seen
+    assert seen["paused"] > 0, seen
     with d.client() as c:
         for s in c.get("/v1/sandboxes").json()["sandboxes"]:
             c.delete(f"/v1/sandboxes/{s['id']}")

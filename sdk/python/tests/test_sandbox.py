@@ -47,6 +47,27 @@ def test_create_connect_and_delete_on_exit(daemon: Daemon) -> None:
     sb.kill()  # idempotent
 
 
+def test_pause_and_resume(daemon: Daemon) -> None:
+    with Sandbox.create(template="base") as sb:
+        info = sb.pause()
+        assert info.status == "paused" and info.paused and info.pause_mode == "freeze"
+        assert info.paused_at is not None and sb.info is info
+        assert sb.pause().paused  # a paused sandbox: as it is
+        assert sb.exec("echo woke").stdout == "woke\n"  # a request resumes it
+        assert not sb.refresh().paused
+        sb.pause()
+        resumed = sb.resume()
+        assert resumed.status == "running" and resumed.paused_at is None
+    with Sandbox.create(template="base", auto_resume=False) as sb:
+        assert sb.info.auto_resume is False
+        sb.pause()
+        with pytest.raises(sandstream.SandboxPaused) as refused:
+            sb.exec("true")
+        assert refused.value.status == 409 and "resume" in str(refused.value)
+        sb.resume()
+        assert sb.exec("echo ok").stdout == "ok\n"
+
+
 def test_templates_and_limits(daemon: Daemon) -> None:
     with Sandbox.create(template="code-interpreter", memory_mb=256, pids=128) as sb:
         assert sb.info.limits.memory_mb == 256

@@ -109,6 +109,7 @@ def test_decoder_flushes_an_incomplete_code_point_before_a_gap_and_at_exit() -> 
         ("unavailable", 503, sandstream.Unavailable),
         ("node_unreachable", 503, sandstream.NodeUnreachable),
         ("not_implemented", 501, sandstream.RouteNotImplemented),
+        ("paused", 409, sandstream.SandboxPaused),
     ],
 )
 def test_every_error_code_has_its_type(code: str, status: int, cls: type[Exception]) -> None:

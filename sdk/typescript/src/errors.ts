@@ -99,6 +99,11 @@ export class NotImplementedError extends ApiError {
   override name = "NotImplementedError";
 }
 
+/** The sandbox is paused and was created with `autoResume: false`: resume it first. */
+export class SandboxPausedError extends ApiError {
+  override name = "SandboxPausedError";
+}
+
 type ApiErrorClass = new (message: string, code: string, status: number) => ApiError;
 
 /** spec/errors.md: code -> [class, status]. */
@@ -123,6 +128,7 @@ export const ERROR_TABLE: Readonly<Record<string, readonly [ApiErrorClass, numbe
   unavailable: [UnavailableError, 503],
   node_unreachable: [NodeUnreachableError, 503],
   not_implemented: [NotImplementedError, 501],
+  paused: [SandboxPausedError, 409],
 };
 
 const STATUS_FALLBACK: Readonly<Record<number, string>> = {

@@ -46,7 +46,8 @@ export interface Egress {
 export interface SandboxInfo {
   id: string;
   template: string;
-  status: "running" | "deleting";
+  /** `paused`: its processes stopped where they are (see `Sandbox.pause`). */
+  status: "running" | "pausing" | "paused" | "resuming" | "deleting" | "lost";
   createdAt: string;
   expiresAt: string | null;
   ttlSeconds: number;
@@ -60,6 +61,11 @@ export interface SandboxInfo {
   processesRunning: number;
   /** The tenant it belongs to; null for the admin's own. */
   tenant: string | null;
+  /** While paused: since when, and how (`freeze`); null while running. */
+  pausedAt: string | null;
+  pauseMode: "freeze" | "checkpoint" | null;
+  /** Whether a request for it while paused resumes it (else SandboxPausedError). */
+  autoResume: boolean;
 }
 
 export interface ProcessInfo {
@@ -215,6 +221,9 @@ export function sandboxFromWire(w: Wire): SandboxInfo {
     metadata: obj(w["metadata"]) as Record<string, string>,
     processesRunning: num(w["processes_running"]),
     tenant: optStr(w["tenant"]),
+    pausedAt: optStr(w["paused_at"]),
+    pauseMode: optStr(w["pause_mode"]) as SandboxInfo["pauseMode"],
+    autoResume: w["auto_resume"] !== false,
   };
 }
 

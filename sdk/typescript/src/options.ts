@@ -27,6 +27,11 @@ export interface CreateOptions extends ConnectionOptions {
   metadata?: Record<string, string>;
   /** The admin key only: make it for this tenant, within its quotas. */
   tenant?: string;
+  /**
+   * Whether a request for it while paused resumes it first (default true); false: such a
+   * request fails with SandboxPausedError until `resume()`.
+   */
+  autoResume?: boolean;
 }
 
 /** A URL for a browser, opened with a scoped token (see `Sandbox.tokenUrl`). */

@@ -97,6 +97,7 @@ export class Sandbox implements AsyncDisposable {
     if (options.network !== undefined) body["network"] = networkToWire(options.network);
     if (options.metadata !== undefined) body["metadata"] = options.metadata;
     if (options.tenant !== undefined) body["tenant"] = options.tenant;
+    if (options.autoResume !== undefined) body["auto_resume"] = options.autoResume;
     const wire = await client.json<Wire>("POST", "/v1/sandboxes", { json: body });
     return new Sandbox(client, sandboxFromWire(wire));
   }
@@ -175,6 +176,26 @@ export class Sandbox implements AsyncDisposable {
   /** Reads the sandbox again. */
   async refresh(): Promise<SandboxInfo> {
     this.info = sandboxFromWire(await this.client.json<Wire>("GET", this.#scope.path));
+    return this.info;
+  }
+
+  /**
+   * Pauses the sandbox: every process stops where it is, its memory kept (`freeze`), and its
+   * process timeouts and time to live stop counting. A later request for it (a command, a file,
+   * a terminal) resumes it first unless it was created with `autoResume: false`. Pausing a
+   * paused sandbox returns it as it is.
+   */
+  async pause(options: { mode?: "freeze" | "checkpoint" } = {}): Promise<SandboxInfo> {
+    const wire = await this.client.json<Wire>("POST", `${this.#scope.path}/pause`, {
+      json: { mode: options.mode ?? "freeze" },
+    });
+    this.info = sandboxFromWire(wire);
+    return this.info;
+  }
+
+  /** Resumes a paused sandbox where it stopped; a running one is returned as it is. */
+  async resume(): Promise<SandboxInfo> {
+    this.info = sandboxFromWire(await this.client.json<Wire>("POST", `${this.#scope.path}/resume`));
     return this.info;
   }
 

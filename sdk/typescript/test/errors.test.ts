@@ -58,6 +58,7 @@ test("every code of spec/errors.md maps to its class and status", () => {
     unavailable: 503,
     node_unreachable: 503,
     not_implemented: 501,
+    paused: 409,
   };
   assert.deepEqual(Object.keys(ERROR_TABLE).sort(), Object.keys(expected).sort());
   for (const [code, status] of Object.entries(expected)) {

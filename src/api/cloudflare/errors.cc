@@ -52,6 +52,7 @@ std::string_view CodeFor(ErrorCode code, Subject subject) {
     case ErrorCode::kUnavailable:
     case ErrorCode::kNodeUnreachable:
     case ErrorCode::kNotImplemented:
+    case ErrorCode::kPaused:
       return "INTERNAL_ERROR";
     case ErrorCode::kUnauthorized:
     case ErrorCode::kForbidden:

@@ -66,6 +66,7 @@ std::string_view ConnectCode(ErrorCode code) {
     case ErrorCode::kTimeout:
       return "deadline_exceeded";
     case ErrorCode::kConflict:
+    case ErrorCode::kPaused:
       return "failed_precondition";
     case ErrorCode::kPayloadTooLarge:
     case ErrorCode::kQuotaExceeded:

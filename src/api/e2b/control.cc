@@ -69,11 +69,13 @@ json::object Described(const Context& ctx, const SandboxEntry& sb, bool detail) 
   o["clientID"] = "sandstream";
   o["startedAt"] = FormatRfc3339(sb.created_at);
   // A sandbox without a TTL has no end: the SDKs need a date, so the last one there is.
-  o["endAt"] = sb.expires_at ? FormatRfc3339(*sb.expires_at) : "9999-12-31T23:59:59.000Z";
+  // Paused, it ends when its paused_ttl does unless resumed.
+  const std::optional<SystemTime> end = sb.paused ? std::optional(sb.paused->until) : sb.expires_at;
+  o["endAt"] = end ? FormatRfc3339(*end) : "9999-12-31T23:59:59.000Z";
   o["cpuCount"] = std::max<int64_t>(1, (sb.limits.cpu_percent + 99) / 100);
   o["memoryMB"] = sb.limits.memory_mb;
   o["diskSizeMB"] = sb.limits.disk_mb;
-  o["state"] = "running";
+  o["state"] = sb.paused ? "paused" : "running";
   o["envdVersion"] = kEnvdVersion;
   o["metadata"] = Metadata(sb.metadata);
   if (detail) {
@@ -177,13 +179,15 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
 }
 
 asio::awaitable<void> ListSandboxes(Context& ctx) {
-  // Only running sandboxes exist here: a list of paused ones is empty.
-  const std::string_view state = ctx.Query("state").value_or("running");
+  // ?state=running,paused (either, or both; both when not given).
+  const std::string_view state = ctx.Query("state").value_or("running,paused");
   const bool running = state.find("running") != std::string_view::npos;
+  const bool paused = state.find("paused") != std::string_view::npos;
   const std::string_view metadata = ctx.Query("metadata").value_or("");
   json::array items;
   for (const SandboxEntry* sb : ctx.service.List()) {
-    if (!running || sb->deleting || !ctx.principal.Sees(sb->tenant, sb->id)) continue;
+    if (sb->deleting || !ctx.principal.Sees(sb->tenant, sb->id)) continue;
+    if (!(sb->paused ? paused : running)) continue;
     if (!MetadataMatches(*sb, metadata)) continue;
     items.push_back(Described(ctx, *sb, false));
   }
@@ -204,16 +208,61 @@ asio::awaitable<void> KillSandbox(Context& ctx) {
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
-asio::awaitable<void> ConnectSandbox(Context& ctx) {
+// Connect (and the older resume): a paused sandbox is resumed (201, as E2B answers a resume),
+// a running one answered as it is (200); the timeout only ever lengthens its life.
+asio::awaitable<void> Reconnect(Context& ctx, bool resume_only) {
   auto req = ReadTimeout(ctx);
   if (!req) co_return co_await ReplyError(ctx, req.error());
-  // Connecting only ever lengthens a sandbox's life.
+  const std::string id = req->sb->id;
+  const bool was_paused = req->sb->paused.has_value();
+  if (resume_only && !was_paused) {
+    co_return co_await Fail(ctx, http::status::conflict, "sandbox " + id + " is not paused");
+  }
+  if (was_paused) {
+    auto resumed = co_await ctx.service.ResumeSandbox(id, ctx.principal.credential);
+    if (!resumed) co_return co_await ReplyError(ctx, resumed.error());
+  }
   if (req->timeout && *req->timeout > 0) {
-    if (auto set = ctx.service.SetTimeout(req->sb->id, *req->timeout, true); !set) {
+    if (auto set = ctx.service.SetTimeout(id, *req->timeout, true); !set) {
       co_return co_await ReplyError(ctx, set.error());
     }
   }
-  co_await ReplyJson(ctx, http::status::ok, Created(ctx, *req->sb));
+  const SandboxEntry* sb = ctx.service.Find(id);
+  if (!sb) co_return co_await ReplyError(ctx, ErrorCode::kNotFound, "no sandbox '" + id + "'");
+  co_await ReplyJson(ctx, was_paused ? http::status::created : http::status::ok, Created(ctx, *sb));
+}
+
+asio::awaitable<void> ConnectSandbox(Context& ctx) {
+  co_await Reconnect(ctx, false);
+}
+
+asio::awaitable<void> ResumeSandbox(Context& ctx) {
+  co_await Reconnect(ctx, true);
+}
+
+// E2B's pause: 204 once paused, 409 when it was already (the SDK's pause() then says False).
+// `memory: false` (E2B's filesystem mode: the files kept, the processes stopped) is not
+// offered: a paused sandstream sandbox keeps its processes.
+asio::awaitable<void> PauseSandbox(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto memory = OptBool(*body, "memory");
+  if (!memory) co_return co_await ReplyError(ctx, memory.error());
+  if (!memory->value_or(true)) {
+    co_return co_await Fail(ctx, http::status::not_implemented,
+                            "a pause without memory (mode \"filesystem\") is not supported by "
+                            "sandstream: pause with memory (mode \"full\") keeps the processes");
+  }
+  if ((*sb)->paused) {
+    co_return co_await Fail(ctx, http::status::conflict,
+                            "sandbox " + (*sb)->id + " is already paused");
+  }
+  auto paused =
+      co_await ctx.service.PauseSandbox((*sb)->id, PauseMode::kFreeze, ctx.principal.credential);
+  if (!paused) co_return co_await ReplyError(ctx, paused.error());
+  co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
 asio::awaitable<void> SetTimeout(Context& ctx) {

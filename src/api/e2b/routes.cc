@@ -26,8 +26,8 @@ const std::vector<Route>& Routes() {
       {V::get, "/sandboxes/{}", GetSandbox, kKey, false, false, kApi},
       {V::delete_, "/sandboxes/{}", KillSandbox, kKey, false, false, kApi},
       {V::post, "/sandboxes/{}/timeout", SetTimeout, kKey, false, false, kApi},
-      {V::post, "/sandboxes/{}/pause", NotSupported, kKey, false, false, kApi},
-      {V::post, "/sandboxes/{}/resume", NotSupported, kKey, false, false, kApi},
+      {V::post, "/sandboxes/{}/pause", PauseSandbox, kKey, false, false, kApi},
+      {V::post, "/sandboxes/{}/resume", ResumeSandbox, kKey, false, false, kApi},
       {V::get, "/sandboxes/{}/metrics", NotSupported, kKey, false, false, kApi},
       {V::get, "/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
       {V::get, "/v2/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
@@ -45,6 +45,13 @@ const std::vector<Route>& Routes() {
 
 Need RouteNeed(Handler) {
   return Need::kTenant;
+}
+
+bool WakesSandbox(Handler handler) {
+  for (Handler envd : {ProcessRpc, StreamInput, FilesystemRpc, ReadFile, WriteFiles}) {
+    if (handler == envd) return true;
+  }
+  return false;
 }
 
 std::optional<Dialect> DialectOf(std::string_view path) {

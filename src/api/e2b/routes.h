@@ -21,6 +21,9 @@ const std::vector<Route>& Routes();
 // The scope a credential needs for one of Routes()' control-plane handlers (envd's routes
 // admit their callers themselves, by the sandbox's access token).
 Need RouteNeed(Handler handler);
+// Whether a request on one of Routes()' handlers resumes its paused sandbox first: envd's
+// (processes, files), not the control plane's (which pause, resume and read the record).
+bool WakesSandbox(Handler handler);
 // The dialect of a request no route matched: E2B's paths hear "no such route" in its shape.
 std::optional<Dialect> DialectOf(std::string_view path);
 
@@ -75,6 +78,8 @@ boost::asio::awaitable<void> ListSandboxes(Context& ctx);
 boost::asio::awaitable<void> GetSandbox(Context& ctx);
 boost::asio::awaitable<void> KillSandbox(Context& ctx);
 boost::asio::awaitable<void> ConnectSandbox(Context& ctx);
+boost::asio::awaitable<void> PauseSandbox(Context& ctx);
+boost::asio::awaitable<void> ResumeSandbox(Context& ctx);
 boost::asio::awaitable<void> SetTimeout(Context& ctx);
 boost::asio::awaitable<void> NotSupported(Context& ctx);
 // process.cc: process.Process/{method}.

@@ -15,6 +15,8 @@ const std::vector<Route>& AllRoutes() {
         {V::get, "/v1/sandboxes", ListSandboxes},
         {V::get, "/v1/sandboxes/{}", GetSandbox},
         {V::delete_, "/v1/sandboxes/{}", DeleteSandbox},
+        {V::post, "/v1/sandboxes/{}/pause", PauseSandbox},
+        {V::post, "/v1/sandboxes/{}/resume", ResumeSandbox},
         {V::get, "/v1/sandboxes/{}/logs", SandboxLogs},
         {V::get, "/v1/sandboxes/{}/events", SandboxEvents},
         {V::post, "/v1/sandboxes/{}/snapshot", SnapshotSandbox},
@@ -118,6 +120,18 @@ Need RouteNeed(const Route& route) {
   // Creating, listing and deleting sandboxes, exposing and closing ports, tokens, usage,
   // templates.
   return Need::kTenant;
+}
+
+bool WakesSandbox(const Route& route) {
+  if (route.dialect == Dialect::kE2b || route.dialect == Dialect::kConnect) {
+    return e2b::WakesSandbox(route.handler);
+  }
+  const Handler h = route.handler;
+  for (Handler keeps : {GetSandbox, DeleteSandbox, PauseSandbox, ResumeSandbox, SandboxLogs,
+                        SandboxEvents, CreateToken, ListTokens, RevokeToken, SnapshotSandbox}) {
+    if (h == keeps) return false;
+  }
+  return true;
 }
 
 const Route& ProxyRoute() {

@@ -31,6 +31,10 @@ Need RouteNeed(const Route& route);
 const std::vector<Route>& AllRoutes();
 // Every request for an exposed port (http/proxy_target.h, MatchProxy): any method, body streamed.
 const Route& ProxyRoute();
+// Whether a request on `route` for a paused sandbox resumes it first (Service::Wake): all but
+// those that read or change the sandbox's record (get, delete, pause, resume, its journal,
+// tokens, snapshots of its files).
+bool WakesSandbox(const Route& route);
 
 // system.cc
 boost::asio::awaitable<void> GetHealth(Context& ctx);
@@ -53,6 +57,8 @@ boost::asio::awaitable<void> CreateSandbox(Context& ctx);
 boost::asio::awaitable<void> ListSandboxes(Context& ctx);
 boost::asio::awaitable<void> GetSandbox(Context& ctx);
 boost::asio::awaitable<void> DeleteSandbox(Context& ctx);
+boost::asio::awaitable<void> PauseSandbox(Context& ctx);
+boost::asio::awaitable<void> ResumeSandbox(Context& ctx);
 boost::asio::awaitable<void> SandboxLogs(Context& ctx);
 boost::asio::awaitable<void> SandboxEvents(Context& ctx);
 // templates.cc

@@ -1,4 +1,5 @@
-// Sandboxes: create, list, get, delete, and their lifecycle journal as logs or events.
+// Sandboxes: create, list, get, delete, pause and resume, and their lifecycle journal as logs or
+// events.
 #include <boost/json.hpp>
 
 #include "api/common/lookup.h"
@@ -91,6 +92,27 @@ asio::awaitable<void> DeleteSandbox(Context& ctx) {
   auto deleted = co_await ctx.service.DeleteSandbox(ctx.params.at(0));
   if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
   co_await ReplyEmpty(ctx, http::status::no_content);
+}
+
+asio::awaitable<void> PauseSandbox(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto mode = ParsePauseRequest(*body);
+  if (!mode) co_return co_await ReplyError(ctx, mode.error());
+  auto paused =
+      co_await ctx.service.PauseSandbox(ctx.params.at(0), *mode, ctx.principal.credential);
+  if (!paused) co_return co_await ReplyError(ctx, paused.error());
+  co_await ReplyJson(ctx, http::status::ok, SandboxJson(**paused));
+}
+
+asio::awaitable<void> ResumeSandbox(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto resumed = co_await ctx.service.ResumeSandbox(ctx.params.at(0), ctx.principal.credential);
+  if (!resumed) co_return co_await ReplyError(ctx, resumed.error());
+  co_await ReplyJson(ctx, http::status::ok, SandboxJson(**resumed));
 }
 
 asio::awaitable<void> SandboxLogs(Context& ctx) {

@@ -45,6 +45,17 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
   sandstream::http::PrometheusText p;
   auto count = [](auto n) { return static_cast<double>(n); };
   p.Single("sandstream_sandboxes", "gauge", "Live sandboxes.", count(ctx.service.sandbox_count()));
+  p.Family("sandstream_sandboxes_by_state", "gauge",
+           "Live sandboxes by state: running, paused, lost (and pausing, resuming, deleting).");
+  for (const auto& [state, n] : ctx.service.CountByState()) {
+    p.Sample("sandstream_sandboxes_by_state", {{"state", state}}, count(n));
+  }
+  p.Single("sandstream_pauses_total", "counter", "Sandboxes paused.", count(m.pauses_total));
+  p.Single("sandstream_resumes_total", "counter",
+           "Paused sandboxes resumed, asked for or by a request for one.", count(m.resumes_total));
+  p.Single("sandstream_auto_resumes_total", "counter",
+           "Paused sandboxes resumed by a request for them (auto_resume).",
+           count(m.auto_resumes_total));
   p.Single("sandstream_processes_running", "gauge", "Running processes.",
            count(ctx.service.running_processes()));
   p.Single("sandstream_processes_started_total", "counter", "Processes started.",
@@ -84,21 +95,31 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
       for (const auto& [name, u] : usage) p.Sample(metric, {{"tenant", name}}, count(u.*field));
     }
   }
-  p.Family("sandstream_exec_duration_seconds", "histogram", "Buffered exec, request to result.");
-  uint64_t cumulative = 0;
-  const auto& h = m.exec_duration;
-  for (size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
-    cumulative += h.counts[i];
-    char le[32];
-    if (i < Histogram::kBounds.size()) {
-      std::snprintf(le, sizeof le, "%g", Histogram::kBounds[i]);
-    } else {
-      std::snprintf(le, sizeof le, "+Inf");
+  const std::pair<const char*, const Histogram*> histograms[] = {
+      {"sandstream_exec_duration_seconds", &m.exec_duration},
+      {"sandstream_pause_duration_seconds", &m.pause_duration},
+      {"sandstream_resume_duration_seconds", &m.resume_duration}};
+  const char* const helps[] = {"Buffered exec, request to result.",
+                               "Pausing a sandbox, asked to its processes stopped.",
+                               "Resuming a paused sandbox, asked to running."};
+  for (size_t k = 0; k < std::size(histograms); ++k) {
+    const auto& [name, h] = histograms[k];
+    const std::string family = name;
+    p.Family(family, "histogram", helps[k]);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
+      cumulative += h->counts[i];
+      char le[32];
+      if (i < Histogram::kBounds.size()) {
+        std::snprintf(le, sizeof le, "%g", Histogram::kBounds[i]);
+      } else {
+        std::snprintf(le, sizeof le, "+Inf");
+      }
+      p.Sample(family + "_bucket", {{"le", le}}, count(cumulative));
     }
-    p.Sample("sandstream_exec_duration_seconds_bucket", {{"le", le}}, count(cumulative));
+    p.Sample(family + "_sum", {}, h->sum);
+    p.Sample(family + "_count", {}, count(h->count));
   }
-  p.Sample("sandstream_exec_duration_seconds_sum", {}, h.sum);
-  p.Sample("sandstream_exec_duration_seconds_count", {}, count(h.count));
   co_await Reply(ctx, http::status::ok, p.Take(),
                  std::string(sandstream::http::kPrometheusContentType));
 }

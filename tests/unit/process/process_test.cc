@@ -111,7 +111,8 @@ TEST_F(ProcessTest, ATimeoutTermsTheWholeGroup) {
   EXPECT_LT(exit.duration_ms, 10000);
   EXPECT_EQ(Output(p->log()), "");
   // The background sleep got the TERM too: nothing of the group is left.
-  EXPECT_TRUE(RunUntil(io_, [&] { return !unit::GroupAlive(p->pid()); }, 5s));
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return !unit::GroupAlive(p->pid()); }, 5s));
 }
 
 TEST_F(ProcessTest, ATimeoutIgnoredByTheCommandEndsWithKillAfterTheGrace) {
@@ -157,7 +158,8 @@ TEST_F(ProcessTest, OutputAfterTheExitIsReadAndDropped) {
   WaitExit(*p);
   const uint64_t last_seq = p->log().last_seq();
   const std::string drained = sandbox_.workspace() + "/drained";
-  EXPECT_TRUE(RunUntil(io_, [&] { return std::filesystem::exists(drained); }, 10s))
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return std::filesystem::exists(drained); }, 10s))
       << "the background writer blocked on a full pipe";
   EXPECT_EQ(p->log().last_seq(), last_seq) << "output was appended after the exit";
   EXPECT_EQ(p->log().entries().back().kind, EntryKind::kExit);
@@ -228,7 +230,8 @@ TEST_F(ProcessTest, StdinKeptOpenTakesWritesUntilClosed) {
   ASSERT_TRUE(wrote) << wrote.error().message;
   EXPECT_EQ(*wrote, 3u);
   // cat echoes it while still running: stdin stays open between writes.
-  EXPECT_TRUE(RunUntil(io_, [&] { return Output(p->log()) == "abc"; }, 5s));
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return Output(p->log()) == "abc"; }, 5s));
   EXPECT_EQ(p->status(), ProcessStatus::kRunning);
   ASSERT_TRUE(RunTask(io_, p->WriteStdin("def")));
   ASSERT_TRUE(p->CloseStdin());
@@ -260,7 +263,8 @@ TEST_F(ProcessTest, WithoutStdinAWriteIsAConflict) {
 TEST_F(ProcessTest, ASignalReachesTheGroupOrTheLeaderAlone) {
   // USR1 to the leader alone: the background child lives on and keeps writing.
   auto p = Start(Sh("(while :; do sleep 0.05; printf c; done) & sleep 30"));
-  ASSERT_TRUE(RunUntil(io_, [&] { return !Output(p->log()).empty(); }, 5s));  // it runs
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return !Output(p->log()).empty(); }, 5s));  // it runs
   ASSERT_TRUE(p->Signal(SIGUSR1, false));
   const ExitRecord& exit = WaitExit(*p);
   EXPECT_EQ(exit.reason, ExitReason::kSignaled);
@@ -271,7 +275,8 @@ TEST_F(ProcessTest, ASignalReachesTheGroupOrTheLeaderAlone) {
   auto q = Start(Sh("sleep 30 & sleep 30", "proc_group"));
   ASSERT_TRUE(q->Signal(SIGUSR2, true));
   EXPECT_EQ(WaitExit(*q).signal, SIGUSR2);
-  EXPECT_TRUE(RunUntil(io_, [&] { return !unit::GroupAlive(q->pid()); }, 5s));
+  EXPECT_TRUE(RunUntil(
+      io_, [&] { return !unit::GroupAlive(q->pid()); }, 5s));
 }
 
 // Timeouts as long as real ones, on a clock the test moves: what happens at minute ten and
@@ -289,7 +294,8 @@ TEST_F(ProcessClockTest, ATenMinuteTimeoutTermsOnceTheClockPassesItThenKillsAfte
   CommandSpec spec = Sh("trap 'echo term' TERM; echo ready; sleep 30; sleep 30");
   spec.timeout_seconds = 600;
   auto p = Start(std::move(spec), options);
-  ASSERT_TRUE(RunUntil(io_, [&] { return Output(p->log()) == "ready\n"; }, 10s));
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return Output(p->log()) == "ready\n"; }, 10s));
   clock_.Advance(590s);
   RunFor(io_, 200ms);
   EXPECT_EQ(Output(p->log()), "ready\n") << "TERMed before the timeout";
@@ -317,7 +323,8 @@ TEST_F(ProcessClockTest, AFiveMinuteIdleTimeoutCountsFromTheLastOutput) {
   RunFor(io_, 100ms);
   ASSERT_EQ(p->status(), ProcessStatus::kRunning);
   ASSERT_TRUE(RunTask(io_, p->WriteStdin("x\n")));
-  ASSERT_TRUE(RunUntil(io_, [&] { return Output(p->log()) == "x\n"; }, 10s));
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return Output(p->log()) == "x\n"; }, 10s));
   // 400 s after the start, 200 s after the output.
   clock_.Advance(200s);
   RunFor(io_, 200ms);
@@ -326,6 +333,46 @@ TEST_F(ProcessClockTest, AFiveMinuteIdleTimeoutCountsFromTheLastOutput) {
   const ExitRecord& exit = WaitExit(*p);
   EXPECT_EQ(exit.reason, ExitReason::kIdleTimeout);
   EXPECT_EQ(exit.signal, SIGTERM);
+}
+
+TEST_F(ProcessClockTest, PausedTimeIsNotCountedByTheTimeout) {
+  CommandSpec spec = Sh("echo ready; sleep 30");
+  spec.timeout_seconds = 600;
+  auto p = Start(std::move(spec));
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return Output(p->log()) == "ready\n"; }, 10s));
+  clock_.Advance(300s);
+  p->Pause();
+  clock_.Advance(3600s);  // an hour paused, far past the timeout
+  RunFor(io_, 200ms);
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning) << "killed while paused";
+  p->Resume();
+  clock_.Advance(290s);  // 590 s of running time
+  RunFor(io_, 200ms);
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning) << "the paused hour counted";
+  clock_.Advance(20s);
+  EXPECT_EQ(WaitExit(*p).reason, ExitReason::kTimeout);
+}
+
+TEST_F(ProcessClockTest, PausedTimeIsNotIdle) {
+  CommandSpec spec = Sh("cat");
+  spec.keep_stdin_open = true;
+  spec.idle_timeout_seconds = 300;
+  auto p = Start(std::move(spec));
+  clock_.Advance(200s);
+  p->Pause();
+  p->Pause();  // a second pause changes nothing
+  clock_.Advance(1000s);
+  RunFor(io_, 200ms);
+  ASSERT_EQ(p->status(), ProcessStatus::kRunning) << "idle while paused";
+  p->Resume();
+  p->Resume();
+  clock_.Advance(90s);  // 290 s idle, not counting the pause
+  RunFor(io_, 200ms);
+  EXPECT_EQ(p->status(), ProcessStatus::kRunning) << "the paused time counted as idle";
+  clock_.Advance(20s);
+  const ExitRecord& exit = WaitExit(*p);
+  EXPECT_EQ(exit.reason, ExitReason::kIdleTimeout);
 }
 
 }  // namespace

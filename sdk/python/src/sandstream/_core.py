@@ -137,6 +137,17 @@ def get_sandbox_call(sandbox_id: str) -> Call[SandboxInfo]:
     return Call("GET", sandbox_path(sandbox_id), SandboxInfo.from_json)
 
 
+def pause_sandbox_call(sandbox_id: str, mode: str) -> Call[SandboxInfo]:
+    """`POST /v1/sandboxes/{id}/pause`: the sandbox as it is once paused (or was already)."""
+    return Call("POST", sandbox_path(sandbox_id) + "/pause", SandboxInfo.from_json,
+                json={"mode": mode})
+
+
+def resume_sandbox_call(sandbox_id: str) -> Call[SandboxInfo]:
+    """`POST /v1/sandboxes/{id}/resume`: the sandbox running again (or as it was, running)."""
+    return Call("POST", sandbox_path(sandbox_id) + "/resume", SandboxInfo.from_json)
+
+
 def list_sandboxes_call() -> Call[list[SandboxInfo]]:
     """`GET /v1/sandboxes`, oldest first."""
     return Call("GET", "/v1/sandboxes",

@@ -156,6 +156,12 @@ class RouteNotImplemented(SandboxError):
     code = "not_implemented"
 
 
+class SandboxPaused(SandboxError):
+    """The sandbox is paused and was created with ``auto_resume=False`` (409): resume it first."""
+
+    code = "paused"
+
+
 ERROR_TYPES: dict[str, type[SandboxError]] = {
     cls.code: cls
     for cls in (
@@ -179,6 +185,7 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         Unavailable,
         NodeUnreachable,
         RouteNotImplemented,
+        SandboxPaused,
     )
 }
 

@@ -120,6 +120,15 @@ class SandboxInfo:
     metadata: dict[str, str]
     processes_running: int
     tenant: str | None = None  # its owner; None: the admin's own
+    # While paused: since when and how ("freeze"); `status` is then "paused".
+    paused_at: str | None = None
+    pause_mode: str | None = None
+    auto_resume: bool = True  # a request for it while paused resumes it
+
+    @property
+    def paused(self) -> bool:
+        """Whether the sandbox is paused (its processes stopped where they are)."""
+        return self.status == "paused"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SandboxInfo:
@@ -139,6 +148,9 @@ class SandboxInfo:
             metadata=dict(data.get("metadata") or {}),
             processes_running=_opt_int(data.get("processes_running")) or 0,
             tenant=_opt_str(data.get("tenant")),
+            paused_at=_opt_str(data.get("paused_at")),
+            pause_mode=_opt_str(data.get("pause_mode")),
+            auto_resume=bool(data.get("auto_resume", True)),
         )
 
 

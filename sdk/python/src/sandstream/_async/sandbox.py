@@ -16,7 +16,15 @@ from typing import Any
 
 import httpx
 
-from .._core import ClientConfig, create_sandbox_call, get_sandbox_call, list_sandboxes_call, sandbox_body
+from .._core import (
+    ClientConfig,
+    create_sandbox_call,
+    get_sandbox_call,
+    list_sandboxes_call,
+    pause_sandbox_call,
+    resume_sandbox_call,
+    sandbox_body,
+)
 from ..errors import NotFound
 from ..interpreter import CodeContext
 from ..models import Egress, Limits, Network, SandboxInfo
@@ -74,6 +82,7 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         network: Network | Egress | Mapping[str, Any] | None = None,
         metadata: Mapping[str, str] | None = None,
         tenant: str | None = None,
+        auto_resume: bool | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
@@ -83,7 +92,8 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         `network`: "loopback" (the server's default), "none", "egress" (every public address
         and name) or `Egress(allow=[...], deny=[...])` for egress under a policy; a server
         without egress raises `InvalidRequest`. `tenant` (the admin key only) makes it for that
-        tenant, within its quotas; a tenant's key makes its own."""
+        tenant, within its quotas; a tenant's key makes its own. `auto_resume=False`: a request
+        for it while paused raises `SandboxPaused` instead of resuming it."""
         api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
         body = sandbox_body(
             template,
@@ -103,6 +113,8 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         )
         if tenant is not None:
             body["tenant"] = tenant
+        if auto_resume is not None:
+            body["auto_resume"] = auto_resume
         try:
             info = await api.call(create_sandbox_call(body))
         except BaseException:
@@ -151,6 +163,19 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
     async def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current state."""
         self._info = await self._api.call(get_sandbox_call(self.id))
+        return self._info
+
+    async def pause(self, mode: str = "freeze") -> SandboxInfo:
+        """Pauses the sandbox: every process stops where it is, its memory kept ("freeze"), and
+        its process timeouts and time to live stop counting. Any later request for it (a
+        command, a file, a terminal) resumes it first, unless it was created with
+        `auto_resume=False`. Pausing a paused sandbox returns it as it is."""
+        self._info = await self._api.call(pause_sandbox_call(self.id, mode))
+        return self._info
+
+    async def resume(self) -> SandboxInfo:
+        """Resumes a paused sandbox where it stopped; a running one is returned as it is."""
+        self._info = await self._api.call(resume_sandbox_call(self.id))
         return self._info
 
     async def kill(self) -> None:

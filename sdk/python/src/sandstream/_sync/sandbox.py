@@ -13,7 +13,15 @@ from typing import Any
 
 import httpx
 
-from .._core import ClientConfig, create_sandbox_call, get_sandbox_call, list_sandboxes_call, sandbox_body
+from .._core import (
+    ClientConfig,
+    create_sandbox_call,
+    get_sandbox_call,
+    list_sandboxes_call,
+    pause_sandbox_call,
+    resume_sandbox_call,
+    sandbox_body,
+)
 from ..errors import NotFound
 from ..interpreter import CodeContext
 from ..models import Egress, Limits, Network, SandboxInfo
@@ -64,6 +72,7 @@ class Sandbox(_Commands, _Interpreter, _Templates, _Ports, _Access):
         network: Network | Egress | Mapping[str, Any] | None = None,
         metadata: Mapping[str, str] | None = None,
         tenant: str | None = None,
+        auto_resume: bool | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.Client | None = None,
@@ -73,7 +82,8 @@ class Sandbox(_Commands, _Interpreter, _Templates, _Ports, _Access):
         `network`: "loopback" (the server's default), "none", "egress" (every public address
         and name) or `Egress(allow=[...], deny=[...])` for egress under a policy; a server
         without egress raises `InvalidRequest`. `tenant` (the admin key only) makes it for that
-        tenant, within its quotas; a tenant's key makes its own."""
+        tenant, within its quotas; a tenant's key makes its own. `auto_resume=False`: a request
+        for it while paused raises `SandboxPaused` instead of resuming it."""
         api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
         body = sandbox_body(
             template,
@@ -93,6 +103,8 @@ class Sandbox(_Commands, _Interpreter, _Templates, _Ports, _Access):
         )
         if tenant is not None:
             body["tenant"] = tenant
+        if auto_resume is not None:
+            body["auto_resume"] = auto_resume
         try:
             info = api.call(create_sandbox_call(body))
         except BaseException:
@@ -141,6 +153,19 @@ class Sandbox(_Commands, _Interpreter, _Templates, _Ports, _Access):
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current state."""
         self._info = self._api.call(get_sandbox_call(self.id))
+        return self._info
+
+    def pause(self, mode: str = "freeze") -> SandboxInfo:
+        """Pauses the sandbox: every process stops where it is, its memory kept ("freeze"), and
+        its process timeouts and time to live stop counting. Any later request for it (a
+        command, a file, a terminal) resumes it first, unless it was created with
+        `auto_resume=False`. Pausing a paused sandbox returns it as it is."""
+        self._info = self._api.call(pause_sandbox_call(self.id, mode))
+        return self._info
+
+    def resume(self) -> SandboxInfo:
+        """Resumes a paused sandbox where it stopped; a running one is returned as it is."""
+        self._info = self._api.call(resume_sandbox_call(self.id))
         return self._info
 
     def kill(self) -> None:

@@ -1,0 +1,55 @@
+// Pausing and resuming: pause() and resume() answer the sandbox's state, a request resumes a
+// paused sandbox, and one made with autoResume: false refuses with SandboxPausedError.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { Sandbox, SandboxPausedError } from "sandstream";
+
+import { useDaemon, type Daemon } from "./helpers.js";
+
+let daemon: Daemon;
+
+before(async () => {
+  daemon = await useDaemon();
+});
+
+after(async () => {
+  await daemon?.stop();
+});
+
+test("pause, a request that resumes, resume", async () => {
+  const sandbox = await Sandbox.create();
+  try {
+    const paused = await sandbox.pause();
+    assert.equal(paused.status, "paused");
+    assert.equal(paused.pauseMode, "freeze");
+    assert.ok(paused.pausedAt);
+    assert.equal((await sandbox.pause()).status, "paused");
+    assert.equal((await sandbox.exec("echo woke")).stdout, "woke\n");
+    assert.equal((await sandbox.refresh()).status, "running");
+    await sandbox.pause();
+    const resumed = await sandbox.resume();
+    assert.equal(resumed.status, "running");
+    assert.equal(resumed.pausedAt, null);
+  } finally {
+    await sandbox.kill();
+  }
+});
+
+test("autoResume: false refuses a request while paused", async () => {
+  const sandbox = await Sandbox.create({ autoResume: false });
+  try {
+    assert.equal(sandbox.info.autoResume, false);
+    await sandbox.pause();
+    await assert.rejects(sandbox.exec("true"), (error: unknown) => {
+      assert.ok(error instanceof SandboxPausedError, String(error));
+      assert.equal(error.status, 409);
+      return true;
+    });
+    await sandbox.resume();
+    assert.equal((await sandbox.exec("echo ok")).stdout, "ok\n");
+  } finally {
+    await sandbox.kill();
+  }
+});

@@ -1,0 +1,207 @@
+// Pausing and resuming a sandbox. A pause runs in the sandbox's turn (the one spawns take), so
+// nothing is being started in it while its processes stop, and deletion waits for it as for a
+// spawn. While paused, what counts time for the sandbox stops: its processes' timeouts and idle
+// timeouts, and its TTL (a paused sandbox has paused_ttl instead). Resuming moves them on by
+// the time paused.
+#include <chrono>
+#include <string>
+
+#include "base/log.h"
+#include "process/await_op.h"
+#include "service/service.h"
+
+namespace sandstream {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+std::string_view PauseModeName(PauseMode mode) {
+  return mode == PauseMode::kFreeze ? "freeze" : "checkpoint";
+}
+
+std::optional<PauseMode> ParsePauseMode(std::string_view name) {
+  if (name == "freeze") return PauseMode::kFreeze;
+  if (name == "checkpoint") return PauseMode::kCheckpoint;
+  return std::nullopt;
+}
+
+namespace {
+
+double SecondsSince(SteadyTime start) {
+  return std::chrono::duration<double>(SteadyNow() - start).count();
+}
+
+}  // namespace
+
+// The sandbox's turn, held for a pause or a resume: spawns wait for it, and so does deletion
+// (it counts as a spawn). Released when it goes out of scope.
+class Service::LifecycleTurn {
+ public:
+  LifecycleTurn(Service& service, std::string id) : service_(service), id_(std::move(id)) {}
+  LifecycleTurn(const LifecycleTurn&) = delete;
+  LifecycleTurn& operator=(const LifecycleTurn&) = delete;
+  ~LifecycleTurn() {
+    // The entry outlives a held turn: deletion waits for `spawning` to reach 0.
+    SandboxEntry* sb = held_ ? entry() : nullptr;
+    if (sb == nullptr) return;
+    sb->spawn_turns.Release();
+    --sb->spawning;
+    sb->spawns_done.Notify();
+  }
+  asio::awaitable<void> Take() {
+    SandboxEntry* sb = entry();
+    if (sb == nullptr) co_return;
+    ++sb->spawning;
+    held_ = true;
+    co_await sb->spawn_turns.Acquire();
+  }
+  SandboxEntry* entry() const { return service_.Entry(id_); }
+
+ private:
+  Service& service_;
+  std::string id_;
+  bool held_ = false;
+};
+
+asio::awaitable<Result<const SandboxEntry*>> Service::PauseSandbox(std::string id, PauseMode mode,
+                                                                   std::string by) {
+  SandboxEntry* sb = Entry(id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  if (mode == PauseMode::kCheckpoint) {
+    co_return Error{ErrorCode::kNotImplemented,
+                    "pause mode \"checkpoint\" (memory written to disk) is not available on this "
+                    "daemon; \"freeze\" keeps the sandbox's memory and processes"};
+  }
+  if (sb->paused) co_return sb;
+  LifecycleTurn turn(*this, id);
+  co_await turn.Take();
+  sb = turn.entry();
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  if (sb->paused) co_return sb;
+  if (auto paused = co_await PauseHeld(*sb, mode, by); !paused) {
+    co_return std::move(paused).error();
+  }
+  co_return turn.entry();
+}
+
+asio::awaitable<Result<void>> Service::PauseHeld(SandboxEntry& sb, PauseMode mode,
+                                                 const std::string& by) {
+  const std::string id = sb.id;
+  const SteadyTime asked = SteadyNow();
+  sb.transition = SandboxEntry::Transition::kPausing;
+  Result<void> frozen = co_await Await(sb.runtime->Freeze());
+  SandboxEntry* entry = Entry(id);
+  if (!entry) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  entry->transition = SandboxEntry::Transition::kNone;
+  if (!frozen) {
+    Journal(*entry, "sandbox.pause_failed", "warn",
+            "the sandbox could not be paused and runs on: " + frozen.error().message,
+            {{"mode", PauseModeName(mode)}, {"by", by}});
+    co_return std::move(frozen).error();
+  }
+  const SystemTime now = SystemNow();
+  entry->paused = PauseState{mode, now, SteadyNow(), now + options_.paused_ttl};
+  PauseClocks(*entry);
+  ++metrics_.pauses_total;
+  metrics_.pause_duration.Observe(SecondsSince(asked));
+  Journal(*entry, "sandbox.paused", "info",
+          "sandbox paused (" + std::string(PauseModeName(mode)) + "); it is deleted at " +
+              FormatRfc3339(entry->paused->until) + " unless resumed",
+          {{"mode", PauseModeName(mode)}, {"by", by}});
+  Persist(*entry);
+  co_return Ok{};
+}
+
+void Service::PauseClocks(SandboxEntry& sb) {
+  for (const auto& p : sb.processes) p->Pause();
+  ArmTtl(sb);
+}
+
+asio::awaitable<Result<const SandboxEntry*>> Service::ResumeSandbox(std::string id,
+                                                                    std::string by) {
+  SandboxEntry* sb = Entry(id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  if (!sb->paused && sb->transition == SandboxEntry::Transition::kNone) co_return sb;
+  LifecycleTurn turn(*this, id);
+  co_await turn.Take();
+  sb = turn.entry();
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  if (auto resumed = ResumeHeld(*sb, by); !resumed) co_return std::move(resumed).error();
+  co_return sb;
+}
+
+Result<void> Service::ResumeHeld(SandboxEntry& sb, const std::string& by) {
+  if (!sb.paused) return Ok{};
+  const SteadyTime asked = SteadyNow();
+  sb.transition = SandboxEntry::Transition::kResuming;
+  Result<void> thawed = sb.runtime->Thaw();
+  sb.transition = SandboxEntry::Transition::kNone;
+  if (!thawed) {
+    Journal(sb, "sandbox.resume_failed", "warn",
+            "the sandbox could not be resumed and stays paused: " + thawed.error().message,
+            {{"by", by}});
+    return thawed;
+  }
+  const PauseState was = *sb.paused;
+  sb.paused.reset();
+  for (const auto& p : sb.processes) p->Resume();
+  // Its TTL, counted from its creation, is longer by the time paused (whole seconds, rounded
+  // up, as SetTimeout counts it), so a restart computes the same end.
+  const auto paused_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyNow() - was.since).count();
+  if (sb.expires_at) {
+    sb.ttl_seconds += (paused_ms + 999) / 1000;
+    sb.expires_at = sb.created_at + std::chrono::seconds(sb.ttl_seconds);
+  }
+  ArmTtl(sb);
+  ++metrics_.resumes_total;
+  metrics_.resume_duration.Observe(SecondsSince(asked));
+  Journal(sb, "sandbox.resumed", "info",
+          "sandbox resumed after " + std::to_string(paused_ms) + " ms paused",
+          {{"paused_ms", paused_ms}, {"by", by}});
+  Persist(sb);
+  return Ok{};
+}
+
+Result<void> Service::WakeHeld(SandboxEntry& sb) {
+  if (!sb.paused) return Ok{};
+  if (!sb.auto_resume) {
+    return Error{ErrorCode::kPaused, "sandbox " + sb.id +
+                                         " is paused and was created with auto_resume false: "
+                                         "POST /v1/sandboxes/" +
+                                         sb.id + "/resume first"};
+  }
+  ++metrics_.auto_resumes_total;
+  return ResumeHeld(sb, "auto_resume");
+}
+
+asio::awaitable<Result<void>> Service::Wake(std::string id) {
+  SandboxEntry* sb = Entry(id);
+  if (!sb || (!sb->paused && sb->transition == SandboxEntry::Transition::kNone)) co_return Ok{};
+  if (sb->lost || sb->deleting) co_return Ok{};  // the request answers for itself
+  if (sb->paused && !sb->auto_resume) co_return WakeHeld(*sb);
+  LifecycleTurn turn(*this, id);
+  co_await turn.Take();
+  sb = turn.entry();
+  if (!sb || sb->deleting || sb->lost) co_return Ok{};
+  co_return WakeHeld(*sb);
+}
+
+std::string_view SandboxState(const SandboxEntry& sb) {
+  if (sb.deleting) return "deleting";
+  if (sb.lost) return "lost";
+  if (sb.transition == SandboxEntry::Transition::kPausing) return "pausing";
+  if (sb.transition == SandboxEntry::Transition::kResuming) return "resuming";
+  return sb.paused ? "paused" : "running";
+}
+
+std::map<std::string, size_t> Service::CountByState() const {
+  std::map<std::string, size_t> counts{{"running", 0}, {"paused", 0}, {"lost", 0}};
+  for (const auto& [id, sb] : sandboxes_) ++counts[std::string(SandboxState(*sb))];
+  return counts;
+}
+
+}  // namespace sandstream
