@@ -30,7 +30,7 @@ namespace json = boost::json;
 constexpr const char* kApiKey = "sandstream-bench-key";
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
-constexpr int kFigures = 12;
+constexpr int kFigures = 13;
 constexpr int kInFlight = 8;  // figure 6d/6e
 // Figure 9: the egress daemon's pool, and its upstream DNS, a stub in the bench that answers
 // every A query with kStubAnswer; both in the figure's private network namespace.
@@ -141,6 +141,7 @@ class Bench {
   void Templates();                // 10, fig_templates.cc
   void Gateway();                  // 11, fig_gateway.cc
   void Soak();                     // 12, fig_soak.cc
+  void PauseResume();              // 13, fig_pause.cc
 
  private:
   // Figures' parts, in their figure's file.

@@ -382,6 +382,7 @@ int Main(int argc, char** argv) {
     bench.Run(10, "10. templates", [&] { bench.Templates(); });
     bench.Run(11, "11. gateway", [&] { bench.Gateway(); });
     bench.Run(12, "12. soak", [&] { bench.Soak(); });
+    bench.Run(13, "13. pause and resume", [&] { bench.PauseResume(); });
     std::printf("\n");
     bench.PrintTable();
     failed = bench.failed();

@@ -373,6 +373,73 @@ Result<void> ParseNetwork(const json::value& v, SandboxRequest& r) {
 
 }  // namespace
 
+Result<PauseMode> ParsePauseRequest(const json::object& body) {
+  auto mode = OptString(body, "mode");
+  if (!mode) return std::move(mode).error();
+  const std::optional<PauseMode> parsed = ParsePauseMode(mode->value_or("freeze"));
+  if (!parsed) return Invalid("mode must be \"freeze\" or \"checkpoint\"");
+  return *parsed;
+}
+
+namespace {
+
+// `auto_pause`: null (off) or {"idle_seconds": N, "mode": "freeze"}.
+Result<std::optional<AutoPause>> ParseAutoPause(const json::value& v) {
+  if (v.is_null()) return std::optional<AutoPause>();
+  if (!v.is_object()) {
+    return Invalid("auto_pause must be null or {\"idle_seconds\": N, \"mode\": \"freeze\"}");
+  }
+  const json::object& o = v.as_object();
+  for (const auto& [k, value] : o) {
+    if (k != "idle_seconds" && k != "mode") {
+      return Invalid("auto_pause has no field '" + std::string(k) + "' (idle_seconds, mode)");
+    }
+  }
+  auto idle = OptInt(o, "idle_seconds", 1, kMaxTtlSeconds);
+  if (!idle) return Error{ErrorCode::kInvalidRequest, "auto_pause." + idle.error().message};
+  if (!*idle) return Invalid("auto_pause.idle_seconds is required");
+  auto mode = ParsePauseRequest(o);
+  if (!mode) return Error{ErrorCode::kInvalidRequest, "auto_pause." + mode.error().message};
+  if (*mode != PauseMode::kFreeze) {
+    return Invalid("auto_pause.mode \"checkpoint\" is not available on this daemon (\"freeze\")");
+  }
+  return std::optional<AutoPause>(AutoPause{**idle, *mode});
+}
+
+Result<std::optional<bool>> ParseOnTimeout(const json::object& body) {
+  auto on_timeout = OptString(body, "on_timeout");
+  if (!on_timeout) return std::move(on_timeout).error();
+  if (!*on_timeout) return std::optional<bool>();
+  if (**on_timeout != "kill" && **on_timeout != "pause") {
+    return Invalid("on_timeout must be \"kill\" or \"pause\"");
+  }
+  return std::optional<bool>(**on_timeout == "pause");
+}
+
+}  // namespace
+
+Result<Service::LifecycleSettings> ParseLifecycleUpdate(const json::object& body) {
+  Service::LifecycleSettings change;
+  for (const auto& [k, v] : body) {
+    if (k != "auto_pause" && k != "on_timeout" && k != "auto_resume") {
+      return Invalid("a sandbox's '" + std::string(k) +
+                     "' cannot be changed (auto_pause, on_timeout, auto_resume can)");
+    }
+  }
+  if (const json::value* v = body.if_contains("auto_pause")) {
+    auto auto_pause = ParseAutoPause(*v);
+    if (!auto_pause) return std::move(auto_pause).error();
+    change.auto_pause = *auto_pause;
+  }
+  auto on_timeout = ParseOnTimeout(body);
+  if (!on_timeout) return std::move(on_timeout).error();
+  change.pause_on_timeout = *on_timeout;
+  auto auto_resume = OptBool(body, "auto_resume");
+  if (!auto_resume) return std::move(auto_resume).error();
+  change.auto_resume = *auto_resume;
+  return change;
+}
+
 Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   SandboxRequest r;
   auto tmpl = OptString(body, "template");
@@ -401,6 +468,14 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   auto auto_resume = OptBool(body, "auto_resume");
   if (!auto_resume) return std::move(auto_resume).error();
   r.auto_resume = auto_resume->value_or(true);
+  if (const json::value* v = body.if_contains("auto_pause")) {
+    auto auto_pause = ParseAutoPause(*v);
+    if (!auto_pause) return std::move(auto_pause).error();
+    r.auto_pause = *auto_pause;
+  }
+  auto on_timeout = ParseOnTimeout(body);
+  if (!on_timeout) return std::move(on_timeout).error();
+  r.pause_on_timeout = on_timeout->value_or(false);
   if (const json::value* network = body.if_contains("network"); network && !network->is_null()) {
     if (auto parsed = ParseNetwork(*network, r); !parsed) return std::move(parsed).error();
   }
@@ -412,14 +487,6 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
     r.metadata = m->as_object();
   }
   return r;
-}
-
-Result<PauseMode> ParsePauseRequest(const json::object& body) {
-  auto mode = OptString(body, "mode");
-  if (!mode) return std::move(mode).error();
-  const std::optional<PauseMode> parsed = ParsePauseMode(mode->value_or("freeze"));
-  if (!parsed) return Invalid("mode must be \"freeze\" or \"checkpoint\"");
-  return *parsed;
 }
 
 Result<SessionRequest> ParseSessionRequest(const json::object& body) {

@@ -51,6 +51,8 @@ std::string QueryWithout(std::string_view target, std::string_view name);
 Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
 // The body of POST .../pause: `mode` (freeze, the default, or checkpoint).
 Result<PauseMode> ParsePauseRequest(const boost::json::object& body);
+// The body of PATCH /v1/sandboxes/{id}: auto_pause, on_timeout, auto_resume (any of them).
+Result<Service::LifecycleSettings> ParseLifecycleUpdate(const boost::json::object& body);
 Result<SessionRequest> ParseSessionRequest(const boost::json::object& body);
 Result<ContextRequest> ParseContextRequest(const boost::json::object& body);
 

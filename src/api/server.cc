@@ -75,9 +75,18 @@ asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, std::opti
       id = std::string(ctx.Header("E2b-Sandbox-Id"));
     }
     if (!id.empty()) {
-      if (Result<void> awake = co_await service_.Wake(std::move(id)); !awake) {
-        error = std::move(awake).error();
+      // Being answered, a request keeps the sandbox from being idle (auto_pause): a stream,
+      // a terminal or a port connection for as long as it is open.
+      struct Activity {
+        Service& service;
+        std::string id;
+        ~Activity() { service.EndActivity(id); }
+      } activity{service_, id};
+      service_.BeginActivity(id);
+      if (Result<void> awake = co_await service_.Wake(id); !awake) {
+        co_return co_await ReplyError(ctx, awake.error());
       }
+      co_return co_await route->handler(ctx);
     }
   }
   if (error) {

@@ -96,6 +96,11 @@ json::object SandboxJson(const SandboxEntry& sb) {
           {"paused_at", sb.paused ? json::value(FormatRfc3339(sb.paused->at)) : nullptr},
           {"pause_mode", sb.paused ? json::value(PauseModeName(sb.paused->mode)) : nullptr},
           {"auto_resume", sb.auto_resume},
+          {"auto_pause",
+           sb.auto_pause ? json::value(json::object{{"idle_seconds", sb.auto_pause->idle_seconds},
+                                                    {"mode", PauseModeName(sb.auto_pause->mode)}})
+                         : json::value(nullptr)},
+          {"on_timeout", sb.pause_on_timeout ? "pause" : "kill"},
           {"ttl_seconds", sb.ttl_seconds},
           {"env", std::move(env)},
           {"cwd", sb.cwd},
@@ -154,6 +159,19 @@ Result<StoredSandbox> StoredSandboxFromJson(std::string_view text) {
       r.pause_mode = ParsePauseMode(m->as_string());
     }
     if (auto* a = o.if_contains("auto_resume"); a && a->is_bool()) r.auto_resume = a->as_bool();
+    if (auto* a = o.if_contains("auto_pause"); a && a->is_object()) {
+      const auto* idle = a->as_object().if_contains("idle_seconds");
+      const auto* mode = a->as_object().if_contains("mode");
+      std::optional<PauseMode> parsed =
+          mode && mode->is_string() ? ParsePauseMode(mode->as_string()) : PauseMode::kFreeze;
+      if (idle && idle->is_int64() && idle->as_int64() > 0 && parsed) {
+        r.auto_pause = AutoPause{idle->as_int64(), *parsed};
+      }
+    }
+    if (auto* t = o.if_contains("on_timeout"); t && t->is_string()) {
+      r.pause_on_timeout = t->as_string() == "pause";
+    }
+    if (auto* t = o.if_contains("ttl_period"); t && t->is_int64()) r.ttl_period = t->as_int64();
     if (auto* a = o.if_contains("sessions"); a && a->is_array()) r.sessions = a->as_array();
     if (auto* a = o.if_contains("contexts"); a && a->is_array()) r.contexts = a->as_array();
     return r;

@@ -16,11 +16,11 @@
 #include "process/exit.h"
 #include "process/process.h"
 #include "sandbox/runtime.h"
+#include "service/pause.h"
 
 namespace sandstream {
 
 struct SandboxEntry;
-enum class PauseMode;  // sandbox_entry.h
 
 boost::json::object LimitsJson(const sandbox::Limits& limits);
 boost::json::object SandboxJson(const SandboxEntry& sb);
@@ -51,6 +51,9 @@ struct StoredSandbox {
   std::optional<SystemTime> paused_at;
   std::optional<PauseMode> pause_mode;
   bool auto_resume = true;
+  std::optional<AutoPause> auto_pause;
+  bool pause_on_timeout = false;
+  std::optional<int64_t> ttl_period;
   boost::json::array sessions;
   boost::json::array contexts;
 };

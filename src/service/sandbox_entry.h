@@ -23,6 +23,7 @@
 #include "process/event_log.h"
 #include "process/process.h"
 #include "sandbox/runtime.h"
+#include "service/pause.h"
 #include "service/resolver.h"
 
 namespace sandstream {
@@ -39,27 +40,14 @@ struct SandboxRequest {
   bool allow_nested_userns = false;
   boost::json::object metadata;
   bool auto_resume = true;  // a request for it while paused resumes it (else 409 paused)
-  std::string tenant;       // whose it will be ("" for the admin's)
-  std::string by;           // the credential that asks ("admin", a key id): the audit's who
+  std::optional<AutoPause> auto_pause;
+  bool pause_on_timeout = false;  // its TTL pauses it instead of deleting it
+  std::string tenant;             // whose it will be ("" for the admin's)
+  std::string by;                 // the credential that asks ("admin", a key id): the audit's who
 };
 
 class Session;
 class CodeContext;
-
-// How a sandbox is paused. kFreeze: every process stopped where it is, its memory kept
-// (the cgroup freezer). kCheckpoint: its processes written to disk and their memory freed.
-enum class PauseMode { kFreeze, kCheckpoint };
-std::string_view PauseModeName(PauseMode mode);
-std::optional<PauseMode> ParsePauseMode(std::string_view name);
-
-// A paused sandbox: how, since when, and when it is deleted if nobody resumes it
-// (paused_ttl_seconds; its own TTL does not run while it is paused).
-struct PauseState {
-  PauseMode mode = PauseMode::kFreeze;
-  SystemTime at;
-  SteadyTime since;
-  SystemTime until;
-};
 
 // A live sandbox as the service keeps it. The API, sessions and code contexts read it through
 // Service::Find's const view and change it only through Service's methods; `runtime` is for the
@@ -82,12 +70,22 @@ struct SandboxEntry {
   SystemTime created_at;
   std::optional<SystemTime> expires_at;
   int64_t ttl_seconds = 0;
+  // The TTL's length as last asked (at creation, or a timeout set since): what a sandbox paused
+  // by its TTL (pause_on_timeout) runs for once resumed.
+  int64_t ttl_period = 0;
   bool deleting = false;
   // Set while it is paused (service_lifecycle.cc). `transition` says a pause or resume is under
   // way: deletion waits for it, as for a spawn.
   std::optional<PauseState> paused;
   enum class Transition { kNone, kPausing, kResuming } transition = Transition::kNone;
   bool auto_resume = true;
+  std::optional<AutoPause> auto_pause;
+  bool pause_on_timeout = false;
+  // Activity, for auto_pause: requests for it being answered now (a stream, a terminal or a
+  // port connection is one that lasts), and when the last one ended.
+  size_t active_requests = 0;
+  SteadyTime last_active;
+  bool watching_idle = false;  // Service::WatchIdle runs for it
 
   std::shared_ptr<sandbox::Sandbox> runtime;
   std::shared_ptr<SandboxResolver> resolver;  // with egress: its DNS

@@ -96,6 +96,7 @@ void Service::Persist(const SandboxEntry& sb) {
     ports.push_back(json::object{{"port", port}, {"created_at", FormatRfc3339(since)}});
   }
   record["ports"] = std::move(ports);
+  record["ttl_period"] = sb.ttl_period;
   if (auto r = store_.PutSandbox(sb.id, json::serialize(record)); !r) {
     log::Error("persisting sandbox failed", {{"sandbox", sb.id}, {"error", r.error().message}});
   }
@@ -223,10 +224,13 @@ std::unique_ptr<SandboxEntry> Service::Build(SandboxRequest req, const Plan& pla
   sb->egress = std::move(req.egress);
   sb->allow_nested_userns = req.allow_nested_userns;
   sb->auto_resume = req.auto_resume;
+  sb->auto_pause = req.auto_pause;
+  sb->pause_on_timeout = req.pause_on_timeout;
   sb->metadata = std::move(req.metadata);
   sb->created_at = SystemNow();
   sb->ttl_seconds = req.ttl_seconds.value_or(options_.sandbox_default_ttl_seconds);
   if (sb->ttl_seconds > 0) sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
+  sb->ttl_period = sb->ttl_seconds;
   sb->journal = std::make_shared<EventLog>(LogLimits{1u << 20, options_.journal_entries});
   return sb;
 }
@@ -309,6 +313,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
            {"tenant", raw->tenant.empty() ? json::value(nullptr) : json::value(raw->tenant)},
            {"by", by}});
   ArmTtl(*raw);
+  WatchIdleOf(*raw);
   Persist(*raw);
   log::Info("sandbox created", {{"sandbox", raw->id}, {"template", raw->template_name}});
   co_return raw;
@@ -418,6 +423,7 @@ Result<void> Service::SetTimeout(std::string_view id, int64_t seconds, bool exte
   // Whole seconds from creation, rounded up: a restart computes the end the same way.
   const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(end - sb->created_at);
   sb->ttl_seconds = std::max<int64_t>(1, (since.count() + 999) / 1000);
+  sb->ttl_period = seconds;
   sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
   ArmTtl(*sb);
   Journal(*sb, "sandbox.timeout", "info",
@@ -438,8 +444,7 @@ void Service::ArmTtl(SandboxEntry& sb) {
       std::max(left, SystemTime::duration::zero())));
   sb.ttl_timer->async_wait([this, id = sb.id](const boost::system::error_code& ec) {
     if (ec) return;
-    log::Info("sandbox TTL passed (or its paused_ttl)", {{"sandbox", id}});
-    asio::co_spawn(ex_, DeleteSandbox(id), [](std::exception_ptr, const Result<void>&) {});
+    Spawn(ex_, OnTtl(id), "TTL of " + id);
   });
 }
 

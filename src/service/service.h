@@ -82,6 +82,18 @@ class Service {
   // Before a request that needs sandbox `id` running: resumes it if it is paused, or refuses
   // with kPaused when it was made with auto_resume false. Immediate for a running sandbox.
   boost::asio::awaitable<Result<void>> Wake(std::string id);
+  // A request that needs sandbox `id` is being answered (Begin) or was (End): while any is,
+  // and for auto_pause's idle_seconds after the last, the sandbox is not idle.
+  void BeginActivity(std::string_view id);
+  void EndActivity(std::string_view id);
+  // Changes what PATCH /v1/sandboxes/{id} may: auto_pause (nullopt in the optional: off),
+  // pause_on_timeout, auto_resume; each given one only. Persisted.
+  struct LifecycleSettings {
+    std::optional<std::optional<AutoPause>> auto_pause;
+    std::optional<bool> pause_on_timeout;
+    std::optional<bool> auto_resume;
+  };
+  Result<const SandboxEntry*> UpdateLifecycle(std::string_view id, const LifecycleSettings& change);
   // Live sandboxes by state (running, paused, lost, ...), for /metrics.
   std::map<std::string, size_t> CountByState() const;
 
@@ -194,6 +206,12 @@ class Service {
   Result<void> WakeHeld(SandboxEntry& sb);
   // Paused state applied to what runs and counts: its processes' timeouts, its TTL.
   void PauseClocks(SandboxEntry& sb);
+  // With auto_pause: pauses sandbox `id` once it has been idle for its idle_seconds. One per
+  // sandbox; ends when the sandbox or its auto_pause does.
+  void WatchIdleOf(SandboxEntry& sb);
+  boost::asio::awaitable<void> WatchIdle(std::string id);
+  // Its TTL passed: deleted, or paused when it says so (on_timeout "pause").
+  boost::asio::awaitable<void> OnTtl(std::string id);
 
   void Journal(SandboxEntry& sb, std::string_view type, std::string_view level, std::string message,
                boost::json::object fields = {});

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "base/async.h"
 #include "base/log.h"
 #include "process/await_op.h"
 #include "service/service.h"
@@ -188,6 +189,83 @@ asio::awaitable<Result<void>> Service::Wake(std::string id) {
   sb = turn.entry();
   if (!sb || sb->deleting || sb->lost) co_return Ok{};
   co_return WakeHeld(*sb);
+}
+
+void Service::BeginActivity(std::string_view id) {
+  if (SandboxEntry* sb = Entry(id)) {
+    ++sb->active_requests;
+    sb->last_active = SteadyNow();
+  }
+}
+
+void Service::EndActivity(std::string_view id) {
+  if (SandboxEntry* sb = Entry(id); sb && sb->active_requests > 0) {
+    --sb->active_requests;
+    sb->last_active = SteadyNow();
+  }
+}
+
+Result<const SandboxEntry*> Service::UpdateLifecycle(std::string_view id,
+                                                     const LifecycleSettings& change) {
+  SandboxEntry* sb = Entry(id);
+  if (!sb) return Error{ErrorCode::kNotFound, "no sandbox '" + std::string(id) + "'"};
+  if (auto live = CheckLive(*sb); !live) return std::move(live).error();
+  if (change.auto_pause) sb->auto_pause = *change.auto_pause;
+  if (change.pause_on_timeout) sb->pause_on_timeout = *change.pause_on_timeout;
+  if (change.auto_resume) sb->auto_resume = *change.auto_resume;
+  // Idle counts from the change, not from before it.
+  sb->last_active = SteadyNow();
+  WatchIdleOf(*sb);
+  Persist(*sb);
+  return sb;
+}
+
+void Service::WatchIdleOf(SandboxEntry& sb) {
+  if (!sb.auto_pause || sb.watching_idle) return;
+  sb.watching_idle = true;
+  Spawn(ex_, WatchIdle(sb.id), "idle watch of " + sb.id);
+}
+
+asio::awaitable<void> Service::WatchIdle(std::string id) {
+  Timer timer(ex_);
+  for (;;) {
+    SandboxEntry* sb = Entry(id);
+    if (!sb) co_return;
+    if (!sb->auto_pause || sb->deleting || sb->lost || shutting_down_) {
+      sb->watching_idle = false;
+      co_return;
+    }
+    const auto idle = std::chrono::seconds(sb->auto_pause->idle_seconds);
+    const bool busy = sb->active_requests > 0 || sb->paused ||
+                      sb->transition != SandboxEntry::Transition::kNone || sb->spawning > 0;
+    if (!busy && SteadyNow() - sb->last_active >= idle) {
+      log::Info("sandbox idle: pausing it", {{"sandbox", id}});
+      (void)co_await PauseSandbox(id, sb->auto_pause->mode, "auto_pause");
+      if ((sb = Entry(id)) != nullptr) sb->last_active = SteadyNow();
+      continue;
+    }
+    // Looked at again when it may have become idle: a busy or paused one a whole period on.
+    timer.expires_at(busy ? SteadyNow() + idle : sb->last_active + idle);
+    (void)co_await timer.async_wait(Tuple());
+  }
+}
+
+asio::awaitable<void> Service::OnTtl(std::string id) {
+  SandboxEntry* sb = Entry(id);
+  if (!sb) co_return;
+  if (sb->pause_on_timeout && !sb->paused && !sb->lost && !sb->deleting) {
+    log::Info("sandbox TTL passed: pausing it (on_timeout pause)", {{"sandbox", id}});
+    // Resumed, it runs for another period (its TTL grows by the time paused besides).
+    sb->ttl_seconds += std::max<int64_t>(1, sb->ttl_period);
+    sb->expires_at = sb->created_at + std::chrono::seconds(sb->ttl_seconds);
+    auto paused = co_await PauseSandbox(id, PauseMode::kFreeze, "on_timeout");
+    if (paused) co_return;
+    log::Warn("pausing at the TTL failed: deleting the sandbox",
+              {{"sandbox", id}, {"error", paused.error().message}});
+  } else {
+    log::Info("sandbox TTL passed", {{"sandbox", id}});
+  }
+  (void)co_await DeleteSandbox(id);
 }
 
 std::string_view SandboxState(const SandboxEntry& sb) {

@@ -67,6 +67,9 @@ void Service::Restore() {
     sb->allow_nested_userns = o.allow_nested_userns && options_.allow_nested_userns;
     sb->metadata = o.metadata;
     sb->auto_resume = o.auto_resume;
+    sb->auto_pause = o.auto_pause;
+    sb->pause_on_timeout = o.pause_on_timeout;
+    sb->ttl_period = o.ttl_period.value_or(o.ttl_seconds);
     sb->ttl_seconds = o.ttl_seconds;
     sb->created_at = o.created_at.value_or(SystemNow());
     if (sb->ttl_seconds > 0)
@@ -156,6 +159,8 @@ void Service::Restore() {
   }
   for (auto& [id, sb] : sandboxes_) {
     if (sb->paused) PauseClocks(*sb);
+    sb->last_active = SteadyNow();
+    WatchIdleOf(*sb);
   }
   // Kept processes no record names (the daemon died between the spawn and its record): no
   // client knows them, so they end.

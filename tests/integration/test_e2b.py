@@ -689,6 +689,18 @@ def test_pause_keeps_memory_and_connect_resumes(e2b_env: Daemon, client: httpx.C
         sandbox.kill()
 
 
+def test_lifecycle_on_timeout_pause(e2b_env: Daemon, client: httpx.Client) -> None:
+    sandbox = Sandbox.create(timeout=2, lifecycle={"on_timeout": "pause"})
+    try:
+        assert client.get(f"/v1/sandboxes/{sandbox.sandbox_id}").json()["on_timeout"] == "pause"
+        assert wait_until(lambda: Sandbox.get_info(sandbox.sandbox_id).state ==
+                          SandboxState.PAUSED, 8, 0.2)
+        again = Sandbox.connect(sandbox.sandbox_id, timeout=60)
+        assert again.commands.run("echo back").stdout == "back\n"
+    finally:
+        sandbox.kill()
+
+
 def test_a_paused_sandbox_wakes_for_an_envd_call(e2b_env: Daemon, client: httpx.Client) -> None:
     sandbox = Sandbox.create(timeout=120)
     try:

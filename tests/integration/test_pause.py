@@ -1,7 +1,8 @@
 """Pausing and resuming a sandbox (mode "freeze"): every process stops where it is with its
 memory, open streams stay open and go on with the next event, the clocks that count a sandbox's
 time (process timeouts, idle timeouts, its TTL) stop, any request for it resumes it first
-(unless it was made with auto_resume false), and a daemon restart keeps it paused."""
+(unless it was made with auto_resume false), and a daemon restart keeps it paused. A sandbox
+pauses itself when idle (auto_pause) or at its TTL (on_timeout "pause")."""
 
 from __future__ import annotations
 
@@ -285,4 +286,103 @@ def test_a_paused_sandbox_survives_a_daemon_sigkill_with_its_memory(daemon_facto
         r = c.post(cell, json={"code": "x + 1"}, headers={"Accept": "application/json"})
         assert r.status_code == 200, r.text
         assert r.json()["results"][0]["data"]["text/plain"] == "42", r.json()
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204
+
+
+def test_an_idle_sandbox_pauses_itself_and_the_next_exec_wakes_it(
+        daemon: Daemon, client: httpx.Client) -> None:
+    sb = create_sandbox(client, auto_pause={"idle_seconds": 2})
+    try:
+        assert sb["auto_pause"] == {"idle_seconds": 2, "mode": "freeze"}
+        assert sb["on_timeout"] == "kill"
+        # Requests keep it awake: one a second for three seconds.
+        for _ in range(3):
+            assert run(client, sb["id"], cmd="true")["exit_code"] == 0
+            time.sleep(1)
+        assert status(client, sb["id"]) == "running"
+        # Then idle: paused by itself (a GET does not count as activity).
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 6, 0.2)
+        events = client.get(f"/v1/sandboxes/{sb['id']}/events").json()["events"]
+        assert any(e["type"] == "sandbox.paused" and "auto_pause" in json.dumps(e)
+                   for e in events), events
+        assert run(client, sb["id"], cmd="echo awake")["stdout"] == "awake\n"
+        assert status(client, sb["id"]) == "running"
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def test_an_open_stream_keeps_a_sandbox_awake(daemon: Daemon, client: httpx.Client) -> None:
+    sb = create_sandbox(client, auto_pause={"idle_seconds": 1})
+    try:
+        quiet = start(client, sb["id"], cmd="sleep 30")
+        follower = Follower(daemon, sb["id"], quiet["id"])
+        try:
+            time.sleep(3)
+            assert status(client, sb["id"]) == "running", "paused under an open stream"
+        finally:
+            follower.close()
+        # The daemon sees the follower gone at its next write (a keepalive, 15 s at most);
+        # idle from then, it pauses.
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 25, 0.2)
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def test_on_timeout_pause_pauses_at_the_ttl_instead_of_deleting(client: httpx.Client) -> None:
+    sb = create_sandbox(client, ttl_seconds=2, on_timeout="pause")
+    try:
+        assert sb["on_timeout"] == "pause"
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 6, 0.2)
+        resumed = resume(client, sb["id"])
+        # Resumed, it runs for another period of its TTL.
+        assert resumed["status"] == "running"
+        assert run(client, sb["id"], cmd="true")["exit_code"] == 0
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 6, 0.2)
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def test_patch_changes_the_lifecycle_settings(client: httpx.Client,
+                                              sandbox: dict[str, Any]) -> None:
+    sb = sandbox["id"]
+    r = client.patch(f"/v1/sandboxes/{sb}", json={"auto_pause": {"idle_seconds": 600},
+                                                   "on_timeout": "pause", "auto_resume": False})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["auto_pause"] == {"idle_seconds": 600, "mode": "freeze"}
+    assert got["on_timeout"] == "pause" and got["auto_resume"] is False
+    assert client.get(f"/v1/sandboxes/{sb}").json()["auto_pause"]["idle_seconds"] == 600
+    r = client.patch(f"/v1/sandboxes/{sb}", json={"auto_pause": None})
+    assert r.status_code == 200 and r.json()["auto_pause"] is None
+    assert r.json()["on_timeout"] == "pause"  # what the body does not name stays
+    for body, word in [({"auto_pause": {"idle_seconds": 0}}, "idle_seconds"),
+                       ({"auto_pause": {"idle_seconds": 5, "mode": "nap"}}, "mode"),
+                       ({"auto_pause": {"idle_seconds": 5, "mode": "checkpoint"}}, "checkpoint"),
+                       ({"auto_pause": {"idle": 5}}, "idle"),
+                       ({"auto_pause": 5}, "auto_pause"),
+                       ({"on_timeout": "sleep"}, "on_timeout"),
+                       ({"auto_resume": "no"}, "auto_resume"),
+                       ({"template": "base"}, "template")]:
+        err = assert_error(client.patch(f"/v1/sandboxes/{sb}", json=body), 400, "invalid_request")
+        assert word in err["message"], (body, err)
+    assert_error(client.patch("/v1/sandboxes/sb_nope", json={}), 404, "not_found")
+    bad = client.post("/v1/sandboxes", json={"on_timeout": "sleep"})
+    assert_error(bad, 400, "invalid_request")
+
+
+@pytest.mark.timeout(120)
+def test_lifecycle_settings_survive_a_restart(daemon_factory: Any) -> None:
+    d = daemon_factory(args=KEEP)
+    with d.client() as c:
+        sb = create_sandbox(c, auto_pause={"idle_seconds": 2}, on_timeout="pause",
+                            auto_resume=False)["id"]
+    d.kill()
+    d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
+    with d2.client() as c:
+        got = c.get(f"/v1/sandboxes/{sb}").json()
+        assert got["auto_pause"] == {"idle_seconds": 2, "mode": "freeze"}, got
+        assert got["on_timeout"] == "pause" and got["auto_resume"] is False
+        # Its idle watch runs again: it pauses by itself.
+        assert wait_until(lambda: c.get(f"/v1/sandboxes/{sb}").json()["status"] == "paused",
+                          8, 0.2)
         assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204

@@ -127,8 +127,8 @@ async function refreshSandboxes() {
       const tr = document.createElement("tr");
       tr.dataset.id = sb.id;
       if (state.sandbox?.id === sb.id) tr.className = "selected";
-      for (const text of [sb.id, sb.template, sb.created_at.replace("T", " ").slice(0, 19), sb.processes_running,
-                          networkText(sb)]) {
+      for (const text of [sb.id, sb.template, sb.status, sb.created_at.replace("T", " ").slice(0, 19),
+                          sb.processes_running, networkText(sb)]) {
         const td = document.createElement("td");
         td.textContent = String(text);
         tr.append(td);
@@ -136,9 +136,14 @@ async function refreshSandboxes() {
       const actions = document.createElement("td");
       const open = button("Open", () => openSandbox(sb));
       open.className = "open-sandbox";
+      // Paused: its processes stopped where they are; Resume (or any use) lets them go on.
+      const paused = sb.status === "paused";
+      const step = button(paused ? "Resume" : "Pause",
+                          () => lifecycleStep(sb.id, paused ? "resume" : "pause"));
+      step.className = paused ? "resume-sandbox" : "pause-sandbox";
       const del = button("Delete", () => deleteSandbox(sb.id));
       del.className = "delete-sandbox";
-      actions.append(open, " ", del);
+      actions.append(open, " ", step, " ", del);
       tr.append(actions);
       rows.append(tr);
     }
@@ -203,6 +208,15 @@ $("create-form").addEventListener("submit", async (e) => {
     showError("console-error", err);
   }
 });
+
+async function lifecycleStep(id, step) {
+  try {
+    await api("POST", `/v1/sandboxes/${id}/${step}`, step === "pause" ? { mode: "freeze" } : undefined);
+  } catch (err) {
+    showError("console-error", err);
+  }
+  await refreshSandboxes();
+}
 
 async function deleteSandbox(id) {
   if (state.sandbox?.id === id) closeSandbox();

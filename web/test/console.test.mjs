@@ -428,8 +428,18 @@ test("the new sandbox form asks for a network, and the list shows it", async () 
   const id = await page.textContent("#sandbox-title");
   assert.ok(!before.has(id));
   assert.equal((await call("GET", `/v1/sandboxes/${id}`)).network, "none");
-  assert.equal(await page.textContent(`#sandbox-rows tr[data-id="${id}"] td:nth-child(5)`), "none");
+  assert.equal(await page.textContent(`#sandbox-rows tr[data-id="${id}"] td:nth-child(6)`), "none");
   assert.equal(await page.textContent("#console-error"), "");
+  // Pause and resume from the list: the state column follows the daemon's.
+  const row = `#sandbox-rows tr[data-id="${id}"]`;
+  assert.equal(await page.textContent(`${row} td:nth-child(3)`), "running");
+  await page.click(`${row} .pause-sandbox`);
+  await page.waitForSelector(`${row} .resume-sandbox`);
+  assert.equal(await page.textContent(`${row} td:nth-child(3)`), "paused");
+  assert.equal((await call("GET", `/v1/sandboxes/${id}`)).status, "paused");
+  await page.click(`${row} .resume-sandbox`);
+  await page.waitForSelector(`${row} .pause-sandbox`);
+  assert.equal((await call("GET", `/v1/sandboxes/${id}`)).status, "running");
   await page.click(`#sandbox-rows tr[data-id="${id}"] .delete-sandbox`);
   await page.waitForSelector(`#sandbox-rows tr[data-id="${id}"]`, { state: "detached" });
 });

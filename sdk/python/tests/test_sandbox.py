@@ -66,6 +66,15 @@ def test_pause_and_resume(daemon: Daemon) -> None:
         assert refused.value.status == 409 and "resume" in str(refused.value)
         sb.resume()
         assert sb.exec("echo ok").stdout == "ok\n"
+        info = sb.set_lifecycle(auto_pause=600, on_timeout="pause", auto_resume=True)
+        assert info.auto_pause_seconds == 600 and info.on_timeout == "pause" and info.auto_resume
+        assert sb.set_lifecycle(auto_pause=0).auto_pause_seconds is None
+    with Sandbox.create(template="base", auto_pause=1) as sb:
+        assert sb.info.auto_pause_seconds == 1
+        deadline = time.monotonic() + 6
+        while sb.refresh().status != "paused" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sb.info.paused
 
 
 def test_templates_and_limits(daemon: Daemon) -> None:

@@ -22,6 +22,7 @@ export type {
   ExecStreamCallbacks,
   ExecStreamStreamOptions,
   Flow,
+  LifecycleOptions,
   LogMatch,
   StartProcessOptions,
   StreamLogsOptions,

@@ -66,6 +66,10 @@ export interface SandboxInfo {
   pauseMode: "freeze" | "checkpoint" | null;
   /** Whether a request for it while paused resumes it (else SandboxPausedError). */
   autoResume: boolean;
+  /** It pauses itself after this many idle seconds; null: never. */
+  autoPauseSeconds: number | null;
+  /** What its TTL does: `kill` (deletes it) or `pause`. */
+  onTimeout: "kill" | "pause";
 }
 
 export interface ProcessInfo {
@@ -224,6 +228,11 @@ export function sandboxFromWire(w: Wire): SandboxInfo {
     pausedAt: optStr(w["paused_at"]),
     pauseMode: optStr(w["pause_mode"]) as SandboxInfo["pauseMode"],
     autoResume: w["auto_resume"] !== false,
+    autoPauseSeconds:
+      w["auto_pause"] !== null && typeof w["auto_pause"] === "object"
+        ? num((w["auto_pause"] as Wire)["idle_seconds"])
+        : null,
+    onTimeout: w["on_timeout"] === "pause" ? "pause" : "kill",
   };
 }
 

@@ -32,6 +32,21 @@ export interface CreateOptions extends ConnectionOptions {
    * request fails with SandboxPausedError until `resume()`.
    */
   autoResume?: boolean;
+  /**
+   * Seconds after which a sandbox nothing asks anything of (no request, no open stream or
+   * terminal) pauses itself; 0 or absent: never.
+   */
+  autoPause?: number;
+  /** What its TTL does: `kill` (default, deletes it) or `pause`. */
+  onTimeout?: "kill" | "pause";
+}
+
+/** What `Sandbox.setLifecycle` changes; what is not given stays as it is. */
+export interface LifecycleOptions {
+  /** Idle seconds before it pauses itself; 0: never. */
+  autoPause?: number;
+  onTimeout?: "kill" | "pause";
+  autoResume?: boolean;
 }
 
 /** A URL for a browser, opened with a scoped token (see `Sandbox.tokenUrl`). */

@@ -39,6 +39,7 @@ import type {
   ExecStreamCallbacks,
   ExecStreamStreamOptions,
   Flow,
+  LifecycleOptions,
   LogMatch,
   StartProcessOptions,
   StreamLogsOptions,
@@ -97,7 +98,7 @@ export class Sandbox implements AsyncDisposable {
     if (options.network !== undefined) body["network"] = networkToWire(options.network);
     if (options.metadata !== undefined) body["metadata"] = options.metadata;
     if (options.tenant !== undefined) body["tenant"] = options.tenant;
-    if (options.autoResume !== undefined) body["auto_resume"] = options.autoResume;
+    Object.assign(body, lifecycleToWire(options));
     const wire = await client.json<Wire>("POST", "/v1/sandboxes", { json: body });
     return new Sandbox(client, sandboxFromWire(wire));
   }
@@ -189,6 +190,13 @@ export class Sandbox implements AsyncDisposable {
     const wire = await this.client.json<Wire>("POST", `${this.#scope.path}/pause`, {
       json: { mode: options.mode ?? "freeze" },
     });
+    this.info = sandboxFromWire(wire);
+    return this.info;
+  }
+
+  /** Changes how the sandbox pauses (idle seconds, its TTL's action, autoResume). */
+  async setLifecycle(options: LifecycleOptions): Promise<SandboxInfo> {
+    const wire = await this.client.json<Wire>("PATCH", this.#scope.path, { json: lifecycleToWire(options) });
     this.info = sandboxFromWire(wire);
     return this.info;
   }
@@ -457,4 +465,15 @@ export class Sandbox implements AsyncDisposable {
   waitForPort(port: number, options: WaitForPortOptions = {}): Promise<void> {
     return this.#ports.waitFor(port, options);
   }
+}
+
+/** `auto_pause`, `on_timeout` and `auto_resume` on the wire, for those given. */
+function lifecycleToWire(options: LifecycleOptions): Wire {
+  const body: Wire = {};
+  if (options.autoPause !== undefined) {
+    body["auto_pause"] = options.autoPause > 0 ? { idle_seconds: options.autoPause } : null;
+  }
+  if (options.onTimeout !== undefined) body["on_timeout"] = options.onTimeout;
+  if (options.autoResume !== undefined) body["auto_resume"] = options.autoResume;
+  return body;
 }

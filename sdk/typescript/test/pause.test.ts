@@ -49,6 +49,25 @@ test("autoResume: false refuses a request while paused", async () => {
     });
     await sandbox.resume();
     assert.equal((await sandbox.exec("echo ok")).stdout, "ok\n");
+    const changed = await sandbox.setLifecycle({ autoPause: 600, onTimeout: "pause", autoResume: true });
+    assert.equal(changed.autoPauseSeconds, 600);
+    assert.equal(changed.onTimeout, "pause");
+    assert.equal(changed.autoResume, true);
+    assert.equal((await sandbox.setLifecycle({ autoPause: 0 })).autoPauseSeconds, null);
+  } finally {
+    await sandbox.kill();
+  }
+});
+
+test("autoPause: an idle sandbox pauses itself", async () => {
+  const sandbox = await Sandbox.create({ autoPause: 1 });
+  try {
+    assert.equal(sandbox.info.autoPauseSeconds, 1);
+    const deadline = Date.now() + 6000;
+    while ((await sandbox.refresh()).status !== "paused" && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.equal(sandbox.info.status, "paused");
   } finally {
     await sandbox.kill();
   }

@@ -168,6 +168,23 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   auto internet = OptBool(*body, "allow_internet_access", "allowInternetAccess");
   if (!internet) co_return co_await ReplyError(ctx, internet.error());
   request["network"] = internet->value_or(false) ? "egress" : "loopback";
+  // lifecycle={"on_timeout": "pause"}: paused at the timeout, memory kept (autoPauseMemory
+  // false, a filesystem-only pause, is not offered); auto_resume: {"enabled": bool}.
+  auto auto_pause = OptBool(*body, "autoPause");
+  if (!auto_pause) co_return co_await ReplyError(ctx, auto_pause.error());
+  auto pause_memory = OptBool(*body, "autoPauseMemory");
+  if (!pause_memory) co_return co_await ReplyError(ctx, pause_memory.error());
+  if (auto_pause->value_or(false) && !pause_memory->value_or(true)) {
+    co_return co_await Fail(ctx, http::status::not_implemented,
+                            "a pause without memory (mode \"filesystem\") is not supported by "
+                            "sandstream: on_timeout pause keeps the memory (mode \"full\")");
+  }
+  if (auto_pause->value_or(false)) request["on_timeout"] = "pause";
+  if (const json::value* resume = Field(*body, "autoResume"); resume && resume->is_object()) {
+    if (const json::value* on = resume->as_object().if_contains("enabled"); on && on->is_bool()) {
+      request["auto_resume"] = on->as_bool();
+    }
+  }
 
   auto req = ParseSandboxRequest(request);
   if (!req) co_return co_await ReplyError(ctx, req.error());

@@ -15,6 +15,7 @@ const std::vector<Route>& AllRoutes() {
         {V::get, "/v1/sandboxes", ListSandboxes},
         {V::get, "/v1/sandboxes/{}", GetSandbox},
         {V::delete_, "/v1/sandboxes/{}", DeleteSandbox},
+        {V::patch, "/v1/sandboxes/{}", UpdateSandbox},
         {V::post, "/v1/sandboxes/{}/pause", PauseSandbox},
         {V::post, "/v1/sandboxes/{}/resume", ResumeSandbox},
         {V::get, "/v1/sandboxes/{}/logs", SandboxLogs},
@@ -127,8 +128,9 @@ bool WakesSandbox(const Route& route) {
     return e2b::WakesSandbox(route.handler);
   }
   const Handler h = route.handler;
-  for (Handler keeps : {GetSandbox, DeleteSandbox, PauseSandbox, ResumeSandbox, SandboxLogs,
-                        SandboxEvents, CreateToken, ListTokens, RevokeToken, SnapshotSandbox}) {
+  for (Handler keeps :
+       {GetSandbox, DeleteSandbox, UpdateSandbox, PauseSandbox, ResumeSandbox, SandboxLogs,
+        SandboxEvents, CreateToken, ListTokens, RevokeToken, SnapshotSandbox}) {
     if (h == keeps) return false;
   }
   return true;

@@ -31,9 +31,10 @@ Need RouteNeed(const Route& route);
 const std::vector<Route>& AllRoutes();
 // Every request for an exposed port (http/proxy_target.h, MatchProxy): any method, body streamed.
 const Route& ProxyRoute();
-// Whether a request on `route` for a paused sandbox resumes it first (Service::Wake): all but
-// those that read or change the sandbox's record (get, delete, pause, resume, its journal,
-// tokens, snapshots of its files).
+// Whether a request on `route` for a paused sandbox resumes it first (Service::Wake), and
+// counts as activity for its auto_pause while it is answered: all but those that read or
+// change the sandbox's record (get, patch, delete, pause, resume, its journal, tokens,
+// snapshots of its files).
 bool WakesSandbox(const Route& route);
 
 // system.cc
@@ -57,6 +58,7 @@ boost::asio::awaitable<void> CreateSandbox(Context& ctx);
 boost::asio::awaitable<void> ListSandboxes(Context& ctx);
 boost::asio::awaitable<void> GetSandbox(Context& ctx);
 boost::asio::awaitable<void> DeleteSandbox(Context& ctx);
+boost::asio::awaitable<void> UpdateSandbox(Context& ctx);
 boost::asio::awaitable<void> PauseSandbox(Context& ctx);
 boost::asio::awaitable<void> ResumeSandbox(Context& ctx);
 boost::asio::awaitable<void> SandboxLogs(Context& ctx);

@@ -107,6 +107,18 @@ asio::awaitable<void> PauseSandbox(Context& ctx) {
   co_await ReplyJson(ctx, http::status::ok, SandboxJson(**paused));
 }
 
+asio::awaitable<void> UpdateSandbox(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto change = ParseLifecycleUpdate(*body);
+  if (!change) co_return co_await ReplyError(ctx, change.error());
+  auto updated = ctx.service.UpdateLifecycle(ctx.params.at(0), *change);
+  if (!updated) co_return co_await ReplyError(ctx, updated.error());
+  co_await ReplyJson(ctx, http::status::ok, SandboxJson(**updated));
+}
+
 asio::awaitable<void> ResumeSandbox(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());

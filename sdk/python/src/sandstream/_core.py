@@ -148,6 +148,16 @@ def resume_sandbox_call(sandbox_id: str) -> Call[SandboxInfo]:
     return Call("POST", sandbox_path(sandbox_id) + "/resume", SandboxInfo.from_json)
 
 
+def update_sandbox_call(sandbox_id: str, body: Mapping[str, Any]) -> Call[SandboxInfo]:
+    """`PATCH /v1/sandboxes/{id}`: auto_pause, on_timeout, auto_resume."""
+    return Call("PATCH", sandbox_path(sandbox_id), SandboxInfo.from_json, json=dict(body))
+
+
+def auto_pause_body(idle_seconds: int | None) -> dict[str, Any] | None:
+    """`auto_pause` on the wire: `{"idle_seconds": N}`, or None (off) for 0 or None."""
+    return {"idle_seconds": int(idle_seconds)} if idle_seconds else None
+
+
 def list_sandboxes_call() -> Call[list[SandboxInfo]]:
     """`GET /v1/sandboxes`, oldest first."""
     return Call("GET", "/v1/sandboxes",

@@ -124,6 +124,10 @@ class SandboxInfo:
     paused_at: str | None = None
     pause_mode: str | None = None
     auto_resume: bool = True  # a request for it while paused resumes it
+    # It pauses itself after this many idle seconds (None: never), and at its TTL when
+    # `on_timeout` is "pause" (else it is deleted then).
+    auto_pause_seconds: int | None = None
+    on_timeout: str = "kill"
 
     @property
     def paused(self) -> bool:
@@ -151,6 +155,8 @@ class SandboxInfo:
             paused_at=_opt_str(data.get("paused_at")),
             pause_mode=_opt_str(data.get("pause_mode")),
             auto_resume=bool(data.get("auto_resume", True)),
+            auto_pause_seconds=_opt_int((data.get("auto_pause") or {}).get("idle_seconds")),
+            on_timeout=str(data.get("on_timeout") or "kill"),
         )
 
 

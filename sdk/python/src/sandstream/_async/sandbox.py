@@ -21,9 +21,11 @@ from .._core import (
     create_sandbox_call,
     get_sandbox_call,
     list_sandboxes_call,
+    auto_pause_body,
     pause_sandbox_call,
     resume_sandbox_call,
     sandbox_body,
+    update_sandbox_call,
 )
 from ..errors import NotFound
 from ..interpreter import CodeContext
@@ -83,6 +85,8 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         metadata: Mapping[str, str] | None = None,
         tenant: str | None = None,
         auto_resume: bool | None = None,
+        auto_pause: int | None = None,
+        on_timeout: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
@@ -93,7 +97,10 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         and name) or `Egress(allow=[...], deny=[...])` for egress under a policy; a server
         without egress raises `InvalidRequest`. `tenant` (the admin key only) makes it for that
         tenant, within its quotas; a tenant's key makes its own. `auto_resume=False`: a request
-        for it while paused raises `SandboxPaused` instead of resuming it."""
+        for it while paused raises `SandboxPaused` instead of resuming it. `auto_pause=N`: it
+        pauses itself once nothing has asked anything of it (no request, no open stream or
+        terminal) for N seconds. `on_timeout="pause"`: its TTL pauses it instead of deleting
+        it."""
         api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
         body = sandbox_body(
             template,
@@ -115,6 +122,10 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
             body["tenant"] = tenant
         if auto_resume is not None:
             body["auto_resume"] = auto_resume
+        if auto_pause is not None:
+            body["auto_pause"] = auto_pause_body(auto_pause)
+        if on_timeout is not None:
+            body["on_timeout"] = on_timeout
         try:
             info = await api.call(create_sandbox_call(body))
         except BaseException:
@@ -171,6 +182,25 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         command, a file, a terminal) resumes it first, unless it was created with
         `auto_resume=False`. Pausing a paused sandbox returns it as it is."""
         self._info = await self._api.call(pause_sandbox_call(self.id, mode))
+        return self._info
+
+    async def set_lifecycle(
+        self,
+        *,
+        auto_pause: int | None = None,
+        on_timeout: str | None = None,
+        auto_resume: bool | None = None,
+    ) -> SandboxInfo:
+        """Changes how the sandbox pauses: `auto_pause` idle seconds (0: never), `on_timeout`
+        ("pause" or "kill"), `auto_resume`; what is not given stays as it is."""
+        body: dict[str, Any] = {}
+        if auto_pause is not None:
+            body["auto_pause"] = auto_pause_body(auto_pause)
+        if on_timeout is not None:
+            body["on_timeout"] = on_timeout
+        if auto_resume is not None:
+            body["auto_resume"] = auto_resume
+        self._info = await self._api.call(update_sandbox_call(self.id, body))
         return self._info
 
     async def resume(self) -> SandboxInfo:
