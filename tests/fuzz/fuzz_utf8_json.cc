@@ -13,8 +13,8 @@
 
 #include "api/sse.h"
 #include "base/base64.h"
-#include "check.h"
 #include "base/sse_parser.h"
+#include "check.h"
 #include "process/utf8.h"
 
 namespace sandstream {

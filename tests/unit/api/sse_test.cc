@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/json.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -19,8 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "../process/utf8_encode.h"
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
 
+#include "../process/utf8_encode.h"
 #include "base/base64.h"
 #include "base/clock.h"
 #include "process/utf8.h"
@@ -166,9 +166,21 @@ TEST(SseJsonStringTest, EveryAsciiCharacterRoundTripsThroughAJsonParser) {
 // Long plain runs (the 8-byte path) broken by escapes, multi-byte characters and the odd
 // invalid byte at every alignment: the parsed string is the sanitized text, exactly.
 TEST(SseJsonStringTest, MixedTextDecodesToTheSanitizedText) {
-  const std::vector<std::string> pieces = {
-      "abcdefgh", "0123456789 ", "\"", "\\", "\n", "\t", std::string(1, '\0'), "\x1b[0m",
-      "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xFF", "\xE2\x82", "\xC0\xAF", "\x7f"};
+  const std::vector<std::string> pieces = {"abcdefgh",
+                                           "0123456789 ",
+                                           "\"",
+                                           "\\",
+                                           "\n",
+                                           "\t",
+                                           std::string(1, '\0'),
+                                           "\x1b[0m",
+                                           "\xC3\xA9",
+                                           "\xE2\x82\xAC",
+                                           "\xF0\x9F\x98\x80",
+                                           "\xFF",
+                                           "\xE2\x82",
+                                           "\xC0\xAF",
+                                           "\x7f"};
   std::mt19937 rng(11);
   for (int trial = 0; trial < 5000; ++trial) {
     std::string text;

@@ -21,7 +21,9 @@ namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
-std::string Encode(uint32_t cp) { return testing::EncodeUtf8(cp); }
+std::string Encode(uint32_t cp) {
+  return testing::EncodeUtf8(cp);
+}
 
 uint64_t Key(std::string_view bytes) {
   uint64_t key = bytes.size();
