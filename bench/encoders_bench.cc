@@ -13,7 +13,7 @@
 
 #include "api/sse.h"
 #include "base/base64.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
 
 namespace sandstream::bench {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "base/base64.h"
+#include "base/utf8.h"
 #include "platform/signals.h"
-#include "process/utf8.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "process/utf8.h"
+#include "base/utf8.h"
 
 namespace sandstream {
 

@@ -14,8 +14,8 @@
 #include "api/sse.h"
 #include "base/base64.h"
 #include "base/sse_parser.h"
+#include "base/utf8.h"
 #include "check.h"
-#include "process/utf8.h"
 
 namespace sandstream {
 namespace {

@@ -11,7 +11,7 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "base/base64.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
 
 namespace sandstream::api::cloudflare {
 namespace asio = boost::asio;

@@ -9,7 +9,7 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "base/clock.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
 #include "service/contexts.h"
 
 namespace sandstream::api::cloudflare {

@@ -22,7 +22,7 @@
 #include "api/sse.h"
 #include "api/stream.h"
 #include "api/websocket.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
 #include "sandbox/files.h"
 #include "service/file_sink.h"
 

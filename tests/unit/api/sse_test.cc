@@ -20,10 +20,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 
-#include "../process/utf8_encode.h"
+#include "../base/utf8_encode.h"
 #include "base/base64.h"
 #include "base/clock.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
 
 namespace sandstream::sse {
 namespace {

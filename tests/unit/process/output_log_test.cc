@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "base/utf8.h"
 #include "platform/fd.h"
-#include "process/utf8.h"
 
 namespace sandstream {
 namespace {
