@@ -11,6 +11,7 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "base/base64.h"
+#include "base/json_string.h"
 #include "base/utf8.h"
 
 namespace sandstream::api::cloudflare {
@@ -219,7 +220,7 @@ asio::awaitable<void> ReadFileStream(Context& ctx) {
     if (!data.empty()) {
       std::string event = "{\"type\":\"chunk\",\"data\":";
       if (text) {
-        sse::AppendJsonString(event, data);
+        AppendJsonString(event, data);
       } else {
         event += '"' + Base64(data) + '"';
       }
