@@ -1,6 +1,6 @@
 // The file routes (/api/write, read, read/stream, mkdir, delete, rename, move, list-files,
 // exists) over the sandbox's files as `user`, as sandstream's files routes reach them.
-#include "api/routes/files.h"
+#include "api/common/files.h"
 
 #include <boost/json.hpp>
 

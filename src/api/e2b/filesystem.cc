@@ -8,9 +8,9 @@
 
 #include <boost/json.hpp>
 
+#include "api/common/files.h"
 #include "api/e2b/connect.h"
 #include "api/e2b/routes.h"
-#include "api/routes/files.h"
 #include "api/stream.h"
 #include "base/ids.h"
 #include "process/cursor.h"
