@@ -127,8 +127,8 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
   }
   json::object body;
   body["processId"] = (*p)->id();
-  body["stdout"] = std::move(out);
-  body["stderr"] = std::move(err);
+  body["stdout"] = out;
+  body["stderr"] = err;
   co_await ReplyOk(ctx, std::move(body));
 }
 

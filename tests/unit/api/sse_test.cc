@@ -76,11 +76,11 @@ class SseTest : public ::testing::Test {
                             exit, {}, 0, 0);
   }
 
-  static LogEntry MakeEntry(uint64_t seq, EntryKind kind, std::string data = {}) {
+  static LogEntry MakeEntry(uint64_t seq, EntryKind kind, const std::string& data = {}) {
     LogEntry e;
     e.seq = seq;
     e.kind = kind;
-    e.data = std::move(data);
+    e.data = data;
     e.time = FromUnixMillis(kMillis);
     return e;
   }
