@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "api/sse.h"
 #include "base/base64.h"
-#include "process/utf8.h"
+#include "base/json_string.h"
+#include "base/utf8.h"
 
 namespace sandstream::bench {
 namespace {
@@ -208,9 +208,9 @@ int Run() {
       {"json, 256 KiB of NULs", std::string(256 << 10, '\0'), false},
       {"json, 1 MiB Cyrillic + ASCII", MixedUtf8(1 << 20), false},
   };
-  auto json = [](sse::JsonPath path) -> Encoder {
+  auto json = [](JsonPath path) -> Encoder {
     return [path](std::string& out, std::string_view in) {
-      return sse::AppendJsonStringForTesting(path, out, in);
+      return AppendJsonStringForTesting(path, out, in);
     };
   };
   auto base64 = [](Base64Path path) -> Encoder {
@@ -224,11 +224,11 @@ int Run() {
          old::AppendJsonString(out, in);
          return true;
        }},
-      {"scalar", json(sse::JsonPath::kScalar)},
-      {"sse2", json(sse::JsonPath::kSse2)},
-      {"avx2", json(sse::JsonPath::kAvx2)},
+      {"scalar", json(JsonPath::kScalar)},
+      {"sse2", json(JsonPath::kSse2)},
+      {"avx2", json(JsonPath::kAvx2)},
       {"default", [](std::string& out, std::string_view in) {
-         sse::AppendJsonString(out, in);
+         AppendJsonString(out, in);
          return true;
        }}};
   const std::vector<Variant> base64_variants = {

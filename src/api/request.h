@@ -18,10 +18,6 @@
 
 namespace sandstream::api {
 
-// The longest TTL a sandbox may have (ten years): a deadline in nanoseconds stays far from
-// overflowing.
-inline constexpr int64_t kMaxTtlSeconds = 10 * 365 * 86400;
-
 // The body as a JSON object; an empty body is an empty object.
 Result<boost::json::object> ParseBody(const Context& ctx);
 

@@ -1,6 +1,6 @@
 // The two event encodings of spec/events.md, in SSE framing (http/sse.h). Pure: appends bytes
-// to a string. This is on the hot path of every stream, so it escapes and encodes in place,
-// without a DOM.
+// to a string. This is on the hot path of every stream, so it encodes in place, without a DOM
+// (strings escaped by base/json_string.h).
 #pragma once
 
 #include <string>
@@ -19,15 +19,6 @@ enum class Encoding { kUtf8, kBase64 };
 // ends in `complete`, a process's log stream in `exit`: what the Cloudflare package's
 // ExecEvent and LogEvent readers each wait for.
 enum class Kind { kExec, kLog };
-
-// Appends `text` as a JSON string literal (quotes included); invalid UTF-8 becomes U+FFFD.
-void AppendJsonString(std::string& out, std::string_view text);
-
-// The code paths of AppendJsonString, widest last; it takes the widest this CPU has.
-enum class JsonPath { kScalar, kSse2, kAvx2 };
-// AppendJsonString on `path`, for tests and the encoders bench to pin each path in turn; false
-// (and nothing appended) when this build or CPU lacks it.
-bool AppendJsonStringForTesting(JsonPath path, std::string& out, std::string_view text);
 
 // One output-log entry of `process` as an event in `format`.
 void AppendEntry(std::string& out, Format format, Kind kind, Encoding encoding,

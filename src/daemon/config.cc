@@ -13,12 +13,12 @@
 
 #include <boost/json.hpp>
 
-#include "api/request.h"
 #include "cluster/etcd.h"
 #include "cluster/node.h"
 #include "net/ipv4.h"
 #include "platform/fd.h"
 #include "sandbox/mounts.h"
+#include "service/options.h"
 
 namespace sandstream {
 namespace json = boost::json;
@@ -376,16 +376,15 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
     problems.push_back("write_timeout_seconds must be greater than 0 and at most 86400");
   }
   // Past these, a deadline in nanoseconds overflows.
-  if (c.max_timeout_seconds > api::kMaxTtlSeconds) {
-    problems.push_back("max_timeout_seconds must be at most " +
-                       std::to_string(api::kMaxTtlSeconds));
+  if (c.max_timeout_seconds > kMaxTtlSeconds) {
+    problems.push_back("max_timeout_seconds must be at most " + std::to_string(kMaxTtlSeconds));
   }
-  if (c.paused_ttl_seconds > api::kMaxTtlSeconds) {
-    problems.push_back("paused_ttl_seconds must be at most " + std::to_string(api::kMaxTtlSeconds));
+  if (c.paused_ttl_seconds > kMaxTtlSeconds) {
+    problems.push_back("paused_ttl_seconds must be at most " + std::to_string(kMaxTtlSeconds));
   }
-  if (c.sandbox_default_ttl_seconds > api::kMaxTtlSeconds) {
+  if (c.sandbox_default_ttl_seconds > kMaxTtlSeconds) {
     problems.push_back("sandbox_default_ttl_seconds must be at most " +
-                       std::to_string(api::kMaxTtlSeconds));
+                       std::to_string(kMaxTtlSeconds));
   }
   // Each sandbox maps 65536 host ids below 2^32; the runtime checks the exact range at start.
   if (c.max_sandboxes > 65535) problems.push_back("max_sandboxes must be at most 65535");

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "process/utf8.h"
+#include "base/utf8.h"
 
 namespace sandstream {
 
@@ -27,7 +27,9 @@ SystemTime FromNanos(int64_t ns) {
   return SystemTime(std::chrono::duration_cast<SystemTime::duration>(std::chrono::nanoseconds(ns)));
 }
 
-int StreamOf(EntryKind kind) { return kind == EntryKind::kStderr ? 1 : 0; }
+int StreamOf(EntryKind kind) {
+  return kind == EntryKind::kStderr ? 1 : 0;
+}
 
 LogRing NewRing(size_t capacity, bool persistent) {
   auto ring = LogRing::Create(capacity, persistent);
@@ -54,8 +56,8 @@ Result<std::unique_ptr<OutputLog>> OutputLog::Adopt(LogLimits limits, UniqueFd r
   log->evicted_bytes_ = s.evicted_bytes;
   log->ended_ = s.ended != 0;
   log->ring_.ForEach([&](const RingRecord& r, std::string_view data, uint64_t) {
-    log->entries_.push_back(LogEntry{r.seq, static_cast<EntryKind>(r.kind),
-                                     FromNanos(r.time_ns), data, r.offset});
+    log->entries_.push_back(
+        LogEntry{r.seq, static_cast<EntryKind>(r.kind), FromNanos(r.time_ns), data, r.offset});
     log->retained_bytes_ += data.size();
     // A record written just before a crash, ahead of the counters that follow it.
     log->next_seq_ = std::max(log->next_seq_, r.seq + 1);
@@ -229,8 +231,8 @@ void OutputLog::Rehome() {
     if (!e.data.empty()) {
       std::memcpy(ring.Room(e.data.size(), true).data(), e.data.data(), e.data.size());
     }
-    auto [view, pos] = ring.Commit(e.seq, e.offset, Nanos(e.time), static_cast<uint8_t>(e.kind),
-                                   e.data.size());
+    auto [view, pos] =
+        ring.Commit(e.seq, e.offset, Nanos(e.time), static_cast<uint8_t>(e.kind), e.data.size());
     (void)pos;
     moved.push_back(LogEntry{e.seq, e.kind, e.time, view, e.offset});
   }
@@ -248,8 +250,8 @@ void OutputLog::Refill(std::vector<StoredEntry> entries) {
       std::span<char> room = ring_.Room(e.data.size(), true);
       std::memcpy(room.data(), e.data.data(), e.data.size());
     }
-    auto [view, pos] = ring_.Commit(e.seq, e.offset, Nanos(e.time), static_cast<uint8_t>(e.kind),
-                                    e.data.size());
+    auto [view, pos] =
+        ring_.Commit(e.seq, e.offset, Nanos(e.time), static_cast<uint8_t>(e.kind), e.data.size());
     (void)pos;
     entries_.push_back(LogEntry{e.seq, e.kind, e.time, view, e.offset});
     retained_bytes_ += view.size();
@@ -409,10 +411,9 @@ uint64_t OutputLog::SeqBeforeTail(uint64_t n) const {
 
 uint64_t OutputLog::LastSeqEndingBy(uint64_t offset, uint64_t fallback) const {
   // Entries are in offset order: the first one ending past `offset`, then one back.
-  auto it = std::upper_bound(entries_.begin(), entries_.end(), offset,
-                             [](uint64_t off, const LogEntry& e) {
-                               return off < e.offset + e.data.size();
-                             });
+  auto it = std::upper_bound(
+      entries_.begin(), entries_.end(), offset,
+      [](uint64_t off, const LogEntry& e) { return off < e.offset + e.data.size(); });
   if (it == entries_.begin()) return fallback;
   return std::prev(it)->seq;
 }
@@ -432,7 +433,9 @@ void OutputLog::Restore(std::vector<StoredEntry> entries) {
   SaveState();
 }
 
-void OutputLog::AddListener(Listener* l) { listeners_.push_back(l); }
+void OutputLog::AddListener(Listener* l) {
+  listeners_.push_back(l);
+}
 
 void OutputLog::RemoveListener(Listener* l) {
   listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), l), listeners_.end());

@@ -9,9 +9,9 @@
 
 #include "base/ids.h"
 #include "base/log.h"
+#include "base/utf8.h"
 #include "platform/fd.h"
 #include "platform/signals.h"
-#include "process/utf8.h"
 #include "sandbox/files.h"
 #include "service/codec.h"
 #include "service/context_drivers.h"

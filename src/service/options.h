@@ -28,6 +28,10 @@ class TemplateCatalog {
   virtual void Deleted(const std::string& name) = 0;
 };
 
+// The longest TTL a sandbox may have (ten years), and the longest timeout: a deadline in
+// nanoseconds stays far from overflowing.
+inline constexpr int64_t kMaxTtlSeconds = 10 * 365 * 86400;
+
 struct ServiceOptions {
   // Tenants and their quotas, keys and tokens; null: the admin alone (tests).
   Access* access = nullptr;

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "api/routes/files.h"
+#include "api/common/files.h"
 #include "check.h"
 #include "sandbox/files.h"
 

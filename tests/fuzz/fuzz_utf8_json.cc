@@ -13,9 +13,10 @@
 
 #include "api/sse.h"
 #include "base/base64.h"
-#include "check.h"
+#include "base/json_string.h"
 #include "base/sse_parser.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
+#include "check.h"
 
 namespace sandstream {
 namespace {
@@ -72,15 +73,15 @@ void CheckUtf8(std::string_view text) {
 // The JSON string literal of `text`, the same on every path, reads back as `text` made valid.
 std::string CheckJsonString(std::string_view text, std::string_view prefix) {
   std::string expected;
-  for (auto path : {sse::JsonPath::kScalar, sse::JsonPath::kSse2, sse::JsonPath::kAvx2}) {
+  for (auto path : {JsonPath::kScalar, JsonPath::kSse2, JsonPath::kAvx2}) {
     std::string out(prefix);
-    if (!sse::AppendJsonStringForTesting(path, out, text)) continue;
+    if (!AppendJsonStringForTesting(path, out, text)) continue;
     FUZZ_CHECK(out.starts_with(prefix));
     if (expected.empty()) expected = out;
     FUZZ_CHECK(out == expected);
   }
   std::string out(prefix);
-  sse::AppendJsonString(out, text);
+  AppendJsonString(out, text);
   FUZZ_CHECK(out == expected);
   const std::string literal = out.substr(prefix.size());
   FUZZ_CHECK(literal.find_first_of("\r\n") == std::string::npos);

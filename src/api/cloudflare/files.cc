@@ -1,6 +1,6 @@
 // The file routes (/api/write, read, read/stream, mkdir, delete, rename, move, list-files,
 // exists) over the sandbox's files as `user`, as sandstream's files routes reach them.
-#include "api/routes/files.h"
+#include "api/common/files.h"
 
 #include <boost/json.hpp>
 
@@ -11,7 +11,8 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "base/base64.h"
-#include "process/utf8.h"
+#include "base/json_string.h"
+#include "base/utf8.h"
 
 namespace sandstream::api::cloudflare {
 namespace asio = boost::asio;
@@ -219,7 +220,7 @@ asio::awaitable<void> ReadFileStream(Context& ctx) {
     if (!data.empty()) {
       std::string event = "{\"type\":\"chunk\",\"data\":";
       if (text) {
-        sse::AppendJsonString(event, data);
+        AppendJsonString(event, data);
       } else {
         event += '"' + Base64(data) + '"';
       }

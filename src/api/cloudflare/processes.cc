@@ -9,7 +9,7 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "base/clock.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
 #include "service/contexts.h"
 
 namespace sandstream::api::cloudflare {
@@ -127,8 +127,8 @@ asio::awaitable<void> ProcessLogs(Context& ctx) {
   }
   json::object body;
   body["processId"] = (*p)->id();
-  body["stdout"] = std::move(out);
-  body["stderr"] = std::move(err);
+  body["stdout"] = out;
+  body["stderr"] = err;
   co_await ReplyOk(ctx, std::move(body));
 }
 

@@ -5,7 +5,7 @@
 #include "api/common/lookup.h"
 #include "api/common/session_exec.h"
 #include "base/base64.h"
-#include "process/utf8.h"
+#include "base/utf8.h"
 #include "service/service.h"
 
 namespace sandstream::api {

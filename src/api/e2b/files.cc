@@ -1,7 +1,7 @@
 // envd's HTTP routes: /health, and /files: downloads, and uploads as multipart/form-data (a
 // part per file, named by the `path` query or the part's filename) or as one
 // application/octet-stream body (gzip too), each written as sandstream's own uploads are.
-#include "api/routes/files.h"
+#include "api/common/files.h"
 
 #include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio/post.hpp>

@@ -8,9 +8,9 @@
 
 #include <boost/json.hpp>
 
+#include "api/common/files.h"
 #include "api/e2b/connect.h"
 #include "api/e2b/routes.h"
-#include "api/routes/files.h"
 #include "api/stream.h"
 #include "base/ids.h"
 #include "process/cursor.h"
@@ -246,9 +246,9 @@ std::string Relative(std::string_view root, std::string_view path) {
   return std::string(path);
 }
 
-json::object FsEvent(std::string name, std::string_view type) {
+json::object FsEvent(const std::string& name, std::string_view type) {
   json::object e;
-  e["name"] = std::move(name);
+  e["name"] = name;
   e["type"] = type;
   return e;
 }
@@ -405,6 +405,7 @@ std::vector<Watcher> Sweep() {
     }
   }
   std::vector<Watcher> out;
+  out.reserve(stale.size());
   for (const auto& id : stale) out.push_back(Unlist(id));
   return out;
 }

@@ -2,8 +2,8 @@
 
 #include <charconv>
 
+#include "api/common/files.h"
 #include "api/e2b/connect.h"
-#include "api/routes/files.h"
 #include "api/server.h"
 #include "base/base64.h"
 #include "base/ids.h"

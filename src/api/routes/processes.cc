@@ -9,8 +9,8 @@
 #include "api/stream.h"
 #include "base/base64.h"
 #include "base/timer.h"
+#include "base/utf8.h"
 #include "platform/signals.h"
-#include "process/utf8.h"
 #include "service/codec.h"
 
 namespace sandstream::api {

@@ -14,6 +14,7 @@
 #include "api/websocket.h"
 #include "base/base64.h"
 #include "base/ids.h"
+#include "base/json_string.h"
 #include "process/terminal.h"
 #include "service/codec.h"
 
@@ -115,7 +116,7 @@ void AppendChunkMessage(std::string& out, const std::string& id_json, EntryKind 
     AppendBase64(out, data);
     out += '"';
   } else {
-    sse::AppendJsonString(out, data);
+    AppendJsonString(out, data);
   }
   out += '}';
 }

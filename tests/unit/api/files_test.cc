@@ -1,6 +1,6 @@
 // Unit tests of what the files routes send and count: download headers that stay well formed
 // whatever a file's name holds, active content kept off the API's origin, and the watch quota.
-#include "api/routes/files.h"
+#include "api/common/files.h"
 
 #include <gtest/gtest.h>
 

@@ -4,9 +4,8 @@
 // log adopted after its writer was killed at each step of taking output from a pipe.
 #include "process/output_log.h"
 
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -19,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "base/utf8.h"
 #include "platform/fd.h"
-#include "process/utf8.h"
 
 namespace sandstream {
 namespace {
@@ -531,7 +530,9 @@ TEST(OutputLogTest, AListenerMayRemoveItselfWhileBeingTold) {
 
 // ---- flow control ----
 
-std::string Bytes(size_t n, char c = 'x') { return std::string(n, c); }
+std::string Bytes(size_t n, char c = 'x') {
+  return std::string(n, c);
+}
 
 TEST(OutputLogHoldTest, NoHoldNeverFull) {
   OutputLog log(LogLimits{100, 1000});
@@ -546,7 +547,7 @@ TEST(OutputLogHoldTest, AHoldKeepsWhatItsReaderHasNotTakenAndFillsTheLog) {
   log.set_on_space([&] { ++space; });
   const auto hold = log.AddHold(0);
   for (int i = 0; i < 10; ++i) log.Append(EntryKind::kStdout, Bytes(10));  // seqs 1..10
-  EXPECT_FALSE(log.Full());  // exactly at the limit
+  EXPECT_FALSE(log.Full());                                                // exactly at the limit
   log.Append(EntryKind::kStdout, Bytes(10));  // 11: over, and the reader needs seq 1
   EXPECT_TRUE(log.Full());
   EXPECT_EQ(log.first_retained_seq(), 1u) << "nothing the reader has not taken is evicted";
@@ -584,7 +585,7 @@ TEST(OutputLogHoldTest, AnEntryLargerThanTheWindowDoesNotDeadlock) {
   log.MoveHold(hold, 0, 1);
   EXPECT_FALSE(log.Full());
   log.Append(EntryKind::kStdout, Bytes(300));  // 2
-  log.MoveHold(hold, 1, 2);  // keeps 2 for a resume; 1 may go
+  log.MoveHold(hold, 1, 2);                    // keeps 2 for a resume; 1 may go
   EXPECT_FALSE(log.Full());
   EXPECT_EQ(log.first_retained_seq(), 2u);
 }
@@ -811,7 +812,9 @@ TEST(OutputLogStorageTest, CopiesLargerThanABlockAreWhole) {
 // ---- a log that outlives its writer ----
 
 // The log's memfd as a keeper holds it: the same open file, file position included.
-UniqueFd Kept(const OutputLog& log) { return UniqueFd(::fcntl(log.ring_fd(), F_DUPFD_CLOEXEC, 3)); }
+UniqueFd Kept(const OutputLog& log) {
+  return UniqueFd(::fcntl(log.ring_fd(), F_DUPFD_CLOEXEC, 3));
+}
 
 // The memfd of a persistent log whose daemon took `bytes` from `out` and is gone, as its keeper
 // holds it.

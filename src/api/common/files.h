@@ -1,9 +1,10 @@
-// What files.cc holds beyond its handlers (routes.h), apart so tests and the other file
-// routes (the Cloudflare adapter's) can reach it: the header fields of a download, safe
-// whatever bytes a file's name holds, the watch quota, and the one way to write a file.
+// What the file routes share, sandstream's (routes/files.cc) and the dialects' (cloudflare/,
+// e2b/): the header fields of a download, safe whatever bytes a file's name holds, the one way
+// to write a file, watches and their quota. No handlers: those are in routes/routes.h.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +38,9 @@ std::string ContentDisposition(std::string_view disposition, std::string_view na
 // a browser from running it on the API's origin. Content that a browser would run (HTML, SVG,
 // XML, scripts, PDF, anything unknown) is always an attachment.
 std::string DownloadHeaders(std::string_view path);
+
+// The permission bits of `mode` as four octal digits ("0644"), as file routes show a mode.
+std::string ModeText(uint32_t mode);
 
 // A directory listing holds at most this many entries.
 inline constexpr size_t kListLimit = 10000;

@@ -1,7 +1,7 @@
 // Unit tests of the UTF-8 chunking helpers against a reference decoder built from the
 // definition (the encodings of every Unicode scalar value): maximal-subpart replacement,
 // validity, and chunk boundaries that never split a code point.
-#include "process/utf8.h"
+#include "base/utf8.h"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +21,9 @@ namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
-std::string Encode(uint32_t cp) { return testing::EncodeUtf8(cp); }
+std::string Encode(uint32_t cp) {
+  return testing::EncodeUtf8(cp);
+}
 
 uint64_t Key(std::string_view bytes) {
   uint64_t key = bytes.size();
