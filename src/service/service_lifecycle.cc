@@ -69,7 +69,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::PauseSandbox(std::string i
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
   if (mode == PauseMode::kCheckpoint) {
-    co_return Error{ErrorCode::kNotImplemented,
+    co_return Error{ErrorCode::kInvalidRequest,
                     "pause mode \"checkpoint\" (memory written to disk) is not available on this "
                     "daemon; \"freeze\" keeps the sandbox's memory and processes"};
   }

@@ -43,7 +43,7 @@ STREAMS = ["getSandboxLogs", "getSandboxEvents", "getProcessLogs"]
 # upgraded socket is tested in tests/integration (test_terminals.py, test_flow.py).
 # Each example of these starts a sandbox or an interpreter: fewer of them.
 COSTLY = ["createSandbox", "deleteSandbox", "createContext", "deleteContext", "restartContext",
-          "runCode"]
+          "runCode", "pauseSandbox", "resumeSandbox", "updateSandbox"]
 # Request body fields that are required somewhere; any other field may be null (= left out).
 REQUIRED_FIELDS = {"code", "signal", "path", "from", "to"}
 
@@ -111,7 +111,12 @@ def created(client: httpx.Client, url: str, body: dict[str, Any]) -> str:
 
 # What an operation destroys (or, for signals and stdin, disturbs): each example gets its own,
 # made before the call and deleted after it.
+# Pausing, resuming and changing how a sandbox pauses (auto_resume false, a short auto_pause)
+# would change what every later example finds in the shared one: each gets a sandbox of its own.
 FRESH = {"deleteSandbox": "/v1/sandboxes/{id}",
+         "pauseSandbox": "/v1/sandboxes/{id}",
+         "resumeSandbox": "/v1/sandboxes/{id}",
+         "updateSandbox": "/v1/sandboxes/{id}",
          "killProcess": "/v1/sandboxes/{id}/processes/{pid}",
          "signalProcess": "/v1/sandboxes/{id}/processes/{pid}",
          "writeStdin": "/v1/sandboxes/{id}/processes/{pid}",
@@ -145,7 +150,7 @@ def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
                             "cid": world.context, "n": world.run, "port": world.port,
                             "tenant": world.tenant, "key_id": world.key, "token_id": world.token,
                             "name": "base"}
-    if op == "deleteSandbox":
+    if op in ("deleteSandbox", "pauseSandbox", "resumeSandbox", "updateSandbox"):
         real["id"] = helpers.create_sandbox(client)["id"]
     elif op in ("killProcess", "signalProcess"):
         real["pid"] = start_process(client, world.sandbox, "sleep 600")

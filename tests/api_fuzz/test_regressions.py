@@ -16,9 +16,9 @@ def test_405_names_the_allowed_methods(client: httpx.Client, world: World) -> No
     r = client.request("TRACE", "/healthz")
     helpers.assert_error(r, 405, "method_not_allowed")
     assert r.headers["allow"] == "GET"
-    r = client.patch(f"/v1/sandboxes/{world.sandbox}")
+    r = client.put(f"/v1/sandboxes/{world.sandbox}")
     helpers.assert_error(r, 405, "method_not_allowed")
-    assert sorted(r.headers["allow"].split(", ")) == ["DELETE", "GET"]
+    assert sorted(r.headers["allow"].split(", ")) == ["DELETE", "GET", "PATCH"]
     r = client.put(f"/v1/sandboxes/{world.sandbox}/files")
     assert sorted(r.headers["allow"].split(", ")) == ["DELETE", "GET"]
     assert "allow" not in client.get("/healthz").headers

@@ -183,7 +183,7 @@ def test_wrong_method(client: httpx.Client, sandbox: dict[str, Any]) -> None:
     """A known route with a method it does not have is 405 method_not_allowed."""
     sb = f"/v1/sandboxes/{sandbox['id']}"
     for method, url in (("PUT", "/v1/sandboxes"), ("DELETE", "/v1/sandboxes"),
-                        ("PATCH", sb), ("POST", sb), ("GET", f"{sb}/exec"),
+                        ("PUT", sb), ("POST", sb), ("GET", f"{sb}/exec"),
                         ("GET", f"{sb}/exec/stream"), ("POST", "/healthz")):
         assert_error(client.request(method, url), 405, "method_not_allowed")
 

@@ -233,7 +233,8 @@ def test_timeout_kills_the_command(sbx: Sandbox, marker: str) -> None:
     if isinstance(e.value, CommandExitException):
         assert e.value.exit_code == -1
     assert wait_no_process(f"sleep {marker}", within=3) == []
-    assert all(marker not in " ".join(p.args) for p in sbx.commands.list())
+    # Its end is recorded moments after the kernel reaped it.
+    assert wait_until(lambda: all(marker not in " ".join(p.args) for p in sbx.commands.list()), 3)
 
 
 # --- background processes ---------------------------------------------------------------------

@@ -157,8 +157,8 @@ def test_pause_and_resume_answer_the_state_they_find(client: httpx.Client,
     assert_error(client.post("/v1/sandboxes/sb_nope/pause", json={}), 404, "not_found")
     assert resume(client, sb)["status"] == "running"
     # A checkpoint (memory to disk) is not offered by this daemon: said so, and nothing changes.
-    err = assert_error(client.post(f"/v1/sandboxes/{sb}/pause", json={"mode": "checkpoint"}), 501,
-                       "not_implemented")
+    err = assert_error(client.post(f"/v1/sandboxes/{sb}/pause", json={"mode": "checkpoint"}), 400,
+                       "invalid_request")
     assert "checkpoint" in err["message"]
     assert status(client, sb) == "running"
     assert run(client, sb, cmd="echo alive")["stdout"] == "alive\n"
