@@ -78,7 +78,13 @@ class BareFreezer {
   ~BareFreezer() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
-      Thaw();
+      // Thawed to take the kill; a failed write leaves nothing to do but wait.
+      const std::string file = v1_ ? dir_ + "/freezer.state" : dir_ + "/cgroup.freeze";
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        (void)::write(fd, v1_ ? "THAWED" : "0", v1_ ? 6 : 1);
+        ::close(fd);
+      }
       ::waitpid(pid_, nullptr, 0);
     }
     for (int i = 0; i < 100 && ::rmdir(dir_.c_str()) != 0; ++i) {

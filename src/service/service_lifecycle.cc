@@ -13,7 +13,6 @@
 
 namespace sandstream {
 namespace asio = boost::asio;
-namespace json = boost::json;
 
 std::string_view PauseModeName(PauseMode mode) {
   return mode == PauseMode::kFreeze ? "freeze" : "checkpoint";
@@ -40,19 +39,19 @@ class Service::LifecycleTurn {
   LifecycleTurn(Service& service, std::string id) : service_(service), id_(std::move(id)) {}
   LifecycleTurn(const LifecycleTurn&) = delete;
   LifecycleTurn& operator=(const LifecycleTurn&) = delete;
-  ~LifecycleTurn() {
+  // Notify cancels a timer, which throws only when the reactor itself has failed.
+  ~LifecycleTurn() {  // NOLINT(bugprone-exception-escape)
     // The entry outlives a held turn: deletion waits for `spawning` to reach 0.
-    SandboxEntry* sb = held_ ? entry() : nullptr;
-    if (sb == nullptr) return;
-    sb->spawn_turns.Release();
-    --sb->spawning;
-    sb->spawns_done.Notify();
+    if (held_ == nullptr) return;
+    held_->spawn_turns.Release();
+    --held_->spawning;
+    held_->spawns_done.Notify();
   }
   asio::awaitable<void> Take() {
     SandboxEntry* sb = entry();
     if (sb == nullptr) co_return;
     ++sb->spawning;
-    held_ = true;
+    held_ = sb;
     co_await sb->spawn_turns.Acquire();
   }
   SandboxEntry* entry() const { return service_.Entry(id_); }
@@ -60,7 +59,7 @@ class Service::LifecycleTurn {
  private:
   Service& service_;
   std::string id_;
-  bool held_ = false;
+  SandboxEntry* held_ = nullptr;
 };
 
 asio::awaitable<Result<const SandboxEntry*>> Service::PauseSandbox(std::string id, PauseMode mode,
