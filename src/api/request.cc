@@ -261,6 +261,11 @@ Result<CommandRequest> ParseCommand(const Context& ctx, const json::object& body
   auto merge = OptBool(body, "merge_stderr");
   if (!merge) return std::move(merge).error();
   s.merge_stderr = merge->value_or(false);
+  // A process that keeps its sandbox from pausing when idle (auto_pause) while it runs: a
+  // background job nobody is watching. A request in flight is activity already.
+  auto awake = OptBool(body, "keep_awake");
+  if (!awake) return std::move(awake).error();
+  s.keep_awake = awake->value_or(false);
 
   auto window =
       OptInt(body, "log_window_bytes", 1, static_cast<int64_t>(opts.log_window_max_bytes));

@@ -215,6 +215,7 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
                 proxy->preview ? "" : m.path.substr(0, proxy->prefix)};
     m.body_limit = options.max_file_bytes;
     m.refusal = Admit(parser, m, options, proxy->preview, proxy->port);
+    m.wakes = proxy->sandbox_id;
     return m;
   }
   Resolved resolved = Resolve(parser.get().method(), m.path);
@@ -237,6 +238,13 @@ RouteMatch MatchRoute(const http::request_parser<http::string_body>& parser,
   if (m.route && m.route->open && !m.route->stream_body &&
       !e2b::AdmitsFromHead(*m.route, m.query.contains("signature"))) {
     m.body_limit = 0;
+  }
+  if (m.route && WakesSandbox(*m.route)) {
+    if (m.route->pattern.starts_with("/v1/sandboxes/{}") && !m.params.empty()) {
+      m.wakes = m.params[0];
+    } else if (m.dialect == Dialect::kE2b || m.dialect == Dialect::kConnect) {
+      m.wakes = std::string(parser.get()["E2b-Sandbox-Id"]);
+    }
   }
   m.refusal = RouteError(resolved, parser, m.path);
   if (!m.refusal) m.refusal = Admit(parser, m, options);

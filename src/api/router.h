@@ -26,6 +26,9 @@ struct RouteMatch {
   uint64_t body_limit = 0;
   Principal principal{};                   // who the credential names (the admin for open routes)
   Dialect dialect = Dialect::kSandstream;  // the route's, or for no route the path's
+  // The sandbox the request is for when answering it resumes that sandbox and keeps it awake
+  // (WakesSandbox): its id, from the path or, for envd's routes, the E2b-Sandbox-Id header.
+  std::string wakes;
   // No route, the wrong method, no or the wrong API key, a credential the route is not for, or
   // a Content-Length past body_limit.
   std::optional<Error> refusal;

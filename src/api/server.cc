@@ -65,33 +65,21 @@ std::optional<Error> Server::AdmitTenant(const std::string& tenant, bool stream)
   return std::nullopt;
 }
 
-asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, std::optional<Error> error) {
-  if (!error && WakesSandbox(*route)) {
-    // A request for a paused sandbox resumes it first (or is refused: auto_resume false).
-    std::string id;
-    if (route->pattern.starts_with("/v1/sandboxes/{}") && !ctx.params.empty()) {
-      id = ctx.params[0];
-    } else if (route->dialect == Dialect::kE2b || route->dialect == Dialect::kConnect) {
-      id = std::string(ctx.Header("E2b-Sandbox-Id"));
-    }
-    if (!id.empty()) {
-      // Being answered, a request keeps the sandbox from being idle (auto_pause): a stream,
-      // a terminal or a port connection for as long as it is open.
-      struct Activity {
-        Service& service;
-        std::string id;
-        ~Activity() { service.EndActivity(id); }
-      } activity{service_, id};
-      service_.BeginActivity(id);
-      if (Result<void> awake = co_await service_.Wake(id); !awake) {
-        co_return co_await ReplyError(ctx, awake.error());
-      }
-      co_return co_await route->handler(ctx);
-    }
-  }
-  if (error) {
-    co_await ReplyError(ctx, *error);
-    co_return;
+asio::awaitable<void> Server::Handle(Context& ctx, const Route* route, const std::string& wakes,
+                                     std::optional<Error> error) {
+  if (error) co_return co_await ReplyError(ctx, *error);
+  if (wakes.empty()) co_return co_await route->handler(ctx);
+  // Being answered, a request keeps the sandbox from being idle (auto_pause): a stream, a
+  // terminal or a port connection for as long as it is open.
+  struct Activity {
+    Service& service;
+    const std::string& id;
+    ~Activity() { service.EndActivity(id); }
+  } activity{service_, wakes};
+  service_.BeginActivity(wakes);
+  // A request for a paused sandbox resumes it first (or is refused: auto_resume false).
+  if (Result<void> awake = co_await service_.Wake(wakes); !awake) {
+    co_return co_await ReplyError(ctx, awake.error());
   }
   co_await route->handler(ctx);
 }
@@ -267,7 +255,7 @@ asio::awaitable<void> Server::Session(tcp::socket socket) {
     if (refused && body_unread) ctx.streamed = true;
 
     const auto started = SteadyNow();
-    co_await Handle(ctx, match.route, std::move(refusal));
+    co_await Handle(ctx, match.route, match.wakes, std::move(refusal));
     ++service_.metrics().http_requests_total[ctx.status];
     const auto ms = std::chrono::duration<double, std::milli>(SteadyNow() - started).count();
     // The audit trail: who (tenant, key or token) did what; never a query string (it may hold

@@ -119,8 +119,10 @@ class Server {
   // client still sends for at most `drain`; the caller closes it.
   boost::asio::awaitable<void> TurnAway(boost::beast::tcp_stream& stream, const Error& error,
                                         SteadyClock::duration drain);
+  // Answers the request: `error` if set, else the route's handler, with sandbox `wakes` (if
+  // any) resumed first and kept awake meanwhile.
   boost::asio::awaitable<void> Handle(Context& ctx, const struct Route* route,
-                                      std::optional<Error> error);
+                                      const std::string& wakes, std::optional<Error> error);
 
   boost::asio::any_io_executor ex_;
   Service& service_;

@@ -54,8 +54,10 @@ Commands:
                           are produced, and its exit status is sandstream's
   run [--template T] [--ttl SECONDS] [NETWORK OPTIONS] [EXEC OPTIONS] [--] CMD [ARG]...
                           the same in a new sandbox, deleted afterwards
-  start SANDBOX [--id ID] [EXEC OPTIONS] [--] CMD [ARG]...
-                          start CMD in the background and print its process id
+  start SANDBOX [--id ID] [--keep-awake] [EXEC OPTIONS] [--] CMD [ARG]...
+                          start CMD in the background and print its process id; with
+                          --keep-awake the sandbox does not pause itself when idle
+                          (auto_pause) while CMD runs
   ps SANDBOX [--json]     list a sandbox's processes
   logs [-f [--flow wait|skip]] [--tail N] SANDBOX PROCESS
                           print a process's retained output; -f follows it until it exits.
@@ -633,6 +635,7 @@ int CmdStart(const Context& context, const Args& args) {
   json::object request;
   if (auto error = BuildCommandRequest(args, &request)) return Usage(*error);
   if (auto id = args.Get("id")) request["id"] = *id;
+  if (args.Has("keep-awake")) request["keep_awake"] = true;
   auto process = context.MakeClient().StartProcess(args.positional[0], request);
   if (!process) return Fail(process.error());
   return PrintLine(Text(*process, "id")) ? 0 : kExitBrokenPipe;
@@ -827,7 +830,7 @@ constexpr Flag kCreateFlags[] = {
     {"cpu-percent"}, {"disk-mb"}, {"open-files"}, {"network"},  {"allow"}, {"deny"}};
 constexpr Flag kJsonFlags[] = {{"json", 0, false}};
 constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}, {"network"}, {"allow"}, {"deny"}};
-constexpr Flag kStartFlags[] = {{"id"}};
+constexpr Flag kStartFlags[] = {{"id"}, {"keep-awake", 0, false}};
 constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
 constexpr Flag kKillFlags[] = {{"signal", 's'}};
 constexpr Flag kShellFlags[] = {{"terminal"}};

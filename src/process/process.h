@@ -39,7 +39,8 @@ struct CommandSpec {
   std::optional<double> timeout_seconds;
   std::optional<double> idle_timeout_seconds;
   bool merge_stderr = false;
-  bool as_root = false;                 // root of the sandbox instead of its `user`
+  bool as_root = false;     // root of the sandbox instead of its `user`
+  bool keep_awake = false;  // while it runs its sandbox is not idle (auto_pause waits for it)
   std::optional<sandbox::PtySize> pty;  // on a terminal: one stream in (stdin), one out (stdout)
   LogLimits log_limits;
   std::string idempotency_key;

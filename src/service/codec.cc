@@ -92,7 +92,7 @@ json::object SandboxJson(const SandboxEntry& sb) {
           {"lost_reason", sb.lost ? json::value(*sb.lost) : json::value(nullptr)},
           {"created_at", FormatRfc3339(sb.created_at)},
           // While paused: when it is deleted unless resumed (its own TTL does not run).
-          {"expires_at", TimeOrNull(sb.paused ? std::optional(sb.paused->until) : sb.expires_at)},
+          {"expires_at", TimeOrNull(EndsAt(sb))},
           {"paused_at", sb.paused ? json::value(FormatRfc3339(sb.paused->at)) : nullptr},
           {"pause_mode", sb.paused ? json::value(PauseModeName(sb.paused->mode)) : nullptr},
           {"auto_resume", sb.auto_resume},
@@ -219,6 +219,7 @@ json::object ProcessJson(const Process& p) {
                  {"argv", std::move(argv)},
                  {"status", exit ? "exited" : "running"},
                  {"pid", p.pid()},
+                 {"keep_awake", spec.keep_awake},
                  {"started_at", FormatRfc3339(p.started_at())},
                  {"ended_at", exit ? TimeOrNull(exit->ended_at) : json::value(nullptr)},
                  {"exit_code", nullptr},
@@ -307,6 +308,7 @@ CommandSpec CommandSpecFromStored(const json::object& o) {
   spec.merge_stderr = flag("merge_stderr");
   spec.keep_stdin_open = flag("keep_stdin_open");
   spec.as_root = flag("as_root");
+  spec.keep_awake = flag("keep_awake");
   if (auto* k = o.if_contains("idempotency_key"); k && k->is_string()) {
     spec.idempotency_key = json::value_to<std::string>(*k);
   }

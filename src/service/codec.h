@@ -32,16 +32,13 @@ Result<net::EgressPolicy> EgressFromJson(const boost::json::value& v);
 // sessions and code contexts), read back at a restart. Sessions and contexts stay JSON: they
 // are read (SessionFromStored, CodeContext::FromStored) once the sandbox's processes are back.
 struct StoredSandbox {
-  bool deleting = false;  // the daemon died deleting it
   std::string tenant;
   std::string template_name;
   std::map<std::string, std::string> env;
   std::string cwd;
   sandbox::Limits limits;
-  sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
   // With network kEgress: its policy, or why it could not be read.
   Result<net::EgressPolicy> egress = Error{ErrorCode::kInternal, "no egress policy"};
-  bool allow_nested_userns = false;
   boost::json::object metadata;
   int64_t ttl_seconds = 0;
   std::optional<SystemTime> created_at;
@@ -50,12 +47,16 @@ struct StoredSandbox {
   // it still is).
   std::optional<SystemTime> paused_at;
   std::optional<PauseMode> pause_mode;
-  bool auto_resume = true;
   std::optional<AutoPause> auto_pause;
-  bool pause_on_timeout = false;
   std::optional<int64_t> ttl_period;
   boost::json::array sessions;
   boost::json::array contexts;
+  // The small fields last, together (no padding between the larger ones).
+  sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
+  bool deleting = false;  // the daemon died deleting it
+  bool allow_nested_userns = false;
+  bool auto_resume = true;
+  bool pause_on_timeout = false;
 };
 // kInvalidRequest naming what is wrong when `text` is not such a record.
 Result<StoredSandbox> StoredSandboxFromJson(std::string_view text);

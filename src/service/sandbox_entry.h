@@ -63,9 +63,7 @@ struct SandboxEntry {
   std::map<std::string, std::string> env;
   std::string cwd;
   sandbox::Limits limits;
-  sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
   std::optional<net::EgressPolicy> egress;  // with network kEgress
-  bool allow_nested_userns = false;
   boost::json::object metadata;
   SystemTime created_at;
   std::optional<SystemTime> expires_at;
@@ -73,19 +71,16 @@ struct SandboxEntry {
   // The TTL's length as last asked (at creation, or a timeout set since): what a sandbox paused
   // by its TTL (pause_on_timeout) runs for once resumed.
   int64_t ttl_period = 0;
-  bool deleting = false;
-  // Set while it is paused (service_lifecycle.cc). `transition` says a pause or resume is under
-  // way: deletion waits for it, as for a spawn.
+  // Set while it is paused (service_lifecycle.cc).
   std::optional<PauseState> paused;
-  enum class Transition { kNone, kPausing, kResuming } transition = Transition::kNone;
-  bool auto_resume = true;
   std::optional<AutoPause> auto_pause;
-  bool pause_on_timeout = false;
   // Activity, for auto_pause: requests for it being answered now (a stream, a terminal or a
   // port connection is one that lasts), and when the last one ended.
   size_t active_requests = 0;
   SteadyTime last_active;
-  bool watching_idle = false;  // Service::WatchIdle runs for it
+  // Set while Service::WatchIdle runs for it: notified when it may have become idle sooner
+  // than the watch expects (its last request ended, it resumed, its auto_pause changed).
+  std::shared_ptr<AsyncSignal> idle_watch;
 
   std::shared_ptr<sandbox::Sandbox> runtime;
   std::shared_ptr<SandboxResolver> resolver;  // with egress: its DNS
@@ -101,25 +96,62 @@ struct SandboxEntry {
   // has been on it (unset: one is now). One sweep per sandbox trims them to the retained tail
   // (Service::SweepWindows); what this costs follows the processes in memory, not history.
   std::map<std::string, std::optional<SteadyTime>, std::less<>> held_windows;
-  bool sweeping_windows = false;
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;      // sessions.h
   std::map<std::string, std::shared_ptr<CodeContext>, std::less<>> contexts;  // contexts.h
   std::map<uint16_t, SystemTime> ports;  // exposed through the daemon's proxy -> since when
 
-  // Spawns run one at a time per sandbox (its spawner answers in order) and are awaited on the
-  // event loop; what they will take (an id, an idempotency key, a slot) is reserved meanwhile,
-  // and deletion waits for them.
+  // Spawns, pauses and resumes run one at a time per sandbox (its spawner answers in order),
+  // each in a SandboxTurn, awaited on the event loop; what a spawn will take (an id, an
+  // idempotency key, a slot) is reserved meanwhile, and deletion waits for them all.
   TurnQueue spawn_turns;
-  size_t spawning = 0;
-  AsyncSignal spawns_done;  // a spawn ended (started or not)
+  size_t spawning = 0;      // turns held or awaited
+  AsyncSignal spawns_done;  // a turn ended (its spawn started or not)
   std::set<std::string, std::less<>> starting_ids;
   // Processes that ended before their start was recorded: their end is recorded right after.
   std::set<std::string, std::less<>> ended_unrecorded;
   std::set<std::string, std::less<>> starting_keys;
 
+  // The small fields last, together (no padding between the larger ones).
+  sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
+  // A pause or resume under way: deletion waits for it, as for a spawn.
+  enum class Transition : uint8_t { kNone, kPausing, kResuming } transition = Transition::kNone;
+  bool allow_nested_userns = false;
+  bool deleting = false;
+  bool auto_resume = true;
+  bool pause_on_timeout = false;
+  bool sweeping_windows = false;
+
   std::shared_ptr<Process> FindProcess(std::string_view pid) const;
   size_t RunningProcesses() const;
 };
+
+// The sandbox's turn (SandboxEntry::spawn_turns) for a spawn, a pause or a resume: counted in
+// `spawning` from construction, so deletion waits for it and the entry outlives it; Take waits
+// for the turns before it. Released when it goes out of scope.
+class SandboxTurn {
+ public:
+  explicit SandboxTurn(SandboxEntry& sb) : sb_(&sb) { ++sb_->spawning; }
+  SandboxTurn(const SandboxTurn&) = delete;
+  SandboxTurn& operator=(const SandboxTurn&) = delete;
+  // Notify cancels a timer, which throws only when the reactor itself has failed.
+  ~SandboxTurn() {  // NOLINT(bugprone-exception-escape)
+    if (held_) sb_->spawn_turns.Release();
+    --sb_->spawning;
+    sb_->spawns_done.Notify();
+  }
+  boost::asio::awaitable<void> Take() {
+    co_await sb_->spawn_turns.Acquire();
+    held_ = true;
+  }
+
+ private:
+  SandboxEntry* sb_;
+  bool held_ = false;
+};
+
+// When it ends unless something changes: its TTL's end, or paused, its paused_ttl's (its own
+// TTL does not run while paused). None: it has no TTL.
+std::optional<SystemTime> EndsAt(const SandboxEntry& sb);
 
 // Its `status` on the wire: running, pausing, paused, resuming, deleting or lost.
 std::string_view SandboxState(const SandboxEntry& sb);

@@ -436,7 +436,7 @@ Result<void> Service::SetTimeout(std::string_view id, int64_t seconds, bool exte
 void Service::ArmTtl(SandboxEntry& sb) {
   if (sb.ttl_timer) sb.ttl_timer->cancel();
   // A paused sandbox's own TTL stops; it is deleted once paused_ttl has passed.
-  const std::optional<SystemTime> end = sb.paused ? sb.paused->until : sb.expires_at;
+  const std::optional<SystemTime> end = EndsAt(sb);
   if (!end) return;
   sb.ttl_timer = std::make_unique<Timer>(ex_);
   const auto left = *end - SystemNow();
@@ -535,19 +535,19 @@ asio::awaitable<Result<std::optional<sandbox::FileWriter>>> Service::StartFileWr
   if (!sb) co_return BeingDeleted(sandbox_id);
   // A lost sandbox has no keeper to start one: its files are only there to be looked at.
   if (sb->lost) co_return std::optional<sandbox::FileWriter>();
-  ++sb->spawning;
-  co_await sb->spawn_turns.Acquire();
   Result<std::optional<sandbox::FileWriter>> writer = BeingDeleted(sandbox_id);
-  if (!sb->deleting && !shutting_down_) {
-    if (auto awake = WakeHeld(*sb); !awake) {
-      writer = std::move(awake).error();
-    } else {
-      writer = co_await Await(sb->runtime->StartFileWriter(file));
+  {
+    // The entry stays while the turn is held or awaited: deletion waits for it.
+    SandboxTurn turn(*sb);
+    co_await turn.Take();
+    if (!sb->deleting && !shutting_down_) {
+      if (auto awake = WakeHeld(*sb); !awake) {
+        writer = std::move(awake).error();
+      } else {
+        writer = co_await Await(sb->runtime->StartFileWriter(file));
+      }
     }
   }
-  sb->spawn_turns.Release();
-  --sb->spawning;
-  sb->spawns_done.Notify();
   // At its pids limit the sandbox has no room for a writer; the daemon writes, still within the
   // sandbox's disk limit.
   if (!writer && writer.error().code == ErrorCode::kQuotaExceeded) {
@@ -575,20 +575,30 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
     sb = Entry(id);
     if (!sb) co_return Ok{};
   }
-  // A paused sandbox runs again to be killed: a frozen process takes no signal.
+  // A paused sandbox runs again to be killed: a frozen process takes no signal (the v1
+  // freezer holds even SIGKILL until it thaws).
+  bool frozen = false;
   if (sb->paused) {
     if (auto thawed = sb->runtime->Thaw(); !thawed) {
-      log::Warn("thawing a paused sandbox to delete it failed",
-                {{"sandbox", id}, {"error", thawed.error().message}});
+      frozen = true;
+      log::Warn(
+          "thawing a paused sandbox to delete it failed: its processes are killed without "
+          "waiting for them",
+          {{"sandbox", id}, {"error", thawed.error().message}});
     }
     sb->paused.reset();
   }
   // Holding the processes keeps them alive while we wait, whatever the table does meanwhile.
   auto processes = sb->processes;
-  for (auto& p : processes) p->Kill(ExitReason::kKilled);
-  for (auto& p : processes) {
-    // Bounded: after the grace period Kill() escalates to SIGKILL of the group.
-    co_await p->WaitExit();
+  if (frozen) {
+    // Their exits may never come: the sandbox's destruction below ends what it can.
+    for (auto& p : processes) p->KillNow(ExitReason::kKilled);
+  } else {
+    for (auto& p : processes) p->Kill(ExitReason::kKilled);
+    for (auto& p : processes) {
+      // Bounded: after the grace period Kill() escalates to SIGKILL of the group.
+      co_await p->WaitExit();
+    }
   }
   sb = Entry(id);
   if (!sb) co_return Ok{};

@@ -181,7 +181,6 @@ class Service {
   std::shared_ptr<CodeContext> TakeContext(std::string_view sandbox_id, std::string_view id);
 
  private:
-  class LifecycleTurn;  // service_lifecycle.cc
   SandboxEntry* Entry(std::string_view id);
 
   // CreateSandbox's steps: the request checked against the daemon's settings and templates,
@@ -207,9 +206,10 @@ class Service {
   // Paused state applied to what runs and counts: its processes' timeouts, its TTL.
   void PauseClocks(SandboxEntry& sb);
   // With auto_pause: pauses sandbox `id` once it has been idle for its idle_seconds. One per
-  // sandbox; ends when the sandbox or its auto_pause does.
+  // sandbox (SandboxEntry::idle_watch, which `wake` is); ends when the sandbox or its
+  // auto_pause does.
   void WatchIdleOf(SandboxEntry& sb);
-  boost::asio::awaitable<void> WatchIdle(std::string id);
+  boost::asio::awaitable<void> WatchIdle(std::string id, std::shared_ptr<AsyncSignal> wake);
   // Its TTL passed: deleted, or paused when it says so (on_timeout "pause").
   boost::asio::awaitable<void> OnTtl(std::string id);
 

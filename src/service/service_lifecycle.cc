@@ -3,7 +3,10 @@
 // spawn. While paused, what counts time for the sandbox stops: its processes' timeouts and idle
 // timeouts, and its TTL (a paused sandbox has paused_ttl instead). Resuming moves them on by
 // the time paused.
+#include <algorithm>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "base/async.h"
@@ -32,36 +35,6 @@ double SecondsSince(SteadyTime start) {
 
 }  // namespace
 
-// The sandbox's turn, held for a pause or a resume: spawns wait for it, and so does deletion
-// (it counts as a spawn). Released when it goes out of scope.
-class Service::LifecycleTurn {
- public:
-  LifecycleTurn(Service& service, std::string id) : service_(service), id_(std::move(id)) {}
-  LifecycleTurn(const LifecycleTurn&) = delete;
-  LifecycleTurn& operator=(const LifecycleTurn&) = delete;
-  // Notify cancels a timer, which throws only when the reactor itself has failed.
-  ~LifecycleTurn() {  // NOLINT(bugprone-exception-escape)
-    // The entry outlives a held turn: deletion waits for `spawning` to reach 0.
-    if (held_ == nullptr) return;
-    held_->spawn_turns.Release();
-    --held_->spawning;
-    held_->spawns_done.Notify();
-  }
-  asio::awaitable<void> Take() {
-    SandboxEntry* sb = entry();
-    if (sb == nullptr) co_return;
-    ++sb->spawning;
-    held_ = sb;
-    co_await sb->spawn_turns.Acquire();
-  }
-  SandboxEntry* entry() const { return service_.Entry(id_); }
-
- private:
-  Service& service_;
-  std::string id_;
-  SandboxEntry* held_ = nullptr;
-};
-
 asio::awaitable<Result<const SandboxEntry*>> Service::PauseSandbox(std::string id, PauseMode mode,
                                                                    std::string by) {
   SandboxEntry* sb = Entry(id);
@@ -73,43 +46,39 @@ asio::awaitable<Result<const SandboxEntry*>> Service::PauseSandbox(std::string i
                     "daemon; \"freeze\" keeps the sandbox's memory and processes"};
   }
   if (sb->paused) co_return sb;
-  LifecycleTurn turn(*this, id);
+  // The entry stays while the turn is held or awaited: deletion waits for it.
+  SandboxTurn turn(*sb);
   co_await turn.Take();
-  sb = turn.entry();
-  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
   if (sb->paused) co_return sb;
   if (auto paused = co_await PauseHeld(*sb, mode, by); !paused) {
     co_return std::move(paused).error();
   }
-  co_return turn.entry();
+  co_return sb;
 }
 
 asio::awaitable<Result<void>> Service::PauseHeld(SandboxEntry& sb, PauseMode mode,
                                                  const std::string& by) {
-  const std::string id = sb.id;
   const SteadyTime asked = SteadyNow();
   sb.transition = SandboxEntry::Transition::kPausing;
   Result<void> frozen = co_await Await(sb.runtime->Freeze());
-  SandboxEntry* entry = Entry(id);
-  if (!entry) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
-  entry->transition = SandboxEntry::Transition::kNone;
+  sb.transition = SandboxEntry::Transition::kNone;
   if (!frozen) {
-    Journal(*entry, "sandbox.pause_failed", "warn",
+    Journal(sb, "sandbox.pause_failed", "warn",
             "the sandbox could not be paused and runs on: " + frozen.error().message,
             {{"mode", PauseModeName(mode)}, {"by", by}});
     co_return std::move(frozen).error();
   }
   const SystemTime now = SystemNow();
-  entry->paused = PauseState{mode, now, SteadyNow(), now + options_.paused_ttl};
-  PauseClocks(*entry);
+  sb.paused = PauseState{mode, now, SteadyNow(), now + options_.paused_ttl};
+  PauseClocks(sb);
   ++metrics_.pauses_total;
   metrics_.pause_duration.Observe(SecondsSince(asked));
-  Journal(*entry, "sandbox.paused", "info",
+  Journal(sb, "sandbox.paused", "info",
           "sandbox paused (" + std::string(PauseModeName(mode)) + "); it is deleted at " +
-              FormatRfc3339(entry->paused->until) + " unless resumed",
+              FormatRfc3339(sb.paused->until) + " unless resumed",
           {{"mode", PauseModeName(mode)}, {"by", by}});
-  Persist(*entry);
+  Persist(sb);
   co_return Ok{};
 }
 
@@ -124,10 +93,8 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ResumeSandbox(std::string 
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
   if (!sb->paused && sb->transition == SandboxEntry::Transition::kNone) co_return sb;
-  LifecycleTurn turn(*this, id);
+  SandboxTurn turn(*sb);
   co_await turn.Take();
-  sb = turn.entry();
-  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
   if (auto resumed = ResumeHeld(*sb, by); !resumed) co_return std::move(resumed).error();
   co_return sb;
@@ -148,6 +115,9 @@ Result<void> Service::ResumeHeld(SandboxEntry& sb, const std::string& by) {
   const PauseState was = *sb.paused;
   sb.paused.reset();
   for (const auto& p : sb.processes) p->Resume();
+  // Idle (auto_pause) counts from the resume, not from before the pause.
+  sb.last_active = SteadyNow();
+  if (sb.idle_watch) sb.idle_watch->Notify();
   // Its TTL, counted from its creation, is longer by the time paused (whole seconds, rounded
   // up, as SetTimeout counts it), so a restart computes the same end.
   const auto paused_ms =
@@ -183,10 +153,9 @@ asio::awaitable<Result<void>> Service::Wake(std::string id) {
   if (!sb || (!sb->paused && sb->transition == SandboxEntry::Transition::kNone)) co_return Ok{};
   if (sb->lost || sb->deleting) co_return Ok{};  // the request answers for itself
   if (sb->paused && !sb->auto_resume) co_return WakeHeld(*sb);
-  LifecycleTurn turn(*this, id);
+  SandboxTurn turn(*sb);
   co_await turn.Take();
-  sb = turn.entry();
-  if (!sb || sb->deleting || sb->lost) co_return Ok{};
+  if (sb->deleting || sb->lost) co_return Ok{};
   co_return WakeHeld(*sb);
 }
 
@@ -201,6 +170,8 @@ void Service::EndActivity(std::string_view id) {
   if (SandboxEntry* sb = Entry(id); sb && sb->active_requests > 0) {
     --sb->active_requests;
     sb->last_active = SteadyNow();
+    // Its idle period starts now: the watch, waiting while it was busy, counts from here.
+    if (sb->active_requests == 0 && sb->idle_watch) sb->idle_watch->Notify();
   }
 }
 
@@ -214,39 +185,48 @@ Result<const SandboxEntry*> Service::UpdateLifecycle(std::string_view id,
   if (change.auto_resume) sb->auto_resume = *change.auto_resume;
   // Idle counts from the change, not from before it.
   sb->last_active = SteadyNow();
+  if (sb->idle_watch) sb->idle_watch->Notify();
   WatchIdleOf(*sb);
   Persist(*sb);
   return sb;
 }
 
 void Service::WatchIdleOf(SandboxEntry& sb) {
-  if (!sb.auto_pause || sb.watching_idle) return;
-  sb.watching_idle = true;
-  Spawn(ex_, WatchIdle(sb.id), "idle watch of " + sb.id);
+  if (!sb.auto_pause || sb.idle_watch) return;
+  sb.idle_watch = std::make_shared<AsyncSignal>(ex_);
+  Spawn(ex_, WatchIdle(sb.id, sb.idle_watch), "idle watch of " + sb.id);
 }
 
-asio::awaitable<void> Service::WatchIdle(std::string id) {
-  Timer timer(ex_);
+asio::awaitable<void> Service::WatchIdle(std::string id, std::shared_ptr<AsyncSignal> wake) {
   for (;;) {
     SandboxEntry* sb = Entry(id);
     if (!sb) co_return;
     if (!sb->auto_pause || sb->deleting || sb->lost || shutting_down_) {
-      sb->watching_idle = false;
+      sb->idle_watch.reset();
       co_return;
     }
     const auto idle = std::chrono::seconds(sb->auto_pause->idle_seconds);
     const bool busy = sb->active_requests > 0 || sb->paused ||
-                      sb->transition != SandboxEntry::Transition::kNone || sb->spawning > 0;
+                      sb->transition != SandboxEntry::Transition::kNone || sb->spawning > 0 ||
+                      std::ranges::any_of(sb->processes, [](const auto& p) {
+                        return p->spec().keep_awake && !p->exit();
+                      });
     if (!busy && SteadyNow() - sb->last_active >= idle) {
       log::Info("sandbox idle: pausing it", {{"sandbox", id}});
       (void)co_await PauseSandbox(id, sb->auto_pause->mode, "auto_pause");
       if ((sb = Entry(id)) != nullptr) sb->last_active = SteadyNow();
       continue;
     }
-    // Looked at again when it may have become idle: a busy or paused one a whole period on.
-    timer.expires_at(busy ? SteadyNow() + idle : sb->last_active + idle);
-    (void)co_await timer.async_wait(Tuple());
+    // Looked at again when it may have become idle: when its last request or a process that
+    // kept it awake ends, or it resumes (notified), else when its idle period has passed (a spawn,
+    // a pause or a resume is over long before).
+    const SteadyTime next = busy ? SteadyNow() + idle : sb->last_active + idle;
+    (void)co_await wake->Wait(std::max(next - SteadyNow(), SteadyClock::duration::zero()));
   }
+}
+
+std::optional<SystemTime> EndsAt(const SandboxEntry& sb) {
+  return sb.paused ? std::optional(sb.paused->until) : sb.expires_at;
 }
 
 asio::awaitable<void> Service::OnTtl(std::string id) {

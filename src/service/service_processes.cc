@@ -99,24 +99,23 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
   const std::string id = spec.id;
   sb->starting_ids.insert(id);
   if (!key.empty()) sb->starting_keys.insert(key);
-  ++sb->spawning;
-  co_await sb->spawn_turns.Acquire();
-  // The entry stays while a spawn is in flight: deletion waits for `spawning` to reach 0.
   Result<std::shared_ptr<Process>> started = BeingDeleted(sandbox_id);
-  if (!sb->deleting && !shutting_down_) {
-    // Paused since the request looked (its keeper is frozen too): resumed first, or refused.
-    if (auto awake = WakeHeld(*sb); !awake) {
-      started = std::move(awake).error();
-    } else {
-      started = co_await Process::Start(sb->runtime, std::move(spec), ProcessOptionsFor(),
-                                        ExitHandler(sandbox_id));
+  {
+    // The entry stays while the turn is held or awaited: deletion waits for it.
+    SandboxTurn turn(*sb);
+    co_await turn.Take();
+    if (!sb->deleting && !shutting_down_) {
+      // Paused since the request looked (its keeper is frozen too): resumed first, or refused.
+      if (auto awake = WakeHeld(*sb); !awake) {
+        started = std::move(awake).error();
+      } else {
+        started = co_await Process::Start(sb->runtime, std::move(spec), ProcessOptionsFor(),
+                                          ExitHandler(sandbox_id));
+      }
     }
+    sb->starting_ids.erase(id);
+    if (!key.empty()) sb->starting_keys.erase(key);
   }
-  sb->spawn_turns.Release();
-  sb->starting_ids.erase(id);
-  if (!key.empty()) sb->starting_keys.erase(key);
-  --sb->spawning;
-  sb->spawns_done.Notify();
   if (!started) co_return std::move(started).error();
   Record(*sb, *started);
   co_return Started{*started, false};
@@ -145,6 +144,11 @@ void Service::Record(SandboxEntry& sb, const std::shared_ptr<Process>& p) {
 }
 
 void Service::OnProcessExit(SandboxEntry& sb, Process& p) {
+  // One that kept its sandbox awake leaves it idle from its end on (auto_pause).
+  if (p.spec().keep_awake) {
+    sb.last_active = SteadyNow();
+    if (sb.idle_watch) sb.idle_watch->Notify();
+  }
   // A command that ends at once may end before StartProcess has recorded it: its start is
   // journaled first, then this.
   if (!sb.FindProcess(p.id())) {

@@ -209,7 +209,8 @@ def test_start_ps_logs_and_kill(env: dict[str, str], client: httpx.Client,
     assert talker["exit_code"] == 0
     assert "talker" in run_cli(env, "ps", sb).stdout.decode()
 
-    sleeper = run_cli(env, "start", sb, "--", "sleep", "300").stdout.decode().strip()
+    sleeper = run_cli(env, "start", sb, "--keep-awake", "--", "sleep", "300").stdout.decode().strip()
+    assert client.get(f"/v1/sandboxes/{sb}/processes/{sleeper}").json()["keep_awake"] is True
     killed = run_cli(env, "kill", sb, sleeper)
     assert killed.returncode == 0, killed.stderr
     assert client.get(f"/v1/sandboxes/{sb}/processes/{sleeper}").json()["reason"] == "killed"

@@ -311,6 +311,24 @@ def test_an_idle_sandbox_pauses_itself_and_the_next_exec_wakes_it(
         client.delete(f"/v1/sandboxes/{sb['id']}")
 
 
+def test_a_sandbox_resumed_by_hand_counts_its_idle_time_from_the_resume(
+        client: httpx.Client) -> None:
+    sb = create_sandbox(client, auto_pause={"idle_seconds": 2})
+    try:
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 6, 0.1)
+        # Paused longer than its idle period, then resumed without a request for it (a resume
+        # is not activity): it is idle from the resume, not from before its pause.
+        time.sleep(3)
+        resumed_at = time.monotonic()
+        assert resume(client, sb["id"])["status"] == "running"
+        time.sleep(1.2)
+        assert status(client, sb["id"]) == "running", "paused again before its idle period"
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 6, 0.1)
+        assert time.monotonic() - resumed_at >= 1.9
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
 def test_an_open_stream_keeps_a_sandbox_awake(daemon: Daemon, client: httpx.Client) -> None:
     sb = create_sandbox(client, auto_pause={"idle_seconds": 1})
     try:
@@ -324,6 +342,32 @@ def test_an_open_stream_keeps_a_sandbox_awake(daemon: Daemon, client: httpx.Clie
         # The daemon sees the follower gone at its next write (a keepalive, 15 s at most);
         # idle from then, it pauses.
         assert wait_until(lambda: status(client, sb["id"]) == "paused", 25, 0.2)
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def test_a_keep_awake_process_keeps_its_sandbox_awake_while_it_runs(
+        client: httpx.Client) -> None:
+    sb = create_sandbox(client, auto_pause={"idle_seconds": 1})
+    try:
+        # An ordinary background process does not keep it awake; one with keep_awake does.
+        plain = start(client, sb["id"], cmd="sleep 30")
+        assert plain["keep_awake"] is False
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 5, 0.1)
+        resume(client, sb["id"])
+        job = start(client, sb["id"], cmd="sleep 3", keep_awake=True)
+        assert job["keep_awake"] is True
+        started = time.monotonic()
+        while time.monotonic() - started < 2.5:
+            assert status(client, sb["id"]) == "running", "paused under a keep_awake process"
+            time.sleep(0.2)
+        # Idle from its end: paused a second or so after it.
+        assert wait_until(lambda: status(client, sb["id"]) == "paused", 6, 0.1)
+        got = client.get(f"/v1/sandboxes/{sb['id']}/processes/{job['id']}").json()
+        assert got["status"] == "exited" and got["keep_awake"] is True, got
+        r = client.post(f"/v1/sandboxes/{sb['id']}/processes",
+                        json={"cmd": "true", "keep_awake": "yes"})
+        assert "keep_awake" in assert_error(r, 400, "invalid_request")["message"]
     finally:
         client.delete(f"/v1/sandboxes/{sb['id']}")
 

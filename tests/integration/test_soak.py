@@ -1,7 +1,8 @@
 """Soak: thousands of mixed operations leave the daemon as they found it.
 
 Buffered execs, exec/stream, background processes with a log follow, terminals over WebSocket,
-stdin, file writes, sandboxes created and deleted, from several clients at once; once on a quiet
+stdin, file writes, sandboxes paused and resumed (by hand, by a request, or deleted while
+paused), sandboxes created and deleted, from several clients at once; once on a quiet
 machine and once beside CPU hogs (a short command that ends before the daemon looks at it is
 what raced, and load makes that common). Once every sandbox is deleted, the daemon's descriptors
 are back to the idle count exactly and its memory within a bound of where it was. And a finished
@@ -167,11 +168,32 @@ class Worker:
             assert w.status_code in (200, 201, 204), w.text
             g = c.get(f"/v1/sandboxes/{sb}/files/content", params={"path": path})
             assert g.status_code == 200 and g.content == f"data {i}".encode(), g.text
-        elif r < 0.95:
+        elif r < 0.94:
             self.counts["terminal"] += 1
             self.terminal(sb, i)
+        elif r < 0.97:
+            sb = self.pause(c, sb, i)
         else:
             self.counts["recreate"] += 1
+            assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204
+            sb = create_sandbox(c)["id"]
+        return sb
+
+    def pause(self, c: httpx.Client, sb: str, i: int) -> str:
+        """Paused, then resumed by hand, woken by an exec, or deleted while paused."""
+        p = c.post(f"/v1/sandboxes/{sb}/pause", json={"mode": "freeze"})
+        assert p.status_code == 200 and p.json()["status"] == "paused", p.text
+        how = i % 3
+        if how == 0:
+            self.counts["pause_resume"] += 1
+            r = c.post(f"/v1/sandboxes/{sb}/resume")
+            assert r.status_code == 200 and r.json()["status"] == "running", r.text
+        elif how == 1:
+            self.counts["pause_wake"] += 1
+            out = run(c, sb, cmd=f"echo w{i}")
+            assert out["stdout"] == f"w{i}\n", out
+        else:
+            self.counts["pause_delete"] += 1
             assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204
             sb = create_sandbox(c)["id"]
         return sb
@@ -241,6 +263,7 @@ def test_soak_quiet(soak_daemon: Daemon) -> None:
     idle_fds, idle_kib = idle(soak_daemon)
     counts = soak(soak_daemon, OPS_PER_RUN)
     assert counts["exec"] > OPS_PER_RUN // 4, counts
+    assert min(counts["pause_resume"], counts["pause_wake"], counts["pause_delete"]) > 0, counts
     assert_back_to_idle(soak_daemon, idle_fds, idle_kib)
 
 

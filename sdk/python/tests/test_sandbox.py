@@ -71,6 +71,10 @@ def test_pause_and_resume(daemon: Daemon) -> None:
         assert sb.set_lifecycle(auto_pause=0).auto_pause_seconds is None
     with Sandbox.create(template="base", auto_pause=1) as sb:
         assert sb.info.auto_pause_seconds == 1
+        job = sb.processes.start("sleep 3", keep_awake=True)
+        assert job.info.keep_awake
+        time.sleep(2)
+        assert sb.refresh().status == "running"  # kept awake by the job
         deadline = time.monotonic() + 6
         while sb.refresh().status != "paused" and time.monotonic() < deadline:
             time.sleep(0.2)

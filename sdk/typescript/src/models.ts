@@ -91,6 +91,8 @@ export interface ProcessInfo {
   stdoutBytes: number;
   stderrBytes: number;
   nextSeq: number;
+  /** While it runs, its sandbox does not pause itself when idle (`autoPause`). */
+  keepAwake: boolean;
 }
 
 export interface ExecResult {
@@ -256,6 +258,7 @@ export function processFromWire(w: Wire): ProcessInfo {
     stdoutBytes: num(w["stdout_bytes"]),
     stderrBytes: num(w["stderr_bytes"]),
     nextSeq: num(w["next_seq"]),
+    keepAwake: w["keep_awake"] === true,
   };
 }
 

@@ -117,6 +117,8 @@ export interface ExecOptions extends CommandOptions, StreamHooks {
 export interface StartProcessOptions extends CommandOptions {
   /** A caller-chosen process id (`[A-Za-z0-9][A-Za-z0-9_.-]{0,63}`). */
   processId?: string;
+  /** While it runs, the sandbox does not pause itself when idle (`autoPause`). */
+  keepAwake?: boolean;
 }
 
 /**

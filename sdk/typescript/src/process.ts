@@ -98,5 +98,6 @@ function toInfo(p: ProcessInfo): ProcessInfo {
     stdoutBytes: p.stdoutBytes,
     stderrBytes: p.stderrBytes,
     nextSeq: p.nextSeq,
+    keepAwake: p.keepAwake,
   };
 }

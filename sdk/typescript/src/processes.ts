@@ -36,6 +36,7 @@ export class Processes {
     const client = this.#scope.client;
     const json = commandBody(command, options);
     if (options.processId !== undefined) json["id"] = options.processId;
+    if (options.keepAwake) json["keep_awake"] = true;
     const headers = { "Idempotency-Key": options.idempotencyKey ?? crypto.randomUUID() };
     const wire = await client.retrying(options.signal, () =>
       client.json<Wire>("POST", `${this.#scope.path}/processes`, { json, headers, signal: options.signal }),

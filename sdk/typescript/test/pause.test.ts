@@ -63,6 +63,10 @@ test("autoPause: an idle sandbox pauses itself", async () => {
   const sandbox = await Sandbox.create({ autoPause: 1 });
   try {
     assert.equal(sandbox.info.autoPauseSeconds, 1);
+    const job = await sandbox.startProcess("sleep 3", { keepAwake: true });
+    assert.equal(job.keepAwake, true);
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    assert.equal((await sandbox.refresh()).status, "running", "kept awake by the job");
     const deadline = Date.now() + 6000;
     while ((await sandbox.refresh()).status !== "paused" && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 200));

@@ -46,6 +46,12 @@ std::string AccessToken(const Context& ctx, const SandboxEntry& sb) {
   return SandboxAccessToken(ctx.server.options().api_key, sb.id, holder);
 }
 
+// E2B knows two states: a sandbox being paused is paused to it, one being resumed running.
+std::string_view E2bState(const SandboxEntry& sb) {
+  const std::string_view state = SandboxState(sb);
+  return state == "paused" || state == "pausing" ? "paused" : "running";
+}
+
 // The Sandbox of a create or connect, with the token the SDK sends to envd.
 json::object Created(const Context& ctx, const SandboxEntry& sb) {
   json::object o;
@@ -70,12 +76,12 @@ json::object Described(const Context& ctx, const SandboxEntry& sb, bool detail) 
   o["startedAt"] = FormatRfc3339(sb.created_at);
   // A sandbox without a TTL has no end: the SDKs need a date, so the last one there is.
   // Paused, it ends when its paused_ttl does unless resumed.
-  const std::optional<SystemTime> end = sb.paused ? std::optional(sb.paused->until) : sb.expires_at;
+  const std::optional<SystemTime> end = EndsAt(sb);
   o["endAt"] = end ? FormatRfc3339(*end) : "9999-12-31T23:59:59.000Z";
   o["cpuCount"] = std::max<int64_t>(1, (sb.limits.cpu_percent + 99) / 100);
   o["memoryMB"] = sb.limits.memory_mb;
   o["diskSizeMB"] = sb.limits.disk_mb;
-  o["state"] = sb.paused ? "paused" : "running";
+  o["state"] = E2bState(sb);
   o["envdVersion"] = kEnvdVersion;
   o["metadata"] = Metadata(sb.metadata);
   if (detail) {
@@ -204,7 +210,7 @@ asio::awaitable<void> ListSandboxes(Context& ctx) {
   json::array items;
   for (const SandboxEntry* sb : ctx.service.List()) {
     if (sb->deleting || !ctx.principal.Sees(sb->tenant, sb->id)) continue;
-    if (!(sb->paused ? paused : running)) continue;
+    if (!(E2bState(*sb) == "paused" ? paused : running)) continue;
     if (!MetadataMatches(*sb, metadata)) continue;
     items.push_back(Described(ctx, *sb, false));
   }

@@ -179,6 +179,7 @@ class ProcessInfo:
     stdout_bytes: int
     stderr_bytes: int
     next_seq: int
+    keep_awake: bool = False  # while it runs, its sandbox does not pause itself when idle
 
     @property
     def running(self) -> bool:
@@ -204,6 +205,7 @@ class ProcessInfo:
             stdout_bytes=_opt_int(data.get("stdout_bytes")) or 0,
             stderr_bytes=_opt_int(data.get("stderr_bytes")) or 0,
             next_seq=_opt_int(data.get("next_seq")) or 0,
+            keep_awake=data.get("keep_awake") is True,
         )
 
 

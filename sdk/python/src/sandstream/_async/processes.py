@@ -57,6 +57,7 @@ class AsyncProcesses:
         idle_timeout_seconds: float | None = None,
         merge_stderr: bool = False,
         log_window_bytes: int | None = None,
+        keep_awake: bool = False,
     ) -> AsyncProcess:
         # unasync: async only
         """Starts a command in the background and returns its handle; see `Processes.start`."""
@@ -64,7 +65,8 @@ class AsyncProcesses:
         # """Starts a command in the background and returns its handle.
         #
         # `id` is an optional caller-chosen process id (`Conflict` if in use). Without `stdin`
-        # the process's stdin stays open for `write_stdin`.
+        # the process's stdin stays open for `write_stdin`. With `keep_awake` the sandbox does
+        # not pause itself when idle (`auto_pause`) while the process runs.
         # """
         # unasync: end
         body = command_body(
@@ -79,6 +81,8 @@ class AsyncProcesses:
         )
         if id is not None:
             body["id"] = id
+        if keep_awake:
+            body["keep_awake"] = True
         info = await self._sandbox._api.call(start_process_call(self._sandbox._path, body))
         return AsyncProcess(self._sandbox, info)
 

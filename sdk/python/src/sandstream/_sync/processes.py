@@ -51,11 +51,13 @@ class Processes:
         idle_timeout_seconds: float | None = None,
         merge_stderr: bool = False,
         log_window_bytes: int | None = None,
+        keep_awake: bool = False,
     ) -> Process:
         """Starts a command in the background and returns its handle.
 
         `id` is an optional caller-chosen process id (`Conflict` if in use). Without `stdin`
-        the process's stdin stays open for `write_stdin`.
+        the process's stdin stays open for `write_stdin`. With `keep_awake` the sandbox does
+        not pause itself when idle (`auto_pause`) while the process runs.
         """
         body = command_body(
             cmd,
@@ -69,6 +71,8 @@ class Processes:
         )
         if id is not None:
             body["id"] = id
+        if keep_awake:
+            body["keep_awake"] = True
         info = self._sandbox._api.call(start_process_call(self._sandbox._path, body))
         return Process(self._sandbox, info)
 
