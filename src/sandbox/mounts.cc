@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <linux/openat2.h>
 #include <set>
 
 #include "platform/fd.h"
@@ -22,20 +24,23 @@
 namespace sandstream::sandbox {
 namespace {
 
-constexpr const char* kTopLevel[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
-constexpr const char* kEtcDirs[] = {"alternatives", "ssl", "ca-certificates", "ld.so.conf.d",
-                                    "profile.d", "perl", "terminfo", "fonts", "xdg"};
-constexpr const char* kEtcFiles[] = {"ld.so.cache", "ld.so.conf", "profile", "bash.bashrc",
-                                     "inputrc", "protocols", "services", "mime.types",
-                                     "debian_version", "os-release", "shells", "host.conf",
-                                     "gai.conf", "localtime", "timezone", "resolv.conf",
-                                     "mailcap", "magic", "environment"};
+constexpr const char* kTopLevel[] = {"/usr",   "/bin",   "/sbin",  "/lib",
+                                     "/lib32", "/lib64", "/libx32"};
+constexpr const char* kEtcDirs[] = {"alternatives", "ssl",       "ca-certificates",
+                                    "ld.so.conf.d", "profile.d", "perl",
+                                    "terminfo",     "fonts",     "xdg"};
+constexpr const char* kEtcFiles[] = {"ld.so.cache",    "ld.so.conf", "profile",    "bash.bashrc",
+                                     "inputrc",        "protocols",  "services",   "mime.types",
+                                     "debian_version", "os-release", "shells",     "host.conf",
+                                     "gai.conf",       "localtime",  "timezone",   "resolv.conf",
+                                     "mailcap",        "magic",      "environment"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 // Host-wide kernel state, hidden as Docker and Podman hide it (moby's maskedPaths and more).
 constexpr const char* kMaskedProc[] = {
-    "kallsyms", "kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug",
-    "latency_stats", "sysrq-trigger", "interrupts", "slabinfo", "kpagecount", "kpageflags",
-    "kpagecgroup", "vmallocinfo", "pagetypeinfo", "acpi", "asound", "scsi"};
+    "kallsyms",     "kcore",       "keys",          "key-users",     "timer_list",
+    "timer_stats",  "sched_debug", "latency_stats", "sysrq-trigger", "interrupts",
+    "slabinfo",     "kpagecount",  "kpageflags",    "kpagecgroup",   "vmallocinfo",
+    "pagetypeinfo", "acpi",        "asound",        "scsi"};
 // Host-wide settings and hardware, read-only (moby's readonlyPaths).
 constexpr const char* kReadOnlyProc[] = {"sys", "irq", "bus", "fs"};
 // Every devpts instance but the host's draws from kernel.pty.max together.
@@ -52,8 +57,8 @@ std::string GroupFile() {
 }
 
 std::string HostsFile(const std::string& hostname) {
-  return "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" +
-         hostname + "\n";
+  return "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname +
+         "\n";
 }
 
 class PlanBuilder {
@@ -61,13 +66,12 @@ class PlanBuilder {
   explicit PlanBuilder(RootPlan* plan) : plan_(plan) {}
 
   void Add(MountOp op, const std::string& path, const std::string& label, std::string source = {},
-           std::string options = {}, mode_t mode = 0755, uid_t owner = 0,
-           unsigned long flags = 0) {
+           std::string options = {}, mode_t mode = 0755, uid_t owner = 0, unsigned long flags = 0) {
     plan_->steps.push_back(MountStep{op, path, std::move(source), std::move(options), flags, mode,
                                      owner, owner, label});
   }
 
- MountStep& Last() { return plan_->steps.back(); }
+  MountStep& Last() { return plan_->steps.back(); }
   void Keep(const std::string& path) { plan_->keep = path; }
 
  private:
@@ -82,8 +86,8 @@ void AddWritableLayer(PlanBuilder& b, const SandboxSpec& spec) {
   const int64_t mb = WritableMb(spec.limits);
   b.Add(MountOp::kMkdir, "layer", "mounts: mkdir: layer");
   b.Add(MountOp::kTmpfs, "layer", "mounts: tmpfs: layer", {},
-        "size=" + std::to_string(mb) + "m,nr_inodes=" + std::to_string(mb * 256) + ",mode=0755",
-        0, 0, MS_NOSUID | MS_NODEV);
+        "size=" + std::to_string(mb) + "m,nr_inodes=" + std::to_string(mb * 256) + ",mode=0755", 0,
+        0, MS_NOSUID | MS_NODEV);
   b.Add(MountOp::kMkdir, "layer/shm", "mounts: mkdir: layer/shm", {}, {}, 01777);
 }
 
@@ -143,7 +147,8 @@ void AddRuntimeMounts(PlanBuilder& b, const HostSystem& host, const std::string&
     b.Add(MountOp::kMask, root + "/proc/" + name, std::string("mounts: mask: /proc/") + name);
   }
   for (const char* name : kReadOnlyProc) {
-    b.Add(MountOp::kReadOnly, root + "/proc/" + name, std::string("mounts: read-only: /proc/") + name);
+    b.Add(MountOp::kReadOnly, root + "/proc/" + name,
+          std::string("mounts: read-only: /proc/") + name);
   }
   // lxcfs's answers from the sandbox's limits over the host's totals.
   for (size_t i = 0; i < view_fds.size(); ++i) {
@@ -176,32 +181,70 @@ void AddRuntimeMounts(PlanBuilder& b, const HostSystem& host, const std::string&
   AddSys(b, host, root, view_fds);
 }
 
+// The sandbox's template layers under an overlay at `root`, its writable layer the upper one
+// (`upper_mode`: the root directory's mode, where no layer sets it). PID 1 keeps the layer
+// open: snapshots read its upper directory.
+void AddOverlay(PlanBuilder& b, const std::string& root, const SandboxSpec& spec,
+                const std::vector<int>& layer_fds, mode_t upper_mode) {
+  const std::string layer = "layer";
+  b.Add(MountOp::kMkdir, layer + "/upper", "mounts: mkdir: layer/upper", {}, {}, upper_mode);
+  b.Add(MountOp::kMkdir, layer + "/work", "mounts: mkdir: layer/work");
+  b.Add(MountOp::kMkdir, layer + "/lower", "mounts: mkdir: layer/lower", {}, {}, 0700);
+  b.Keep(layer);
+  // Overlay takes its lower layers as paths of this mount namespace: each idmapped layer is
+  // attached under layer/lower, and listed topmost first.
+  std::string lowers;
+  for (size_t i = 0; i < layer_fds.size(); ++i) {
+    const std::string at = layer + "/lower/" + std::to_string(i);
+    b.Add(MountOp::kMkdir, at, "mounts: mkdir: " + at, {}, {}, 0700);
+    b.Add(MountOp::kAttach, at, "mounts: attach: " + spec.layers[i]);
+    b.Last().fd = layer_fds[i];
+    lowers = at + (lowers.empty() ? "" : ":") + lowers;
+  }
+  b.Add(
+      MountOp::kOverlay, root, "mounts: overlay: " + spec.template_name, {},
+      "lowerdir=" + lowers + ",upperdir=" + layer + "/upper,workdir=" + layer + "/work,userxattr");
+}
+
 void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root,
-                 const SandboxSpec& spec) {
+                 const SandboxSpec& spec, const std::vector<int>& layer_fds) {
   // `/` is sticky and writable for everyone, like /tmp: it is the sandbox's own tmpfs, and agents
   // expect `git clone URL /work` to work as `user`. The system directories stay read-only.
   AddWritableLayer(b, spec);
-  b.Add(MountOp::kMkdir, "layer/root", "mounts: mkdir: layer/root", {}, {}, 01777);
-  b.Add(MountOp::kBind, root, "mounts: bind: /", "layer/root");
+  if (layer_fds.empty()) {
+    b.Add(MountOp::kMkdir, "layer/root", "mounts: mkdir: layer/root", {}, {}, 01777);
+    b.Add(MountOp::kBind, root, "mounts: bind: /", "layer/root");
+    b.Keep("layer");
+  } else {
+    // A snapshot of a base sandbox: what it wrote, under the writable layer, with the host's
+    // system over it as for any base sandbox. What the steps below write replaces its copy
+    // (they name this sandbox, and the host's files go with the host's libraries).
+    AddOverlay(b, root, spec, layer_fds, 01777);
+  }
+  const bool replace = !layer_fds.empty();
   for (const auto& dir : host.dirs) {
     b.Add(MountOp::kMkdir, root + dir, "mounts: mkdir: " + dir);
     b.Add(MountOp::kBindReadOnly, root + dir, "mounts: bind-ro: " + dir, dir);
   }
   for (const auto& [path, target] : host.links) {
     b.Add(MountOp::kSymlink, root + path, "mounts: symlink: " + path, target);
+    b.Last().replace = replace;
   }
   const std::string etc = root + "/etc";
   b.Add(MountOp::kMkdir, etc, "mounts: mkdir: /etc");
   for (const auto& [name, content] : host.etc_files) {
     if (name == "resolv.conf" && !spec.resolv_conf.empty()) continue;
     b.Add(MountOp::kWriteFile, etc + "/" + name, "mounts: write: /etc/" + name, content, {}, 0644);
+    b.Last().replace = replace;
   }
   if (!spec.resolv_conf.empty()) {
     b.Add(MountOp::kWriteFile, etc + "/resolv.conf", "mounts: write: /etc/resolv.conf",
           spec.resolv_conf, {}, 0644);
+    b.Last().replace = replace;
   }
   for (const auto& [name, target] : host.etc_links) {
     b.Add(MountOp::kSymlink, etc + "/" + name, "mounts: symlink: /etc/" + name, target);
+    b.Last().replace = replace;
   }
   for (const auto& name : host.etc_dirs) {
     b.Add(MountOp::kMkdir, etc + "/" + name, "mounts: mkdir: /etc/" + name);
@@ -218,6 +261,7 @@ void AddBaseRoot(PlanBuilder& b, const HostSystem& host, const std::string& root
   for (const auto& [name, content] : generated) {
     b.Add(MountOp::kWriteFile, etc + "/" + name, std::string("mounts: write: /etc/") + name,
           content, {}, 0644);
+    b.Last().replace = replace;
   }
   b.Add(MountOp::kMkdir, root + "/root", "mounts: mkdir: /root", {}, {}, 0700);
   b.Add(MountOp::kMkdir, root + "/run", "mounts: mkdir: /run");
@@ -230,27 +274,11 @@ void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec&
   // The writable layer is a sized tmpfs: cheap to drop and a disk quota at once.
   const std::string layer = "layer";
   AddWritableLayer(b, spec);
-  b.Add(MountOp::kMkdir, layer + "/upper", "mounts: mkdir: layer/upper");
-  b.Add(MountOp::kMkdir, layer + "/work", "mounts: mkdir: layer/work");
-  b.Add(MountOp::kMkdir, layer + "/lower", "mounts: mkdir: layer/lower", {}, {}, 0700);
-  b.Keep(layer);
-  // Overlay takes its lower layers as paths of this mount namespace: each idmapped layer is
-  // attached under layer/lower, and listed topmost first.
-  std::string lowers;
-  for (size_t i = 0; i < layer_fds.size(); ++i) {
-    const std::string at = layer + "/lower/" + std::to_string(i);
-    b.Add(MountOp::kMkdir, at, "mounts: mkdir: " + at, {}, {}, 0700);
-    b.Add(MountOp::kAttach, at, "mounts: attach: " + spec.layers[i]);
-    b.Last().fd = layer_fds[i];
-    lowers = at + (lowers.empty() ? "" : ":") + lowers;
-  }
-  b.Add(MountOp::kOverlay, root, "mounts: overlay: " + spec.template_name, {},
-        "lowerdir=" + lowers + ",upperdir=" + layer + "/upper,workdir=" + layer +
-            "/work,userxattr");
+  AddOverlay(b, root, spec, layer_fds, 0755);
   // Files of the template that must name this sandbox; bound over, so that they do so even
   // where the template's /etc is read-only to the sandbox's root.
   std::vector<std::pair<const char*, std::string>> own = {{"hostname", spec.id + "\n"},
-                                                           {"hosts", HostsFile(spec.id)}};
+                                                          {"hosts", HostsFile(spec.id)}};
   if (!spec.resolv_conf.empty()) own.emplace_back("resolv.conf", spec.resolv_conf);
   for (const auto& [name, content] : own) {
     const std::string file = layer + "/" + name;
@@ -279,12 +307,58 @@ void BindReadOnly(const MountStep& s, const char* source, int report_fd) {
   if (::mount(source, path, nullptr, MS_BIND | MS_REC, nullptr) != 0) Fail(s, report_fd);
   // mount_setattr changes only the named flags; a MS_REMOUNT would have to restate
   // every flag locked by the user namespace (relatime, nosuid...) or fail with EPERM.
-  struct mount_attr attr{};
+  struct mount_attr attr {};
   attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   if (::mount_setattr(AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) != 0) Fail(s, report_fd);
 }
 
-void RunStep(const MountStep& s, int report_fd) {
+// Where a step creates something (a directory, a file, a symlink): the directory to create it
+// in and its name there. A path under the new root is resolved inside it, every symlink on the
+// way as if the root were `/` (RESOLVE_IN_ROOT): a template's tree is a tenant's (an image, a
+// snapshot), and its links lead wherever it likes on the host, where the setup must never
+// write. Other paths are the daemon's own (the sandbox's directory, its layer), taken as they
+// are. The directory is closed by the caller unless it is AT_FDCWD.
+struct Place {
+  int dir = AT_FDCWD;
+  const char* name = nullptr;
+};
+
+Place PlaceOf(const MountStep& s, const std::string& new_root, int report_fd) {
+  const char* path = s.path.c_str();
+  const size_t root_len = new_root.size();
+  if (s.path.size() <= root_len + 1 || s.path.compare(0, root_len, new_root) != 0 ||
+      path[root_len] != '/') {
+    return {AT_FDCWD, path};
+  }
+  const char* rel = path + root_len + 1;
+  const char* slash = std::strrchr(rel, '/');
+  const int root = ::open(new_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) Fail(s, report_fd);
+  if (slash == nullptr) return {root, rel};
+  // No allocation in the child: the parent's path is copied to the stack.
+  char parent[PATH_MAX];
+  const auto len = static_cast<size_t>(slash - rel);
+  if (len >= sizeof parent) {
+    errno = ENAMETOOLONG;
+    Fail(s, report_fd);
+  }
+  std::memcpy(parent, rel, len);
+  parent[len] = '\0';
+  struct open_how how {};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  const auto dir = static_cast<int>(::syscall(SYS_openat2, root, parent, &how, sizeof how));
+  if (dir < 0) Fail(s, report_fd);
+  ::close(root);
+  return {dir, slash + 1};
+}
+
+// A step with `replace` first removes what is there (a file or a link, never a directory).
+void Unlink(const MountStep& s, const Place& at, int report_fd) {
+  if (s.replace && ::unlinkat(at.dir, at.name, 0) != 0 && errno != ENOENT) Fail(s, report_fd);
+}
+
+void RunStep(const MountStep& s, const std::string& new_root, int report_fd) {
   if (InjectedFault()) Fail(s, report_fd);
   const char* path = s.path.c_str();
   switch (s.op) {
@@ -329,10 +403,10 @@ void RunStep(const MountStep& s, int report_fd) {
     case MountOp::kMask: {
       struct stat st;
       if (!Exists(s, &st, report_fd)) return;
-      const int rc = S_ISDIR(st.st_mode)
-                         ? ::mount("tmpfs", path, "tmpfs",
-                                   MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
-                         : ::mount("/dev/null", path, nullptr, MS_BIND, nullptr);
+      const int rc = S_ISDIR(st.st_mode) ? ::mount("tmpfs", path, "tmpfs",
+                                                   MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                                   "size=4k,mode=0555")
+                                         : ::mount("/dev/null", path, nullptr, MS_BIND, nullptr);
       if (rc != 0) Fail(s, report_fd);
       return;
     }
@@ -346,19 +420,31 @@ void RunStep(const MountStep& s, int report_fd) {
       if (::mount(s.source.c_str(), path, nullptr, MS_BIND, nullptr) != 0) Fail(s, report_fd);
       return;
     }
-    case MountOp::kMkdir:
-      if (::mkdir(path, s.mode) != 0) {
+    case MountOp::kMkdir: {
+      const Place at = PlaceOf(s, new_root, report_fd);
+      if (::mkdirat(at.dir, at.name, s.mode) != 0) {
         if (errno != EEXIST) Fail(s, report_fd);
-        return;
+      } else if ((s.uid != 0 || s.gid != 0) &&
+                 ::fchownat(at.dir, at.name, s.uid, s.gid, AT_SYMLINK_NOFOLLOW) != 0) {
+        Fail(s, report_fd);
       }
-      if ((s.uid != 0 || s.gid != 0) && ::chown(path, s.uid, s.gid) != 0) Fail(s, report_fd);
+      if (at.dir != AT_FDCWD) ::close(at.dir);
       return;
-    case MountOp::kSymlink:
-      if (::symlink(s.source.c_str(), path) != 0) Fail(s, report_fd);
+    }
+    case MountOp::kSymlink: {
+      const Place at = PlaceOf(s, new_root, report_fd);
+      Unlink(s, at, report_fd);
+      if (::symlinkat(s.source.c_str(), at.dir, at.name) != 0) Fail(s, report_fd);
+      if (at.dir != AT_FDCWD) ::close(at.dir);
       return;
+    }
     case MountOp::kWriteFile: {
-      int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, s.mode);
+      const Place at = PlaceOf(s, new_root, report_fd);
+      Unlink(s, at, report_fd);
+      int fd =
+          ::openat(at.dir, at.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, s.mode);
       if (fd < 0) Fail(s, report_fd);
+      if (at.dir != AT_FDCWD) ::close(at.dir);
       size_t done = 0;
       while (done < s.source.size()) {
         ssize_t n = ::write(fd, s.source.data() + done, s.source.size() - done);
@@ -429,8 +515,8 @@ RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
   plan.new_root = "root";
   plan.pivot_label = "mounts: pivot_root: " + sandbox_dir + "/root";
   PlanBuilder b(&plan);
-  if (spec.layers.empty()) {
-    AddBaseRoot(b, host, plan.new_root, spec);
+  if (spec.layers.empty() || spec.host_base) {
+    AddBaseRoot(b, host, plan.new_root, spec, layer_fds);
   } else {
     AddTemplateRoot(b, plan.new_root, spec, layer_fds);
   }
@@ -452,13 +538,14 @@ int BuildRootInChild(const RootPlan& plan, int report_fd) {
     ReportAndExit(report_fd, "mounts: make / private", errno);
   }
   ::umask(0);
-  for (const auto& step : plan.steps) RunStep(step, report_fd);
+  for (const auto& step : plan.steps) RunStep(step, plan.new_root, report_fd);
   int keep = -1;
   if (!plan.keep.empty()) {
     keep = ::open(plan.keep.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (InjectedFault() || keep < 0) ReportAndExit(report_fd, "mounts: keep layer", errno);
   }
-  if (::chdir(plan.new_root.c_str()) != 0) ReportAndExit(report_fd, plan.pivot_label.c_str(), errno);
+  if (::chdir(plan.new_root.c_str()) != 0)
+    ReportAndExit(report_fd, plan.pivot_label.c_str(), errno);
   // pivot_root(".", ".") stacks the old root on the new one; detaching "." then drops it,
   // with no put_old directory to create and remove.
   if (::syscall(SYS_pivot_root, ".", ".") != 0) {

@@ -37,8 +37,8 @@ enum class MountOp {
 
 struct MountStep {
   MountOp op;
-  std::string path;    // where, as seen before pivot_root
-  std::string source;  // bind source, symlink target or file content
+  std::string path;         // where, as seen before pivot_root
+  std::string source;       // bind source, symlink target or file content
   std::string options;      // filesystem data ("size=64m,mode=0755")
   unsigned long flags = 0;  // MS_* flags of the mount
   mode_t mode = 0755;
@@ -46,6 +46,8 @@ struct MountStep {
   gid_t gid = 0;
   std::string label;  // "mounts: bind-ro: /usr", the failing step's name
   int fd = -1;        // kAttach: the mount's fd number in the child
+  // kWriteFile, kSymlink: replaces a file or link already there (a snapshot's copy).
+  bool replace = false;
 };
 
 struct RootPlan {
@@ -59,11 +61,11 @@ struct RootPlan {
 
 // What the `base` template takes from the host, read once when the runtime starts.
 struct HostSystem {
-  std::vector<std::string> dirs;                                // bound read-only: /usr ...
-  std::vector<std::pair<std::string, std::string>> links;       // /bin -> usr/bin ...
-  std::vector<std::string> etc_dirs;                            // /etc/ssl ... read-only
-  std::vector<std::pair<std::string, std::string>> etc_files;   // name, content
-  std::vector<std::pair<std::string, std::string>> etc_links;   // name, target
+  std::vector<std::string> dirs;                               // bound read-only: /usr ...
+  std::vector<std::pair<std::string, std::string>> links;      // /bin -> usr/bin ...
+  std::vector<std::string> etc_dirs;                           // /etc/ssl ... read-only
+  std::vector<std::pair<std::string, std::string>> etc_files;  // name, content
+  std::vector<std::pair<std::string, std::string>> etc_links;  // name, target
   // The cgroup filesystems every sandbox mounts under /sys/fs/cgroup (Cgroups::fs_mounts).
   std::vector<CgroupFsMount> cgroup_fs;
   static HostSystem Scan();

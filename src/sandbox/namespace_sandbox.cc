@@ -95,7 +95,9 @@ std::string NamespaceSandbox::RootPath() const {
 }
 
 std::string NamespaceSandbox::WritableLayer() const {
-  return layered_ ? "/proc/" + std::to_string(init_pid_) + "/fd/4/upper" : std::string();
+  // PID 1 keeps the writable layer's tmpfs open as fd 4 (mounts.cc): its overlay's upper
+  // directory, or a base root's tree (under which the host's system is bound, unseen here).
+  return "/proc/" + std::to_string(init_pid_) + (layered_ ? "/fd/4/upper" : "/fd/4/root");
 }
 
 std::optional<uint32_t> NamespaceSandbox::HostId(uint32_t inside) const {

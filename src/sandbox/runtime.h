@@ -63,6 +63,9 @@ struct SandboxSpec {
   // own ids (0 is its root), seen so inside through idmapped mounts under the sandbox's
   // writable overlay layer. Empty: the root is built from the host's system directories.
   std::vector<std::string> layers;
+  // The layers go over the host's system directories, as a base sandbox's root, instead of
+  // being the whole root: a snapshot of a base sandbox.
+  bool host_base = false;
   // The sandbox's user, whom processes run as unless as root, and who owns /workspace: `user`
   // (1000) or its template's.
   uint32_t user_uid = 1000;

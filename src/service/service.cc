@@ -243,6 +243,7 @@ sandbox::SandboxSpec Service::SpecFor(const SandboxEntry& sb, const Template* tm
   // runs on what it had, and a fresh one is base.
   if (tmpl) {
     spec.layers = template_service_.templates().LayerPaths(*tmpl);
+    spec.host_base = tmpl->root == "base";
     spec.user_uid = tmpl->uid;
     spec.user_gid = tmpl->gid;
   }

@@ -195,13 +195,16 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
                                                                    SnapshotSource from) {
   if (auto stopping = CheckStopping(); !stopping) co_return std::move(stopping).error();
   const Template* parent = templates_.Find(from.template_name);
-  if (!parent || (parent->kind != "image" && parent->kind != "snapshot") || from.upper.empty() ||
-      !from.base_id) {
-    co_return Error{ErrorCode::kInvalidRequest,
-                    "snapshot: sandbox " + from.sandbox_id + " is made from template '" +
-                        from.template_name +
-                        "', which has no image layers to build on; "
-                        "snapshot a sandbox made from an imported image"};
+  if (!parent) {
+    co_return Error{ErrorCode::kConflict, "snapshot: sandbox " + from.sandbox_id +
+                                              " is made from template '" + from.template_name +
+                                              "', which is gone: its layers cannot be named"};
+  }
+  if (from.upper.empty() || !from.base_id) {
+    co_return Error{ErrorCode::kConflict,
+                    "snapshot: sandbox " + from.sandbox_id +
+                        " has no writable layer the daemon can read (a sandbox made before this "
+                        "daemon's version kept one); snapshot a sandbox made since"};
   }
   const std::string& tenant = from.tenant;
   if (auto room = quotas_.CheckTemplateStorage(templates_, tenant, 0); !room) {
@@ -210,7 +213,10 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
   if (auto reserved = templates_.Reserve(name, tenant); !reserved) {
     co_return std::move(reserved).error();
   }
+  // What the snapshot's layer goes over: its parent's layers, and under them its parent's root.
   Template t = *parent;
+  if (parent->kind == "base") t.root = "base";
+  if (parent->kind == "directory") t.root = "directory";
   auto job = [&templates = templates_, upper = from.upper, base = *from.base_id,
               disk_bytes = from.disk_bytes]() -> Result<image::LayerRef> {
     auto layer = templates.images().LayerFromDirectory(upper, base, 65536, disk_bytes);

@@ -51,6 +51,8 @@ std::string StringOf(const json::object& o, std::string_view key) {
 json::object Record(const Template& t) {
   json::object o = TemplateJson(t);
   o["layers"] = Strings(t.layers);
+  o["root"] = t.root;
+  o["directory"] = t.directory;
   o["config_digest"] = t.config_digest;
   o["uid"] = t.uid;
   o["gid"] = t.gid;
@@ -63,6 +65,8 @@ Template FromRecord(const json::object& o) {
   t.kind = StringOf(o, "kind");
   t.tenant = StringOf(o, "tenant");
   t.layers = StringsOf(o.if_contains("layers"));
+  t.root = StringOf(o, "root");
+  t.directory = StringOf(o, "directory");
   t.env = StringsOf(o.if_contains("env"));
   t.working_dir = StringOf(o, "working_dir");
   t.user = StringOf(o, "user");
@@ -115,7 +119,7 @@ std::optional<std::pair<uint32_t, uint32_t>> LookUp(const std::string& file,
 // /etc/<name> of the topmost layer that has it.
 std::string EtcFile(const std::vector<std::string>& layer_dirs, const char* name) {
   for (auto it = layer_dirs.rbegin(); it != layer_dirs.rend(); ++it) {
-    const std::string path = *it + "/etc/" + name;
+    std::string path = *it + "/etc/" + name;
     std::error_code ec;
     if (fs::is_regular_file(fs::symlink_status(path, ec))) return path;
   }
@@ -133,7 +137,7 @@ json::object TemplateJson(const Template& t) {
       {"source", t.source.empty() ? json::value(nullptr) : json::value(t.source)},
       {"digest", t.digest.empty() ? json::value(nullptr) : json::value(t.digest)},
       {"tags", Strings(t.tags)},
-      {"layers_count", t.kind == "directory" ? 1 : t.layers.size()},
+      {"layers_count", t.layers.size() + (t.kind == "directory" || t.root == "directory")},
       {"size_bytes", t.size_bytes},
       {"env", Strings(t.env)},
       {"working_dir", t.working_dir.empty() ? json::value(nullptr) : json::value(t.working_dir)},
@@ -203,6 +207,7 @@ std::vector<const Template*> Templates::List() const {
 std::vector<std::string> Templates::LayerPaths(const Template& t) const {
   if (t.kind == "directory") return {t.directory};
   std::vector<std::string> paths;
+  if (t.root == "directory") paths.push_back(t.directory);
   if (!images_) return paths;
   for (const auto& layer : t.layers) paths.push_back(images_->LayerPath(layer));
   return paths;

@@ -31,10 +31,14 @@ struct Template {
   std::string tenant;               // its owner; "" for the admin's, which every tenant may use
   std::string directory;            // kind "directory": its root
   std::vector<std::string> layers;  // kinds "image" and "snapshot": diff ids, bottom first
-  std::vector<std::string> env;     // the image's Env ("K=V"), under the sandbox's own
-  std::string working_dir;          // the default cwd ("": /workspace)
-  std::string user;                 // the image's User, as written
-  uint32_t uid = 1000;              // ... and as ids, read from the image's /etc/passwd
+  // Kind "snapshot": what its layers go over. "": nothing (its image's layers are the whole
+  // root); "base": the host's system, as for the built-in templates; "directory": the tree of
+  // `directory`, lowest.
+  std::string root;
+  std::vector<std::string> env;  // the image's Env ("K=V"), under the sandbox's own
+  std::string working_dir;       // the default cwd ("": /workspace)
+  std::string user;              // the image's User, as written
+  uint32_t uid = 1000;           // ... and as ids, read from the image's /etc/passwd
   uint32_t gid = 1000;
   std::string source;         // "archive", a reference pulled, or the sandbox snapshotted
   std::string digest;         // the image manifest's (a snapshot's: its image's), or ""

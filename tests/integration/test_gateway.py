@@ -617,6 +617,35 @@ def test_a_stream_cut_with_its_gateway_resumes_through_another(cluster: Cluster)
         g_other.delete(f"/v1/sandboxes/{sid}")
 
 
+def test_pause_resume_and_fork_through_a_gateway_stay_on_the_sandboxs_node(
+        cluster: Cluster) -> None:
+    g1, g2 = (client_of(g) for g in cluster.gateways[:2])
+    sid = g1.post("/v1/sandboxes", json={}).json()["id"]
+    made = [sid]
+    try:
+        r = g1.post(f"/v1/sandboxes/{sid}/pause", json={"mode": "freeze"})
+        assert r.status_code == 200 and r.json()["status"] == "paused", r.text
+        assert g2.get(f"/v1/sandboxes/{sid}").json()["status"] == "paused"
+        # A request through the other gateway wakes it where it is.
+        r = g2.post(f"/v1/sandboxes/{sid}/exec", json={"cmd": "echo awake > /workspace/f; cat /workspace/f"})
+        assert r.status_code == 200 and r.json()["stdout"] == "awake\n", r.text
+        assert g1.post(f"/v1/sandboxes/{sid}/pause", json={}).json()["status"] == "paused"
+        assert g2.post(f"/v1/sandboxes/{sid}/resume").json()["status"] == "running"
+        # A fork lands on its source's node, with its files.
+        r = g1.post(f"/v1/sandboxes/{sid}/fork", json={})
+        assert r.status_code == 201, r.text
+        fork = r.json()
+        made.append(fork["id"])
+        assert node_of(fork["id"]) == node_of(sid)
+        r = g2.post(f"/v1/sandboxes/{fork['id']}/exec", json={"cmd": "cat /workspace/f"})
+        assert r.status_code == 200 and r.json()["stdout"] == "awake\n", r.text
+        g1.delete(f"/v1/sandboxes/{fork['id']}")
+        assert g1.delete(f"/v1/templates/{fork['template']}").status_code == 204
+    finally:
+        for m in made:
+            g1.delete(f"/v1/sandboxes/{m}")
+
+
 def test_a_node_killed_answers_503_and_comes_back_with_its_sandboxes(cluster: Cluster) -> None:
     g1, g2 = (client_of(g) for g in cluster.gateways[:2])
     cluster.wait_seen(cluster.gateways[0], {"n1", "n2", "n3"})

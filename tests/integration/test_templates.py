@@ -271,6 +271,35 @@ def test_a_directory_template_shows_its_owners_through_an_idmapped_layer(
     assert API_KEY
 
 
+def test_an_images_symlinks_never_lead_the_sandboxs_setup_onto_the_host(
+        client: httpx.Client) -> None:
+    # /home an absolute symlink to a host directory anyone may write into: the setup makes
+    # /home/user inside the sandbox's root (where the link leads there), never on the host.
+    outside = Path(f"/tmp/sandstream-escape-{os.urandom(6).hex()}")
+    outside.mkdir(mode=0o777)
+    outside.chmod(0o777)
+    E = images.Entry
+    entries = [e for e in images.system_layer() if not e.name.startswith("home")]
+    entries += [E(str(outside).lstrip("/"), kind=tarfile.DIRTYPE, mode=0o755),
+                E("home", kind=tarfile.SYMTYPE, link=str(outside))]
+    name = f"links-{os.urandom(3).hex()}"
+    try:
+        archive = images.Image([images.layer_tar(entries)]).oci_archive()
+        assert import_archive(client, name, archive).status_code == 201
+        sb = create_sandbox(client, template=name)
+        try:
+            assert sh(client, sb["id"], f"ls -d /home/user {outside}/user").split() == \
+                sorted(["/home/user", f"{outside}/user"])
+        finally:
+            client.delete(f"/v1/sandboxes/{sb['id']}")
+        assert list(outside.iterdir()) == [], "the sandbox's setup wrote on the host"
+    finally:
+        client.delete(f"/v1/templates/{name}")
+        for leaked in outside.iterdir():
+            leaked.rmdir()
+        outside.rmdir()
+
+
 def test_a_snapshot_keeps_the_files_and_a_fork_starts_from_them(
         client: httpx.Client, daemon: Any, tiny: images.Image) -> None:
     if client.get("/v1/templates/tiny-oci").status_code != 200:
@@ -314,10 +343,64 @@ def test_a_snapshot_keeps_the_files_and_a_fork_starts_from_them(
             assert client.delete(f"/v1/templates/{name}").status_code == 204
 
 
-def test_a_base_sandbox_cannot_be_snapshotted(client: httpx.Client, sandbox: dict[str, Any]) -> None:
-    err = assert_error(client.post(f"/v1/sandboxes/{sandbox['id']}/snapshot", json={"name": "b"}),
-                       400, "invalid_request")
-    assert "image" in err["message"]
+@pytest.mark.parametrize("template", ["base", "code-interpreter"])
+def test_a_base_sandbox_is_snapshotted_and_forked_with_what_it_wrote(
+        client: httpx.Client, template: str) -> None:
+    sb = create_sandbox(client, template=template, env={"MINE": "1"})
+    made: list[str] = []
+    try:
+        sh(client, sb["id"], "set -e; echo kept > /workspace/w; mkdir -p /data/app;"
+                             " echo app > /data/app/f; echo t > /tmp/t; echo h > /home/user/h")
+        sh(client, sb["id"], "echo 'custom line' >> /etc/environment; echo r > /root/r",
+           user="root")
+        r = client.post(f"/v1/sandboxes/{sb['id']}/snapshot", json={"name": f"bsnap-{template}"})
+        assert r.status_code == 201, r.text
+        made.append(f"bsnap-{template}")
+        t = r.json()
+        assert t["kind"] == "snapshot" and t["source"] == sb["id"] and t["layers_count"] == 1
+        s2 = create_sandbox(client, template=f"bsnap-{template}")
+        try:
+            assert sh(client, s2["id"], "cat /workspace/w /data/app/f /tmp/t /home/user/h") == \
+                "kept\napp\nt\nh\n"
+            assert sh(client, s2["id"], "cat /root/r", user="root") == "r\n"
+            # The host's system is over it again, read-only; what names the sandbox is its own;
+            # the host's /etc files are written afresh.
+            assert sh(client, s2["id"], "hostname; cat /etc/hostname") == \
+                f"{s2['id']}\n{s2['id']}\n"
+            assert s2["id"] in sh(client, s2["id"], "cat /etc/hosts")
+            assert "custom line" not in sh(client, s2["id"], "cat /etc/environment || true")
+            assert run(client, s2["id"], cmd="touch /usr/x")["exit_code"] != 0
+            assert sh(client, s2["id"], "ls -ld / | cut -c1-10") == "drwxrwxrwt\n"
+            # A snapshot of that sandbox stacks another layer.
+            sh(client, s2["id"], "echo second > /workspace/w2")
+            r = client.post(f"/v1/sandboxes/{s2['id']}/snapshot",
+                            json={"name": f"bsnap2-{template}"})
+            assert r.status_code == 201 and r.json()["layers_count"] == 2, r.text
+            made.append(f"bsnap2-{template}")
+        finally:
+            client.delete(f"/v1/sandboxes/{s2['id']}")
+        s3 = create_sandbox(client, template=f"bsnap2-{template}")
+        try:
+            assert sh(client, s3["id"], "cat /workspace/w /workspace/w2") == "kept\nsecond\n"
+        finally:
+            client.delete(f"/v1/sandboxes/{s3['id']}")
+        # A fork of the base sandbox: its files now, its settings.
+        sh(client, sb["id"], "echo later > /workspace/w")
+        r = client.post(f"/v1/sandboxes/{sb['id']}/fork", json={})
+        assert r.status_code == 201, r.text
+        fork = r.json()
+        made.append(fork["template"])
+        try:
+            assert fork["env"]["MINE"] == "1"
+            assert sh(client, fork["id"], "cat /workspace/w; echo $MINE") == "later\n1\n"
+            if template == "code-interpreter":
+                assert sh(client, fork["id"], "python -c 'print(6*7)'") == "42\n"
+        finally:
+            client.delete(f"/v1/sandboxes/{fork['id']}")
+    finally:
+        client.delete(f"/v1/sandboxes/{sb['id']}")
+        for name in reversed(made):
+            assert client.delete(f"/v1/templates/{name}").status_code == 204
     assert_error(client.post("/v1/sandboxes/sb_nope/snapshot", json={"name": "b"}), 404, "not_found")
 
 
