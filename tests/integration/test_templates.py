@@ -232,11 +232,25 @@ def test_templates_and_their_sandboxes_survive_a_restart(daemon_factory: Any, tm
         assert made.status_code == 201
         sb = create_sandbox(c, template="kept")
         sh(c, sb["id"], "echo mine > /home/app/file")
+        # A base sandbox adopted by the next daemon can still be snapshotted, and a snapshot of
+        # one still goes over the host's system after the restart.
+        based = create_sandbox(c)
+        sh(c, based["id"], "echo base > /workspace/b")
+        assert c.post(f"/v1/sandboxes/{based['id']}/snapshot",
+                      json={"name": "bsnap"}).status_code == 201
     d.stop()
     d2 = daemon_factory(data_dir=data)
     with d2.client() as c:
         assert c.get("/v1/templates/kept").json()["status"] == "ready"
         assert sh(c, sb["id"], "cat /home/app/file; id -u") == "mine\n1234\n"
+        from_base = create_sandbox(c, template="bsnap")
+        assert sh(c, from_base["id"], "cat /workspace/b; ls /usr/bin/env") == "base\n/usr/bin/env\n"
+        assert c.post(f"/v1/sandboxes/{based['id']}/snapshot",
+                      json={"name": "bsnap2"}).status_code == 201
+        for s in (based, from_base):
+            c.delete(f"/v1/sandboxes/{s['id']}")
+        for name in ("bsnap2", "bsnap"):
+            assert c.delete(f"/v1/templates/{name}").status_code == 204
         sb2 = create_sandbox(c, template="kept")
         assert sh(c, sb2["id"], "ls /data") == "keep\n"
         # The collection at start (before this snapshot: they share a thread) keeps what a
@@ -267,7 +281,17 @@ def test_a_directory_template_shows_its_owners_through_an_idmapped_layer(
         sh(c, sb["id"], "echo changed > /etc/os-release", user="root")
         assert (root / "etc/os-release").read_text() == "ID=tiny\n"
         assert sh(c, sb["id"], "id -u") == "1000\n"
+        # A snapshot keeps the directory as its lowest layer, and what the sandbox changed over
+        # it; the directory itself is untouched.
+        r = c.post(f"/v1/sandboxes/{sb['id']}/snapshot", json={"name": "tinydir-snap"})
+        assert r.status_code == 201 and r.json()["layers_count"] == 2, r.text
         c.delete(f"/v1/sandboxes/{sb['id']}")
+        s2 = create_sandbox(c, template="tinydir-snap")
+        assert sh(c, s2["id"], "cat /etc/os-release; stat -c '%u' /app/owned-by-app") == \
+            "changed\n1234\n"
+        c.delete(f"/v1/sandboxes/{s2['id']}")
+        assert c.delete("/v1/templates/tinydir-snap").status_code == 204
+        assert (root / "etc/os-release").read_text() == "ID=tiny\n"
     assert API_KEY
 
 
