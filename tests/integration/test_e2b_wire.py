@@ -88,8 +88,10 @@ def test_errors_in_each_dialect(daemon: Daemon) -> None:
         r = c.get("/sandboxes/sb_0000000000000000", headers=key)
         assert r.status_code == 404 and r.json() == {
             "code": 404, "message": "sandbox sb_0000000000000000 not found"}, r.text
+        # What sandstream does not serve: 404 for a sandbox that is not there (below: 501 for
+        # one that is).
         r = c.get("/sandboxes/sb_0000000000000000/metrics", headers=key)
-        assert r.status_code == 501 and r.json()["code"] == 501, r.text
+        assert r.status_code == 404 and r.json()["code"] == 404, r.text
         r = c.post("/sandboxes/sb_0000000000000000/pause", headers=key)
         assert r.status_code == 404 and r.json()["code"] == 404, r.text
         assert c.get("/v2/nothing/here", headers=key).status_code == 404
@@ -98,6 +100,26 @@ def test_errors_in_each_dialect(daemon: Daemon) -> None:
         sb = create(c, API_KEY)
         r = c.post(f"/sandboxes/{sb['sandboxID']}/timeout", json={"timeout": "x"}, headers=key)
         assert r.status_code == 400 and "timeout" in r.json()["message"], r.text
+        # The rest of E2B's control plane: 501 naming the route and what to use instead, never a
+        # 404 the SDKs would report as a missing sandbox.
+        sid = sb["sandboxID"]
+        for method, path, instead in [
+                ("GET", f"/sandboxes/{sid}/metrics", "/sys/fs/cgroup"),
+                ("POST", f"/sandboxes/{sid}/fork", f"/v1/sandboxes/{{id}}/fork"),
+                ("POST", f"/sandboxes/{sid}/snapshots", "/snapshot"),
+                ("PUT", f"/sandboxes/{sid}/network", "network.egress"),
+                ("GET", "/snapshots", "/snapshot"),
+                ("GET", "/volumes", "volumes are not available"),
+                ("POST", "/volumes", "volumes are not available"),
+                ("GET", "/volumecontent/vol_1/file", "volumes are not available"),
+                ("GET", "/secrets", "secrets"),
+                ("POST", "/v3/templates", "/v1/templates"),
+                ("GET", "/templates/aliases/base", "/v1/templates")]:
+            r = c.request(method, path, json={}, headers=key)
+            assert r.status_code == 501 and r.json()["code"] == 501, (path, r.text)
+            assert f"{method} {path.split('?')[0]}" in r.json()["message"], r.text
+            assert instead in r.json()["message"], r.text
+        assert c.get("/volumes").status_code == 401  # the key first, as for every route
 
         # envd: a wrong token is a 401, whether or not its sandbox exists (a gone sandbox is the
         # edge's 502 to its own token only: test_an_access_token_opens_its_own_sandbox_only).

@@ -298,11 +298,49 @@ asio::awaitable<void> SetTimeout(Context& ctx) {
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
+namespace {
+
+// What sandstream offers instead of an E2B route it does not serve, by the route's path.
+std::string_view Instead(std::string_view path) {
+  if (path.ends_with("/metrics")) {
+    return "a sandbox sees its own usage and limits at /sys/fs/cgroup and in /proc/meminfo";
+  }
+  if (path.ends_with("/logs")) {
+    return "sandstream's GET /v1/sandboxes/{id}/events (its journal) and each process's logs";
+  }
+  if (path.ends_with("/fork")) {
+    return "a fork with memory is not available yet; sandstream's POST /v1/sandboxes/{id}/fork "
+           "copies a sandbox's files into a new one";
+  }
+  if (path.ends_with("/network")) {
+    return "a sandbox's network is set when it is created (allowInternetAccess; sandstream's "
+           "network.egress)";
+  }
+  if (path.ends_with("/snapshots") || path == "/snapshots") {
+    return "a snapshot with memory is not available yet; sandstream's POST "
+           "/v1/sandboxes/{id}/snapshot makes a template of a sandbox's files";
+  }
+  if (path.starts_with("/volume")) {
+    return "volumes are not available yet; a snapshot template keeps files for the next sandbox";
+  }
+  if (path.starts_with("/secrets")) return "secrets are not available; pass envs at create";
+  return "sandstream's POST /v1/templates imports an image archive or pulls an image";
+}
+
+}  // namespace
+
 asio::awaitable<void> NotSupported(Context& ctx) {
+  const std::string_view target = ctx.req.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  // A route of one sandbox answers for the sandbox first: one that is not there is E2B's 404,
+  // one that is never is (the SDKs would call it gone).
+  if (path.starts_with("/sandboxes/") || path.starts_with("/v2/sandboxes/")) {
+    if (auto sb = Visible(ctx); !sb) co_return co_await Fail(ctx, sb.error());
+  }
   // 501 is no code of sandstream's own.
   co_await Fail(ctx, http::status::not_implemented,
                 "not supported by sandstream: " + std::string(ctx.req.method_string()) + " " +
-                    std::string(ctx.req.target().substr(0, ctx.req.target().find('?'))));
+                    std::string(path) + "; " + std::string(Instead(path)));
 }
 
 }  // namespace sandstream::api::e2b

@@ -32,6 +32,34 @@ const std::vector<Route>& Routes() {
       {V::get, "/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
       {V::get, "/v2/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
       {V::post, "/sandboxes/{}/snapshots", NotSupported, kKey, false, false, kApi},
+      // The rest of E2B's control plane, answered 501 naming what to use instead (never a 404
+      // that its SDK would report as a missing sandbox).
+      {V::post, "/sandboxes/{}/fork", NotSupported, kKey, false, false, kApi},
+      {V::put, "/sandboxes/{}/network", NotSupported, kKey, false, false, kApi},
+      {V::get, "/snapshots", NotSupported, kKey, false, false, kApi},
+      {V::get, "/volumes", NotSupported, kKey, false, false, kApi},
+      {V::post, "/volumes", NotSupported, kKey, false, false, kApi},
+      {V::get, "/volumes/{}", NotSupported, kKey, false, false, kApi},
+      {V::delete_, "/volumes/{}", NotSupported, kKey, false, false, kApi},
+      {V::get, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
+      {V::post, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
+      {V::put, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
+      {V::patch, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
+      {V::delete_, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
+      {V::get, "/secrets", NotSupported, kKey, false, false, kApi},
+      {V::post, "/secrets", NotSupported, kKey, false, false, kApi},
+      {V::get, "/secrets/{}", NotSupported, kKey, false, false, kApi},
+      {V::post, "/secrets/{}", NotSupported, kKey, false, false, kApi},
+      {V::delete_, "/secrets/{}", NotSupported, kKey, false, false, kApi},
+      {V::post, "/v3/templates", NotSupported, kKey, false, false, kApi},
+      {V::post, "/v2/templates/{}/builds/{}", NotSupported, kKey, false, false, kApi},
+      {V::get, "/templates/{}/builds/{}/status", NotSupported, kKey, false, false, kApi},
+      {V::get, "/templates/{}/files/{}", NotSupported, kKey, false, false, kApi},
+      {V::get, "/templates/{}/tags", NotSupported, kKey, false, false, kApi},
+      {V::post, "/templates/tags", NotSupported, kKey, false, false, kApi},
+      {V::delete_, "/templates/tags", NotSupported, kKey, false, false, kApi},
+      {V::get, "/templates/aliases/{}", NotSupported, kKey, false, false, kApi},
+      {V::delete_, "/templates/{}", NotSupported, kKey, false, false, kApi},
       {V::post, "/process.Process/StreamInput", StreamInput, kOpen, false, true, kRpc},
       // stdin may come in one call: the larger limit of stdin uploads (max_stdin_bytes).
       {V::post, "/process.Process/{}", ProcessRpc, kOpen, true, false, kRpc},
@@ -58,7 +86,9 @@ std::optional<Dialect> DialectOf(std::string_view path) {
   if (path.starts_with("/process.Process/") || path.starts_with("/filesystem.Filesystem/")) {
     return Dialect::kConnect;
   }
-  for (std::string_view prefix : {"/v2/sandboxes", "/sandboxes"}) {
+  for (std::string_view prefix :
+       {"/v2/sandboxes", "/sandboxes", "/snapshots", "/volumes", "/volumecontent", "/secrets",
+        "/templates", "/v2/templates", "/v3/templates"}) {
     if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
       return Dialect::kE2b;
     }

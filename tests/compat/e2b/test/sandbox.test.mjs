@@ -115,3 +115,23 @@ test("an unknown template fails naming it", async () => {
     return true;
   });
 });
+
+test("fork, updateNetwork and getMetrics of a live sandbox say 501, not that it is gone", async () => {
+  const sandbox = await Sandbox.create();
+  try {
+    for (const call of [
+      () => sandbox.fork({ count: 2 }),
+      () => sandbox.updateNetwork({ denyOut: ["0.0.0.0/0"] }),
+      () => sandbox.getMetrics(),
+    ]) {
+      await assert.rejects(call(), (e) => {
+        assert.ok(!(e instanceof SandboxNotFoundError), `${e}`);
+        assert.match(e.message, /501|not supported by sandstream/);
+        return true;
+      });
+    }
+    assert.equal(await sandbox.isRunning(), true);
+  } finally {
+    await sandbox.kill();
+  }
+});
