@@ -347,7 +347,13 @@ Place PlaceOf(const MountStep& s, const std::string& new_root, int report_fd) {
   struct open_how how {};
   how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  const auto dir = static_cast<int>(::syscall(SYS_openat2, root, parent, &how, sizeof how));
+  // RESOLVE_IN_ROOT answers EAGAIN when a ".." in a link meets a rename or mount elsewhere on
+  // the host meanwhile: tried again, a few times.
+  int dir = -1;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    dir = static_cast<int>(::syscall(SYS_openat2, root, parent, &how, sizeof how));
+    if (dir >= 0 || errno != EAGAIN) break;
+  }
   if (dir < 0) Fail(s, report_fd);
   ::close(root);
   return {dir, slash + 1};

@@ -352,13 +352,28 @@ asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sa
   SandboxEntry* sb = Entry(sandbox_id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  // The writable layer is opened now, through PID 1's fd while the sandbox is live (its pid is
+  // its own until the daemon reaps it): the copy runs later, on the tenant's image queue, when
+  // that pid may name another sandbox's PID 1. This frame holds the fd, and with it the layer,
+  // until the copy is done.
+  UniqueFd layer;
+  if (const std::string path = sb->runtime->WritableLayer(); !path.empty()) {
+    layer = UniqueFd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!layer && (errno == ENOENT || errno == ENOTDIR)) {
+      co_return Error{ErrorCode::kConflict,
+                      "snapshot: sandbox " + sandbox_id +
+                          " keeps no writable layer the daemon can read (a sandbox made by an "
+                          "older sandstreamd); snapshot a sandbox made since"};
+    }
+    if (!layer) co_return SysError(ErrorCode::kInternal, "snapshot: open " + path, errno);
+  }
   // A snapshot holds at most what the sandbox's disk does, its sparse files at their full size:
   // what it costs to hash, and what a sandbox made from it reads.
   TemplateService::SnapshotSource from{
       sb->id,
       sb->template_name,
       sb->tenant,
-      sb->runtime->WritableLayer(),
+      layer ? "/proc/self/fd/" + std::to_string(layer.get()) : std::string(),
       sb->runtime->HostId(0),
       static_cast<uint64_t>(std::max<int64_t>(sb->limits.disk_mb, 0)) << 20};
   Result<const Template*> made = co_await template_service_.Snapshot(name, std::move(from));
@@ -567,6 +582,7 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
   if (sb->deleting) co_return Ok{};
   sb->deleting = true;
   if (sb->ttl_timer) sb->ttl_timer->cancel();
+  if (sb->idle_watch) sb->idle_watch->Notify();  // it ends its watch
   Journal(*sb, "sandbox.deleting", "info", "sandbox is being deleted");
   // A daemon that dies from here on finishes the deletion at its next start.
   Persist(*sb);

@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "net/egress.h"
+#include "sandbox/runtime.h"
 
 namespace sandstream {
 namespace asio = boost::asio;
@@ -201,10 +202,17 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
                                               "', which is gone: its layers cannot be named"};
   }
   if (from.upper.empty() || !from.base_id) {
+    co_return Error{ErrorCode::kConflict, "snapshot: sandbox " + from.sandbox_id +
+                                              " has no writable layer the daemon can read"};
+  }
+  // Each snapshot adds a layer; a sandbox takes at most kMaxTemplateLayers.
+  if (parent->layers.size() + (parent->kind == "directory" || parent->root == "directory") + 1 >
+      sandbox::kMaxTemplateLayers) {
     co_return Error{ErrorCode::kConflict,
-                    "snapshot: sandbox " + from.sandbox_id +
-                        " has no writable layer the daemon can read (a sandbox made before this "
-                        "daemon's version kept one); snapshot a sandbox made since"};
+                    "snapshot: template '" + from.template_name + "' has " +
+                        std::to_string(parent->layers.size()) +
+                        " layers; a snapshot of it would pass the " +
+                        std::to_string(sandbox::kMaxTemplateLayers) + " a sandbox can mount"};
   }
   const std::string& tenant = from.tenant;
   if (auto room = quotas_.CheckTemplateStorage(templates_, tenant, 0); !room) {

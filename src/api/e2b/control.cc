@@ -302,6 +302,15 @@ namespace {
 
 // What sandstream offers instead of an E2B route it does not serve, by the route's path.
 std::string_view Instead(std::string_view path) {
+  if (path.starts_with("/volume")) {
+    return "volumes are not available yet; a snapshot template keeps files for the next sandbox";
+  }
+  if (path.starts_with("/secrets")) return "secrets are not available; pass envs at create";
+  if (path.starts_with("/templates") || path.starts_with("/v2/templates") ||
+      path.starts_with("/v3/templates")) {
+    return "sandstream's POST /v1/templates imports an image archive or pulls an image";
+  }
+  // The routes of one sandbox, by their last segment.
   if (path.ends_with("/metrics")) {
     return "a sandbox sees its own usage and limits at /sys/fs/cgroup and in /proc/meminfo";
   }
@@ -316,15 +325,8 @@ std::string_view Instead(std::string_view path) {
     return "a sandbox's network is set when it is created (allowInternetAccess; sandstream's "
            "network.egress)";
   }
-  if (path.ends_with("/snapshots") || path == "/snapshots") {
-    return "a snapshot with memory is not available yet; sandstream's POST "
-           "/v1/sandboxes/{id}/snapshot makes a template of a sandbox's files";
-  }
-  if (path.starts_with("/volume")) {
-    return "volumes are not available yet; a snapshot template keeps files for the next sandbox";
-  }
-  if (path.starts_with("/secrets")) return "secrets are not available; pass envs at create";
-  return "sandstream's POST /v1/templates imports an image archive or pulls an image";
+  return "a snapshot with memory is not available yet; sandstream's POST "
+         "/v1/sandboxes/{id}/snapshot makes a template of a sandbox's files";
 }
 
 }  // namespace
