@@ -208,11 +208,11 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
   // Each snapshot adds a layer; a sandbox takes at most kMaxTemplateLayers.
   if (parent->layers.size() + (parent->kind == "directory" || parent->root == "directory") + 1 >
       sandbox::kMaxTemplateLayers) {
-    co_return Error{ErrorCode::kConflict,
-                    "snapshot: template '" + from.template_name + "' has " +
-                        std::to_string(parent->layers.size()) +
-                        " layers; a snapshot of it would pass the " +
-                        std::to_string(sandbox::kMaxTemplateLayers) + " a sandbox can mount"};
+    co_return Error{ErrorCode::kConflict, "snapshot: template '" + from.template_name + "' has " +
+                                              std::to_string(parent->layers.size()) +
+                                              " layers; a snapshot of it would pass the " +
+                                              std::to_string(sandbox::kMaxTemplateLayers) +
+                                              " a sandbox can mount"};
   }
   const std::string& tenant = from.tenant;
   if (auto room = quotas_.CheckTemplateStorage(templates_, tenant, 0); !room) {
