@@ -39,10 +39,11 @@ asio::awaitable<std::vector<Gateway::NodeAnswer>> Gateway::CallEvery(
   for (size_t i = 0; i < answers.size(); ++i) {
     calls.Spawn(
         [](NodeAnswer& into, asio::any_io_executor ex, HostPort to,
-           http::request<http::string_body> request,
-           SteadyClock::duration within) -> asio::awaitable<void> {
-          into.answer = co_await Call(ex, to, std::move(request), within, 64u << 20);
-        }(answers[i], ex_, addresses[i], call, timeout),
+           http::request<http::string_body> request, SteadyClock::duration within,
+           SteadyClock::duration connect_within) -> asio::awaitable<void> {
+          into.answer =
+              co_await Call(ex, to, std::move(request), within, 64u << 20, connect_within);
+        }(answers[i], ex_, addresses[i], call, timeout, options_.connect_timeout),
         "node call");
   }
   co_await calls.Join();

@@ -1,8 +1,6 @@
 // Where a request about one sandbox, or a new one, goes: the node a sandbox's id names
 // (NodeFor), the nodes up by load (ByLoad), those with a template first (WithTemplate), and a
 // create placed on the less loaded of two candidates, the next one tried if a node refuses.
-#include "cluster/gateway.h"
-
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -11,6 +9,7 @@
 #include <boost/json.hpp>
 
 #include "base/log.h"
+#include "cluster/gateway.h"
 #include "cluster/gateway_http.h"
 
 namespace sandstream::cluster {
@@ -82,7 +81,10 @@ asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buf
     const Member* m = members_.Find(node);
     if (!m || !m->up) continue;
     http::request<http::string_body> call = NodeRequest(req, req.body(), peer);
-    auto answer = co_await Call(ex_, m->address, std::move(call), options_.node_timeout, 16u << 20);
+    // A node that does not take the connection (cut off, its lease not yet lapsed) is passed
+    // over within connect_timeout, not node_timeout: the next one may take the sandbox.
+    auto answer = co_await Call(ex_, m->address, std::move(call), options_.node_timeout, 16u << 20,
+                                options_.connect_timeout);
     if (!answer) {
       if (answer.error().code == ErrorCode::kNodeUnreachable) {
         // Nothing reached the node: the next one may take it.

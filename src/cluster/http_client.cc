@@ -1,5 +1,6 @@
 #include "cluster/http_client.h"
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <sstream>
@@ -214,12 +215,14 @@ asio::awaitable<Result<http::response<http::string_body>>> NodeCall::ReadRest(
 
 asio::awaitable<Result<http::response<http::string_body>>> Call(
     asio::any_io_executor ex, const HostPort& to, http::request<http::string_body> req,
-    SteadyClock::duration timeout, uint64_t body_limit) {
+    SteadyClock::duration timeout, uint64_t body_limit, SteadyClock::duration connect_timeout) {
   // One deadline for the whole exchange: a peer that answers a little at a time does not
   // keep the call.
   const SteadyClock::time_point end = SteadyClock::now() + timeout;
   NodeCall call(ex, to);
-  if (auto opened = co_await call.Open(timeout); !opened) co_return std::move(opened).error();
+  if (auto opened = co_await call.Open(std::min(timeout, connect_timeout)); !opened) {
+    co_return std::move(opened).error();
+  }
   req.set(http::field::host, to.text());
   req.keep_alive(false);
   req.prepare_payload();

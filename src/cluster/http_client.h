@@ -38,11 +38,14 @@ boost::asio::awaitable<Result<void>> Connect(boost::asio::ip::tcp::socket& socke
                                              const HostPort& to, SteadyClock::duration timeout);
 
 // Connects (Connect), sends `req` (its Host and Content-Length are set here) and reads the
-// answer, whole, all within `timeout`. An error says what failed: kNodeUnreachable before
-// anything was sent, kBadGateway after (the write, the read).
+// answer, whole, all within `timeout`, the connection within `connect_timeout` of that: a node
+// that does not answer is given up on soon, one that works is given the whole time. An error
+// says what failed: kNodeUnreachable before anything was sent, kBadGateway after (the write,
+// the read).
 boost::asio::awaitable<Result<http::response<http::string_body>>> Call(
     boost::asio::any_io_executor ex, const HostPort& to, http::request<http::string_body> req,
-    SteadyClock::duration timeout, uint64_t body_limit = 16u << 20);
+    SteadyClock::duration timeout, uint64_t body_limit = 16u << 20,
+    SteadyClock::duration connect_timeout = SteadyClock::duration::max());
 
 // One request to a node taken a step at a time: its head and body written as they come, its
 // answer's head read apart from its body, the body whole or piece by piece. Each step has its
