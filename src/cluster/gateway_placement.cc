@@ -38,6 +38,7 @@ std::vector<Gateway::Target> Gateway::ByLoad(std::optional<Error>& refusal) cons
     return a->record.Load(a->pending) < b->record.Load(b->pending);
   });
   std::vector<Target> out;
+  out.reserve(up.size());
   for (const Member* m : up) out.push_back({m->record.id, m->address});
   if (out.empty()) refusal = Error{ErrorCode::kUnavailable, "no node is up"};
   return out;

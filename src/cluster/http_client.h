@@ -54,7 +54,7 @@ boost::asio::awaitable<Result<http::response<http::string_body>>> Call(
 class NodeCall {
  public:
   NodeCall(boost::asio::any_io_executor ex, HostPort to);
-  ~NodeCall();
+  ~NodeCall();  // NOLINT(bugprone-exception-escape): see http_client.cc
   NodeCall(const NodeCall&) = delete;
   NodeCall& operator=(const NodeCall&) = delete;
 
