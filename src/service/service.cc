@@ -314,6 +314,7 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
            {"tenant", raw->tenant.empty() ? json::value(nullptr) : json::value(raw->tenant)},
            {"by", by}});
   ArmTtl(*raw);
+  raw->last_active = SteadyNow();  // idle (auto_pause) counts from its creation
   WatchIdleOf(*raw);
   Persist(*raw);
   log::Info("sandbox created", {{"sandbox", raw->id}, {"template", raw->template_name}});

@@ -295,6 +295,8 @@ def test_an_idle_sandbox_pauses_itself_and_the_next_exec_wakes_it(
     try:
         assert sb["auto_pause"] == {"idle_seconds": 2, "mode": "freeze"}
         assert sb["on_timeout"] == "kill"
+        # Idle counts from its creation: not paused at once.
+        assert sb["status"] == "running" and status(client, sb["id"]) == "running"
         # Requests keep it awake: one a second for three seconds.
         for _ in range(3):
             assert run(client, sb["id"], cmd="true")["exit_code"] == 0
