@@ -514,7 +514,7 @@ Result<ContextRequest> ParseContextRequest(const json::object& body) {
   if (!language) return std::move(language).error();
   if (*language) {
     auto parsed = ParseLanguage(**language);
-    if (!parsed) return Invalid("language must be \"python\", \"javascript\" or \"bash\"");
+    if (!parsed) return Invalid(std::string(kLanguageChoices));
     r.language = *parsed;
   }
   auto environment = ParseEnvironment(body);

@@ -169,6 +169,9 @@ const Field kFields[] = {
     {"public_url", &Config::public_url,
      "how clients reach the daemon (`https://sandstream.example.com`, no path), for the URLs it "
      "hands out; empty: `http://` and the request's `Host`"},
+    {"e2b_template_aliases", &Config::e2b_template_aliases,
+     "template names E2B's SDKs ask for, as sandstream's templates: `name=template` pairs, "
+     "comma-separated (`e2b-code-interpreter` creates `code-interpreter-v1`)"},
     {"egress_pool", &Config::egress_pool,
      "addresses of sandboxes with egress, a /31 each; must hold `max_sandboxes` of them and "
      "overlap no network of the host (checked when the first one starts); `none` (or empty): "
@@ -337,6 +340,9 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
   }
   ValidateEgress(c, problems);
   ValidateCluster(c, problems);
+  if (!TemplateAliases(c)) {
+    problems.push_back("e2b_template_aliases must be comma-separated name=template pairs");
+  }
   for (auto [name, list] : {std::pair{"registry_allow", &c.registry_allow},
                             std::pair{"registry_plain_http", &c.registry_plain_http},
                             std::pair{"registry_private_hosts", &c.registry_private_hosts}}) {
@@ -610,6 +616,16 @@ std::string ConfigJson(const Config& c) {
         f.member);
   }
   return json::serialize(o);
+}
+
+std::optional<std::map<std::string, std::string>> TemplateAliases(const Config& config) {
+  std::map<std::string, std::string> aliases;
+  for (const std::string& item : RegistryHosts(config.e2b_template_aliases)) {
+    const size_t eq = item.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == item.size()) return std::nullopt;
+    aliases[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return aliases;
 }
 
 std::vector<std::string> RegistryHosts(const std::string& list) {

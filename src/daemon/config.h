@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,8 @@ struct Config {
   std::string etcd;
   std::string etcd_prefix = "/sandstream/";
   std::string gateway_nodes;
+  std::string e2b_template_aliases =
+      "code-interpreter-v1=code-interpreter,code-interpreter-beta=code-interpreter";
 };
 
 // Loads defaults, then `--config FILE` (or SANDSTREAM_CONFIG), environment, flags.
@@ -97,6 +100,9 @@ bool EgressEnabled(const Config& config);
 std::optional<std::vector<uint32_t>> EgressResolvers(const Config& config);
 // egress_mark_mask as a number, nullopt unless it has 3 bits or more.
 std::optional<uint32_t> EgressMarkMask(const Config& config);
+// e2b_template_aliases as a map (E2B's name to sandstream's); nullopt when an entry is not
+// `name=template`.
+std::optional<std::map<std::string, std::string>> TemplateAliases(const Config& config);
 // registry_allow, registry_plain_http or registry_private_hosts as its entries.
 std::vector<std::string> RegistryHosts(const std::string& list);
 // Every setting as a flag with its default (--help).

@@ -373,6 +373,8 @@ int main(int argc, char** argv) {
   server_options.web_dir = ResolveWebDir(*config);
   server_options.preview_domain = config->preview_domain;
   server_options.public_url = config->public_url;
+  server_options.e2b_template_aliases = TemplateAliases(*config).value_or(
+      std::map<std::string, std::string>{});  // validated by LoadConfig
   if (tenants) {
     server_options.refresh_access = [&tenants]() -> asio::awaitable<void> {
       co_await tenants->Refresh();

@@ -1,7 +1,7 @@
 // The driver programs, kept here as source text: they are passed on the interpreter's command
 // line, so nothing needs to be installed in or copied into a sandbox.
 //
-// Protocol: requests are JSON lines on stdin ({"id", "code"}). Everything the cell prints goes
+// Protocol: requests are JSON lines on stdin ({"id", "code", "env"}: env for that cell only). Everything the cell prints goes
 // to the real stdout/stderr untouched; driver messages are "\x1e<token>:<json>\n" on stdout
 // (ready, result, done) and "\x1e<token>:sync <id>\n" on stderr after each cell, so the daemon
 // knows both pipes are drained up to the cell's end. The token is the first line on stdin,
@@ -54,6 +54,8 @@ _MIME = (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
          ("_repr_svg_", "image/svg+xml"), ("_repr_png_", "image/png"),
          ("_repr_jpeg_", "image/jpeg"), ("_repr_latex_", "text/latex"),
          ("_repr_json_", "application/json"))
+_DATA = "application/vnd.sandstream.data+json"
+_CHART = "application/vnd.sandstream.chart+json"
 
 
 def _bundle(value):
@@ -74,6 +76,13 @@ def _bundle(value):
             if isinstance(out, bytes):
                 out = base64.b64encode(out).decode()
             data[mime] = out
+        # A table's columns as lists: what a client plots or tabulates without parsing HTML.
+        to_dict = getattr(value, "to_dict", None)
+        if type(value).__name__ == "DataFrame" and callable(to_dict):
+            try:
+                data[_DATA] = json.loads(json.dumps(to_dict(orient="list"), default=str))
+            except Exception:
+                pass
     try:
         data["text/plain"] = repr(value)
     except Exception as e:
@@ -98,9 +107,11 @@ def _figures():
         fig = plt.figure(num)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", bbox_inches="tight")
-        _send({"type": "result", "is_main_result": False,
-               "data": {"image/png": base64.b64encode(buf.getvalue()).decode(),
-                        "text/plain": repr(fig)}})
+        data = {"image/png": base64.b64encode(buf.getvalue()).decode(), "text/plain": repr(fig)}
+        chart = _chart_of(fig)
+        if chart is not None:
+            data[_CHART] = chart
+        _send({"type": "result", "is_main_result": False, "data": data})
     plt.close("all")
 
 
@@ -144,9 +155,28 @@ def _run(cell_id, code):
 
 
 _send({"type": "ready", "version": sys.version.split()[0]})
+def _with_env(env):
+    """Sets a cell's own variables; returns what undoes it."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    return saved
+
+
+def _restore_env(saved):
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 for _line in _requests:
     _req = json.loads(_line)
-    _error = _run(_req["id"], _req["code"])
+    _saved = _with_env(_req.get("env") or {})
+    try:
+        _error = _run(_req["id"], _req["code"])
+    finally:
+        _restore_env(_saved)
     _flush()
     os.write(2, _marker + b"sync %d\n" % _req["id"])
     _send({"type": "done", "id": _req["id"], "error": _error})
@@ -186,8 +216,22 @@ function topLevelAwait(code) {
 }
 // Outside a cell SIGINT is ignored; inside one, breakOnSigint turns it into an exception.
 process.on("SIGINT", () => {});
+// A cell's own variables, set for it and undone after.
+function withEnv(env) {
+  const saved = {};
+  for (const [name, value] of Object.entries(env || {})) {
+    saved[name] = Object.prototype.hasOwnProperty.call(process.env, name) ? process.env[name] : undefined;
+    process.env[name] = value;
+  }
+  return () => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name]; else process.env[name] = value;
+    }
+  };
+}
 async function run(req) {
   let error = null;
+  const restore = withEnv(req.env);
   try {
     const options = { filename: `<cell-${req.id}>`, breakOnSigint: true };
     let value;
@@ -207,6 +251,8 @@ async function run(req) {
       value: isError ? e.message : String(e),
       traceback: isError && e.stack ? e.stack : String(e),
     };
+  } finally {
+    restore();
   }
   writeAll(2, marker + "sync " + req.id + "\n");
   send({ type: "done", id: req.id, error });

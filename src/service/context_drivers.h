@@ -8,6 +8,9 @@
 namespace sandstream {
 
 extern const std::string_view kPythonDriver;
+// What the Python driver runs first (context_charts.cc): `_chart_of(fig)`, the data of a
+// matplotlib figure as a chart (type, title, axes, elements), or None.
+extern const std::string_view kPythonCharts;
 extern const std::string_view kNodeDriver;
 
 }  // namespace sandstream

@@ -64,11 +64,13 @@ std::optional<Language> ParseLanguage(std::string_view name) {
 }
 
 CellRun::CellRun(const asio::any_io_executor& ex, uint64_t number, std::string code,
-                 double timeout_seconds, std::string idempotency_key)
+                 double timeout_seconds, std::string idempotency_key,
+                 std::map<std::string, std::string> env)
     : number_(number),
       code_(std::move(code)),
       timeout_seconds_(timeout_seconds),
       idempotency_key_(std::move(idempotency_key)),
+      env_(std::move(env)),
       log_(std::make_shared<EventLog>(LogLimits{64u << 20, 1u << 16})),
       wake_(ex),
       started_(SteadyNow()) {}
@@ -148,7 +150,7 @@ asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
   if (language_ == Language::kPython) {
     env["PYTHONUNBUFFERED"] = "1";
     if (!env.contains("MPLBACKEND")) env["MPLBACKEND"] = "Agg";
-    spec.argv = {"python3", "-u", "-c", std::string(kPythonDriver)};
+    spec.argv = {"python3", "-u", "-c", std::string(kPythonCharts) + std::string(kPythonDriver)};
   } else {
     // --expose-internals: the REPL's top-level-await rewrite (see the driver).
     spec.argv = {"node", "--expose-internals", "-e", std::string(kNodeDriver)};
@@ -315,11 +317,14 @@ void CodeContext::OnMessage(EntryKind kind, std::string_view message) {
 
 Result<std::shared_ptr<CellRun>> CodeContext::Submit(Service& service, std::string code,
                                                      double timeout_seconds,
-                                                     std::string idempotency_key) {
+                                                     std::string idempotency_key,
+                                                     std::map<std::string, std::string> env) {
   if (!idempotency_key.empty()) {
     for (const auto& run : runs_) {
       if (run->idempotency_key_ != idempotency_key) continue;
-      if (run->code_ == code && run->timeout_seconds_ == timeout_seconds) return run;
+      if (run->code_ == code && run->timeout_seconds_ == timeout_seconds && run->env_ == env) {
+        return run;
+      }
       return Error{ErrorCode::kConflict, "Idempotency-Key '" + idempotency_key +
                                              "' was used for another cell (run " +
                                              std::to_string(run->number_) + ")"};
@@ -333,7 +338,7 @@ Result<std::shared_ptr<CellRun>> CodeContext::Submit(Service& service, std::stri
                                                 " cells queued or running; wait for one to end"};
   }
   auto run = std::make_shared<CellRun>(ex_, ++executions_, std::move(code), timeout_seconds,
-                                       std::move(idempotency_key));
+                                       std::move(idempotency_key), std::move(env));
   runs_.push_back(run);
   Forget();
   asio::co_spawn(ex_, Execute(service, run), [id = id_](std::exception_ptr e) {
@@ -377,16 +382,20 @@ asio::awaitable<void> CodeContext::Execute(Service& service, std::shared_ptr<Cel
   start["language"] = LanguageName(language_);
   start["execution_count"] = run->number_;
   run->started_ = SteadyNow();
-  if (closed_ || !service.Find(sandbox_id_)) {
+  if (closed_ || !service.Find(sandbox_id_) || run->cancelled_) {
     json::object err;
-    err["name"] = "ContextDeleted";
-    err["value"] = "code context " + id_ + " was deleted";
+    err["name"] = run->cancelled_ ? "Cancelled" : "ContextDeleted";
+    err["value"] = run->cancelled_ ? "the cell was cancelled before it started"
+                                   : "code context " + id_ + " was deleted";
     err["traceback"] = "";
+    err["execution_count"] = run->number_;
     run->End("error", err);
   } else {
     run->Emit("start", start);
     if (language_ == Language::kBash) {
+      current_ = run;
       co_await ExecuteShell(service, *run);
+      current_.reset();
     } else {
       co_await ExecuteInterpreter(service, run);
     }
@@ -416,16 +425,21 @@ asio::awaitable<void> CodeContext::ExecuteInterpreter(Service& service,
   json::object request;
   request["id"] = run.number_;
   request["code"] = run.code_;
+  if (!run.env_.empty()) {
+    json::object env;
+    for (const auto& [name, value] : run.env_) env[name] = value;
+    request["env"] = std::move(env);
+  }
   auto written = co_await driver->WriteStdin(json::serialize(request) + "\n");
   const auto deadline = SteadyNow() + Seconds(run.timeout_seconds_);
-  while (written && !finished() && alive() && SteadyNow() < deadline) {
+  while (written && !finished() && alive() && !run.cancelled_ && SteadyNow() < deadline) {
     co_await run.wake_.Wait(deadline - SteadyNow());
   }
   bool timed_out = false;
   bool restarted = false;
   if (written && !finished() && alive()) {
     // Like Ctrl-C: the whole group, so a subprocess the cell waits for stops too.
-    timed_out = true;
+    timed_out = !run.cancelled_;
     (void)driver->Signal(SIGINT, true);
     const auto grace = SteadyNow() + service.options().kill_grace;
     while (!finished() && alive() && SteadyNow() < grace) {
@@ -455,17 +469,18 @@ asio::awaitable<void> CodeContext::ExecuteInterpreter(Service& service,
   } else if (finished()) {
     end["status"] = "ok";
     run.End("exit", end);
-  } else if (timed_out) {
+  } else if (timed_out || run.cancelled_) {
     json::object err;
-    err["name"] = "TimeoutError";
-    err["value"] = "the cell ran longer than " +
-                   json::serialize(json::value(run.timeout_seconds_)) +
-                   " s and did not stop on SIGINT; " +
+    err["name"] = timed_out ? "TimeoutError" : "Cancelled";
+    err["value"] = (timed_out ? "the cell ran longer than " +
+                                    json::serialize(json::value(run.timeout_seconds_)) + " s"
+                              : std::string("the cell was cancelled")) +
+                   " and did not stop on SIGINT; " +
                    (restarted ? "the interpreter was restarted and its state is lost"
                               : "the interpreter was killed; restart the context");
     err["traceback"] = "";
     err["execution_count"] = run.number_;
-    err["timeout"] = true;
+    err["timeout"] = timed_out;
     err["restarted"] = restarted;
     run.End("error", err);
   } else {
@@ -525,7 +540,7 @@ asio::awaitable<void> CodeContext::ExecuteShell(Service& service, CellRun& run) 
   spec.log_limits = service.options().default_log_limits;
   if (sb) spec.env = service.ComposeEnv(*sb, env_);
   spec.cwd = cwd_;
-  auto started = co_await shell_->Run(service, std::move(spec), {}, std::nullopt);
+  auto started = co_await shell_->Run(service, std::move(spec), run.env_, std::nullopt);
   if (!started) {
     json::object err;
     err["name"] = "StartError";
@@ -536,10 +551,13 @@ asio::awaitable<void> CodeContext::ExecuteShell(Service& service, CellRun& run) 
     co_return;
   }
   auto process = *started;
+  shell_command_ = process;
+  if (run.cancelled_) process->Kill(ExitReason::kKilled);
   {
     Relay relay(process->log(), run);
     co_await process->WaitExit();
   }
+  shell_command_.reset();
   const auto& exit = *process->exit();
   json::object end;
   end["execution_count"] = run.number_;
@@ -552,9 +570,10 @@ asio::awaitable<void> CodeContext::ExecuteShell(Service& service, CellRun& run) 
   }
   json::object err;
   const bool timed_out = exit.reason == ExitReason::kTimeout;
-  err["name"] = timed_out ? "TimeoutError" : "ExitCode";
-  err["value"] = timed_out ? "the command ran longer than its timeout and was killed"
-                           : "exit code " + std::to_string(exit.exit_code);
+  err["name"] = timed_out ? "TimeoutError" : run.cancelled_ ? "Cancelled" : "ExitCode";
+  err["value"] = timed_out        ? "the command ran longer than its timeout and was killed"
+                 : run.cancelled_ ? std::string("the cell was cancelled and its command killed")
+                                  : "exit code " + std::to_string(exit.exit_code);
   err["traceback"] = "";
   err["execution_count"] = run.number_;
   err["exit_code"] = exit.exit_code;
@@ -581,6 +600,17 @@ asio::awaitable<Result<void>> CodeContext::Restart(Service& service) {
   ++restarts_;
   if ((sb = service.Find(sandbox_id_))) service.Persist(*sb);
   co_return Ok{};
+}
+
+void CodeContext::Cancel(const std::shared_ptr<CellRun>& run) {
+  if (!run || run->ended() || run->cancelled_) return;
+  run->cancelled_ = true;
+  run->wake_.Notify();
+  if (language_ != Language::kBash || current_ != run) return;
+  if (auto command = shell_command_.lock();
+      command && command->status() == ProcessStatus::kRunning) {
+    command->Kill(ExitReason::kKilled);
+  }
 }
 
 void CodeContext::Close() {

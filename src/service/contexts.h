@@ -33,12 +33,16 @@ struct ServiceOptions;
 enum class Language { kPython, kJavascript, kBash };
 std::string_view LanguageName(Language language);
 std::optional<Language> ParseLanguage(std::string_view name);
+// What ParseLanguage takes, for the error of a name it does not.
+inline constexpr std::string_view kLanguageChoices =
+    "language must be \"python\", \"javascript\" or \"bash\"";
 
 // One cell's events; the last one, which ends its log, is `exit` or `error`.
 class CellRun {
  public:
   CellRun(const boost::asio::any_io_executor& ex, uint64_t number, std::string code,
-          double timeout_seconds, std::string idempotency_key);
+          double timeout_seconds, std::string idempotency_key,
+          std::map<std::string, std::string> env);
 
   uint64_t number() const { return number_; }
   const std::string& idempotency_key() const { return idempotency_key_; }
@@ -53,12 +57,14 @@ class CellRun {
   std::string code_;
   double timeout_seconds_;
   std::string idempotency_key_;
+  std::map<std::string, std::string> env_;  // for this cell only
   std::shared_ptr<EventLog> log_;
   AsyncSignal wake_;
   SteadyTime started_;
+  boost::json::value error_;
   bool done_seen_ = false;  // the driver said the cell ended
   bool sync_seen_ = false;  // and its stderr is drained up to that point
-  boost::json::value error_;
+  bool cancelled_ = false;  // Cancel(): interrupted if running, never started if queued
 };
 
 struct ContextRequest;
@@ -89,10 +95,16 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
   // Kills the interpreter, waits for it, starts a new one.
   boost::asio::awaitable<Result<void>> Restart(Service& service);
   // Queues a cell and returns its run at once; it executes when the cells before it are done.
-  // A key that a remembered run was submitted with returns that run (the same code and
-  // timeout) or kConflict (other ones): a client retrying after a cut never runs a cell twice.
+  // A key that a remembered run was submitted with returns that run (the same code, timeout
+  // and env) or kConflict (other ones): a client retrying after a cut never runs a cell twice.
+  // `env` is set for this cell only (a bash cell with env runs in a subshell).
   Result<std::shared_ptr<CellRun>> Submit(Service& service, std::string code,
-                                          double timeout_seconds, std::string idempotency_key);
+                                          double timeout_seconds, std::string idempotency_key,
+                                          std::map<std::string, std::string> env = {});
+  // Stops `run` for a caller that no longer waits for it: a queued cell never starts, a
+  // running one is interrupted as at its timeout (SIGINT, then the interpreter restarted if
+  // it does not stop; a bash cell's command is killed). Its log ends with an error.
+  void Cancel(const std::shared_ptr<CellRun>& run);
   // A remembered run by its number (execution_count), or null: the context keeps the last
   // kRememberedRuns ended runs, fewer when their events pass kRememberedBytes, and every run
   // still queued or running (at most kRememberedRuns: more is kQuotaExceeded).
@@ -139,6 +151,7 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
   std::shared_ptr<CellRun> current_;
   std::deque<std::shared_ptr<CellRun>> runs_;  // remembered, oldest first
   std::shared_ptr<Session> shell_;             // bash contexts
+  std::weak_ptr<Process> shell_command_;       // the bash cell running now
   TurnQueue turns_;
   uint64_t executions_ = 0;
   uint64_t restarts_ = 0;

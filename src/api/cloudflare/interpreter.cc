@@ -5,6 +5,7 @@
 #include "api/cloudflare/errors.h"
 #include "api/cloudflare/routes.h"
 #include "api/cloudflare/wire.h"
+#include "api/common/cells.h"
 #include "api/common/lookup.h"
 #include "api/request.h"
 #include "api/stream.h"
@@ -16,14 +17,6 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 
 namespace {
-
-// The MIME types of a result that Cloudflare's ResultImpl reads as fields of their own.
-constexpr std::pair<std::string_view, std::string_view> kFormats[] = {
-    {"text/plain", "text"},        {"text/html", "html"},
-    {"image/png", "png"},          {"image/jpeg", "jpeg"},
-    {"image/svg+xml", "svg"},      {"text/latex", "latex"},
-    {"text/markdown", "markdown"}, {"application/javascript", "javascript"},
-    {"application/json", "json"}};
 
 // One event of a run (spec/events.md, code contexts) in Cloudflare's streaming shape; `start`
 // and what it has no counterpart for are left out.
@@ -37,9 +30,7 @@ std::optional<json::object> Convert(std::string_view name, const json::object& d
     out["type"] = "result";
     const json::value* bundle = data.if_contains("data");
     if (bundle && bundle->is_object()) {
-      for (const auto& [mime, field] : kFormats) {
-        if (const json::value* v = bundle->as_object().if_contains(mime)) out[field] = *v;
-      }
+      CopyFormats(bundle->as_object(), out);
       out["data"] = *bundle;
     }
     out["is_main_result"] = data.contains("is_main_result") ? data.at("is_main_result") : false;
@@ -88,30 +79,6 @@ Result<std::string> LanguageOf(const json::object& request) {
     return Invalid("language typescript is not available in sandstream: use javascript");
   }
   return name;
-}
-
-// The default context of the request's language ("default-python"), made when missing.
-asio::awaitable<Result<std::shared_ptr<CodeContext>>> DefaultContext(Context& ctx,
-                                                                     const SandboxEntry& sb,
-                                                                     const json::object& request) {
-  auto language = LanguageOf(request);
-  if (!language) co_return std::move(language).error();
-  json::object body;
-  body["language"] = *language;
-  auto req = ParseContextRequest(body);
-  if (!req) co_return std::move(req).error();
-  req->id = "default-" + std::string(LanguageName(req->language));
-  if (auto it = sb.contexts.find(req->id); it != sb.contexts.end()) co_return it->second;
-  const std::string id = req->id;
-  const std::string sandbox_id = sb.id;
-  Result<std::shared_ptr<CodeContext>> made =
-      co_await CodeContext::Create(ctx.service, sandbox_id, std::move(*req));
-  if (made || made.error().code != ErrorCode::kConflict) co_return made;
-  // Made by another request meanwhile: that one.
-  if (const SandboxEntry* now = ctx.service.Find(sandbox_id)) {
-    if (auto it = now->contexts.find(id); it != now->contexts.end()) co_return it->second;
-  }
-  co_return made;
 }
 
 }  // namespace
@@ -187,7 +154,14 @@ asio::awaitable<void> ExecuteCode(Context& ctx) {
     context = it->second;
   } else {
     // No context named: the language's default one, made on first use (as the container does).
-    auto made = co_await DefaultContext(ctx, **sb, *request);
+    auto language = LanguageOf(*request);
+    if (!language) co_return co_await ReplyError(ctx, language.error());
+    const std::optional<Language> parsed = ParseLanguage(*language);
+    if (!parsed) {
+      const Error unknown = Invalid(std::string(kLanguageChoices));
+      co_return co_await ReplyError(ctx, unknown);
+    }
+    auto made = co_await DefaultContext(ctx, **sb, *parsed);
     if (!made) co_return co_await Fail(ctx, made.error(), Subject::kContext);
     context = *made;
     id = context->id();

@@ -61,7 +61,8 @@ json::object Created(const Context& ctx, const SandboxEntry& sb) {
   o["clientID"] = "sandstream";
   o["envdVersion"] = kEnvdVersion;
   o["envdAccessToken"] = AccessToken(ctx, sb);
-  o["trafficAccessToken"] = nullptr;
+  // The same token: the code interpreter SDKs show only this one on /contexts.
+  o["trafficAccessToken"] = o["envdAccessToken"];
   o["domain"] = PreviewDomain(ctx);
   return o;
 }
@@ -87,6 +88,7 @@ json::object Described(const Context& ctx, const SandboxEntry& sb, bool detail) 
   if (detail) {
     o["domain"] = PreviewDomain(ctx);
     o["envdAccessToken"] = AccessToken(ctx, sb);
+    o["trafficAccessToken"] = o["envdAccessToken"];
     o["allowInternetAccess"] = sb.network == sandbox::NetworkMode::kEgress;
   }
   return o;
@@ -155,7 +157,11 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   json::object request;
   auto template_id = OptString(*body, "templateID");
   if (!template_id) co_return co_await ReplyError(ctx, template_id.error());
-  if (*template_id) request["template"] = **template_id;
+  if (*template_id) {
+    const auto& aliases = ctx.server.options().e2b_template_aliases;
+    const auto alias = aliases.find(**template_id);
+    request["template"] = alias == aliases.end() ? **template_id : alias->second;
+  }
   auto timeout = TimeoutOf(*body);
   if (!timeout) co_return co_await ReplyError(ctx, timeout.error());
   request["ttl_seconds"] = timeout->value_or(kDefaultTimeoutSeconds) > 0

@@ -67,6 +67,12 @@ const std::vector<Route>& Routes() {
       {V::get, "/files", ReadFile, kOpen, false, false, kApi},
       {V::post, "/files", WriteFiles, kOpen, false, true, kApi},
       {V::get, "/health", Health, kOpen, false, false, kApi},
+      // The code interpreter's server (E2b-Sandbox-Port 49999 in E2B's SDKs).
+      {V::post, "/execute", ExecuteCode, kOpen, false, false, kApi},
+      {V::get, "/contexts", ListCodeContexts, kOpen, false, false, kApi},
+      {V::post, "/contexts", CreateCodeContext, kOpen, false, false, kApi},
+      {V::delete_, "/contexts/{}", RemoveCodeContext, kOpen, false, false, kApi},
+      {V::post, "/contexts/{}/restart", RestartCodeContext, kOpen, false, false, kApi},
   };
   return kRoutes;
 }
@@ -76,7 +82,9 @@ Need RouteNeed(Handler) {
 }
 
 bool WakesSandbox(Handler handler) {
-  for (Handler envd : {ProcessRpc, StreamInput, FilesystemRpc, ReadFile, WriteFiles}) {
+  for (Handler envd :
+       {ProcessRpc, StreamInput, FilesystemRpc, ReadFile, WriteFiles, ExecuteCode, ListCodeContexts,
+        CreateCodeContext, RemoveCodeContext, RestartCodeContext}) {
     if (handler == envd) return true;
   }
   return false;
@@ -88,7 +96,7 @@ std::optional<Dialect> DialectOf(std::string_view path) {
   }
   for (std::string_view prefix :
        {"/v2/sandboxes", "/sandboxes", "/snapshots", "/volumes", "/volumecontent", "/secrets",
-        "/templates", "/v2/templates", "/v3/templates"}) {
+        "/templates", "/v2/templates", "/v3/templates", "/execute", "/contexts"}) {
     if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
       return Dialect::kE2b;
     }
@@ -112,7 +120,9 @@ Result<const SandboxEntry*> AdmitHolder(Context& ctx, const SandboxEntry* sb,
   if (holder != kAdminHolder) p.key = holder;
   p.grant.scopes = kScopeRead | kScopeExec | kScopeTerminal | kScopeFilesRead | kScopeFilesWrite;
   ctx.principal = std::move(p);
-  if (auto refused = ctx.server.AdmitTenant(sb->tenant, IsStreamingCall(ctx))) return *refused;
+  // A streaming RPC, or a cell's run, counts against the tenant's streams.
+  const bool stream = IsStreamingCall(ctx) || ctx.req.target().starts_with("/execute");
+  if (auto refused = ctx.server.AdmitTenant(sb->tenant, stream)) return *refused;
   return sb;
 }
 
@@ -146,8 +156,17 @@ std::vector<std::string> Holders(const ServerOptions& options, const SandboxEntr
 Error Unauthenticated(std::string_view why) {
   return Error{ErrorCode::kUnauthorized,
                "unauthorized access: " + std::string(why) +
-                   " (X-Access-Token must be the sandbox's envdAccessToken, as the control "
-                   "plane handed it out)"};
+                   " (X-Access-Token or E2B-Traffic-Access-Token must be the sandbox's "
+                   "envdAccessToken, as the control plane handed it out)"};
+}
+
+// The access token a request shows: X-Access-Token, else E2B-Traffic-Access-Token (the only
+// one the code interpreter SDKs send on /contexts; the control plane hands out one token as
+// both).
+std::string_view TokenOf(const http::fields& head) {
+  const std::string_view token = head["X-Access-Token"];
+  if (!token.empty()) return token;
+  return head["E2B-Traffic-Access-Token"];
 }
 
 // The refusal of an envd request whose head shows no live access token of the sandbox it
@@ -155,7 +174,7 @@ Error Unauthenticated(std::string_view why) {
 std::optional<Error> RefuseHead(const ServerOptions& options, std::string_view id,
                                 std::string_view token, std::optional<std::string_view> tenant,
                                 std::string* holder, bool* unknown_key = nullptr) {
-  if (token.empty()) return Unauthenticated("no X-Access-Token");
+  if (token.empty()) return Unauthenticated("no access token");
   if (id.empty()) {
     return Error{ErrorCode::kInvalidRequest,
                  "missing E2b-Sandbox-Id header: set E2B_SANDBOX_URL to the daemon's URL"};
@@ -206,7 +225,7 @@ std::optional<Error> AdmitEnvdHead(const Route& route, const http::fields& head,
                                    const ServerOptions& options, bool* unknown_key) {
   if (!AdmitsFromHead(route, signed_url)) return std::nullopt;
   std::string holder;
-  return RefuseHead(options, head["E2b-Sandbox-Id"], head["X-Access-Token"], std::nullopt, &holder,
+  return RefuseHead(options, head["E2b-Sandbox-Id"], TokenOf(head), std::nullopt, &holder,
                     unknown_key);
 }
 
@@ -219,7 +238,7 @@ bool AdmitsFromHead(const Route& route, bool signed_url) {
 
 Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
   const std::string_view id = ctx.Header("E2b-Sandbox-Id");
-  const std::string_view token = ctx.Header("X-Access-Token");
+  const std::string_view token = TokenOf(ctx.req);
   const SandboxEntry* sb = ctx.service.Find(id);
   const bool here = sb && !sb->deleting;
   // The credential first: whether a sandbox exists is no one's business without it.

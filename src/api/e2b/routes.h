@@ -1,8 +1,9 @@
 // What E2B's SDKs (the `e2b` packages) call, served by sandstream (docs/e2b.md): the control
 // plane at the daemon's root (/v2/sandboxes, /sandboxes/{id}, with X-API-KEY), and envd, the
 // agent E2B runs in every sandbox, also at the root: its Connect RPCs (/process.Process/*,
-// /filesystem.Filesystem/*) and its HTTP routes (/files, /health), for the sandbox the
-// E2b-Sandbox-Id header names and with that sandbox's X-Access-Token. Thin adapters over the
+// /filesystem.Filesystem/*) and its HTTP routes (/files, /health), and the code interpreter's
+// (/execute, /contexts), for the sandbox the E2b-Sandbox-Id header names and with that
+// sandbox's access token. Thin adapters over the
 // service calls, streams and errors of sandstream's own routes.
 #pragma once
 
@@ -92,5 +93,11 @@ boost::asio::awaitable<void> FilesystemRpc(Context& ctx);
 boost::asio::awaitable<void> Health(Context& ctx);
 boost::asio::awaitable<void> ReadFile(Context& ctx);
 boost::asio::awaitable<void> WriteFiles(Context& ctx);
+// interpreter.cc: the code interpreter's routes (/execute, /contexts).
+boost::asio::awaitable<void> ExecuteCode(Context& ctx);
+boost::asio::awaitable<void> ListCodeContexts(Context& ctx);
+boost::asio::awaitable<void> CreateCodeContext(Context& ctx);
+boost::asio::awaitable<void> RemoveCodeContext(Context& ctx);
+boost::asio::awaitable<void> RestartCodeContext(Context& ctx);
 
 }  // namespace sandstream::api::e2b
