@@ -47,6 +47,8 @@ struct ServerOptions {
   // How clients reach the daemon ("https://sandstream.example.com"), for the URLs it hands out;
   // empty: http:// and the request's Host.
   std::string public_url;
+  // /metrics has each sandbox's latest CPU, memory and disk sample (a series per sandbox).
+  bool metrics_per_sandbox = false;
   // Template names E2B's SDKs ask for ("code-interpreter-v1"), as sandstream's.
   std::map<std::string, std::string> e2b_template_aliases;
   // In a cluster: this node's record (id, address, load) for GET /healthz, where a gateway

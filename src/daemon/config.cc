@@ -125,6 +125,12 @@ const Field kFields[] = {
     {"allow_nested_userns", &Config::allow_nested_userns,
      "lets `POST /v1/sandboxes` ask for `allow_nested_userns` (its processes may create user "
      "namespaces of their own); refused with `400 invalid_request` otherwise"},
+    {"metrics_interval_seconds", &Config::metrics_interval_seconds,
+     "how often each sandbox's CPU, memory and disk use is sampled for `GET "
+     "/v1/sandboxes/{id}/metrics` (0.1 to 3600)"},
+    {"metrics_per_sandbox", &Config::metrics_per_sandbox,
+     "`/metrics` also has each sandbox's latest sample, labelled by sandbox id (a series per "
+     "sandbox: mind your Prometheus' cardinality)"},
     {"teardown_on_exit", &Config::teardown_on_exit,
      "a stopping daemon ends every sandbox and process; by default they run on and the next "
      "start takes them back, files and running processes included"},
@@ -372,6 +378,9 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
     problems.push_back("pull_timeout_seconds must be greater than 0 and at most 604800");
   }
   if (c.image_workers > 64) problems.push_back("image_workers must be at most 64");
+  if (!(c.metrics_interval_seconds >= 0.1 && c.metrics_interval_seconds <= 3600)) {
+    problems.push_back("metrics_interval_seconds must be between 0.1 and 3600");
+  }
   if (c.resume_grace_seconds < 0 || c.resume_grace_seconds > 86400) {
     problems.push_back("resume_grace_seconds must be between 0 and 86400");
   }

@@ -48,6 +48,8 @@ struct Config {
   int64_t shutdown_grace_ms = 5000;
   int64_t sandbox_default_ttl_seconds = 0;
   int64_t paused_ttl_seconds = 30 * 24 * 3600;
+  double metrics_interval_seconds = 5;
+  bool metrics_per_sandbox = false;
   int64_t max_sandboxes = 1000;
   int64_t host_id_base = 1000000;
   bool teardown_on_exit = false;

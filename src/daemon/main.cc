@@ -100,6 +100,8 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.reader_stall = std::chrono::milliseconds(static_cast<int64_t>(c.reader_stall_seconds * 1000));
   o.sandbox_default_ttl_seconds = c.sandbox_default_ttl_seconds;
   o.paused_ttl = std::chrono::seconds(c.paused_ttl_seconds);
+  o.metrics_interval =
+      std::chrono::milliseconds(static_cast<int64_t>(c.metrics_interval_seconds * 1000));
   o.max_sandboxes = static_cast<size_t>(c.max_sandboxes);
   o.max_processes_per_sandbox = static_cast<size_t>(c.max_processes_per_sandbox);
   o.allow_nested_userns = c.allow_nested_userns;
@@ -373,6 +375,7 @@ int main(int argc, char** argv) {
   server_options.web_dir = ResolveWebDir(*config);
   server_options.preview_domain = config->preview_domain;
   server_options.public_url = config->public_url;
+  server_options.metrics_per_sandbox = config->metrics_per_sandbox;
   server_options.e2b_template_aliases = TemplateAliases(*config).value_or(
       std::map<std::string, std::string>{});  // validated by LoadConfig
   if (tenants) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <map>
 #include <sstream>
@@ -247,6 +248,61 @@ uint64_t SandboxCgroup::OomKills() const {
     if (key == "oom_kill") return value;
   }
   return 0;
+}
+
+namespace {
+
+// The value of `key` in a flat keyed file (memory.stat, cpu.stat), or nullopt.
+std::optional<uint64_t> KeyedValue(const std::string& text, std::string_view key) {
+  std::istringstream in(text);
+  std::string name;
+  uint64_t value = 0;
+  while (in >> name >> value) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> NumberIn(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text) return std::nullopt;
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc() || end == text->data()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<ResourceUsage> SandboxCgroup::Usage() const {
+  if (dirs_.empty()) return std::nullopt;
+  ResourceUsage u;
+  const std::string& memory_dir = dirs_[0];
+  auto stat = ReadFile(memory_dir + "/memory.stat");
+  if (!stat) return std::nullopt;
+  std::optional<uint64_t> charged;
+  std::optional<uint64_t> inactive;
+  if (version_ == CgroupVersion::kV2) {
+    charged = NumberIn(memory_dir + "/memory.current");
+    inactive = KeyedValue(*stat, "inactive_file");
+    u.cache_bytes = KeyedValue(*stat, "file").value_or(0);
+    auto cpu = ReadFile(memory_dir + "/cpu.stat");
+    if (cpu) u.cpu_usec = KeyedValue(*cpu, "usage_usec").value_or(0);
+  } else {
+    charged = NumberIn(memory_dir + "/memory.usage_in_bytes");
+    inactive = KeyedValue(*stat, "total_inactive_file");
+    u.cache_bytes = KeyedValue(*stat, "total_cache").value_or(0);
+    // cpuacct: its own hierarchy or joined with cpu ("cpu,cpuacct"), whichever dir has it.
+    for (const std::string& dir : dirs_) {
+      if (auto ns = NumberIn(dir + "/cpuacct.usage")) {
+        u.cpu_usec = *ns / 1000;
+        break;
+      }
+    }
+  }
+  if (!charged) return std::nullopt;
+  u.memory_bytes = *charged - std::min(*charged, inactive.value_or(0));
+  return u;
 }
 
 std::vector<pid_t> SandboxCgroup::Pids() const {

@@ -43,6 +43,9 @@ class SandboxCgroup {
   // Open cgroup.procs files; a forked child writes "0" to each to join before it execs.
   std::vector<int> ProcsFds() const;
   uint64_t OomKills() const;
+  // CPU time (v1 cpuacct.usage, v2 cpu.stat) and memory (usage less inactive file cache, as
+  // `docker stats` counts it) now; nullopt when the files cannot be read.
+  std::optional<ResourceUsage> Usage() const;
   // Host pids of every process still in the cgroup.
   std::vector<pid_t> Pids() const;
   // `sig` to the members of process group `pgid`, each pinned by a pidfd and checked to be a

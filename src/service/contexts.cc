@@ -693,11 +693,15 @@ void PrepareTemplate(const ServiceOptions& options, SandboxEntry& sb) {
     return;
   }
   if (sb.env.contains("PATH")) return;
+  sb.env["PATH"] = CodeInterpreterPath(options);
+}
+
+std::string CodeInterpreterPath(const ServiceOptions& options) {
   std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   for (const auto& kv : options.base_env) {
     if (kv.starts_with("PATH=")) path = kv.substr(5);
   }
-  sb.env["PATH"] = "/opt/sandstream/bin:" + path;
+  return "/opt/sandstream/bin:" + path;
 }
 
 }  // namespace sandstream

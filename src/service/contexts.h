@@ -168,5 +168,8 @@ struct ContextRequest {
 // The code-interpreter template promises a `python` command; when the root has none, a link
 // to python3 goes to /opt/sandstream/bin, which the sandbox's PATH then starts with.
 void PrepareTemplate(const ServiceOptions& options, SandboxEntry& sb);
+// That PATH: /opt/sandstream/bin, then the daemon's base PATH. A snapshot of a
+// code-interpreter sandbox, whose layer holds the link, keeps it in its template's env.
+std::string CodeInterpreterPath(const ServiceOptions& options);
 
 }  // namespace sandstream

@@ -56,6 +56,8 @@ struct ServiceOptions {
   int64_t sandbox_default_ttl_seconds = 0;
   // A paused sandbox is deleted after this long unless resumed (its own TTL stops meanwhile).
   std::chrono::seconds paused_ttl{30 * 24 * 3600};
+  // How often each sandbox's CPU, memory and disk use is sampled (resource_series.h).
+  std::chrono::milliseconds metrics_interval{5000};
   size_t max_sandboxes = 1000;
   size_t max_processes_per_sandbox = 1024;
   bool allow_nested_userns = false;  // the operator grants requests' allow_nested_userns

@@ -52,6 +52,29 @@ void QuotaLedger::Release(const std::string& tenant, const sandbox::Limits& limi
   if (it->second.sandboxes <= 0) held_.erase(it);
 }
 
+void QuotaLedger::Pause(const std::string& tenant, const sandbox::Limits& limits) {
+  TenantUsage& u = held_[tenant];
+  u.memory_mb -= limits.memory_mb;
+  u.cpu_percent -= limits.cpu_percent;
+}
+
+Result<void> QuotaLedger::Unpause(const std::string& tenant, const sandbox::Limits& limits,
+                                  bool check) {
+  const Tenant* t = check ? TenantOf(tenant) : nullptr;
+  if (t) {
+    const auto committed = Committed();
+    const auto held = committed.find(tenant);
+    TenantUsage after = held == committed.end() ? TenantUsage{} : held->second;
+    after.memory_mb += limits.memory_mb;
+    after.cpu_percent += limits.cpu_percent;
+    if (auto over = PastCreateQuota(tenant, t->quotas, after, " resumed")) return std::move(*over);
+  }
+  TenantUsage& u = held_[tenant];
+  u.memory_mb += limits.memory_mb;
+  u.cpu_percent += limits.cpu_percent;
+  return Ok{};
+}
+
 TenantUsage QuotaLedger::Usage(std::string_view tenant) const {
   auto it = held_.find(tenant);
   TenantUsage u = it == held_.end() ? TenantUsage{} : it->second;

@@ -38,6 +38,12 @@ class QuotaLedger {
   // Release (freed).
   void Hold(const std::string& tenant, const sandbox::Limits& limits);
   void Release(const std::string& tenant, const sandbox::Limits& limits);
+  // A held sandbox was paused: it counts its disk (and itself) only, not its memory or CPU,
+  // until Unpause. Unpause with `check` refuses (kQuotaExceeded, nothing changed) when taking
+  // them back would pass a quota of the tenant's; without, it takes them back regardless (the
+  // sandbox is being deleted, which releases them).
+  void Pause(const std::string& tenant, const sandbox::Limits& limits);
+  Result<void> Unpause(const std::string& tenant, const sandbox::Limits& limits, bool check);
 
   // What `tenant`'s live sandboxes take (sandboxes, memory_mb, cpu_percent, disk_mb) and its
   // open streams; running processes are the Service's to add.

@@ -258,6 +258,8 @@ SandboxEntry* Service::Register(std::unique_ptr<SandboxEntry> sb) {
   PrepareTemplate(options_, *sb);
   SandboxEntry* raw = sb.get();
   quotas_.Hold(raw->tenant, raw->limits);
+  // Taken back paused: its disk counts, not its memory or CPU.
+  if (raw->paused) quotas_.Pause(raw->tenant, raw->limits);
   sandboxes_.emplace(raw->id, std::move(sb));
   order_.push_back(raw->id);
   return raw;
@@ -605,6 +607,7 @@ asio::awaitable<Result<void>> Service::DeleteSandbox(std::string id) {
           {{"sandbox", id}, {"error", thawed.error().message}});
     }
     sb->paused.reset();
+    (void)quotas_.Unpause(sb->tenant, sb->limits, false);  // Free releases them with the rest
   }
   // Holding the processes keeps them alive while we wait, whatever the table does meanwhile.
   auto processes = sb->processes;
@@ -670,6 +673,7 @@ void Service::Free(const std::string& id) {
 asio::awaitable<void> Service::Shutdown() {
   shutting_down_ = true;
   template_service_.Stop();
+  resources_.Stop();
   std::vector<std::string> ids;
   for (auto& [id, sb] : sandboxes_) ids.push_back(id);
   // A spawn in flight finishes first, so that its process is recorded (or ended).

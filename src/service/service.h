@@ -42,6 +42,7 @@
 #include "service/options.h"
 #include "service/quota_ledger.h"
 #include "service/resolver.h"
+#include "service/resource_series.h"
 #include "service/sandbox_entry.h"
 #include "service/store.h"
 #include "service/template_service.h"
@@ -96,6 +97,8 @@ class Service {
   Result<const SandboxEntry*> UpdateLifecycle(std::string_view id, const LifecycleSettings& change);
   // Live sandboxes by state (running, paused, lost, ...), for /metrics.
   std::map<std::string, size_t> CountByState() const;
+  // Each live sandbox's CPU, memory and disk use over time.
+  const ResourceSampler& resources() const { return resources_; }
 
   // Starts a command in a sandbox. With an idempotency key already used there, returns the
   // process it started instead (`*attached` = true), or kConflict for another command. The
@@ -258,6 +261,7 @@ class Service {
   bool shutting_down_ = false;
   QuotaLedger quotas_{options_.access};
   TemplateService template_service_{ex_, options_, store_, quotas_};
+  ResourceSampler resources_{*this, ex_, options_.metrics_interval};
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};
   // The resolvers' pins (netlink, microseconds each), on a thread of their own: never queued

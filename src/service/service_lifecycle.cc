@@ -71,6 +71,9 @@ asio::awaitable<Result<void>> Service::PauseHeld(SandboxEntry& sb, PauseMode mod
   }
   const SystemTime now = SystemNow();
   sb.paused = PauseState{mode, now, SteadyNow(), now + options_.paused_ttl};
+  // Paused, it counts its disk against its tenant's quotas, not its memory or CPU.
+  quotas_.Pause(sb.tenant, sb.limits);
+  if (SharedTenants* shared = quotas_.SharedFor(sb.tenant)) shared->Changed(sb.tenant);
   PauseClocks(sb);
   ++metrics_.pauses_total;
   metrics_.pause_duration.Observe(SecondsSince(asked));
@@ -103,10 +106,17 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ResumeSandbox(std::string 
 Result<void> Service::ResumeHeld(SandboxEntry& sb, const std::string& by) {
   if (!sb.paused) return Ok{};
   const SteadyTime asked = SteadyNow();
+  // Its memory and CPU count again, which must fit its tenant's quotas.
+  if (auto room = quotas_.Unpause(sb.tenant, sb.limits, true); !room) {
+    Journal(sb, "sandbox.resume_failed", "warn",
+            "the sandbox stays paused: " + room.error().message, {{"by", by}});
+    return room;
+  }
   sb.transition = SandboxEntry::Transition::kResuming;
   Result<void> thawed = sb.runtime->Thaw();
   sb.transition = SandboxEntry::Transition::kNone;
   if (!thawed) {
+    quotas_.Pause(sb.tenant, sb.limits);
     Journal(sb, "sandbox.resume_failed", "warn",
             "the sandbox could not be resumed and stays paused: " + thawed.error().message,
             {{"by", by}});
@@ -114,6 +124,7 @@ Result<void> Service::ResumeHeld(SandboxEntry& sb, const std::string& by) {
   }
   const PauseState was = *sb.paused;
   sb.paused.reset();
+  if (SharedTenants* shared = quotas_.SharedFor(sb.tenant)) shared->Changed(sb.tenant);
   for (const auto& p : sb.processes) p->Resume();
   // Idle (auto_pause) counts from the resume, not from before the pause.
   sb.last_active = SteadyNow();

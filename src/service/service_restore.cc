@@ -13,6 +13,7 @@ namespace sandstream {
 namespace json = boost::json;
 
 void Service::Restore() {
+  resources_.Start();
   auto sandboxes = store_.Sandboxes();
   auto processes = store_.Processes(kFinishedInMemory);
   if (!sandboxes || !processes) {

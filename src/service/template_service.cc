@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "net/egress.h"
 #include "sandbox/runtime.h"
+#include "service/contexts.h"
 
 namespace sandstream {
 namespace asio = boost::asio;
@@ -224,6 +225,10 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
   // What the snapshot's layer goes over: its parent's layers, and under them its parent's root.
   Template t = *parent;
   if (parent->kind == "base") t.root = "base";
+  // The code-interpreter's python link is in the layer; the PATH that finds it goes along.
+  if (parent->kind == "base" && parent->name == "code-interpreter") {
+    t.env.push_back("PATH=" + CodeInterpreterPath(options_));
+  }
   if (parent->kind == "directory") t.root = "directory";
   auto job = [&templates = templates_, upper = from.upper, base = *from.base_id,
               disk_bytes = from.disk_bytes]() -> Result<image::LayerRef> {

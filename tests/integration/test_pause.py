@@ -432,3 +432,49 @@ def test_lifecycle_settings_survive_a_restart(daemon_factory: Any) -> None:
         assert wait_until(lambda: c.get(f"/v1/sandboxes/{sb}").json()["status"] == "paused",
                           8, 0.2)
         assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204
+
+
+def test_a_paused_sandbox_counts_its_disk_not_its_memory_or_cpu(daemon_factory: Any) -> None:
+    """A tenant's memory_mb and cpu_percent quotas count running sandboxes only: pausing one
+    makes room for another, and resuming it must fit again (429, still paused, until it does).
+    A restart keeps the count."""
+    d = daemon_factory(args=KEEP)
+    with d.client() as admin:
+        r = admin.post("/v1/admin/tenants",
+                       json={"name": "pq", "quotas": {"memory_mb": 1024, "cpu_percent": 400}})
+        assert r.status_code == 201, r.text
+        key = admin.post("/v1/admin/tenants/pq/keys", json={}).json()["key"]
+    limits = {"memory_mb": 512, "cpu_percent": 100, "disk_mb": 64}
+    with d.client(key) as t:
+        a = create_sandbox(t, limits=limits)["id"]
+        b = create_sandbox(t, limits=limits)["id"]
+        assert_error(t.post("/v1/sandboxes", json={"limits": limits}), 429, "quota_exceeded")
+        pause(t, a)
+        usage = t.get("/v1/usage").json()["usage"]
+        assert (usage["sandboxes"], usage["memory_mb"], usage["cpu_percent"], usage["disk_mb"]) \
+            == (2, 512, 100, 128), usage
+        c = create_sandbox(t, limits=limits)["id"]
+        r = t.post(f"/v1/sandboxes/{a}/resume")
+        assert_error(r, 429, "quota_exceeded")
+        assert "memory_mb" in r.json()["error"]["message"], r.text
+        assert status(t, a) == "paused"
+        # A request that would resume it is refused the same way, and it stays paused.
+        assert_error(t.post(f"/v1/sandboxes/{a}/exec", json={"cmd": "true"}), 429,
+                     "quota_exceeded")
+        assert status(t, a) == "paused"
+    d.kill()
+    d2 = daemon_factory(data_dir=d.data_dir, args=KEEP)
+    with d2.client(key) as t:
+        usage = t.get("/v1/usage").json()["usage"]
+        assert (usage["sandboxes"], usage["memory_mb"]) == (3, 1024), usage
+        assert t.delete(f"/v1/sandboxes/{c}").status_code == 204
+        assert resume(t, a)["status"] == "running"
+        assert run(t, a, cmd="echo back")["stdout"] == "back\n"
+        usage = t.get("/v1/usage").json()["usage"]
+        assert (usage["sandboxes"], usage["memory_mb"], usage["cpu_percent"]) == (2, 1024, 200)
+        # Deleting a paused sandbox gives back what it counted, and no more.
+        pause(t, b)
+        assert t.delete(f"/v1/sandboxes/{b}").status_code == 204
+        usage = t.get("/v1/usage").json()["usage"]
+        assert (usage["sandboxes"], usage["memory_mb"], usage["disk_mb"]) == (1, 512, 64), usage
+        assert t.delete(f"/v1/sandboxes/{a}").status_code == 204

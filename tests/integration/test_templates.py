@@ -395,6 +395,9 @@ def test_a_base_sandbox_is_snapshotted_and_forked_with_what_it_wrote(
             assert "custom line" not in sh(client, s2["id"], "cat /etc/environment || true")
             assert run(client, s2["id"], cmd="touch /usr/x")["exit_code"] != 0
             assert sh(client, s2["id"], "ls -ld / | cut -c1-10") == "drwxrwxrwt\n"
+            if template == "code-interpreter":
+                # The template's `python` goes along with the snapshot (and its PATH with it).
+                assert sh(client, s2["id"], "python -c 'print(6*7)'") == "42\n"
             # A snapshot of that sandbox stacks another layer.
             sh(client, s2["id"], "echo second > /workspace/w2")
             r = client.post(f"/v1/sandboxes/{s2['id']}/snapshot",

@@ -1,8 +1,11 @@
 // E2B's control plane: sandboxes created, listed, described, kept alive and killed as its SDKs
 // ask, on the service calls sandstream's own /v1/sandboxes routes use.
+#include <cmath>
+
 #include <boost/json.hpp>
 #include <boost/url/decode_view.hpp>
 
+#include "api/common/metrics.h"
 #include "api/e2b/connect.h"
 #include "api/e2b/routes.h"
 #include "api/request.h"
@@ -317,9 +320,6 @@ std::string_view Instead(std::string_view path) {
     return "sandstream's POST /v1/templates imports an image archive or pulls an image";
   }
   // The routes of one sandbox, by their last segment.
-  if (path.ends_with("/metrics")) {
-    return "a sandbox sees its own usage and limits at /sys/fs/cgroup and in /proc/meminfo";
-  }
   if (path.ends_with("/logs")) {
     return "sandstream's GET /v1/sandboxes/{id}/events (its journal) and each process's logs";
   }
@@ -335,7 +335,58 @@ std::string_view Instead(std::string_view path) {
          "/v1/sandboxes/{id}/snapshot makes a template of a sandbox's files";
 }
 
+// One sample as E2B's SandboxMetric: CPU as a share of the sandbox's CPUs, bytes for the rest.
+json::object MetricJson(const ResourceSeries& series, const ResourceSample& s) {
+  json::object o;
+  o["timestamp"] = FormatRfc3339(s.at);
+  o["timestampUnix"] = ToUnixMillis(s.at) / 1000;
+  o["cpuCount"] = static_cast<int64_t>(std::ceil(series.cpu_count));
+  o["cpuUsedPct"] = s.cpu_used_pct;
+  o["memUsed"] = s.memory_used;
+  o["memTotal"] = series.memory_total;
+  o["memCache"] = s.memory_cache;
+  o["diskUsed"] = s.disk_used;
+  o["diskTotal"] = series.disk_total;
+  return o;
+}
+
 }  // namespace
+
+asio::awaitable<void> SandboxMetrics(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto start = TimeQuery(ctx, "start");
+  if (!start) co_return co_await ReplyError(ctx, start.error());
+  auto end = TimeQuery(ctx, "end");
+  if (!end) co_return co_await ReplyError(ctx, end.error());
+  json::array items;
+  if (const ResourceSeries* series = ctx.service.resources().Find((*sb)->id)) {
+    for (const ResourceSample* s : SamplesIn(*series, *start, *end)) {
+      items.push_back(MetricJson(*series, *s));
+    }
+  }
+  co_await ReplyJson(ctx, http::status::ok, items);
+}
+
+asio::awaitable<void> SandboxesMetrics(Context& ctx) {
+  // ?sandbox_ids=a,b: the latest sample of each the caller sees (those it does not, or that
+  // have none yet, are left out).
+  json::object latest;
+  std::string_view ids = ctx.Query("sandbox_ids").value_or("");
+  while (!ids.empty()) {
+    const size_t comma = ids.find(',');
+    const std::string_view id = ids.substr(0, comma);
+    ids = comma == std::string_view::npos ? std::string_view() : ids.substr(comma + 1);
+    const SandboxEntry* sb = ctx.service.Find(id);
+    if (!sb || sb->deleting || !ctx.principal.Sees(sb->tenant, sb->id)) continue;
+    const ResourceSeries* series = ctx.service.resources().Find(id);
+    if (!series || series->samples.empty()) continue;
+    latest[id] = MetricJson(*series, series->samples.back());
+  }
+  json::object body;
+  body["sandboxes"] = std::move(latest);
+  co_await ReplyJson(ctx, http::status::ok, body);
+}
 
 asio::awaitable<void> NotSupported(Context& ctx) {
   const std::string_view target = ctx.req.target();

@@ -82,6 +82,10 @@ boost::asio::awaitable<void> ConnectSandbox(Context& ctx);
 boost::asio::awaitable<void> PauseSandbox(Context& ctx);
 boost::asio::awaitable<void> ResumeSandbox(Context& ctx);
 boost::asio::awaitable<void> SetTimeout(Context& ctx);
+// GET /sandboxes/{id}/metrics?start=&end= (Unix seconds): its samples, as SandboxMetric.
+boost::asio::awaitable<void> SandboxMetrics(Context& ctx);
+// GET /sandboxes/metrics?sandbox_ids=a,b: each one's latest sample.
+boost::asio::awaitable<void> SandboxesMetrics(Context& ctx);
 boost::asio::awaitable<void> NotSupported(Context& ctx);
 // process.cc: process.Process/{method}.
 boost::asio::awaitable<void> ProcessRpc(Context& ctx);

@@ -16,6 +16,7 @@ const std::vector<Route>& AllRoutes() {
         {V::get, "/v1/sandboxes/{}", GetSandbox},
         {V::delete_, "/v1/sandboxes/{}", DeleteSandbox},
         {V::patch, "/v1/sandboxes/{}", UpdateSandbox},
+        {V::get, "/v1/sandboxes/{}/metrics", SandboxMetrics},
         {V::post, "/v1/sandboxes/{}/pause", PauseSandbox},
         {V::post, "/v1/sandboxes/{}/resume", ResumeSandbox},
         {V::get, "/v1/sandboxes/{}/logs", SandboxLogs},
@@ -101,9 +102,9 @@ Need RouteNeed(const Route& route) {
   const Handler h = route.handler;
   if (h == GetMetrics || route.pattern.starts_with("/v1/admin/")) return Need::kAdmin;
   if (h == ProxyPort) return Need::kPort;
-  for (Handler read :
-       {GetSandbox, SandboxLogs, SandboxEvents, ListProcesses, GetProcess, ProcessLogs, WaitProcess,
-        ListSessions, GetSession, ListContexts, GetContext, GetRun, ListPorts, GetPort, WaitPort}) {
+  for (Handler read : {GetSandbox, SandboxMetrics, SandboxLogs, SandboxEvents, ListProcesses,
+                       GetProcess, ProcessLogs, WaitProcess, ListSessions, GetSession, ListContexts,
+                       GetContext, GetRun, ListPorts, GetPort, WaitPort}) {
     if (h == read) return Need::kRead;
   }
   for (Handler exec :
@@ -129,8 +130,8 @@ bool WakesSandbox(const Route& route) {
   }
   const Handler h = route.handler;
   for (Handler keeps :
-       {GetSandbox, DeleteSandbox, UpdateSandbox, PauseSandbox, ResumeSandbox, SandboxLogs,
-        SandboxEvents, CreateToken, ListTokens, RevokeToken, SnapshotSandbox}) {
+       {GetSandbox, SandboxMetrics, DeleteSandbox, UpdateSandbox, PauseSandbox, ResumeSandbox,
+        SandboxLogs, SandboxEvents, CreateToken, ListTokens, RevokeToken, SnapshotSandbox}) {
     if (h == keeps) return false;
   }
   return true;

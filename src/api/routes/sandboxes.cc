@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "api/common/lookup.h"
+#include "api/common/metrics.h"
 #include "api/request.h"
 #include "api/routes/routes.h"
 #include "api/stream.h"
@@ -84,6 +85,39 @@ asio::awaitable<void> GetSandbox(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   co_await ReplyJson(ctx, http::status::ok, SandboxJson(**sb));
+}
+
+asio::awaitable<void> SandboxMetrics(Context& ctx) {
+  auto sb = FindSandbox(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto start = TimeQuery(ctx, "start");
+  if (!start) co_return co_await ReplyError(ctx, start.error());
+  auto end = TimeQuery(ctx, "end");
+  if (!end) co_return co_await ReplyError(ctx, end.error());
+  const auto& sampler = ctx.service.resources();
+  json::object body;
+  body["sandbox_id"] = (*sb)->id;
+  body["interval_seconds"] = static_cast<double>(sampler.interval().count()) / 1000;
+  json::array samples;
+  if (const ResourceSeries* series = sampler.Find((*sb)->id)) {
+    body["cpu_count"] = series->cpu_count;
+    body["memory_total_bytes"] = series->memory_total;
+    body["disk_total_bytes"] = series->disk_total;
+    for (const ResourceSample* s : SamplesIn(*series, *start, *end)) {
+      samples.push_back(json::object{{"timestamp", FormatRfc3339(s->at)},
+                                     {"cpu_used_pct", s->cpu_used_pct},
+                                     {"memory_used_bytes", s->memory_used},
+                                     {"memory_cache_bytes", s->memory_cache},
+                                     {"disk_used_bytes", s->disk_used}});
+    }
+  } else {
+    // Before its first sample: its limits, and no samples yet.
+    body["cpu_count"] = static_cast<double>((*sb)->limits.cpu_percent) / 100;
+    body["memory_total_bytes"] = static_cast<uint64_t>((*sb)->limits.memory_mb) << 20;
+    body["disk_total_bytes"] = nullptr;
+  }
+  body["samples"] = std::move(samples);
+  co_await ReplyJson(ctx, http::status::ok, body);
 }
 
 asio::awaitable<void> DeleteSandbox(Context& ctx) {

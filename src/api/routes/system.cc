@@ -95,6 +95,25 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
       for (const auto& [name, u] : usage) p.Sample(metric, {{"tenant", name}}, count(u.*field));
     }
   }
+  if (ctx.server.options().metrics_per_sandbox) {
+    const ResourceSampler& sampler = ctx.service.resources();
+    const std::pair<const char*, const char*> families[] = {
+        {"sandstream_sandbox_cpu_used_percent", "Share of its CPUs a sandbox used (last sample)."},
+        {"sandstream_sandbox_memory_used_bytes", "Memory a sandbox uses, file cache aside."},
+        {"sandstream_sandbox_disk_used_bytes", "What a sandbox wrote to its filesystem."}};
+    for (size_t k = 0; k < std::size(families); ++k) {
+      p.Family(families[k].first, "gauge", families[k].second);
+      for (const SandboxEntry* sb : ctx.service.List()) {
+        const ResourceSeries* series = sampler.Find(sb->id);
+        if (!series || series->samples.empty()) continue;
+        const ResourceSample& s = series->samples.back();
+        const double value = k == 0   ? s.cpu_used_pct
+                             : k == 1 ? count(s.memory_used)
+                                      : count(s.disk_used);
+        p.Sample(families[k].first, {{"sandbox", sb->id}}, value);
+      }
+    }
+  }
   const std::pair<const char*, const Histogram*> histograms[] = {
       {"sandstream_exec_duration_seconds", &m.exec_duration},
       {"sandstream_pause_duration_seconds", &m.pause_duration},

@@ -494,7 +494,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
   EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
-  EXPECT_EQ(o.size(), 65u);
+  EXPECT_EQ(o.size(), 68u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -558,7 +558,33 @@ TEST_F(ConfigTest, ReferenceDescribesEverySettingOnOneRow) {
     EXPECT_EQ(line.find("|  |"), std::string::npos) << line;
     ++rows;
   }
-  EXPECT_EQ(rows, 65u);
+  EXPECT_EQ(rows, 68u);
+}
+
+TEST_F(ConfigTest, TemplateAliasesAndTheMetricsIntervalAreChecked) {
+  auto defaults = Load({});
+  ASSERT_TRUE(defaults.ok());
+  auto aliases = TemplateAliases(*defaults);
+  ASSERT_TRUE(aliases.has_value());
+  EXPECT_EQ(aliases->at("code-interpreter-v1"), "code-interpreter");
+  auto mine = Load({"--e2b-template-aliases", " a=b , c=base"});
+  ASSERT_TRUE(mine.ok());
+  EXPECT_EQ(*TemplateAliases(*mine),
+            (std::map<std::string, std::string>{{"a", "b"}, {"c", "base"}}));
+  ASSERT_TRUE(Load({"--e2b-template-aliases", ""}).ok());
+  for (const char* bad : {"a", "=b", "a=", "a=b,c"}) {
+    EXPECT_NE(Problems({"--e2b-template-aliases", bad}).find("e2b_template_aliases must be"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_DOUBLE_EQ(defaults->metrics_interval_seconds, 5);
+  EXPECT_FALSE(defaults->metrics_per_sandbox);
+  EXPECT_TRUE(Load({"--metrics-interval-seconds", "0.5"}).ok());
+  for (const char* bad : {"0", "0.01", "-1", "3601"}) {
+    EXPECT_NE(Problems({"--metrics-interval-seconds", bad}).find("metrics_interval_seconds must"),
+              std::string::npos)
+        << bad;
+  }
 }
 
 }  // namespace
