@@ -12,7 +12,8 @@ import { fileURLToPath } from "node:url";
 const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
 // Resolves to { url, stop() } once the daemon listens; its log's tail is printed if it fails.
-export async function spawnDaemon({ apiKey, prefix }) {
+// `env`: settings of this daemon's own (`SANDSTREAM_...`), over the environment's.
+export async function spawnDaemon({ apiKey, prefix, env = {} }) {
   const binary =
     process.env.SANDSTREAM_BIN ??
     process.env.SANDSTREAMD ??
@@ -24,6 +25,7 @@ export async function spawnDaemon({ apiKey, prefix }) {
       SANDSTREAM_API_KEY: apiKey,
       SANDSTREAM_EGRESS_POOL: "none",
       SANDSTREAM_TEARDOWN_ON_EXIT: "true",
+      ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

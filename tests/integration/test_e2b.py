@@ -753,6 +753,49 @@ def test_get_host(sbx: Sandbox, daemon: Daemon) -> None:
     assert sbx.get_host(8000) == f"8000-{sbx.sandbox_id}.localhost:{daemon.port}"
 
 
+def test_get_metrics(daemon_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_metrics() (and Sandbox.get_metrics(id)) reads the samples of a daemon that samples
+    every 0.2 s: a busy CPU shows, each entry has its CPU count, memory and disk totals, and
+    start/end filter. A killed sandbox's metrics are SandboxNotFoundException."""
+    d = daemon_factory(env={"SANDSTREAM_METRICS_INTERVAL_SECONDS": "0.2"})
+    monkeypatch.setenv("E2B_API_URL", d.url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", d.url)
+    monkeypatch.setenv("E2B_API_KEY", API_KEY)
+    for name in ("E2B_DEBUG", "E2B_DOMAIN", "E2B_ACCESS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    sandbox = Sandbox.create(timeout=120)
+    try:
+        created = datetime.now(timezone.utc)
+        sandbox.commands.run("timeout 2 sh -c 'while :; do :; done' || true")
+        # Samples after the busy second too, for the window below.
+        time.sleep(1.6)
+        metrics = sandbox.get_metrics()
+        with d.client() as c:
+            v1 = c.get(f"/v1/sandboxes/{sandbox.sandbox_id}").json()
+        assert len(metrics) >= 5, metrics
+        for m in metrics:
+            assert m.cpu_count == v1["limits"]["cpu_percent"] // 100
+            assert m.mem_total == v1["limits"]["memory_mb"] << 20
+            assert 0 < m.mem_used <= m.mem_total and m.mem_cache >= 0
+            assert m.disk_total > 0 and 0 < m.disk_used <= m.disk_total
+            assert 0 <= m.cpu_used_pct <= 100
+            assert created - timedelta(seconds=5) < m.timestamp <= datetime.now(timezone.utc)
+        assert [m.timestamp for m in metrics] == sorted(m.timestamp for m in metrics)
+        # A core's worth of spinning; other work on a loaded machine may take part of it.
+        assert max(m.cpu_used_pct for m in metrics) > 25, metrics
+        assert len(Sandbox.get_metrics(sandbox.sandbox_id)) >= len(metrics)
+
+        assert sandbox.get_metrics(end=created - timedelta(minutes=1)) == []
+        assert sandbox.get_metrics(start=datetime.now(timezone.utc) + timedelta(hours=1)) == []
+        middle = metrics[len(metrics) // 2].timestamp.replace(microsecond=0) + timedelta(seconds=1)
+        later = sandbox.get_metrics(start=middle)
+        assert later and all(m.timestamp >= middle for m in later), later
+    finally:
+        sandbox.kill()
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.get_metrics(sandbox.sandbox_id)
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 

@@ -90,7 +90,7 @@ def test_errors_in_each_dialect(daemon: Daemon) -> None:
             "code": 404, "message": "sandbox sb_0000000000000000 not found"}, r.text
         # What sandstream does not serve: 404 for a sandbox that is not there (below: 501 for
         # one that is).
-        r = c.get("/sandboxes/sb_0000000000000000/metrics", headers=key)
+        r = c.get("/sandboxes/sb_0000000000000000/logs", headers=key)
         assert r.status_code == 404 and r.json()["code"] == 404, r.text
         r = c.post("/sandboxes/sb_0000000000000000/pause", headers=key)
         assert r.status_code == 404 and r.json()["code"] == 404, r.text
@@ -104,7 +104,7 @@ def test_errors_in_each_dialect(daemon: Daemon) -> None:
         # 404 the SDKs would report as a missing sandbox.
         sid = sb["sandboxID"]
         for method, path, instead in [
-                ("GET", f"/sandboxes/{sid}/metrics", "/sys/fs/cgroup"),
+                ("GET", f"/sandboxes/{sid}/logs", "/v1/sandboxes/{id}/events"),
                 ("POST", f"/sandboxes/{sid}/fork", f"/v1/sandboxes/{{id}}/fork"),
                 ("POST", f"/sandboxes/{sid}/snapshots", "/snapshot"),
                 ("PUT", f"/sandboxes/{sid}/network", "network.egress"),

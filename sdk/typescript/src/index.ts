@@ -24,6 +24,7 @@ export type {
   Flow,
   LifecycleOptions,
   LogMatch,
+  MetricsOptions,
   StartProcessOptions,
   StreamLogsOptions,
   TokenUrlOptions,
@@ -46,12 +47,14 @@ export type {
   GapInfo,
   Limits,
   LogChunk,
+  MetricSample,
   Network,
   NetworkOption,
   Port,
   ProcessInfo,
   ProcessLogs,
   SandboxInfo,
+  SandboxMetrics,
 } from "./models.js";
 export { previewUrl } from "./models.js";
 export { encodeSSE, parseSSEStream, readSSE } from "./sse.js";

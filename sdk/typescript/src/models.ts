@@ -157,6 +157,39 @@ export interface Port {
   createdAt: string;
 }
 
+/** One sample of a sandbox's resource use, taken by the daemon every `intervalSeconds`. */
+export interface MetricSample {
+  /** When it was taken: RFC 3339 in UTC with milliseconds. */
+  timestamp: string;
+  /** Share of the sandbox's CPUs it used since the previous sample, 0 to 100. */
+  cpuUsedPct: number;
+  /** Memory charged to it, its inactive file cache aside. */
+  memoryUsedBytes: number;
+  /** Its file cache. */
+  memoryCacheBytes: number;
+  /** What its writable root filesystem holds. */
+  diskUsedBytes: number;
+}
+
+/**
+ * A sandbox's CPU, memory and disk use over time (`Sandbox.metrics`), with what each is out of.
+ * The daemon keeps a bounded series per sandbox in memory (720 samples, then the older half is
+ * merged pairwise); a daemon restart starts it afresh.
+ */
+export interface SandboxMetrics {
+  sandboxId: string;
+  /** How often the daemon samples (`metrics_interval_seconds`). */
+  intervalSeconds: number;
+  /** Its CPU limit in CPUs (`cpuPercent / 100`). */
+  cpuCount: number;
+  /** Its memory limit. */
+  memoryTotalBytes: number;
+  /** Its filesystem's size; null before the first sample. */
+  diskTotalBytes: number | null;
+  /** Oldest first. */
+  samples: MetricSample[];
+}
+
 type Wire = Record<string, unknown>;
 
 const str = (v: unknown): string => (typeof v === "string" ? v : "");
@@ -328,5 +361,22 @@ export function logsFromWire(w: Wire): ProcessLogs {
       bytes: optNum(gap["bytes"]),
     },
     exit: exit && exitFromWire(exit),
+  };
+}
+
+export function metricsFromWire(w: Wire): SandboxMetrics {
+  return {
+    sandboxId: str(w["sandbox_id"]),
+    intervalSeconds: num(w["interval_seconds"]),
+    cpuCount: num(w["cpu_count"]),
+    memoryTotalBytes: num(w["memory_total_bytes"]),
+    diskTotalBytes: optNum(w["disk_total_bytes"]),
+    samples: (Array.isArray(w["samples"]) ? (w["samples"] as Wire[]) : []).map((s) => ({
+      timestamp: str(s["timestamp"]),
+      cpuUsedPct: num(s["cpu_used_pct"]),
+      memoryUsedBytes: num(s["memory_used_bytes"]),
+      memoryCacheBytes: num(s["memory_cache_bytes"]),
+      diskUsedBytes: num(s["disk_used_bytes"]),
+    })),
   };
 }

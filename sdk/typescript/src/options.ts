@@ -49,6 +49,16 @@ export interface LifecycleOptions {
   autoResume?: boolean;
 }
 
+/**
+ * The window of `Sandbox.metrics`: samples taken at or after `start` and at or before `end`
+ * (either absent: no bound). A number is milliseconds since the epoch, as `Date.now()` gives.
+ */
+export interface MetricsOptions {
+  start?: Date | number;
+  end?: Date | number;
+  signal?: AbortSignal;
+}
+
 /** A URL for a browser, opened with a scoped token (see `Sandbox.tokenUrl`). */
 export interface TokenUrlOptions {
   /** Added to the URL's query. */

@@ -26,7 +26,9 @@ import {
   type ProcessInfo,
   type ProcessLogs,
   type SandboxInfo,
+  type SandboxMetrics,
   limitsToWire,
+  metricsFromWire,
   networkToWire,
   previewUrl,
   sandboxFromWire,
@@ -41,6 +43,7 @@ import type {
   Flow,
   LifecycleOptions,
   LogMatch,
+  MetricsOptions,
   StartProcessOptions,
   StreamLogsOptions,
   TokenUrlOptions,
@@ -205,6 +208,20 @@ export class Sandbox implements AsyncDisposable {
   async resume(): Promise<SandboxInfo> {
     this.info = sandboxFromWire(await this.client.json<Wire>("POST", `${this.#scope.path}/resume`));
     return this.info;
+  }
+
+  /**
+   * The sandbox's CPU, memory and disk use over time: the samples the daemon took (every
+   * `intervalSeconds`, 5 by default) between `start` and `end`, oldest first, with its CPU
+   * count, memory limit and disk size. Reading them does not resume a paused sandbox. The
+   * daemon keeps them in memory, a bounded series per sandbox: a restart starts them afresh.
+   */
+  async metrics(options: MetricsOptions = {}): Promise<SandboxMetrics> {
+    const wire = await this.client.json<Wire>("GET", `${this.#scope.path}/metrics`, {
+      query: { start: timeToWire(options.start, "start"), end: timeToWire(options.end, "end") },
+      signal: options.signal,
+    });
+    return metricsFromWire(wire);
   }
 
   /** Deletes the sandbox: kills its processes, ends their streams with exit events. Idempotent. */
@@ -476,4 +493,14 @@ function lifecycleToWire(options: LifecycleOptions): Wire {
   if (options.onTimeout !== undefined) body["on_timeout"] = options.onTimeout;
   if (options.autoResume !== undefined) body["auto_resume"] = options.autoResume;
   return body;
+}
+
+/** A time of the metrics window as the daemon reads it: RFC 3339 in UTC with milliseconds. */
+function timeToWire(value: Date | number | undefined, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  const at = typeof value === "number" ? new Date(value) : value;
+  if (!(at instanceof Date) || Number.isNaN(at.getTime())) {
+    throw new TypeError(`${name} must be a Date or milliseconds since the epoch, not ${String(value)}`);
+  }
+  return at.toISOString();
 }

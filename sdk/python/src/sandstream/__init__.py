@@ -38,7 +38,17 @@ from .errors import (
 )
 from .events import Error, Event, Exit, Gap, Start, Stderr, Stdout
 from .helpers import AnsiStripper, LineBuffer, OutputDigest, strip_ansi
-from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, SandboxInfo
+from .models import (
+    Egress,
+    ExecResult,
+    Flow,
+    Limits,
+    MetricSample,
+    Network,
+    ProcessInfo,
+    SandboxInfo,
+    SandboxMetrics,
+)
 from .templates import Template
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
@@ -91,6 +101,7 @@ __all__ = [
     "Limits",
     "Logs",
     "MethodNotAllowed",
+    "MetricSample",
     "Network",
     "NodeUnreachable",
     "NotFound",
@@ -108,6 +119,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxInfo",
+    "SandboxMetrics",
     "Template",
     "SandboxSetupFailed",
     "SandstreamError",

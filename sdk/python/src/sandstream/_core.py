@@ -14,6 +14,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -22,7 +23,16 @@ import httpx
 from .errors import CommandFailed, ConnectionFailed, StreamLost, error_from_code
 from .events import Error, Event, EventDecoder, Exit, SseMessage, Start, Stderr, Stdout
 from .helpers import OutputDigest
-from .models import Egress, ExecResult, Flow, Limits, Network, ProcessInfo, SandboxInfo
+from .models import (
+    Egress,
+    ExecResult,
+    Flow,
+    Limits,
+    Network,
+    ProcessInfo,
+    SandboxInfo,
+    SandboxMetrics,
+)
 from ._version import __version__
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -151,6 +161,31 @@ def resume_sandbox_call(sandbox_id: str) -> Call[SandboxInfo]:
 def update_sandbox_call(sandbox_id: str, body: Mapping[str, Any]) -> Call[SandboxInfo]:
     """`PATCH /v1/sandboxes/{id}`: auto_pause, on_timeout, auto_resume."""
     return Call("PATCH", sandbox_path(sandbox_id), SandboxInfo.from_json, json=dict(body))
+
+
+def time_param(name: str, value: datetime | float) -> str:
+    """A time for the query (`start`, `end`): whole Unix seconds as they are, anything finer
+    (a datetime, a fractional float) as RFC 3339 in UTC with milliseconds, the form the server
+    reads. A naive datetime is local time, as `datetime.timestamp()` takes it."""
+    if isinstance(value, datetime):
+        at = value.astimezone(timezone.utc)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if float(value).is_integer():
+            return str(int(value))
+        at = datetime.fromtimestamp(value, timezone.utc)
+    else:
+        raise TypeError(f"{name} must be a datetime or Unix seconds, not {type(value).__name__}")
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def metrics_call(sandbox_id: str, start: datetime | float | None,
+                 end: datetime | float | None) -> Call[SandboxMetrics]:
+    """`GET /v1/sandboxes/{id}/metrics`: the samples taken in [start, end] (either side open
+    when None), oldest first."""
+    params = {name: time_param(name, value)
+              for name, value in (("start", start), ("end", end)) if value is not None}
+    return Call("GET", sandbox_path(sandbox_id) + "/metrics", SandboxMetrics.from_json,
+                params=params or None)
 
 
 def auto_pause_body(idle_seconds: int | None) -> dict[str, Any] | None:

@@ -1,9 +1,11 @@
-"""The value types the API returns: sandboxes, processes, buffered exec results."""
+"""The value types the API returns: sandboxes, processes, buffered exec results, resource
+metrics."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 # How a reader of a process's output paces it. "wait": when the server's window is full of
@@ -24,6 +26,10 @@ def _opt_int(value: Any) -> int | None:
 
 def _opt_str(value: Any) -> str | None:
     return str(value) if value is not None else None
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 @dataclass(frozen=True)
@@ -228,3 +234,61 @@ class ExecResult:
     def ok(self) -> bool:
         """Whether the command exited with code 0."""
         return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One sample of a sandbox's resource use, taken by the server every `interval_seconds`."""
+
+    timestamp: str  # when it was taken, RFC 3339 in UTC with milliseconds
+    cpu_used_pct: float  # share of the sandbox's CPUs used since the previous sample, 0 to 100
+    memory_used_bytes: int  # memory charged to it, its inactive file cache aside
+    memory_cache_bytes: int  # its file cache
+    disk_used_bytes: int  # what its writable root filesystem holds
+
+    @property
+    def time(self) -> datetime:
+        """`timestamp` as an aware datetime (UTC)."""
+        return datetime.fromisoformat(self.timestamp.replace("Z", "+00:00"))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MetricSample:
+        """Parses one entry of `samples`."""
+        return cls(
+            timestamp=str(data.get("timestamp", "")),
+            cpu_used_pct=_float(data.get("cpu_used_pct")),
+            memory_used_bytes=_opt_int(data.get("memory_used_bytes")) or 0,
+            memory_cache_bytes=_opt_int(data.get("memory_cache_bytes")) or 0,
+            disk_used_bytes=_opt_int(data.get("disk_used_bytes")) or 0,
+        )
+
+
+@dataclass(frozen=True)
+class SandboxMetrics:
+    """A sandbox's CPU, memory and disk use over time (`Sandbox.metrics()`), with what each is
+    out of. The server keeps a bounded series per sandbox in memory: the older half is merged
+    pairwise once it holds 720 samples, and a daemon restart starts it afresh."""
+
+    sandbox_id: str
+    interval_seconds: float  # how often the server samples
+    cpu_count: float  # its CPU limit in CPUs (cpu_percent / 100)
+    memory_total_bytes: int  # its memory limit
+    disk_total_bytes: int | None  # its filesystem's size; None before the first sample
+    samples: tuple[MetricSample, ...]  # oldest first
+
+    @property
+    def latest(self) -> MetricSample | None:
+        """The newest sample, or None when there is none (yet, or in the window asked for)."""
+        return self.samples[-1] if self.samples else None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SandboxMetrics:
+        """Parses the answer of `GET /v1/sandboxes/{id}/metrics`."""
+        return cls(
+            sandbox_id=str(data.get("sandbox_id", "")),
+            interval_seconds=_float(data.get("interval_seconds")),
+            cpu_count=_float(data.get("cpu_count")),
+            memory_total_bytes=_opt_int(data.get("memory_total_bytes")) or 0,
+            disk_total_bytes=_opt_int(data.get("disk_total_bytes")),
+            samples=tuple(MetricSample.from_json(s) for s in data.get("samples") or []),
+        )

@@ -12,7 +12,8 @@ import {
   TimeoutError,
 } from "e2b";
 
-import { startDaemon, waitUntil } from "./daemon.mjs";
+import { spawnDaemon } from "../../daemon.mjs";
+import { API_KEY, startDaemon, waitUntil } from "./daemon.mjs";
 
 let daemon;
 
@@ -116,13 +117,12 @@ test("an unknown template fails naming it", async () => {
   });
 });
 
-test("fork, updateNetwork and getMetrics of a live sandbox say 501, not that it is gone", async () => {
+test("fork and updateNetwork of a live sandbox say 501, not that it is gone", async () => {
   const sandbox = await Sandbox.create();
   try {
     for (const call of [
       () => sandbox.fork({ count: 2 }),
       () => sandbox.updateNetwork({ denyOut: ["0.0.0.0/0"] }),
-      () => sandbox.getMetrics(),
     ]) {
       await assert.rejects(call(), (e) => {
         assert.ok(!(e instanceof SandboxNotFoundError), `${e}`);
@@ -133,5 +133,49 @@ test("fork, updateNetwork and getMetrics of a live sandbox say 501, not that it 
     assert.equal(await sandbox.isRunning(), true);
   } finally {
     await sandbox.kill();
+  }
+});
+
+test("getMetrics reads the samples of a daemon that samples every 0.2 s", async () => {
+  // A daemon of its own, reached through the constructor's options (the other tests keep the
+  // environment's, and the default interval).
+  const sampling = await spawnDaemon({
+    apiKey: API_KEY,
+    prefix: "e2b-metrics",
+    env: { SANDSTREAM_METRICS_INTERVAL_SECONDS: "0.2" },
+  });
+  const opts = { apiUrl: sampling.url, sandboxUrl: sampling.url, apiKey: API_KEY };
+  try {
+    const sandbox = await Sandbox.create({ ...opts, timeoutMs: 120_000 });
+    const created = Date.now();
+    try {
+      await sandbox.commands.run("timeout 2 sh -c 'while :; do :; done' || true");
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const metrics = await sandbox.getMetrics();
+      const { limits } = await (await fetch(`${sampling.url}/v1/sandboxes/${sandbox.sandboxId}`, {
+        headers: { Authorization: `Bearer ${API_KEY}` },
+      })).json();
+      assert.ok(metrics.length >= 5, `${metrics.length} samples`);
+      for (const m of metrics) {
+        assert.ok(m.timestamp instanceof Date && !Number.isNaN(m.timestamp.getTime()));
+        assert.equal(m.cpuCount, Math.ceil(limits.cpu_percent / 100));
+        assert.equal(m.memTotal, limits.memory_mb * 2 ** 20);
+        assert.ok(m.memUsed > 0 && m.memUsed <= m.memTotal && m.memCache >= 0, JSON.stringify(m));
+        assert.ok(m.diskTotal > 0 && m.diskUsed > 0 && m.diskUsed <= m.diskTotal, JSON.stringify(m));
+        assert.ok(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100, JSON.stringify(m));
+      }
+      const times = metrics.map((m) => m.timestamp.getTime());
+      assert.deepEqual(times, [...times].sort((a, b) => a - b));
+      // A core's worth of spinning; other work on a loaded machine may take part of it.
+      assert.ok(Math.max(...metrics.map((m) => m.cpuUsedPct)) > 25, JSON.stringify(metrics));
+      assert.ok((await Sandbox.getMetrics(sandbox.sandboxId, opts)).length >= metrics.length);
+      assert.deepEqual(await sandbox.getMetrics({ end: new Date(created - 60_000) }), []);
+      assert.deepEqual(await sandbox.getMetrics({ start: new Date(Date.now() + 3_600_000) }), []);
+    } finally {
+      await sandbox.kill();
+    }
+    await assert.rejects(Sandbox.getMetrics(sandbox.sandboxId, opts), (e) => e instanceof SandboxNotFoundError);
+  } finally {
+    await sampling.stop();
   }
 });

@@ -11,6 +11,7 @@ in a module of its own, joined here into one class."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -22,6 +23,7 @@ from .._core import (
     get_sandbox_call,
     list_sandboxes_call,
     auto_pause_body,
+    metrics_call,
     pause_sandbox_call,
     resume_sandbox_call,
     sandbox_body,
@@ -29,7 +31,7 @@ from .._core import (
 )
 from ..errors import NotFound
 from ..interpreter import CodeContext
-from ..models import Egress, Limits, Network, SandboxInfo
+from ..models import Egress, Limits, Network, SandboxInfo, SandboxMetrics
 from ..sessions import create_session_call
 from ..templates import fork_call
 from .access import _AsyncAccess
@@ -207,6 +209,15 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         """Resumes a paused sandbox where it stopped; a running one is returned as it is."""
         self._info = await self._api.call(resume_sandbox_call(self.id))
         return self._info
+
+    async def metrics(self, start: datetime | float | None = None,
+                      end: datetime | float | None = None) -> SandboxMetrics:
+        """The sandbox's CPU, memory and disk use over time: the samples the server took (every
+        `interval_seconds`, 5 by default) between `start` and `end` (datetimes or Unix seconds;
+        None: no bound), oldest first, with its CPU count, memory limit and disk size. Reading
+        them does not resume a paused sandbox. The server keeps them in memory, a bounded series
+        per sandbox: a daemon restart starts them afresh."""
+        return await self._api.call(metrics_call(self.id, start, end))
 
     async def kill(self) -> None:
         """Deletes the sandbox: every process is killed and its files freed. Idempotent."""

@@ -8,6 +8,7 @@ its own, joined here into one class."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -19,6 +20,7 @@ from .._core import (
     get_sandbox_call,
     list_sandboxes_call,
     auto_pause_body,
+    metrics_call,
     pause_sandbox_call,
     resume_sandbox_call,
     sandbox_body,
@@ -26,7 +28,7 @@ from .._core import (
 )
 from ..errors import NotFound
 from ..interpreter import CodeContext
-from ..models import Egress, Limits, Network, SandboxInfo
+from ..models import Egress, Limits, Network, SandboxInfo, SandboxMetrics
 from ..sessions import create_session_call
 from ..templates import fork_call
 from .access import _Access
@@ -197,6 +199,15 @@ class Sandbox(_Commands, _Interpreter, _Templates, _Ports, _Access):
         """Resumes a paused sandbox where it stopped; a running one is returned as it is."""
         self._info = self._api.call(resume_sandbox_call(self.id))
         return self._info
+
+    def metrics(self, start: datetime | float | None = None,
+                end: datetime | float | None = None) -> SandboxMetrics:
+        """The sandbox's CPU, memory and disk use over time: the samples the server took (every
+        `interval_seconds`, 5 by default) between `start` and `end` (datetimes or Unix seconds;
+        None: no bound), oldest first, with its CPU count, memory limit and disk size. Reading
+        them does not resume a paused sandbox. The server keeps them in memory, a bounded series
+        per sandbox: a daemon restart starts them afresh."""
+        return self._api.call(metrics_call(self.id, start, end))
 
     def kill(self) -> None:
         """Deletes the sandbox: every process is killed and its files freed. Idempotent."""
