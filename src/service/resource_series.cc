@@ -50,7 +50,8 @@ void AppendSample(ResourceSeries& series, const SandboxEntry& sb, SystemTime now
   series.memory_total = static_cast<uint64_t>(sb.limits.memory_mb) << 20;
   if (series.last_at == SystemTime{}) series.last_at = sb.created_at;
   ResourceSample s;
-  s.at = now;
+  // To the millisecond, as it is shown: a window bounded by a sample's time holds it.
+  s.at = FromUnixMillis(ToUnixMillis(now));
   const double wall_usec = static_cast<double>(
       std::chrono::duration_cast<std::chrono::microseconds>(now - series.last_at).count());
   const uint64_t cpu =
@@ -107,7 +108,10 @@ void ResourceSampler::Round(SystemTime now, const std::vector<std::string>& ids,
   for (size_t i = from; i < to; ++i) {
     const SandboxEntry* sb = service_.Find(ids[i]);
     if (!sb || sb->deleting) continue;
-    AppendSample(series_[ids[i]], *sb, now);
+    auto [it, made] = series_.try_emplace(ids[i]);
+    AppendSample(it->second, *sb, now);
+    // A runtime that accounts nothing (or a cgroup that could not be read) has no series.
+    if (it->second.samples.empty()) series_.erase(it);
   }
 }
 
