@@ -245,9 +245,8 @@ asio::awaitable<void> ShutdownOnSignal(asio::signal_set& signals, api::Server& s
   io.stop();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The daemon, start to stop; main() reports what escapes it.
+int Run(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   // The reference is the same whatever else is set: defaults, not this environment's values.
   for (int i = 1; i < argc; ++i) {
@@ -452,4 +451,17 @@ int main(int argc, char** argv) {
                  asio::detached);
   io.run();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sandstreamd: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "sandstreamd: an unknown error stopped it\n");
+  }
+  return 1;
 }

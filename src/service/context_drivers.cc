@@ -1,11 +1,12 @@
 // The driver programs, kept here as source text: they are passed on the interpreter's command
 // line, so nothing needs to be installed in or copied into a sandbox.
 //
-// Protocol: requests are JSON lines on stdin ({"id", "code", "env"}: env for that cell only). Everything the cell prints goes
-// to the real stdout/stderr untouched; driver messages are "\x1e<token>:<json>\n" on stdout
-// (ready, result, done) and "\x1e<token>:sync <id>\n" on stderr after each cell, so the daemon
-// knows both pipes are drained up to the cell's end. The token is the first line on stdin,
-// never in the environment (a process of the sandbox could read that from /proc/<pid>/environ).
+// Protocol: requests are JSON lines on stdin ({"id", "code", "env"}: env for that cell only).
+// Everything the cell prints goes to the real stdout/stderr untouched; driver messages are
+// "\x1e<token>:<json>\n" on stdout (ready, result, done) and "\x1e<token>:sync <id>\n" on stderr
+// after each cell, so the daemon knows both pipes are drained up to the cell's end. The token is
+// the first line on stdin, never in the environment (a process of the sandbox could read that from
+// /proc/<pid>/environ).
 #include "service/context_drivers.h"
 
 namespace sandstream {

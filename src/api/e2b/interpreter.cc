@@ -76,6 +76,13 @@ Result<CellTarget> TargetOf(const json::object& body) {
   return t;
 }
 
+// Whether a result's MIME type has a field of its own in E2B's Result (the rest go to extra).
+bool KnownFormat(std::string_view mime) {
+  return mime == kChartMime || mime == kDataMime ||
+         std::any_of(std::begin(kResultFormats), std::end(kResultFormats),
+                     [mime](const ResultFormat& f) { return f.mime == mime; });
+}
+
 int64_t NowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -108,10 +115,7 @@ void RenderLine(std::string& out, const Event& e) {
       if (const json::value* table = formats.if_contains(kDataMime)) line["data"] = *table;
       json::object extra;
       for (const auto& [mime, value] : formats) {
-        const bool known = mime == kChartMime || mime == kDataMime ||
-                           std::any_of(std::begin(kResultFormats), std::end(kResultFormats),
-                                       [&](const ResultFormat& f) { return f.mime == mime; });
-        if (!known) extra[mime] = value;
+        if (!KnownFormat(mime)) extra[mime] = value;
       }
       if (!extra.empty()) line["extra"] = std::move(extra);
     }

@@ -50,9 +50,8 @@ class ConfigTest : public ::testing::Test {
   }
 
   std::string WriteFile(const std::string& text) {
-    const std::string path = ::testing::TempDir() + "sandstream_config_test_" +
-                             std::to_string(::getpid()) + "_" + std::to_string(files_.size()) +
-                             ".json";
+    std::string path = ::testing::TempDir() + "sandstream_config_test_" +
+                       std::to_string(::getpid()) + "_" + std::to_string(files_.size()) + ".json";
     std::ofstream(path) << text;
     files_.push_back(path);
     return path;
