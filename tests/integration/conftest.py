@@ -16,6 +16,9 @@ import httpx
 import pytest
 
 from helpers import DEFAULT_TEST_TIMEOUT, Daemon, create_sandbox
+# Records the E2B SDK methods each test calls when SANDSTREAM_SDK_MATRIX is set (a hook;
+# `pytest_plugins` would break `pytest tests`, where this conftest is not the first).
+from sdk_matrix import pytest_configure  # noqa: F401
 
 DaemonFactory = Callable[..., Daemon]
 
