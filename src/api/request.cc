@@ -378,6 +378,22 @@ Result<void> ParseNetwork(const json::value& v, SandboxRequest& r) {
 
 }  // namespace
 
+Result<net::EgressPolicy> ParseEgressUpdate(const json::value& body) {
+  if (body.is_string() && body != "none" && body != "loopback" && body != "egress") {
+    return Invalid(
+        "network must be \"none\", \"loopback\", \"egress\" or {\"egress\": {\"allow\": "
+        "[...], \"deny\": [...]}}");
+  }
+  SandboxRequest r;
+  if (auto parsed = ParseNetwork(body, r); !parsed) return std::move(parsed).error();
+  if (r.network != "egress" || !r.egress) {
+    return Error{ErrorCode::kConflict,
+                 "a sandbox's network mode is set at create: only the rules of one with egress "
+                 "change (to cut every address, give {\"egress\": {\"allow\": []}})"};
+  }
+  return std::move(*r.egress);
+}
+
 Result<PauseMode> ParsePauseRequest(const json::object& body) {
   auto mode = OptString(body, "mode");
   if (!mode) return std::move(mode).error();

@@ -45,6 +45,10 @@ Result<double> TimeoutFromQuery(const Context& ctx, double fallback, double max)
 std::string QueryWithout(std::string_view target, std::string_view name);
 
 Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
+// PATCH /v1/sandboxes/{id}/network: the body is a `network` as at create, which must give
+// egress ("egress", {"egress": {...}}): kConflict for one without (a sandbox's network mode is
+// fixed at create).
+Result<net::EgressPolicy> ParseEgressUpdate(const boost::json::value& body);
 // The body of POST .../pause: `mode` (freeze, the default, or checkpoint).
 Result<PauseMode> ParsePauseRequest(const boost::json::object& body);
 // The body of PATCH /v1/sandboxes/{id}: auto_pause, on_timeout, auto_resume (any of them).

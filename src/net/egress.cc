@@ -181,7 +181,11 @@ Result<void> Egress::Attach(uint32_t slot, int netns_fd, const EgressPolicy& pol
   pins_.erase(slot);
   adopted_.erase(slot);
   auto nft = NftLocked();
-  Result<void> added = nft ? (*nft)->AddSandbox(table) : Result<void>(std::move(nft).error());
+  if (!nft) {
+    (void)DeleteLink(device);
+    return std::move(nft).error();
+  }
+  Result<void> added = (*nft)->AddSandbox(table);
   if (added && Faulted()) {
     added = SysError(ErrorCode::kSandboxSetupFailed, "net: nft: add table " + table.name, errno);
     (void)(*nft)->DeleteSandbox(table.name);
@@ -190,6 +194,29 @@ Result<void> Egress::Attach(uint32_t slot, int netns_fd, const EgressPolicy& pol
     (void)DeleteLink(device);
     return added;
   }
+  return Ok{};
+}
+
+Result<void> Egress::Update(uint32_t slot, const EgressPolicy& policy) {
+  {
+    std::lock_guard lock(mu_);
+    const EgressSets sets = CompileEgress(policy, options_.pool, host_addresses_);
+    SandboxTable table;
+    table.name = Table(slot);
+    table.allow = sets.allow;
+    table.allow_private = sets.allow_private;
+    table.deny = sets.deny;
+    table.never = sets.never;
+    auto nft = NftLocked();
+    if (!nft) return std::move(nft).error();
+    if (auto r = (*nft)->ReplaceSandboxSets(table); !r) return r;
+    pins_.erase(slot);
+    adopted_.erase(slot);
+  }
+  // After the sets: what the sandbox sends from here on meets the new rules, so no entry
+  // made under the old ones can appear behind the flush.
+  auto flushed = FlushConntrackFrom(Address(slot));
+  if (!flushed) return std::move(flushed).error();
   return Ok{};
 }
 

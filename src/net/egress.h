@@ -28,10 +28,10 @@ namespace sandstream::net {
 class Nftables;
 
 struct EgressOptions {
-  Ipv4Prefix pool;                   // slot i has pool + 2i (gateway) and pool + 2i + 1
-  uint32_t mark_mask = 0x0f000000;   // three bits of it mark the verdict classes
-  uint32_t max_connections = 1024;   // per sandbox
-  std::vector<uint32_t> resolvers;   // upstream DNS, for the resolver (not used here)
+  Ipv4Prefix pool;                  // slot i has pool + 2i (gateway) and pool + 2i + 1
+  uint32_t mark_mask = 0x0f000000;  // three bits of it mark the verdict classes
+  uint32_t max_connections = 1024;  // per sandbox
+  std::vector<uint32_t> resolvers;  // upstream DNS, for the resolver (not used here)
 };
 
 class Egress {
@@ -58,6 +58,10 @@ class Egress {
   // `policy`. A link of an earlier sandbox of the slot still being torn down by the kernel is
   // waited for (up to 2 s). On failure nothing of it is left.
   Result<void> Attach(uint32_t slot, int netns_fd, const EgressPolicy& policy);
+  // Gives slot's attached sandbox `policy` in place of the one it had: its address sets are
+  // replaced and its pins dropped in one transaction, then the connections its address had are
+  // removed from conntrack, so none opened under the old rules goes on.
+  Result<void> Update(uint32_t slot, const EgressPolicy& policy);
   // Removes slot's table (its pins go with it) and the connections its address had in
   // conntrack, so the slot's next sandbox rides none of them. The veth pair goes with the
   // sandbox's network namespace. Idempotent.

@@ -356,7 +356,7 @@ Exprs IfName(uint32_t key, const std::string& glob, uint32_t op = NFT_CMP_EQ) {
   char name[IFNAMSIZ] = {};
   const bool wildcard = !glob.empty() && glob.back() == '*';
   const size_t len = std::min<size_t>(wildcard ? glob.size() - 1 : glob.size(), IFNAMSIZ - 1);
-  std::memcpy(name, glob.data(), len);
+  std::copy_n(glob.data(), len, name);  // the rest stays NUL
   return {Meta(key), Cmp(op, name, wildcard ? static_cast<uint32_t>(len) : IFNAMSIZ)};
 }
 Exprs CtState(uint32_t bits) {
@@ -618,6 +618,28 @@ Result<void> Nftables::AddSandbox(const SandboxTable& t) {
   AddRule(
       b, nd, name, c,
       Cat({to(), {Lookup("dns4", dns4)}, SetMark(~m.allowed, m.allowed), {Verdict(NF_ACCEPT)}}));
+  return b.CommitOrFail();
+}
+
+Result<void> Nftables::ReplaceSandboxSets(const SandboxTable& t) {
+  const Family nd = Family::kNetdev;
+  const std::string& name = t.name;
+  Batch b(nl_, seq_);
+  auto replace = [&](const std::string& set, const std::vector<Ipv4Prefix>* prefixes) {
+    // A DELSETELEM naming no element flushes the set.
+    SetPtr s = SetObject(nd, name, set, 0);
+    nlmsghdr* h = b.Start(NFT_MSG_DELSETELEM, nd, 0, 1024, "flush set " + name + " " + set);
+    nftnl_set_elems_nlmsg_build_payload(h, s.get());
+    b.Finish(h);
+    if (prefixes && !prefixes->empty()) {
+      ElementsMsg(b, NFT_MSG_NEWSETELEM, nd, name, set, 0, IntervalElements(*prefixes));
+    }
+  };
+  replace("allow4", &t.allow);
+  replace("allowpriv4", &t.allow_private);
+  replace("deny4", &t.deny);
+  replace("never4", &t.never);
+  replace("dns4", nullptr);
   return b.CommitOrFail();
 }
 

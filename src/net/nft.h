@@ -79,6 +79,9 @@ class Nftables {
   Result<void> AddSandbox(const SandboxTable& table);
   // A missing table is success. Its pins go with it.
   Result<void> DeleteSandbox(std::string_view table);
+  // Replaces the address sets of an existing sandbox table (allow, allowpriv, deny, never) with
+  // `table`'s and drops its pins, in one transaction: no packet sees a mix of old and new.
+  Result<void> ReplaceSandboxSets(const SandboxTable& table);
   // addr into the sandbox's dns4 for timeout_ms. Linux 6.1 keeps an existing element's old
   // expiry on re-add, so when the element may exist and the new expiry is later, pass refresh:
   // the element is deleted and re-added in one transaction.

@@ -236,6 +236,8 @@ asio::awaitable<std::vector<uint8_t>> SandboxResolver::State::Answer(std::vector
     target = more->unresolved_cname;
   }
   if (stopped) co_return std::vector<uint8_t>{};
+  // The rules may have changed while the upstream answered.
+  if (!policy.AllowsName(q.name)) co_return reply(dns::Rcode::kNxDomain);
   if (policy.PinsAnswers() && !pins.empty()) {
     auto egress = options.egress;
     const uint32_t sandbox_slot = slot;
@@ -357,6 +359,10 @@ Result<std::shared_ptr<SandboxResolver>> SandboxResolver::Start(const asio::any_
   Spawn(ex, state->ServeUdp(), "dns udp");
   Spawn(ex, state->AcceptTcp(), "dns tcp");
   return std::shared_ptr<SandboxResolver>(new SandboxResolver(std::move(state)));
+}
+
+void SandboxResolver::SetPolicy(net::EgressPolicy policy) {
+  state_->policy = std::move(policy);
 }
 
 void SandboxResolver::Stop() {

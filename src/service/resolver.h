@@ -44,6 +44,10 @@ class SandboxResolver {
   ~SandboxResolver();
   // Closes its sockets; queries in flight end without an answer.
   void Stop();
+  // Answers by `policy` from now on: a query in flight is judged again before its answers are
+  // pinned. Set it before the sandbox's table changes (on the pool pins are made on, after
+  // any pin already asked for), so no pin of the old rules outlives the change.
+  void SetPolicy(net::EgressPolicy policy);
 
   // Limits per sandbox.
   static constexpr int kQueriesPerSecond = 200;

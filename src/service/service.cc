@@ -648,6 +648,48 @@ size_t Service::egress_sandboxes() const {
   }));
 }
 
+asio::awaitable<Result<const SandboxEntry*>> Service::UpdateEgress(std::string id,
+                                                                   net::EgressPolicy policy,
+                                                                   std::string by) {
+  SandboxEntry* sb = Entry(id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  const auto addresses = sb->egress && options_.egress && sb->runtime
+                             ? sb->runtime->Egress()
+                             : std::optional<sandbox::EgressAddresses>();
+  if (!addresses) {
+    co_return Error{ErrorCode::kConflict,
+                    "sandbox " + id +
+                        " was made without egress: a sandbox's network mode is set at create "
+                        "(network \"egress\"), only its rules can change"};
+  }
+  // The resolver first: a pin it asks for from now on is of the new rules, and one asked for
+  // before runs ahead of the table's change on the same pool, which drops it.
+  if (sb->resolver) sb->resolver->SetPolicy(policy);
+  sb->egress = policy;
+  Persist(*sb);
+  auto egress = options_.egress;
+  const uint32_t slot = addresses->slot;
+  // A named lambda, moved in, as everywhere with OffThread: GCC 12 destroys a lambda
+  // temporary's captures twice when it is an argument of a co_await.
+  auto apply = [egress, slot, rules = *sb->egress] { return egress->Update(slot, rules); };
+  Result<void> applied = co_await OffThread(net_pool_, std::move(apply));
+  sb = Entry(id);
+  if (!applied) {
+    if (sb) {
+      Journal(*sb, "sandbox.network_update_failed", "error",
+              "the new egress rules could not be applied: " + applied.error().message,
+              {{"by", by}});
+    }
+    co_return Error{applied.error().code, "network update: " + applied.error().message};
+  }
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
+  Journal(*sb, "sandbox.network_updated", "info",
+          "egress rules changed: its connections go on only where the new rules allow",
+          {{"by", by}});
+  co_return sb;
+}
+
 Result<void> Service::StartResolver(SandboxEntry& sb) {
   if (!sb.egress || !options_.egress) return Ok{};
   const auto addresses = sb.runtime->Egress();

@@ -95,6 +95,12 @@ class Service {
     std::optional<bool> auto_resume;
   };
   Result<const SandboxEntry*> UpdateLifecycle(std::string_view id, const LifecycleSettings& change);
+  // Gives sandbox `id`, made with egress, `policy` in place of its rules: its DNS answers by
+  // them at once, its table's sets are replaced and its open connections cut. kConflict for a
+  // sandbox without egress. Persisted and journalled (`by` asks).
+  boost::asio::awaitable<Result<const SandboxEntry*>> UpdateEgress(std::string id,
+                                                                   net::EgressPolicy policy,
+                                                                   std::string by);
   // Live sandboxes by state (running, paused, lost, ...), for /metrics.
   std::map<std::string, size_t> CountByState() const;
   // Each live sandbox's CPU, memory and disk use over time.

@@ -135,3 +135,80 @@ async def test_async_create_sends_the_policy_and_raises_the_same(daemon_without_
     async with await AsyncSandbox.create(network="none", base_url=daemon_without_egress.url,
                                          api_key=API_KEY) as sb:
         assert sb.info.network == "none" and sb.info.egress is None
+
+
+# --- update_network: new rules for a sandbox made with egress ---------------------------------
+
+
+def canned_client(answer: dict[str, Any]) -> tuple[httpx.Client, list[tuple[str, str, Any]]]:
+    """A client whose server answers every request with `answer`, keeping what was asked."""
+    asked: list[tuple[str, str, Any]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        asked.append((request.method, request.url.path,
+                      json.loads(request.content) if request.content else None))
+        return httpx.Response(200 if request.method != "POST" else 201, json=answer)
+
+    return httpx.Client(transport=httpx.MockTransport(handle)), asked
+
+
+def test_update_network_sends_each_form_and_keeps_the_answer() -> None:
+    held = {"allow": ["files.pypi.org"], "deny": ["pypi.org"], "address": "10.200.0.15",
+            "gateway": "10.200.0.14"}
+    client, asked = canned_client({**SANDBOX, "network": "egress", "egress": held})
+    sb = Sandbox.create(network="egress", base_url="http://sandstream.test", api_key=API_KEY,
+                        http_client=client)
+    path = f"/v1/sandboxes/{SANDBOX['id']}/network"
+    for network, wire in [
+        (Egress(allow=["files.pypi.org"], deny=["pypi.org"]),
+         {"egress": {"allow": ["files.pypi.org"], "deny": ["pypi.org"]}}),
+        (Egress(allow=[]), {"egress": {"allow": []}}),
+        ("egress", "egress"),
+        ({"egress": True}, {"egress": True}),
+        # What the server says of a sandbox goes back as its rules only.
+        (Egress.from_json(held), {"egress": {"allow": ["files.pypi.org"], "deny": ["pypi.org"]}}),
+    ]:
+        asked.clear()
+        info = sb.update_network(network)
+        assert asked == [("PATCH", path, wire)]
+        assert info is sb.info and info.egress == Egress.from_json(held)
+
+
+async def test_async_update_network_sends_the_same() -> None:
+    asked: list[tuple[str, str, Any]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        asked.append((request.method, request.url.path, json.loads(request.content)))
+        return httpx.Response(200 if request.method != "POST" else 201,
+                              json={**SANDBOX, "network": "egress",
+                                    "egress": {"allow": [], "deny": [], "address": None,
+                                               "gateway": None}})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+        sb = await AsyncSandbox.create(network="egress", base_url="http://sandstream.test",
+                                       api_key=API_KEY, http_client=client)
+        info = await sb.update_network(Egress(allow=[]))
+    assert asked[-1] == ("PATCH", f"/v1/sandboxes/{SANDBOX['id']}/network",
+                         {"egress": {"allow": []}})
+    assert info.egress == Egress(allow=[])
+
+
+def test_update_network_without_egress_is_a_conflict_and_a_bad_rule_is_named(
+        daemon_without_egress: Daemon) -> None:
+    """A sandbox made without egress keeps its mode (`Conflict`); a bad rule is refused by name
+    first, and a mode without egress is a `Conflict` too. Changing the rules of a sandbox with
+    egress needs a host set up for it: tests/integration/test_egress.py."""
+    options: dict[str, Any] = {"base_url": daemon_without_egress.url, "api_key": API_KEY}
+    with Sandbox.create(**options) as sb:
+        for network in ("egress", Egress(allow=["pypi.org"]), Egress(allow=[]), "loopback"):
+            with pytest.raises(sandstream.Conflict) as refused:
+                sb.update_network(network)
+            assert refused.value.status == 409 and refused.value.code == "conflict"
+        with pytest.raises(sandstream.InvalidRequest, match="10.0.0.0/8"):
+            sb.update_network(Egress(allow=["10.0.0.1/8"]))
+        assert sb.refresh().network == "loopback" and sb.info.egress is None
+        gone = httpx.delete(f"{daemon_without_egress.url}/v1/sandboxes/{sb.id}",
+                            headers={"Authorization": f"Bearer {API_KEY}"})
+        assert gone.status_code == 204
+        with pytest.raises(sandstream.NotFound):
+            sb.update_network("egress")

@@ -50,6 +50,7 @@ export type {
   MetricSample,
   Network,
   NetworkOption,
+  NetworkUpdate,
   Port,
   ProcessInfo,
   ProcessLogs,

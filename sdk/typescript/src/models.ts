@@ -32,6 +32,12 @@ export interface EgressPolicy {
 /** `CreateOptions.network`: a mode, or `{ egress: policy }` (`{ egress: true }` is `"egress"`). */
 export type NetworkOption = Network | { egress: true | EgressPolicy };
 
+/**
+ * `Sandbox.updateNetwork`: new egress rules, as a policy (`{ allow, deny }`, an `Egress` too),
+ * `"egress"` (every public address and name) or `{ egress: true | policy }`.
+ */
+export type NetworkUpdate = EgressPolicy | "egress" | { egress: true | EgressPolicy };
+
 /** The egress of a sandbox created with network `egress`: its policy and its addresses. */
 export interface Egress {
   /** null: every public address and name. */
@@ -224,6 +230,14 @@ export function networkToWire(network: NetworkOption): unknown {
   }
   if (network.egress.deny !== undefined) policy["deny"] = [...network.egress.deny];
   return { egress: policy };
+}
+
+/** The body of `PATCH .../network`: a bare policy becomes `{ egress: policy }`, its rules only. */
+export function networkUpdateToWire(network: NetworkUpdate): unknown {
+  if (typeof network === "object" && network !== null && !("egress" in network)) {
+    return networkToWire({ egress: network });
+  }
+  return networkToWire(network as NetworkOption);
 }
 
 export function egressFromWire(v: unknown): Egress | null {

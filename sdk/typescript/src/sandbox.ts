@@ -30,6 +30,8 @@ import {
   limitsToWire,
   metricsFromWire,
   networkToWire,
+  networkUpdateToWire,
+  type NetworkUpdate,
   previewUrl,
   sandboxFromWire,
 } from "./models.js";
@@ -200,6 +202,24 @@ export class Sandbox implements AsyncDisposable {
   /** Changes how the sandbox pauses (idle seconds, its TTL's action, autoResume). */
   async setLifecycle(options: LifecycleOptions): Promise<SandboxInfo> {
     const wire = await this.client.json<Wire>("PATCH", this.#scope.path, { json: lifecycleToWire(options) });
+    this.info = sandboxFromWire(wire);
+    return this.info;
+  }
+
+  /**
+   * Gives the sandbox new egress rules in place of those it had: `{ allow, deny }` (checked as
+   * at create: InvalidRequestError naming a bad rule), or `"egress"` for every public address
+   * and name. From the answer on, new connections and DNS answers follow the new rules; the
+   * sandbox's open connections are cut, so a host just denied is unreachable at once, and the
+   * addresses its names had opened are closed until they resolve again. The new rules outlive
+   * a daemon restart. Only a sandbox made with egress has rules to change, and only for other
+   * egress rules (ConflictError otherwise; to cut everything, `{ allow: [] }`). A paused
+   * sandbox is resumed first (SandboxPausedError when made with `autoResume: false`).
+   */
+  async updateNetwork(network: NetworkUpdate): Promise<SandboxInfo> {
+    const wire = await this.client.json<Wire>("PATCH", `${this.#scope.path}/network`, {
+      json: networkUpdateToWire(network),
+    });
     this.info = sandboxFromWire(wire);
     return this.info;
   }

@@ -7,7 +7,15 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { InvalidRequestError, Sandbox, type Egress, type NetworkOption } from "sandstream";
+import {
+  ConflictError,
+  InvalidRequestError,
+  NotFoundError,
+  Sandbox,
+  type Egress,
+  type NetworkOption,
+  type NetworkUpdate,
+} from "sandstream";
 
 import { API_KEY, startDaemon, type Daemon } from "./helpers.js";
 
@@ -137,4 +145,63 @@ test("a bad policy is refused before anything else, naming the rule", async () =
       (error) => error instanceof InvalidRequestError && words.test(error.message),
     );
   }
+});
+
+test("updateNetwork sends each form as the daemon's network and keeps the answer", async () => {
+  const held: Egress = { allow: ["files.pypi.org"], deny: ["pypi.org"], address: "10.200.0.15", gateway: "10.200.0.14" };
+  const sent: Array<[string, string, unknown]> = [];
+  const canned: typeof fetch = async (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    sent.push([init?.method ?? "GET", url.pathname, init?.body === undefined ? undefined : JSON.parse(String(init.body))]);
+    return new Response(JSON.stringify({ ...SANDBOX, network: "egress", egress: held }), {
+      status: init?.method === "POST" ? 201 : 200,
+      headers: { "Content-Type": "application/json" },
+    });
+  };
+  const sandbox = await Sandbox.create({ url: "http://127.0.0.1:9", apiKey: API_KEY, fetch: canned, network: "egress" });
+  const path = `/v1/sandboxes/${SANDBOX.id}/network`;
+  const cases: Array<[NetworkUpdate, unknown]> = [
+    [{ allow: ["files.pypi.org"], deny: ["pypi.org"] }, { egress: { allow: ["files.pypi.org"], deny: ["pypi.org"] } }],
+    [{ allow: [] }, { egress: { allow: [] } }],
+    [{ allow: null }, { egress: { allow: null } }],
+    ["egress", "egress"],
+    [{ egress: true }, { egress: true }],
+    [{ egress: { deny: ["evil.test"] } }, { egress: { deny: ["evil.test"] } }],
+    // What the daemon says of a sandbox goes back as its rules only.
+    [held, { egress: { allow: ["files.pypi.org"], deny: ["pypi.org"] } }],
+  ];
+  for (const [network, wire] of cases) {
+    sent.length = 0;
+    const info = await sandbox.updateNetwork(network);
+    assert.deepEqual(sent, [["PATCH", path, wire]]);
+    assert.equal(info, sandbox.info);
+    assert.deepEqual(info.egress, held);
+  }
+});
+
+test("updateNetwork of a sandbox without egress is a conflict; a bad rule is named first", async () => {
+  // Changing the rules of a sandbox with egress needs a host set up for it:
+  // tests/integration/test_egress.py.
+  const sandbox = await Sandbox.create({ url: withoutEgress.url, apiKey: API_KEY });
+  try {
+    // "loopback" is no NetworkUpdate; sent anyway, the daemon refuses it.
+    const forms: NetworkUpdate[] = ["egress", { allow: ["pypi.org"] }, { allow: [] }, "loopback" as unknown as NetworkUpdate];
+    for (const network of forms) {
+      await assert.rejects(sandbox.updateNetwork(network), (error) => {
+        assert.ok(error instanceof ConflictError, String(error));
+        assert.equal(error.status, 409);
+        return true;
+      });
+    }
+    await assert.rejects(
+      sandbox.updateNetwork({ allow: ["10.0.0.1/8"] }),
+      (error) => error instanceof InvalidRequestError && /10\.0\.0\.0\/8/.test(error.message),
+    );
+    const info = await sandbox.refresh();
+    assert.equal(info.network, "loopback");
+    assert.equal(info.egress, null);
+  } finally {
+    await sandbox.kill();
+  }
+  await assert.rejects(sandbox.updateNetwork("egress"), (error) => error instanceof NotFoundError);
 });

@@ -10,6 +10,7 @@
 #include "api/e2b/routes.h"
 #include "api/request.h"
 #include "base/clock.h"
+#include "net/ipv4.h"
 
 namespace sandstream::api::e2b {
 namespace asio = boost::asio;
@@ -151,6 +152,64 @@ bool MetadataMatches(const SandboxEntry& sb, std::string_view filter) {
   return true;
 }
 
+// A list of strings at `key` of E2B's network object (allowOut, denyOut), empty when absent.
+Result<std::vector<std::string>> RuleList(const json::object& network, std::string_view key) {
+  std::vector<std::string> out;
+  const json::value* v = Field(network, key);
+  if (!v) return out;
+  if (!v->is_array()) return Invalid("network." + std::string(key) + " must be a list of strings");
+  for (const json::value& item : v->as_array()) {
+    if (!item.is_string()) {
+      return Invalid("network." + std::string(key) + " must be a list of strings");
+    }
+    out.emplace_back(item.as_string());
+  }
+  return out;
+}
+
+// E2B's egress rules as sandstream's `network`. In E2B an allowOut entry wins over denyOut; in
+// sandstream deny wins, so: a denyOut of 0.0.0.0/0, or no internet (`open` false), allows
+// allowOut alone (less the other denials); otherwise every public address is open but
+// denyOut's. An allowOut address inside a denied CIDR, which would win on E2B, cannot here and
+// is refused. No rules: open, or nothing.
+Result<json::value> EgressOf(const json::object& network, bool open) {
+  auto allow_out = RuleList(network, "allowOut");
+  if (!allow_out) return std::move(allow_out).error();
+  auto deny_out = RuleList(network, "denyOut");
+  if (!deny_out) return std::move(deny_out).error();
+  if (allow_out->empty() && deny_out->empty()) return json::value(open ? "egress" : "loopback");
+  bool closed = !open;
+  json::array deny;
+  std::vector<net::Ipv4Prefix> denied;
+  for (const std::string& rule : *deny_out) {
+    auto prefix = net::ParsePrefix(rule);
+    if (prefix && prefix->len == 0) {
+      closed = true;
+      continue;
+    }
+    if (prefix) denied.push_back(*prefix);
+    deny.emplace_back(rule);
+  }
+  for (const std::string& rule : *allow_out) {
+    auto prefix = net::ParsePrefix(rule);
+    if (!prefix) continue;
+    for (const net::Ipv4Prefix& d : denied) {
+      if (d.Contains(*prefix)) {
+        return Invalid("network: allowOut " + rule + " lies in denyOut " + net::FormatPrefix(d) +
+                       "; in E2B allow wins, in sandstream deny does: leave it out of denyOut");
+      }
+    }
+  }
+  json::object egress;
+  if (closed) {
+    json::array allow;
+    for (const std::string& rule : *allow_out) allow.emplace_back(rule);
+    egress["allow"] = std::move(allow);
+  }
+  egress["deny"] = std::move(deny);
+  return json::value(json::object{{"egress", std::move(egress)}});
+}
+
 }  // namespace
 
 asio::awaitable<void> CreateSandbox(Context& ctx) {
@@ -182,7 +241,17 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   // Deny by default, as everywhere in sandstream: the internet only when asked for.
   auto internet = OptBool(*body, "allow_internet_access", "allowInternetAccess");
   if (!internet) co_return co_await ReplyError(ctx, internet.error());
-  request["network"] = internet->value_or(false) ? "egress" : "loopback";
+  // network={"allow_out", "deny_out"}: E2B's rules (EgressOf), over the internet unless
+  // allow_internet_access is false (rules given ask for egress, as they do on E2B).
+  const json::value* network = Field(*body, "network");
+  if (network && network->is_object() &&
+      (Field(network->as_object(), "allowOut") || Field(network->as_object(), "denyOut"))) {
+    auto egress = EgressOf(network->as_object(), internet->value_or(true));
+    if (!egress) co_return co_await ReplyError(ctx, egress.error());
+    request["network"] = std::move(*egress);
+  } else {
+    request["network"] = internet->value_or(false) ? "egress" : "loopback";
+  }
   // lifecycle={"on_timeout": "pause"}: paused at the timeout, memory kept (autoPauseMemory
   // false, a filesystem-only pause, is not offered); auto_resume: {"enabled": bool}.
   auto auto_pause = OptBool(*body, "autoPause");
@@ -327,10 +396,6 @@ std::string_view Instead(std::string_view path) {
     return "a fork with memory is not available yet; sandstream's POST /v1/sandboxes/{id}/fork "
            "copies a sandbox's files into a new one";
   }
-  if (path.ends_with("/network")) {
-    return "a sandbox's network is set when it is created (allowInternetAccess; sandstream's "
-           "network.egress)";
-  }
   return "a snapshot with memory is not available yet; sandstream's POST "
          "/v1/sandboxes/{id}/snapshot makes a template of a sandbox's files";
 }
@@ -351,6 +416,25 @@ json::object MetricJson(const ResourceSeries& series, const ResourceSample& s) {
 }
 
 }  // namespace
+
+asio::awaitable<void> UpdateNetwork(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  // What the body leaves out is cleared: no rules, every address (as E2B's default), unless
+  // it says allow_internet_access false (denyOut 0.0.0.0/0 to E2B).
+  auto internet = OptBool(*body, "allow_internet_access", "allowInternetAccess");
+  if (!internet) co_return co_await ReplyError(ctx, internet.error());
+  auto network = EgressOf(*body, internet->value_or(true));
+  if (!network) co_return co_await ReplyError(ctx, network.error());
+  auto policy = ParseEgressUpdate(*network);
+  if (!policy) co_return co_await ReplyError(ctx, policy.error());
+  auto updated =
+      co_await ctx.service.UpdateEgress((*sb)->id, std::move(*policy), ctx.principal.credential);
+  if (!updated) co_return co_await ReplyError(ctx, updated.error());
+  co_await ReplyEmpty(ctx, http::status::no_content);
+}
 
 asio::awaitable<void> SandboxMetrics(Context& ctx) {
   auto sb = Visible(ctx);

@@ -37,7 +37,7 @@ const std::vector<Route>& Routes() {
       // The rest of E2B's control plane, answered 501 naming what to use instead (never a 404
       // that its SDK would report as a missing sandbox).
       {V::post, "/sandboxes/{}/fork", NotSupported, kKey, false, false, kApi},
-      {V::put, "/sandboxes/{}/network", NotSupported, kKey, false, false, kApi},
+      {V::put, "/sandboxes/{}/network", UpdateNetwork, kKey, false, false, kApi},
       {V::get, "/snapshots", NotSupported, kKey, false, false, kApi},
       {V::get, "/volumes", NotSupported, kKey, false, false, kApi},
       {V::post, "/volumes", NotSupported, kKey, false, false, kApi},

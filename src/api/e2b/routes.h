@@ -82,6 +82,8 @@ boost::asio::awaitable<void> ConnectSandbox(Context& ctx);
 boost::asio::awaitable<void> PauseSandbox(Context& ctx);
 boost::asio::awaitable<void> ResumeSandbox(Context& ctx);
 boost::asio::awaitable<void> SetTimeout(Context& ctx);
+// PUT /sandboxes/{id}/network: E2B's allowOut and denyOut as the sandbox's egress rules.
+boost::asio::awaitable<void> UpdateNetwork(Context& ctx);
 // GET /sandboxes/{id}/metrics?start=&end= (Unix seconds): its samples, as SandboxMetric.
 boost::asio::awaitable<void> SandboxMetrics(Context& ctx);
 // GET /sandboxes/metrics?sandbox_ids=a,b: each one's latest sample.

@@ -17,6 +17,7 @@ const std::vector<Route>& AllRoutes() {
         {V::delete_, "/v1/sandboxes/{}", DeleteSandbox},
         {V::patch, "/v1/sandboxes/{}", UpdateSandbox},
         {V::get, "/v1/sandboxes/{}/metrics", SandboxMetrics},
+        {V::patch, "/v1/sandboxes/{}/network", UpdateNetwork},
         {V::post, "/v1/sandboxes/{}/pause", PauseSandbox},
         {V::post, "/v1/sandboxes/{}/resume", ResumeSandbox},
         {V::get, "/v1/sandboxes/{}/logs", SandboxLogs},

@@ -59,6 +59,8 @@ boost::asio::awaitable<void> ListSandboxes(Context& ctx);
 boost::asio::awaitable<void> GetSandbox(Context& ctx);
 // GET /v1/sandboxes/{id}/metrics?start=&end=: its CPU, memory and disk samples.
 boost::asio::awaitable<void> SandboxMetrics(Context& ctx);
+// PATCH /v1/sandboxes/{id}/network: new egress rules for a sandbox made with egress.
+boost::asio::awaitable<void> UpdateNetwork(Context& ctx);
 boost::asio::awaitable<void> DeleteSandbox(Context& ctx);
 boost::asio::awaitable<void> UpdateSandbox(Context& ctx);
 boost::asio::awaitable<void> PauseSandbox(Context& ctx);

@@ -163,6 +163,23 @@ def update_sandbox_call(sandbox_id: str, body: Mapping[str, Any]) -> Call[Sandbo
     return Call("PATCH", sandbox_path(sandbox_id), SandboxInfo.from_json, json=dict(body))
 
 
+def network_body(network: Network | Egress | Mapping[str, Any]) -> Any:
+    """`network` on the wire: an `Egress` as its rules (`{"egress": {"allow", "deny"}}`), a
+    mapping as given, a mode as it is; the server checks what it gets."""
+    if isinstance(network, Egress):
+        return network.to_json()
+    if isinstance(network, Mapping):
+        return dict(network)
+    return network
+
+
+def update_network_call(sandbox_id: str,
+                        network: Network | Egress | Mapping[str, Any]) -> Call[SandboxInfo]:
+    """`PATCH /v1/sandboxes/{id}/network`: the sandbox with its new egress rules."""
+    return Call("PATCH", sandbox_path(sandbox_id) + "/network", SandboxInfo.from_json,
+                json=network_body(network))
+
+
 def time_param(name: str, value: datetime | float) -> str:
     """A time for the query (`start`, `end`): whole Unix seconds as they are, anything finer
     (a datetime, a fractional float) as RFC 3339 in UTC with milliseconds, the form the server
@@ -293,12 +310,8 @@ def sandbox_body(
     merged.update({k: int(v) for k, v in limit_fields.items() if v is not None})
     if merged:
         body["limits"] = merged
-    if isinstance(network, Egress):
-        body["network"] = network.to_json()
-    elif isinstance(network, Mapping):
-        body["network"] = dict(network)
-    elif network is not None:
-        body["network"] = network
+    if network is not None:
+        body["network"] = network_body(network)
     if metadata:
         body["metadata"] = dict(metadata)
     return body

@@ -117,16 +117,18 @@ test("an unknown template fails naming it", async () => {
   });
 });
 
-test("fork and updateNetwork of a live sandbox say 501, not that it is gone", async () => {
+test("fork of a live sandbox says 501, updateNetwork of one without internet 409, not that it is gone", async () => {
+  // No egress here (the daemon has none): updateNetwork's effect is tested where there is,
+  // tests/integration/test_egress.py.
   const sandbox = await Sandbox.create();
   try {
-    for (const call of [
-      () => sandbox.fork({ count: 2 }),
-      () => sandbox.updateNetwork({ denyOut: ["0.0.0.0/0"] }),
+    for (const [call, words] of [
+      [() => sandbox.fork({ count: 2 }), /501|not supported by sandstream/],
+      [() => sandbox.updateNetwork({ allowOut: ["pypi.org"], denyOut: ["0.0.0.0/0"] }), /409/],
     ]) {
       await assert.rejects(call(), (e) => {
         assert.ok(!(e instanceof SandboxNotFoundError), `${e}`);
-        assert.match(e.message, /501|not supported by sandstream/);
+        assert.match(e.message, words);
         return true;
       });
     }

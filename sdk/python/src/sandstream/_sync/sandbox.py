@@ -24,6 +24,7 @@ from .._core import (
     pause_sandbox_call,
     resume_sandbox_call,
     sandbox_body,
+    update_network_call,
     update_sandbox_call,
 )
 from ..errors import NotFound
@@ -193,6 +194,19 @@ class Sandbox(_Commands, _Interpreter, _Templates, _Ports, _Access):
         if auto_resume is not None:
             body["auto_resume"] = auto_resume
         self._info = self._api.call(update_sandbox_call(self.id, body))
+        return self._info
+
+    def update_network(self, network: Network | Egress | Mapping[str, Any]) -> SandboxInfo:
+        """Gives the sandbox new egress rules, in place of those it had: "egress" (every public
+        address and name), `Egress(allow=[...], deny=[...])` or a dict sent as it is
+        (`{"egress": {"allow": [...]}}`), checked as at create (`InvalidRequest` naming a bad
+        rule). From the answer on, new connections and DNS answers follow the new rules; the
+        sandbox's open connections are cut, so a host just denied is unreachable at once, and
+        the addresses its names had opened are closed until they resolve again. The new rules
+        outlive a daemon restart. Only a sandbox made with egress can change them, and only to
+        other egress rules (`Conflict` otherwise; to cut everything, `Egress(allow=[])`). A
+        paused sandbox is resumed first (`SandboxPaused` with `auto_resume=False`)."""
+        self._info = self._api.call(update_network_call(self.id, network))
         return self._info
 
     def resume(self) -> SandboxInfo:
