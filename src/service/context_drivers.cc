@@ -78,10 +78,13 @@ def _bundle(value):
                 out = base64.b64encode(out).decode()
             data[mime] = out
         # A table's columns as lists: what a client plots or tabulates without parsing HTML.
-        to_dict = getattr(value, "to_dict", None)
-        if type(value).__name__ == "DataFrame" and callable(to_dict):
+        # pandas writes a missing value as null (JSON has no NaN); a large table goes without.
+        to_json = getattr(value, "to_json", None)
+        if type(value).__name__ == "DataFrame" and callable(to_json) and value.size <= 100000:
             try:
-                data[_DATA] = json.loads(json.dumps(to_dict(orient="list"), default=str))
+                split = json.loads(to_json(orient="split", date_format="iso"))
+                rows = split["data"]
+                data[_DATA] = {str(c): [r[i] for r in rows] for i, c in enumerate(split["columns"])}
             except Exception:
                 pass
     try:
@@ -156,26 +159,27 @@ def _run(cell_id, code):
 
 
 _send({"type": "ready", "version": sys.version.split()[0]})
-def _with_env(env):
-    """Sets a cell's own variables; returns what undoes it."""
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    return saved
-
-
 def _restore_env(saved):
+    """Undoes a cell's own variables (os.environ as it was before them)."""
     for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+        try:
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        except Exception:
+            pass
 
 
 for _line in _requests:
     _req = json.loads(_line)
-    _saved = _with_env(_req.get("env") or {})
+    _env = _req.get("env") or {}
+    _saved = {name: os.environ.get(name) for name in _env}
     try:
+        os.environ.update(_env)
         _error = _run(_req["id"], _req["code"])
+    except Exception as e:  # an environment the OS refuses: the cell's error, not the driver's
+        _error = {"name": type(e).__name__, "value": str(e), "traceback": ""}
     finally:
         _restore_env(_saved)
     _flush()
@@ -218,22 +222,24 @@ function topLevelAwait(code) {
 // Outside a cell SIGINT is ignored; inside one, breakOnSigint turns it into an exception.
 process.on("SIGINT", () => {});
 // A cell's own variables, set for it and undone after.
-function withEnv(env) {
-  const saved = {};
+function applyEnv(env, saved) {
   for (const [name, value] of Object.entries(env || {})) {
     saved[name] = Object.prototype.hasOwnProperty.call(process.env, name) ? process.env[name] : undefined;
     process.env[name] = value;
   }
-  return () => {
-    for (const [name, value] of Object.entries(saved)) {
+}
+function restoreEnv(saved) {
+  for (const [name, value] of Object.entries(saved)) {
+    try {
       if (value === undefined) delete process.env[name]; else process.env[name] = value;
-    }
-  };
+    } catch (e) { /* as it was, as far as the OS lets it be */ }
+  }
 }
 async function run(req) {
   let error = null;
-  const restore = withEnv(req.env);
+  const saved = {};
   try {
+    applyEnv(req.env, saved);
     const options = { filename: `<cell-${req.id}>`, breakOnSigint: true };
     let value;
     const awaiting = topLevelAwait(req.code);
@@ -253,7 +259,7 @@ async function run(req) {
       traceback: isError && e.stack ? e.stack : String(e),
     };
   } finally {
-    restore();
+    restoreEnv(saved);
   }
   writeAll(2, marker + "sync " + req.id + "\n");
   send({ type: "done", id: req.id, error });

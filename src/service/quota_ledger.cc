@@ -67,7 +67,11 @@ Result<void> QuotaLedger::Unpause(const std::string& tenant, const sandbox::Limi
     TenantUsage after = held == committed.end() ? TenantUsage{} : held->second;
     after.memory_mb += limits.memory_mb;
     after.cpu_percent += limits.cpu_percent;
-    if (auto over = PastCreateQuota(tenant, t->quotas, after, " resumed")) return std::move(*over);
+    // Only what resuming takes back: its count and disk were held all along.
+    Quotas taken = t->quotas;
+    taken.sandboxes = 0;
+    taken.disk_mb = 0;
+    if (auto over = PastCreateQuota(tenant, taken, after, " resumed")) return std::move(*over);
   }
   TenantUsage& u = held_[tenant];
   u.memory_mb += limits.memory_mb;

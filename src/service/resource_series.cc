@@ -107,7 +107,8 @@ void ResourceSampler::Round(SystemTime now, const std::vector<std::string>& ids,
                             size_t to) {
   for (size_t i = from; i < to; ++i) {
     const SandboxEntry* sb = service_.Find(ids[i]);
-    if (!sb || sb->deleting) continue;
+    // A lost sandbox's PID 1 is gone: its root path may name another process's by now.
+    if (!sb || sb->deleting || sb->lost) continue;
     auto [it, made] = series_.try_emplace(ids[i]);
     AppendSample(it->second, *sb, now);
     // A runtime that accounts nothing (or a cgroup that could not be read) has no series.

@@ -654,6 +654,11 @@ asio::awaitable<Result<const SandboxEntry*>> Service::UpdateEgress(std::string i
   SandboxEntry* sb = Entry(id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  // The sandbox's turn, held until its table has changed: a delete waits for it, so its slot
+  // (and table) cannot pass to another sandbox under the update.
+  SandboxTurn turn(*sb);
+  co_await turn.Take();
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
   const auto addresses = sb->egress && options_.egress && sb->runtime
                              ? sb->runtime->Egress()
                              : std::optional<sandbox::EgressAddresses>();

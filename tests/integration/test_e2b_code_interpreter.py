@@ -273,6 +273,11 @@ def test_dataframe_is_html_and_data(sbx: Sandbox) -> None:
     assert r.html is not None and "<table" in r.html
     assert r.text is not None and "a" in r.text and "x" in r.text
     assert isinstance(r.data, dict) and r.data == {"a": [1, 2], "b": ["x", "y"]}, r.data
+    # A missing value (NaN, which JSON has not) is null, and the result is whole.
+    execution = ok(sbx.run_code("pd.DataFrame({'a': [1.5, None], 'b': ['x', None]})"))
+    [r] = execution.results
+    assert r.html is not None and "NaN" in r.html
+    assert r.data == {"a": [1.5, None], "b": ["x", None]}, r.data
 
 
 # --- languages --------------------------------------------------------------------------------
@@ -336,6 +341,10 @@ def test_envs_are_the_cells_only(sbx: Sandbox) -> None:
     """envs= is seen by its cell, and not by the next one."""
     code = "import os; os.environ.get('CI_FOO', 'unset')"
     assert ok(sbx.run_code(code, envs={"CI_FOO": "bar"})).text == "'bar'"
+    assert ok(sbx.run_code(code)).text == "'unset'"
+    # A value the OS refuses (a NUL byte) is that cell's error; the context goes on.
+    execution = sbx.run_code(code, envs={"CI_FOO": "a\x00b"})
+    assert execution.error is not None and execution.error.name == "ValueError", execution
     assert ok(sbx.run_code(code)).text == "'unset'"
 
 

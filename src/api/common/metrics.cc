@@ -47,7 +47,9 @@ std::optional<SystemTime> ParseDateTime(std::string_view t) {
   }
   int64_t offset_minutes = 0;
   if (at < t.size() && (t[at] == 'Z' || t[at] == 'z') && at + 1 == t.size()) {
-  } else if (at + 6 == t.size() && (t[at] == '+' || t[at] == '-') && t[at + 3] == ':') {
+  } else if (at + 6 == t.size() && (t[at] == '+' || t[at] == '-' || t[at] == ' ') &&
+             t[at + 3] == ':') {
+    // (A '+' in a query string that was not escaped arrives as a space.)
     const int oh = Digits(t, at + 1, 2);
     const int om = Digits(t, at + 4, 2);
     if (oh < 0 || oh > 23 || om < 0 || om > 59) return std::nullopt;

@@ -428,6 +428,9 @@ asio::awaitable<void> UpdateNetwork(Context& ctx) {
   if (!internet) co_return co_await ReplyError(ctx, internet.error());
   auto network = EgressOf(*body, internet->value_or(true));
   if (!network) co_return co_await ReplyError(ctx, network.error());
+  // No internet and no rules: nothing is reached, which a sandbox with egress keeps as rules.
+  if (*network == "loopback")
+    *network = json::value(json::object{{"egress", json::object{{"allow", json::array()}}}});
   auto policy = ParseEgressUpdate(*network);
   if (!policy) co_return co_await ReplyError(ctx, policy.error());
   auto updated =
