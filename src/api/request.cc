@@ -332,8 +332,12 @@ Result<std::optional<std::vector<std::string>>> OptRules(const json::object& o,
 // "none", "loopback", "egress" (every public address and name), or {"egress": {"allow": [...],
 // "deny": [...]}}.
 Result<void> ParseNetwork(const json::value& v, SandboxRequest& r) {
+  constexpr const char* kShape =
+      "network must be \"none\", \"loopback\", \"egress\" or {\"egress\": {\"allow\": [...], "
+      "\"deny\": [...]}}";
   if (v.is_string()) {
     r.network = std::string(v.as_string());
+    if (!sandbox::ParseNetworkMode(r.network)) return Invalid(kShape);
     if (r.network == "egress") {
       auto policy = net::ParseEgressPolicy(std::nullopt, {});
       if (!policy) return std::move(policy).error();
@@ -341,9 +345,6 @@ Result<void> ParseNetwork(const json::value& v, SandboxRequest& r) {
     }
     return Ok{};
   }
-  constexpr const char* kShape =
-      "network must be \"none\", \"loopback\", \"egress\" or {\"egress\": {\"allow\": [...], "
-      "\"deny\": [...]}}";
   if (!v.is_object()) return Invalid(kShape);
   for (const auto& [k, unused] : v.as_object()) {
     if (k != "egress") return Invalid("network." + std::string(k) + ": unknown; " + kShape);
@@ -379,11 +380,6 @@ Result<void> ParseNetwork(const json::value& v, SandboxRequest& r) {
 }  // namespace
 
 Result<net::EgressPolicy> ParseEgressUpdate(const json::value& body) {
-  if (body.is_string() && body != "none" && body != "loopback" && body != "egress") {
-    return Invalid(
-        "network must be \"none\", \"loopback\", \"egress\" or {\"egress\": {\"allow\": "
-        "[...], \"deny\": [...]}}");
-  }
   SandboxRequest r;
   if (auto parsed = ParseNetwork(body, r); !parsed) return std::move(parsed).error();
   if (r.network != "egress" || !r.egress) {
