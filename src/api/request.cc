@@ -457,6 +457,35 @@ Result<Service::LifecycleSettings> ParseLifecycleUpdate(const json::object& body
   return change;
 }
 
+Result<std::vector<SandboxVolume>> ParseVolumeMounts(const json::value& v, std::string_view field) {
+  std::vector<SandboxVolume> mounts;
+  if (v.is_null()) return mounts;
+  const std::string shape = std::string(field) +
+                            " must be an array of {\"name\": a volume, \"path\": \"/mnt/data\", "
+                            "\"read_only\": false}";
+  if (!v.is_array()) return Invalid(shape);
+  for (const json::value& item : v.as_array()) {
+    if (!item.is_object()) return Invalid(shape);
+    const json::object& o = item.as_object();
+    for (const auto& [k, unused] : o) {
+      if (k != "name" && k != "path" && k != "read_only") {
+        return Invalid(std::string(field) + "." + std::string(k) +
+                       ": unknown (name, path, read_only)");
+      }
+    }
+    const json::value* name = o.if_contains("name");
+    const json::value* path = o.if_contains("path");
+    if (!name || !name->is_string() || name->as_string().empty() || !path || !path->is_string()) {
+      return Invalid(shape);
+    }
+    auto read_only = OptBool(o, "read_only");
+    if (!read_only) return std::move(read_only).error();
+    mounts.push_back(SandboxVolume{"", std::string(name->as_string()),
+                                   std::string(path->as_string()), read_only->value_or(false)});
+  }
+  return mounts;
+}
+
 Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
   SandboxRequest r;
   auto tmpl = OptString(body, "template");
@@ -502,6 +531,11 @@ Result<SandboxRequest> ParseSandboxRequest(const json::object& body) {
       if (!v.is_string()) return Invalid("metadata." + std::string(k) + " must be a string");
     }
     r.metadata = m->as_object();
+  }
+  if (const json::value* v = body.if_contains("volumes")) {
+    auto volumes = ParseVolumeMounts(*v, "volumes");
+    if (!volumes) return std::move(volumes).error();
+    r.volumes = std::move(*volumes);
   }
   return r;
 }

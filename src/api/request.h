@@ -45,6 +45,10 @@ Result<double> TimeoutFromQuery(const Context& ctx, double fallback, double max)
 std::string QueryWithout(std::string_view target, std::string_view name);
 
 Result<SandboxRequest> ParseSandboxRequest(const boost::json::object& body);
+// `volumes` of a create ([{"name", "path", "read_only"}]; `field` names it in errors): the
+// service finds each volume and checks each path.
+Result<std::vector<SandboxVolume>> ParseVolumeMounts(const boost::json::value& v,
+                                                     std::string_view field);
 // PATCH /v1/sandboxes/{id}/network: the body is a `network` as at create, which must give
 // egress ("egress", {"egress": {...}}): kConflict for one without (a sandbox's network mode is
 // fixed at create).

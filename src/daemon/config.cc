@@ -125,6 +125,11 @@ const Field kFields[] = {
     {"allow_nested_userns", &Config::allow_nested_userns,
      "lets `POST /v1/sandboxes` ask for `allow_nested_userns` (its processes may create user "
      "namespaces of their own); refused with `400 invalid_request` otherwise"},
+    {"volume_default_mb", &Config::volume_default_mb,
+     "the size of a volume made without `size_mb` (a sparse file: it takes what is written)"},
+    {"volume_max_mb", &Config::volume_max_mb,
+     "the largest volume `POST /v1/volumes` makes; a tenant's volumes together are bounded by "
+     "its `volume_storage_mb` quota"},
     {"metrics_interval_seconds", &Config::metrics_interval_seconds,
      "how often each sandbox's CPU, memory and disk use is sampled for `GET "
      "/v1/sandboxes/{id}/metrics` (0.1 to 3600)"},
@@ -378,6 +383,12 @@ void Validate(const Config& c, std::vector<std::string>& problems) {
     problems.push_back("pull_timeout_seconds must be greater than 0 and at most 604800");
   }
   if (c.image_workers > 64) problems.push_back("image_workers must be at most 64");
+  if (c.volume_max_mb < 16 || c.volume_max_mb > (int64_t{1} << 24)) {
+    problems.push_back("volume_max_mb must be between 16 and 16777216 (16 TiB)");
+  }
+  if (c.volume_default_mb < 16 || c.volume_default_mb > c.volume_max_mb) {
+    problems.push_back("volume_default_mb must be between 16 and volume_max_mb");
+  }
   if (!(c.metrics_interval_seconds >= 0.1 && c.metrics_interval_seconds <= 3600)) {
     problems.push_back("metrics_interval_seconds must be between 0.1 and 3600");
   }

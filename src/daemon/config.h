@@ -32,6 +32,8 @@ struct Config {
   std::string registry_private_hosts;
   double pull_timeout_seconds = 1800;
   int64_t image_workers = 4;
+  int64_t volume_default_mb = 1024;
+  int64_t volume_max_mb = 65536;
   double exec_default_timeout_seconds = 600;
   double max_timeout_seconds = 604800;
   int64_t exec_output_limit_bytes = 10 << 20;

@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,8 +17,8 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
-#include "platform/signals.h"
 #include "platform/pty.h"
+#include "platform/signals.h"
 #include "sandbox/child_report.h"
 #include "sandbox/stdio.h"
 
@@ -87,7 +87,8 @@ class DirectorySandbox final : public Sandbox {
     if (pid == 0) {
       if (::setpgid(0, 0) != 0) ReportAndExit(report_fd, "setpgid", errno);
       // Unisolated processes must not outlive a daemon that died without cleaning up.
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ReportAndExit(report_fd, "prctl PDEATHSIG", errno);
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        ReportAndExit(report_fd, "prctl PDEATHSIG", errno);
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -97,13 +98,18 @@ class DirectorySandbox final : public Sandbox {
         null_fd = ::open("/dev/null", O_RDONLY);
         if (null_fd < 0) ReportAndExit(report_fd, "open /dev/null", errno);
       }
-      if (::dup2(in_fd >= 0 ? in_fd : null_fd, 0) < 0) ReportAndExit(report_fd, "dup2 stdin", errno);
+      if (::dup2(in_fd >= 0 ? in_fd : null_fd, 0) < 0)
+        ReportAndExit(report_fd, "dup2 stdin", errno);
       if (::dup2(out_fd, 1) < 0) ReportAndExit(report_fd, "dup2 stdout", errno);
       if (::dup2(err_fd, 2) < 0) ReportAndExit(report_fd, "dup2 stderr", errno);
       // The pipes were non-blocking for the daemon's end only; the child's ends are blocking.
-      struct rlimit rl{nofile, nofile};
+      struct rlimit rl {
+        nofile, nofile
+      };
       if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ReportAndExit(report_fd, "setrlimit NOFILE", errno);
-      struct rlimit core{0, 0};
+      struct rlimit core {
+        0, 0
+      };
       (void)::setrlimit(RLIMIT_CORE, &core);
       if (::chdir(cwd.c_str()) != 0) ReportAndExit(report_fd, "chdir", errno);
       ::execvpe(argv[0], argv.data(), envp.data());
@@ -144,7 +150,9 @@ class DirectorySandbox final : public Sandbox {
         if (::dup2(tty, fd) < 0) ReportAndExit(report_fd, "dup2 tty", errno);
       }
       if (::ioctl(0, TIOCSCTTY, 0) != 0) ReportAndExit(report_fd, "pty: TIOCSCTTY", errno);
-      struct rlimit rl{nofile, nofile};
+      struct rlimit rl {
+        nofile, nofile
+      };
       if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ReportAndExit(report_fd, "setrlimit NOFILE", errno);
       if (::chdir(cwd.c_str()) != 0) ReportAndExit(report_fd, "chdir", errno);
       ::execvpe(argv[0], argv.data(), envp.data());
@@ -204,6 +212,11 @@ class DirectorySandbox final : public Sandbox {
 }  // namespace
 
 Op<Result<std::unique_ptr<Sandbox>>> DirectoryRuntime::Create(SandboxSpec spec) {
+  if (!spec.volumes.empty()) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "volumes: this daemon's runtime (directory) cannot mount them; the "
+                    "namespace runtime does"};
+  }
   const std::string root = base_dir_ + "/" + spec.id;
   std::error_code ec;
   fs::create_directories(root + "/workspace", ec);

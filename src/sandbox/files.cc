@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <linux/openat2.h>
 #include <sys/fsuid.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <linux/openat2.h>
 
 namespace sandstream::sandbox {
 namespace {
@@ -50,17 +50,26 @@ class ActAs {
 Error FsError(std::string_view op, const std::string& path, int err) {
   ErrorCode code = ErrorCode::kInvalidRequest;
   switch (err) {
-    case ENOENT: code = ErrorCode::kNotFound; break;
+    case ENOENT:
+      code = ErrorCode::kNotFound;
+      break;
     case EEXIST:
     case ENOTEMPTY:
-    case EBUSY: code = ErrorCode::kConflict; break;
+    case EBUSY:
+      code = ErrorCode::kConflict;
+      break;
     case ENOSPC:
     case EDQUOT:
-    case EFBIG: code = ErrorCode::kPayloadTooLarge; break;
+    case EFBIG:
+      code = ErrorCode::kPayloadTooLarge;
+      break;
     case ENOMEM:
     case EIO:
-    case EBADF: code = ErrorCode::kInternal; break;
-    default: break;
+    case EBADF:
+      code = ErrorCode::kInternal;
+      break;
+    default:
+      break;
   }
   Error e = SysError(code, std::string("files: ") + std::string(op) + " " + path, err);
   if (err == ELOOP) e.message += " (a /proc magic link, or too many symlinks)";
@@ -71,14 +80,15 @@ Error FsError(std::string_view op, const std::string& path, int err) {
 // /proc, /sys and cgroup files are kernel interfaces, not the sandbox's files: the daemon, with
 // its host privileges, must not read or write them on the sandbox's behalf.
 Result<void> CheckServed(int fd, const std::string& path) {
-  struct statfs sf{};
+  struct statfs sf {};
   if (::fstatfs(fd, &sf) != 0) return FsError("statfs", path, errno);
   const auto type = static_cast<unsigned long>(sf.f_type);
   if (type == PROC_SUPER_MAGIC || type == SYSFS_MAGIC || type == CGROUP_SUPER_MAGIC ||
       type == CGROUP2_SUPER_MAGIC || type == DEBUGFS_MAGIC || type == SECURITYFS_MAGIC) {
     return Error{ErrorCode::kInvalidRequest,
-                 "files: " + path + " is on a kernel filesystem (/proc, /sys), which the files "
-                 "API does not serve"};
+                 "files: " + path +
+                     " is on a kernel filesystem (/proc, /sys), which the files "
+                     "API does not serve"};
   }
   return Ok{};
 }
@@ -136,10 +146,14 @@ Result<UniqueFd> Reopen(int path_fd, int flags, const std::string& path) {
 
 std::string_view FileTypeName(FileType type) {
   switch (type) {
-    case FileType::kFile: return "file";
-    case FileType::kDirectory: return "directory";
-    case FileType::kSymlink: return "symlink";
-    case FileType::kOther: return "other";
+    case FileType::kFile:
+      return "file";
+    case FileType::kDirectory:
+      return "directory";
+    case FileType::kSymlink:
+      return "symlink";
+    case FileType::kOther:
+      return "other";
   }
   return "other";
 }
@@ -151,7 +165,8 @@ Result<std::string> NormalizeSandboxPath(std::string_view path) {
   if (path.find('\0') != std::string_view::npos) {
     return Error{ErrorCode::kInvalidRequest, "path must not contain NUL bytes"};
   }
-  if (path.size() > 4096) return Error{ErrorCode::kInvalidRequest, "path is longer than 4096 bytes"};
+  if (path.size() > 4096)
+    return Error{ErrorCode::kInvalidRequest, "path is longer than 4096 bytes"};
   std::vector<std::string_view> parts;
   while (!path.empty()) {
     const size_t slash = path.find('/');
@@ -160,8 +175,7 @@ Result<std::string> NormalizeSandboxPath(std::string_view path) {
     if (part.empty() || part == ".") continue;
     if (part == "..") {
       if (parts.empty()) {
-        return Error{ErrorCode::kInvalidRequest,
-                     "path climbs above the sandbox's root with '..'"};
+        return Error{ErrorCode::kInvalidRequest, "path climbs above the sandbox's root with '..'"};
       }
       parts.pop_back();
       continue;
@@ -228,10 +242,11 @@ Result<OpenedFile> SandboxFs::OpenRead(std::string_view path) const {
   ActAs as(host_id_);
   auto handle = Resolve(*norm, O_PATH);
   if (!handle) return std::move(handle).error();
-  struct stat st{};
+  struct stat st {};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   if (S_ISDIR(st.st_mode)) {
-    return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is a directory (list it instead)"};
+    return Error{ErrorCode::kInvalidRequest,
+                 "files: " + *norm + " is a directory (list it instead)"};
   }
   if (!S_ISREG(st.st_mode)) {
     return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is not a regular file"};
@@ -284,9 +299,10 @@ Result<OpenedFile> SandboxFs::OpenWrite(std::string_view path, std::optional<uin
     created = handle.ok();
   }
   if (!handle) return std::move(handle).error();
-  struct stat st{};
+  struct stat st {};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
-  if (S_ISDIR(st.st_mode)) return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is a directory"};
+  if (S_ISDIR(st.st_mode))
+    return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is a directory"};
   if (!S_ISREG(st.st_mode)) {
     return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is not a regular file"};
   }
@@ -305,13 +321,40 @@ Result<OpenedFile> SandboxFs::OpenWrite(std::string_view path, std::optional<uin
   return OpenedFile{std::move(fd), InfoFrom(*norm, st), created};
 }
 
+Result<FileInfo> SandboxFs::SetAttributes(std::string_view path, std::optional<uint32_t> uid,
+                                          std::optional<uint32_t> gid,
+                                          std::optional<uint32_t> mode) const {
+  auto norm = NormalizeSandboxPath(path);
+  if (!norm) return std::move(norm).error();
+  ActAs as(host_id_);
+  auto handle = Resolve(*norm, O_PATH | O_NOFOLLOW);
+  if (!handle) return std::move(handle).error();
+  if ((uid || gid) &&
+      ::fchownat(handle->get(), "", uid ? *uid : static_cast<uid_t>(-1),
+                 gid ? *gid : static_cast<gid_t>(-1), AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return FsError("chown", *norm, errno);
+  }
+  struct stat st {};
+  if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
+  if (mode) {
+    if (S_ISLNK(st.st_mode)) {
+      return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is a symlink (no mode)"};
+    }
+    // An O_PATH descriptor takes no fchmod; its /proc link does, as the file itself.
+    const std::string link = "/proc/self/fd/" + std::to_string(handle->get());
+    if (::chmod(link.c_str(), *mode & 07777) != 0) return FsError("chmod", *norm, errno);
+    if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
+  }
+  return InfoFrom(*norm, st);
+}
+
 Result<FileInfo> SandboxFs::Stat(std::string_view path) const {
   auto norm = NormalizeSandboxPath(path);
   if (!norm) return std::move(norm).error();
   ActAs as(host_id_);
   auto handle = Resolve(*norm, O_PATH);
   if (!handle) return std::move(handle).error();
-  struct stat st{};
+  struct stat st {};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   return InfoFrom(*norm, st);
 }
@@ -324,7 +367,7 @@ Result<std::vector<FileInfo>> SandboxFs::List(std::string_view path, size_t limi
   ActAs as(host_id_);
   auto handle = Resolve(*norm, O_PATH);
   if (!handle) return std::move(handle).error();
-  struct stat st{};
+  struct stat st {};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   if (!S_ISDIR(st.st_mode)) {
     return Error{ErrorCode::kInvalidRequest, "files: " + *norm + " is not a directory"};
@@ -342,7 +385,7 @@ Result<std::vector<FileInfo>> SandboxFs::List(std::string_view path, size_t limi
       *truncated = true;
       break;
     }
-    struct stat est{};
+    struct stat est {};
     if (::fstatat(dir_fd, e->d_name, &est, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
     FileInfo info = InfoFrom(ChildPath(*norm, name), est);
     if (S_ISLNK(est.st_mode)) {
@@ -377,7 +420,7 @@ Result<FileInfo> SandboxFs::Mkdir(std::string_view path, uint32_t mode, bool par
   // fchmod needs a real fd; mkdirat's mode would be cut by the umask.
   auto fd = Reopen(handle->get(), O_RDONLY | O_DIRECTORY, *norm);
   if (fd && ::fchmod(fd->get(), mode & 07777) != 0) return FsError("chmod", *norm, errno);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(handle->get(), &st) != 0) return FsError("stat", *norm, errno);
   return InfoFrom(*norm, st);
 }
@@ -398,15 +441,15 @@ Result<void> RemoveTreeAt(int dir_fd, const std::string& shown_path) {
   ::closedir(dir);
   for (const auto& name : names) {
     const std::string child = ChildPath(shown_path, name);
-    struct stat st{};
+    struct stat st {};
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
       // O_NOFOLLOW | O_DIRECTORY: a directory swapped for a symlink meanwhile is not entered.
-      UniqueFd sub(::openat(dir_fd, name.c_str(),
-                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!sub) return FsError("delete", child, errno);
       if (auto ok = RemoveTreeAt(sub.get(), child); !ok) return ok;
-      if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) return FsError("delete", child, errno);
+      if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0)
+        return FsError("delete", child, errno);
     } else if (::unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
       return FsError("delete", child, errno);
     }
@@ -422,7 +465,7 @@ Result<void> SandboxFs::Remove(std::string_view path, bool recursive) const {
   auto parent = Resolve(ParentOf(*norm), O_PATH | O_DIRECTORY);
   if (!parent) return std::move(parent).error();
   const std::string name = BaseName(*norm);
-  struct stat st{};
+  struct stat st {};
   if (::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return FsError("delete", *norm, errno);
   }
@@ -431,8 +474,8 @@ Result<void> SandboxFs::Remove(std::string_view path, bool recursive) const {
     return Ok{};
   }
   if (recursive) {
-    UniqueFd dir(::openat(parent->get(), name.c_str(),
-                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd dir(
+        ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!dir) return FsError("delete", *norm, errno);
     if (auto ok = RemoveTreeAt(dir.get(), *norm); !ok) return ok;
   }
@@ -447,7 +490,8 @@ Result<FileInfo> SandboxFs::Move(std::string_view from, std::string_view to, boo
   if (!src) return std::move(src).error();
   auto dst = NormalizeSandboxPath(to);
   if (!dst) return std::move(dst).error();
-  if (*src == "/" || *dst == "/") return Error{ErrorCode::kInvalidRequest, "files: the root cannot be moved"};
+  if (*src == "/" || *dst == "/")
+    return Error{ErrorCode::kInvalidRequest, "files: the root cannot be moved"};
   ActAs as(host_id_);
   auto src_parent = Resolve(ParentOf(*src), O_PATH | O_DIRECTORY);
   if (!src_parent) return std::move(src_parent).error();
@@ -458,7 +502,7 @@ Result<FileInfo> SandboxFs::Move(std::string_view from, std::string_view to, boo
                   BaseName(*dst).c_str(), flags) != 0) {
     return FsError("move " + *src + " to", *dst, errno);
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstatat(dst_parent->get(), BaseName(*dst).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return FsError("stat", *dst, errno);
   }
@@ -491,8 +535,9 @@ Result<int> SandboxFs::AddWatch(int inotify_fd, std::string_view path, uint32_t 
   if (wd >= 0) return wd;
   if (errno == ENOSPC) {
     return SysError(ErrorCode::kQuotaExceeded,
-                    "files: watch " + *norm + ": the host's inotify watches "
-                    "(fs.inotify.max_user_watches) are used up",
+                    "files: watch " + *norm +
+                        ": the host's inotify watches "
+                        "(fs.inotify.max_user_watches) are used up",
                     errno);
   }
   return FsError("watch", *norm, errno);
@@ -520,8 +565,9 @@ Result<FileWatch> FileWatch::Start(const SandboxFs& fs, std::string_view path, b
   w.fd_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!w.fd_ && errno == EMFILE) {
     return SysError(ErrorCode::kQuotaExceeded,
-                    "files: watch " + *norm + ": the host's inotify instances "
-                    "(fs.inotify.max_user_instances) are used up",
+                    "files: watch " + *norm +
+                        ": the host's inotify instances "
+                        "(fs.inotify.max_user_instances) are used up",
                     errno);
   }
   if (!w.fd_) return SysError(ErrorCode::kInternal, "files: inotify_init1", errno);
@@ -535,9 +581,9 @@ Result<FileWatch> FileWatch::Start(const SandboxFs& fs, std::string_view path, b
   if (recursive) w.Queue(*norm, true);
   while (w.scanning()) w.Scan(fs);
   if (w.limit_reached_) {
-    return Error{ErrorCode::kInvalidRequest,
-                 "files: more than " + std::to_string(max_watches) + " directories under " +
-                     *norm + " to watch; watch a smaller tree"};
+    return Error{ErrorCode::kInvalidRequest, "files: more than " + std::to_string(max_watches) +
+                                                 " directories under " + *norm +
+                                                 " to watch; watch a smaller tree"};
   }
   return w;
 }

@@ -78,6 +78,10 @@ class SandboxFs {
   Result<void> Remove(std::string_view path, bool recursive) const;
   Result<FileInfo> Move(std::string_view from, std::string_view to, bool overwrite) const;
   Result<void> Symlink(std::string_view target, std::string_view path) const;
+  // Changes the owner (ids as the host sees them, Sandbox::HostId's; nullopt: unchanged) and
+  // the permission bits of `path`, not following a symlink there.
+  Result<FileInfo> SetAttributes(std::string_view path, std::optional<uint32_t> uid,
+                                 std::optional<uint32_t> gid, std::optional<uint32_t> mode) const;
   // Adds an inotify watch on the directory `path` resolves to; returns the watch descriptor.
   Result<int> AddWatch(int inotify_fd, std::string_view path, uint32_t mask) const;
   // A directory opened for reading its entries.

@@ -29,11 +29,11 @@
 namespace sandstream::sandbox {
 namespace {
 
-// Reads the parent's go-ahead, with the template's layers as detached mounts, and puts them
-// under the numbers the plan names. False if the parent gave up.
+// Reads the parent's go-ahead, with the template's layers and the volumes as detached mounts,
+// and puts them under the numbers the plan names. False if the parent gave up.
 bool AwaitGoAhead(const InitLaunch& l) {
   char go = 0;
-  ReceivedFds<kMaxTemplateLayers> layers;
+  ReceivedFds<kMaxSetupMounts> layers;
   if (ReceiveWithFds(l.sync_fd, &go, 1, layers) != 1) return false;
   if (layers.count != l.layer_count || !layers.complete) {
     ReportAndExit(l.report_fd, "template: receive layers", EPROTO);

@@ -13,8 +13,8 @@ namespace sandstream::sandbox {
 struct InitLaunch {
   const RootPlan* plan;
   const char* dir;
-  // The numbers under which the child keeps the template's idmapped layers, which come with
-  // the parent's go-ahead (the plan refers to them).
+  // The numbers under which the child keeps the template's idmapped layers and then the
+  // volumes, which come with the parent's go-ahead (the plan refers to them).
   const int* layer_fds;
   size_t layer_count;
   const char* hostname;

@@ -289,6 +289,22 @@ void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec&
   }
 }
 
+// Each volume at its path: the directories on the way made where missing (inside the root, as
+// root, 0755), then its mount attached there.
+void AddVolumes(PlanBuilder& b, const std::string& root, const SandboxSpec& spec,
+                const std::vector<int>& volume_fds) {
+  for (size_t i = 0; i < spec.volumes.size() && i < volume_fds.size(); ++i) {
+    const std::string& path = spec.volumes[i].path;
+    for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+      const std::string dir = path.substr(0, slash);
+      b.Add(MountOp::kMkdir, root + dir, "volume: mkdir: " + dir);
+      if (slash == std::string::npos) break;
+    }
+    b.Add(MountOp::kAttach, root + path, "volume: attach: " + path);
+    b.Last().fd = volume_fds[i];
+  }
+}
+
 // --- child side: raw syscalls only ---
 
 [[noreturn]] void Fail(const MountStep& step, int report_fd) {
@@ -371,10 +387,17 @@ void RunStep(const MountStep& s, const std::string& new_root, int report_fd) {
     case MountOp::kTmpfs:
       if (::mount("tmpfs", path, "tmpfs", s.flags, s.options.c_str()) != 0) Fail(s, report_fd);
       return;
-    case MountOp::kAttach:
-      if (::move_mount(s.fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) != 0) Fail(s, report_fd);
+    case MountOp::kAttach: {
+      // Resolved in the new root like a mkdir; the last component is never followed (no
+      // MOVE_MOUNT_T_SYMLINKS), so a template's link there cannot send a volume elsewhere.
+      const Place at = PlaceOf(s, new_root, report_fd);
+      if (::move_mount(s.fd, "", at.dir, at.name, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+        Fail(s, report_fd);
+      }
+      if (at.dir != AT_FDCWD) ::close(at.dir);
       ::close(s.fd);
       return;
+    }
     case MountOp::kOverlay:
       if (::mount("overlay", path, "overlay", 0, s.options.c_str()) != 0) Fail(s, report_fd);
       return;
@@ -516,7 +539,7 @@ int64_t WritableMb(const Limits& limits) {
 
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
                        const std::string& sandbox_dir, const std::vector<int>& layer_fds,
-                       const std::vector<int>& view_fds) {
+                       const std::vector<int>& view_fds, const std::vector<int>& volume_fds) {
   RootPlan plan;
   plan.new_root = "root";
   plan.pivot_label = "mounts: pivot_root: " + sandbox_dir + "/root";
@@ -535,6 +558,7 @@ RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
         spec.user_uid);
   b.Last().gid = spec.user_gid;
   AddRuntimeMounts(b, host, plan.new_root, view_fds);
+  AddVolumes(b, plan.new_root, spec, volume_fds);
   return plan;
 }
 

@@ -76,18 +76,17 @@ struct HostSystem {
 // are charged to the memory limit and a full tmpfs must leave room to run something.
 int64_t WritableMb(const Limits& limits);
 
-// The uid and gid of `user` inside every sandbox.
-inline constexpr uid_t kSandboxUserId = 1000;
-
 // Paths in the plan are relative to `sandbox_dir`, the sandbox's private state directory
 // (owned by its root, so that no ancestor needs to be searchable by the sandbox's ids); the
 // root is assembled at <sandbox_dir>/root in the child's mount namespace, invisible to the
 // host. The template's layers (spec.layers) are detached mounts the child holds as
 // `layer_fds`, in the same order; `view_fds`, empty or one per kViewFiles (limits_view.h), the
-// files lxcfs serves, attached over the sandbox's own.
+// files lxcfs serves, attached over the sandbox's own; `volume_fds`, one per spec.volumes, their
+// detached mounts, attached last.
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
                        const std::string& sandbox_dir, const std::vector<int>& layer_fds,
-                       const std::vector<int>& view_fds = {});
+                       const std::vector<int>& view_fds = {},
+                       const std::vector<int>& volume_fds = {});
 
 // In the child (root of its user and mount namespaces, cwd the sandbox's directory): makes
 // every mount private, executes the plan and pivots into the new root. Returns plan.keep

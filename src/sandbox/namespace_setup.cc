@@ -61,42 +61,50 @@ Op<Result<void>> AttachEgress(NamespaceRuntime::State& s, NamespaceSandbox& sand
   co_return std::move(*attached);
 }
 
-// Each layer as a detached, read-only mount that shows its files' owners through the user
-// namespace of `pid` (the sandbox's PID 1): the layer's uid 0 is the sandbox's root. Only the
-// host's root can make it (the layer's filesystem belongs to the host's user namespace).
-Result<std::vector<UniqueFd>> IdmapLayers(pid_t pid, const std::vector<std::string>& paths,
-                                          const std::vector<UniqueFd>& layers) {
+// A tree the sandbox's setup receives as a detached mount: a template layer (read-only) or a
+// volume (read-only if mounted so), opened O_PATH, and the step's name when it fails.
+struct SetupTree {
+  int fd;
+  std::string label;  // "template: ...", "volume: ..."
+  bool read_only;
+};
+
+// Each tree as a detached mount that shows its files' owners through the user namespace of
+// `pid` (the sandbox's PID 1): the tree's uid 0 is the sandbox's root. Only the host's root can
+// make it (the tree's filesystem belongs to the host's user namespace).
+Result<std::vector<UniqueFd>> IdmapTrees(pid_t pid, const std::vector<SetupTree>& trees) {
   std::vector<UniqueFd> mounts;
-  if (layers.empty()) return mounts;
+  if (trees.empty()) return mounts;
   const std::string userns_path = "/proc/" + std::to_string(pid) + "/ns/user";
   UniqueFd userns(::open(userns_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (InjectedFault() || !userns) {
     return SysError(ErrorCode::kSandboxSetupFailed, "template: open " + userns_path, errno);
   }
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (const SetupTree& tree : trees) {
     mounts.emplace_back(
-        ::open_tree(layers[i].get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+        ::open_tree(tree.fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
     if (InjectedFault() || !mounts.back()) {
-      return SysError(ErrorCode::kSandboxSetupFailed, "template: clone: " + paths[i], errno);
+      return SysError(ErrorCode::kSandboxSetupFailed, tree.label + ": clone", errno);
     }
     mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (tree.read_only) attr.attr_set |= MOUNT_ATTR_RDONLY;
     attr.userns_fd = static_cast<uint64_t>(userns.get());
     if (InjectedFault() ||
         ::mount_setattr(mounts.back().get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
-      return SysError(ErrorCode::kSandboxSetupFailed, "template: idmap: " + paths[i], errno);
+      return SysError(ErrorCode::kSandboxSetupFailed, tree.label + ": idmap", errno);
     }
   }
   return mounts;
 }
 
-// The child's go-ahead: one byte, with the layers' mounts.
+// The child's go-ahead: one byte, with the layers' and volumes' mounts.
 Result<void> SendGoAhead(int sync_fd, const std::vector<UniqueFd>& mounts) {
   const char go = 'g';
   std::vector<int> fds;
   for (const UniqueFd& mount : mounts) fds.push_back(mount.get());
   if (InjectedFault() ||
-      SendWithFds<kMaxTemplateLayers>(sync_fd, &go, 1, fds.data(), fds.size()) != 1) {
+      SendWithFds<kMaxSetupMounts>(sync_fd, &go, 1, fds.data(), fds.size()) != 1) {
     return SysError(ErrorCode::kSandboxSetupFailed, "sync: write", errno);
   }
   return Ok{};
@@ -131,15 +139,35 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
     co_return Error{ErrorCode::kInvalidRequest,
                     "template: more than " + std::to_string(kMaxTemplateLayers) + " layers"};
   }
-  std::vector<UniqueFd> layers;
-  std::vector<int> layer_fds;
-  for (const auto& path : spec.layers) {
-    layers.emplace_back(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (InjectedFault() || !layers.back()) {
-      co_return SysError(ErrorCode::kSandboxSetupFailed, "template: open: " + path, errno);
-    }
-    layer_fds.push_back(layers.back().get());
+  if (spec.volumes.size() > kMaxVolumeMounts) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "volumes: more than " + std::to_string(kMaxVolumeMounts) + " mounts"};
   }
+  // The trees the child receives as mounts, layers first: their numbers here are the ones the
+  // plan names, under which the child keeps each mount.
+  std::vector<UniqueFd> opened;
+  std::vector<SetupTree> trees;
+  const auto add_tree = [&](const std::string& path, std::string label,
+                            bool read_only) -> Result<void> {
+    opened.emplace_back(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (InjectedFault() || !opened.back()) {
+      return SysError(ErrorCode::kSandboxSetupFailed, label + ": open", errno);
+    }
+    trees.push_back(SetupTree{opened.back().get(), std::move(label), read_only});
+    return Ok{};
+  };
+  for (const auto& path : spec.layers) {
+    if (auto r = add_tree(path, "template: " + path, true); !r) co_return std::move(r).error();
+  }
+  for (const auto& volume : spec.volumes) {
+    if (auto r = add_tree(volume.source, "volume: " + volume.path, volume.read_only); !r) {
+      co_return std::move(r).error();
+    }
+  }
+  std::vector<int> tree_fds;
+  for (const SetupTree& tree : trees) tree_fds.push_back(tree.fd);
+  const std::vector<int> layer_fds(tree_fds.begin(), tree_fds.begin() + spec.layers.size());
+  const std::vector<int> volume_fds(tree_fds.begin() + spec.layers.size(), tree_fds.end());
   auto cgroup = s.cgroups->Create(spec.id, spec.limits, *sandbox.Slot());
   if (!cgroup) co_return std::move(cgroup).error();
   sandbox.cgroup_ = std::move(*cgroup);
@@ -158,7 +186,7 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
     }
   }
   sandbox.limits_view_ = !view.empty();
-  const RootPlan plan = BuildRootPlan(s.host, spec, dir, layer_fds, view_fds);
+  const RootPlan plan = BuildRootPlan(s.host, spec, dir, layer_fds, view_fds, volume_fds);
   int sync[2];
   if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
@@ -174,8 +202,8 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
 
   const InitLaunch launch{&plan,
                           dir.c_str(),
-                          layer_fds.data(),
-                          layer_fds.size(),
+                          tree_fds.data(),
+                          tree_fds.size(),
                           spec.id.c_str(),
                           spec.id.size(),
                           sync_child.get(),
@@ -215,7 +243,7 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
     auto attached = co_await AttachEgress(s, sandbox, *spec.egress);
     if (!attached) co_return std::move(attached).error();
   }
-  auto idmapped = IdmapLayers(pid, spec.layers, layers);
+  auto idmapped = IdmapTrees(pid, trees);
   if (!idmapped) co_return std::move(idmapped).error();
   if (auto r = SendGoAhead(sync_parent.get(), *idmapped); !r) co_return std::move(r).error();
   Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "");

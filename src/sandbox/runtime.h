@@ -34,6 +34,22 @@ struct Limits {
 // message (the kernel takes 253 fds at most), and overlayfs stacks at most 500.
 inline constexpr size_t kMaxTemplateLayers = 128;
 
+// The uid and gid of `user` inside every sandbox.
+inline constexpr uid_t kSandboxUserId = 1000;
+
+// A volume (service/volumes.h) mounted into a sandbox: the host directory where its filesystem
+// is mounted, its files owned by the template's ids (0 is the sandbox's root, 1000 its user),
+// and where it appears inside.
+struct VolumeMount {
+  std::string source;  // host path
+  std::string path;    // absolute and normalized, inside the sandbox
+  bool read_only = false;
+};
+inline constexpr size_t kMaxVolumeMounts = 16;
+
+// Every detached mount a sandbox's setup receives in its go-ahead: its layers, its volumes.
+inline constexpr size_t kMaxSetupMounts = kMaxTemplateLayers + kMaxVolumeMounts;
+
 // A sandbox's network: kLoopback (a private loopback, the default), kNone (no interface up,
 // not even lo) or kEgress (loopback and a veth pair to the host under an egress policy,
 // net/egress.h). On the wire and in the store by name: "loopback", "none", "egress".
@@ -76,6 +92,8 @@ struct SandboxSpec {
   // The content of /etc/resolv.conf when not the host's (egress: the sandbox's resolver).
   std::string resolv_conf;
   bool allow_nested_userns = false;
+  // Mounted over the root, each read-write unless read_only (at most kMaxVolumeMounts).
+  std::vector<VolumeMount> volumes;
 };
 
 // A terminal's size in character cells.

@@ -110,6 +110,7 @@ constexpr QuotaField kQuotaFields[] = {
     {"streams", &Quotas::streams},
     {"requests_per_second", &Quotas::requests_per_second},
     {"template_storage_mb", &Quotas::template_storage_mb},
+    {"volume_storage_mb", &Quotas::volume_storage_mb},
     {"watches", &Quotas::watches},
 };
 
@@ -205,7 +206,8 @@ Result<Quotas> QuotasFromJson(const json::value& v) {
       return Error{ErrorCode::kInvalidRequest,
                    "unknown quota '" + std::string(name) +
                        "' (sandboxes, running_processes, memory_mb, cpu_percent, disk_mb, "
-                       "streams, requests_per_second, template_storage_mb, watches)"};
+                       "streams, requests_per_second, template_storage_mb, volume_storage_mb, "
+                       "watches)"};
     }
     if (value.is_null()) continue;
     if (!value.is_int64() || value.as_int64() < 0 || value.as_int64() > (int64_t{1} << 40)) {

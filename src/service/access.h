@@ -59,6 +59,7 @@ struct Quotas {
   int64_t streams = 0;            // open streaming responses (SSE, WebSockets, relays)
   int64_t requests_per_second = 0;
   int64_t template_storage_mb = 0;  // its image and snapshot templates' size_bytes, on a node
+  int64_t volume_storage_mb = 0;    // the sum of its volumes' sizes, on a node
   // File watches open at once in its sandboxes; 0: the default share (a quarter of the
   // daemon's). Never more than the daemon's.
   int64_t watches = 0;

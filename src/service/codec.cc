@@ -41,6 +41,15 @@ std::optional<SystemTime> ParseTime(const json::value* v) {
   return ParseRfc3339(v->as_string());
 }
 
+json::array VolumesJson(const std::vector<SandboxVolume>& volumes) {
+  json::array out;
+  for (const auto& v : volumes) {
+    out.push_back(
+        json::object{{"id", v.id}, {"name", v.name}, {"path", v.path}, {"read_only", v.read_only}});
+  }
+  return out;
+}
+
 }  // namespace
 
 json::object LimitsJson(const sandbox::Limits& l) {
@@ -108,6 +117,7 @@ json::object SandboxJson(const SandboxEntry& sb) {
           {"network", sandbox::NetworkModeName(sb.network)},
           {"egress", EgressJson(sb)},
           {"allow_nested_userns", sb.allow_nested_userns},
+          {"volumes", VolumesJson(sb.volumes)},
           {"metadata", sb.metadata},
           {"processes_running", sb.RunningProcesses()},
           {"limits_view", sb.runtime != nullptr && sb.runtime->LimitsView()}};
@@ -172,6 +182,14 @@ Result<StoredSandbox> StoredSandboxFromJson(std::string_view text) {
       r.pause_on_timeout = t->as_string() == "pause";
     }
     if (auto* t = o.if_contains("ttl_period"); t && t->is_int64()) r.ttl_period = t->as_int64();
+    if (auto* a = o.if_contains("volumes"); a && a->is_array()) {
+      for (const auto& v : a->as_array()) {
+        const json::object& m = v.as_object();
+        r.volumes.push_back(SandboxVolume{
+            json::value_to<std::string>(m.at("id")), json::value_to<std::string>(m.at("name")),
+            json::value_to<std::string>(m.at("path")), m.at("read_only").as_bool()});
+      }
+    }
     if (auto* a = o.if_contains("sessions"); a && a->is_array()) r.sessions = a->as_array();
     if (auto* a = o.if_contains("contexts"); a && a->is_array()) r.contexts = a->as_array();
     return r;

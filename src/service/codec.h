@@ -17,6 +17,7 @@
 #include "process/process.h"
 #include "sandbox/runtime.h"
 #include "service/pause.h"
+#include "service/sandbox_entry.h"
 
 namespace sandstream {
 
@@ -49,6 +50,7 @@ struct StoredSandbox {
   std::optional<PauseMode> pause_mode;
   std::optional<AutoPause> auto_pause;
   std::optional<int64_t> ttl_period;
+  std::vector<SandboxVolume> volumes;
   boost::json::array sessions;
   boost::json::array contexts;
   // The small fields last, together (no padding between the larger ones).

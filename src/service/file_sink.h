@@ -25,8 +25,8 @@ class FileSink {
  public:
   static constexpr std::chrono::seconds kStall{60};
 
-  // `file` (opened by SandboxFs::OpenWrite on sandbox `sandbox_id`'s files) must stay open
-  // until Close() has returned.
+  // `file` (opened by SandboxFs::OpenWrite on sandbox `sandbox_id`'s files; "": a volume's,
+  // which the daemon writes) must stay open until Close() has returned.
   static boost::asio::awaitable<Result<FileSink>> Open(Service& service, std::string sandbox_id,
                                                        const sandbox::OpenedFile& file);
   FileSink(FileSink&& other) noexcept

@@ -74,6 +74,10 @@ struct ServiceOptions {
   // Directory templates (one per directory), and the image store's root and limits.
   std::string templates_dir;
   std::string images_dir;
+  // Volumes (volumes.h): where they are kept, and their sizes when not asked and at most.
+  std::string volumes_dir;
+  int64_t volume_default_mb = 1024;
+  int64_t volume_max_mb = 65536;
   image::StoreLimits image_limits;
   // Registries pulled from at all (empty: any), over plain HTTP, and over HTTPS on non-public
   // addresses (host[:port]).

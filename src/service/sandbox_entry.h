@@ -28,6 +28,14 @@
 
 namespace sandstream {
 
+// A volume a sandbox mounts: asked by name (or id), then known by its id too.
+struct SandboxVolume {
+  std::string id;
+  std::string name;
+  std::string path;  // absolute and normalized, inside the sandbox
+  bool read_only = false;
+};
+
 // What the client asked for, validated by the API layer; defaults filled by the service.
 struct SandboxRequest {
   std::string template_name = "base";
@@ -41,9 +49,10 @@ struct SandboxRequest {
   boost::json::object metadata;
   bool auto_resume = true;  // a request for it while paused resumes it (else 409 paused)
   std::optional<AutoPause> auto_pause;
-  bool pause_on_timeout = false;  // its TTL pauses it instead of deleting it
-  std::string tenant;             // whose it will be ("" for the admin's)
-  std::string by;                 // the credential that asks ("admin", a key id): the audit's who
+  bool pause_on_timeout = false;       // its TTL pauses it instead of deleting it
+  std::vector<SandboxVolume> volumes;  // `name` and where: the service finds each
+  std::string tenant;                  // whose it will be ("" for the admin's)
+  std::string by;  // the credential that asks ("admin", a key id): the audit's who
 };
 
 class Session;
@@ -64,6 +73,7 @@ struct SandboxEntry {
   std::string cwd;
   sandbox::Limits limits;
   std::optional<net::EgressPolicy> egress;  // with network kEgress
+  std::vector<SandboxVolume> volumes;
   boost::json::object metadata;
   SystemTime created_at;
   std::optional<SystemTime> expires_at;

@@ -205,7 +205,50 @@ Result<Service::Plan> Service::Validate(const SandboxRequest& req) const {
                  "allow_nested_userns is not granted by this daemon's configuration "
                  "(the operator's allow_nested_userns setting)"};
   }
+  auto volumes = FindVolumes(req);
+  if (!volumes) return std::move(volumes).error();
+  plan.volumes = std::move(*volumes);
   return plan;
+}
+
+Result<std::vector<SandboxVolume>> Service::FindVolumes(const SandboxRequest& req) const {
+  if (req.volumes.size() > sandbox::kMaxVolumeMounts) {
+    return Error{ErrorCode::kInvalidRequest,
+                 "volumes: at most " + std::to_string(sandbox::kMaxVolumeMounts) + " mounts"};
+  }
+  std::vector<SandboxVolume> found;
+  for (const SandboxVolume& asked : req.volumes) {
+    const Volume* v = volumes_.Find(req.tenant, req.by == "admin", asked.name);
+    if (!v) {
+      return Error{ErrorCode::kInvalidRequest, "volumes: unknown volume '" + asked.name + "'"};
+    }
+    auto path = sandbox::NormalizeSandboxPath(asked.path);
+    if (!path) {
+      return Error{ErrorCode::kInvalidRequest,
+                   "volumes: path '" + asked.path + "' must be an absolute path"};
+    }
+    if (*path == "/") {
+      return Error{ErrorCode::kInvalidRequest, "volumes: a volume cannot be the root ('/')"};
+    }
+    for (std::string_view system : {"/proc", "/sys", "/dev"}) {
+      if (*path == system || path->starts_with(std::string(system) + "/")) {
+        return Error{ErrorCode::kInvalidRequest,
+                     "volumes: path " + *path + " is under " + std::string(system) +
+                         ", which the sandbox's kernel filesystems take"};
+      }
+    }
+    for (const SandboxVolume& other : found) {
+      const auto inside = [](const std::string& a, const std::string& b) {
+        return a == b || a.starts_with(b + "/");
+      };
+      if (inside(*path, other.path) || inside(other.path, *path)) {
+        return Error{ErrorCode::kInvalidRequest,
+                     "volumes: " + *path + " and " + other.path + " overlap (one mount each)"};
+      }
+    }
+    found.push_back(SandboxVolume{v->id, v->name, *path, asked.read_only});
+  }
+  return found;
 }
 
 std::unique_ptr<SandboxEntry> Service::Build(SandboxRequest req, const Plan& plan) const {
@@ -222,6 +265,7 @@ std::unique_ptr<SandboxEntry> Service::Build(SandboxRequest req, const Plan& pla
   sb->limits = plan.limits;
   sb->network = plan.network;
   sb->egress = std::move(req.egress);
+  sb->volumes = plan.volumes;
   sb->allow_nested_userns = req.allow_nested_userns;
   sb->auto_resume = req.auto_resume;
   sb->auto_pause = req.auto_pause;
@@ -251,6 +295,12 @@ sandbox::SandboxSpec Service::SpecFor(const SandboxEntry& sb, const Template* tm
   spec.network = sb.network;
   spec.egress = sb.egress;
   spec.allow_nested_userns = sb.allow_nested_userns;
+  for (const SandboxVolume& v : sb.volumes) {
+    const Volume* volume = volumes_.Find(sb.tenant, true, v.id);
+    // Gone (its record removed by hand): its path is a directory of the sandbox's own.
+    if (!volume) continue;
+    spec.volumes.push_back({volumes_.MountPath(*volume), v.path, v.read_only});
+  }
   return spec;
 }
 
@@ -274,6 +324,12 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   // Counted against its tenant's quotas (and the node's room) while it is made.
   auto reservation = quotas_.Reserve(sb->tenant, sb->limits);
   if (!reservation) co_return std::move(reservation).error();
+  // Its volumes stay while it is made; once registered, it holds them itself.
+  for (const SandboxVolume& v : sb->volumes) volumes_.Pin(v.id);
+  const std::vector<SandboxVolume> pinned = sb->volumes;
+  const auto unpin = [this, &pinned] {
+    for (const SandboxVolume& v : pinned) volumes_.Unpin(v.id);
+  };
   // In a cluster the tenant's quotas count its sandboxes on every node: this one is counted
   // there before it is made, and given back if it is not.
   SharedTenants* shared = quotas_.SharedFor(sb->tenant);
@@ -284,11 +340,13 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     if (!committed) {
       quotas_.Unreserve(*reservation);
       shared->Changed(sb->tenant);
+      unpin();
       co_return std::move(committed).error();
     }
   }
   Result<std::unique_ptr<sandbox::Sandbox>> runtime = co_await Await(runtime_.Create(spec));
   quotas_.Unreserve(*reservation);
+  unpin();
   // Every way out from here without the sandbox gives its share back (said at each, not by a
   // destructor: one would run as the loop is torn down, after what it reaches is gone).
   if (!runtime) {
@@ -337,6 +395,8 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sa
   for (const auto& lf : kLimitFields) req.limits[lf.name] = sb->limits.*(lf.field);
   req.network = sandbox::NetworkModeName(sb->network);
   req.egress = sb->egress;
+  req.volumes = sb->volumes;
+  for (SandboxVolume& v : req.volumes) v.name = v.id;
   req.allow_nested_userns = sb->allow_nested_userns;
   req.metadata = sb->metadata;
   req.tenant = sb->tenant;
@@ -385,6 +445,39 @@ asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sa
           {{"template", name}});
   }
   co_return made;
+}
+
+asio::awaitable<Result<const Volume*>> Service::CreateVolume(std::string name, std::string tenant,
+                                                             std::optional<int64_t> size_mb) {
+  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  const int64_t size = size_mb.value_or(options_.volume_default_mb);
+  if (size < Volumes::kMinSizeMb || size > options_.volume_max_mb) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "size_mb must be between " + std::to_string(Volumes::kMinSizeMb) + " and " +
+                        std::to_string(options_.volume_max_mb) + " (volume_max_mb)"};
+  }
+  co_return co_await volumes_.Create(std::move(name), std::move(tenant), size);
+}
+
+std::vector<std::string> Service::VolumeUsers(std::string_view id) const {
+  std::vector<std::string> users;
+  for (const auto& sandbox_id : order_) {
+    const SandboxEntry& sb = *sandboxes_.at(sandbox_id);
+    for (const SandboxVolume& v : sb.volumes) {
+      if (v.id == id) {
+        users.push_back(sandbox_id);
+        break;
+      }
+    }
+  }
+  return users;
+}
+
+asio::awaitable<Result<void>> Service::DeleteVolume(std::string id) {
+  const std::vector<std::string> users = VolumeUsers(id);
+  std::string used_by;
+  if (!users.empty()) used_by = users.front();
+  co_return co_await volumes_.Delete(std::move(id), std::move(used_by));
 }
 
 asio::awaitable<Result<void>> Service::DeleteTemplate(std::string name) {
@@ -744,6 +837,9 @@ asio::awaitable<void> Service::Shutdown() {
       if (sb->resolver) sb->resolver->Stop();
       if (sb->runtime) sb->runtime->Release();
     }
+    // Each sandbox mounts its volumes itself: they stay theirs, and the next start mounts
+    // the daemon's again.
+    volumes_.UnmountAll();
     co_return;
   }
   std::vector<std::shared_ptr<Process>> running;
@@ -768,6 +864,7 @@ asio::awaitable<void> Service::Shutdown() {
     if (sb->resolver) sb->resolver->Stop();
     (void)co_await Await(sb->runtime->Destroy());
   }
+  volumes_.UnmountAll();
 }
 
 }  // namespace sandstream

@@ -47,6 +47,7 @@
 #include "service/store.h"
 #include "service/template_service.h"
 #include "service/templates.h"
+#include "service/volumes.h"
 
 namespace sandstream {
 
@@ -155,6 +156,16 @@ class Service {
   boost::asio::awaitable<Result<const SandboxEntry*>> ForkSandbox(std::string sandbox_id,
                                                                   std::string name, std::string by);
 
+  // Volumes (volumes.h), made and deleted through the Service, which knows which sandboxes
+  // mount them. `size_mb` nullopt: volume_default_mb.
+  const Volumes& volumes() const { return volumes_; }
+  boost::asio::awaitable<Result<const Volume*>> CreateVolume(std::string name, std::string tenant,
+                                                             std::optional<int64_t> size_mb);
+  // Refused (kConflict) while a sandbox mounts it.
+  boost::asio::awaitable<Result<void>> DeleteVolume(std::string id);
+  // The sandboxes that mount volume `id`, in creation order.
+  std::vector<std::string> VolumeUsers(std::string_view id) const;
+
   // Kills everything (the daemon is stopping) and waits for the exits (at most the kill grace).
   boost::asio::awaitable<void> Shutdown();
   bool shutting_down() const { return shutting_down_; }
@@ -199,8 +210,11 @@ class Service {
     const Template* tmpl = nullptr;
     sandbox::Limits limits;
     sandbox::NetworkMode network = sandbox::NetworkMode::kLoopback;
+    std::vector<SandboxVolume> volumes;  // found: ids and names known
   };
   Result<Plan> Validate(const SandboxRequest& req) const;
+  // The request's volumes, each found among its tenant's and its path checked.
+  Result<std::vector<SandboxVolume>> FindVolumes(const SandboxRequest& req) const;
   std::unique_ptr<SandboxEntry> Build(SandboxRequest req, const Plan& plan) const;
   SandboxEntry* Register(std::unique_ptr<SandboxEntry> sb);
   // What the runtime makes sandbox `sb` with; `tmpl` null: its template is gone.
@@ -268,6 +282,7 @@ class Service {
   QuotaLedger quotas_{options_.access};
   TemplateService template_service_{ex_, options_, store_, quotas_};
   ResourceSampler resources_{*this, ex_, options_.metrics_interval};
+  Volumes volumes_{options_.volumes_dir, store_, quotas_, blocking_pool_};
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};
   // The resolvers' pins (netlink, microseconds each), on a thread of their own: never queued

@@ -14,6 +14,8 @@ namespace json = boost::json;
 
 void Service::Restore() {
   resources_.Start();
+  // Before any sandbox: a sandbox made again (lost) mounts its volumes.
+  volumes_.Load();
   auto sandboxes = store_.Sandboxes();
   auto processes = store_.Processes(kFinishedInMemory);
   if (!sandboxes || !processes) {
@@ -57,6 +59,7 @@ void Service::Restore() {
     sb->cwd = o.cwd;
     sb->limits = o.limits;
     sb->network = o.network;
+    sb->volumes = o.volumes;
     if (o.network == sandbox::NetworkMode::kEgress) {
       if (o.egress) {
         sb->egress = *o.egress;

@@ -36,7 +36,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
         "UNIQUE (sandbox_id, id))",
         "CREATE TABLE IF NOT EXISTS access (kind TEXT NOT NULL, id TEXT NOT NULL, "
         "record TEXT NOT NULL, PRIMARY KEY (kind, id))",
-        "CREATE TABLE IF NOT EXISTS templates (name TEXT PRIMARY KEY, record TEXT NOT NULL)"}) {
+        "CREATE TABLE IF NOT EXISTS templates (name TEXT PRIMARY KEY, record TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS volumes (id TEXT PRIMARY KEY, record TEXT NOT NULL)"}) {
     if (auto r = store->Exec(sql); !r) return std::move(r).error();
   }
   return store;
@@ -183,9 +184,27 @@ Result<void> Store::DeleteTemplate(const std::string& name) {
 }
 
 Result<std::vector<std::string>> Store::Templates() {
+  return Records("SELECT record FROM templates ORDER BY rowid");
+}
+
+Result<void> Store::PutVolume(const std::string& id, const std::string& record) {
+  return Run(
+      "INSERT INTO volumes (id, record) VALUES (?1, ?2) "
+      "ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+      {id, record});
+}
+
+Result<void> Store::DeleteVolume(const std::string& id) {
+  return Run("DELETE FROM volumes WHERE id = ?1", {id});
+}
+
+Result<std::vector<std::string>> Store::Volumes() {
+  return Records("SELECT record FROM volumes ORDER BY rowid");
+}
+
+Result<std::vector<std::string>> Store::Records(const char* sql) {
   sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT record FROM templates ORDER BY rowid", -1, &raw, nullptr) !=
-      SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_, sql, -1, &raw, nullptr) != SQLITE_OK) {
     return DbError(db_, "prepare");
   }
   Stmt stmt(raw);

@@ -58,11 +58,18 @@ class Store {
   Result<void> DeleteTemplate(const std::string& name);
   Result<std::vector<std::string>> Templates();
 
+  // Volumes (volumes.h): by id, their JSON records.
+  Result<void> PutVolume(const std::string& id, const std::string& record);
+  Result<void> DeleteVolume(const std::string& id);
+  Result<std::vector<std::string>> Volumes();
+
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Result<void> Exec(const char* sql);
   // Runs one of this file's statements; each is compiled once and kept (by its literal).
   Result<void> Run(const char* sql, std::initializer_list<std::string_view> args);
+  // The first column of every row `sql` selects.
+  Result<std::vector<std::string>> Records(const char* sql);
 
   sqlite3* db_;
   std::unordered_map<const char*, std::unique_ptr<sqlite3_stmt, StmtDeleter>> statements_;

@@ -14,6 +14,14 @@ Result<const SandboxEntry*> FindSandbox(Context& ctx) {
   return sb;
 }
 
+const Volume* FindVolume(Context& ctx) {
+  return ctx.service.volumes().Find(ctx.principal.tenant, ctx.principal.admin(), ctx.params.at(0));
+}
+
+Error VolumeNotFound(Context& ctx) {
+  return Error{ErrorCode::kNotFound, "no volume '" + ctx.params.at(0) + "'"};
+}
+
 Result<std::shared_ptr<Process>> FindProcess(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) return std::move(sb).error();

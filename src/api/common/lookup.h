@@ -15,6 +15,10 @@ namespace sandstream::api {
 
 // The sandbox the route's first parameter names, if the principal sees it.
 Result<const SandboxEntry*> FindSandbox(Context& ctx);
+// The volume the route's first parameter names (its id, or a name among the principal's
+// tenant's), if the principal sees it; VolumeNotFound is the 404 when not.
+const Volume* FindVolume(Context& ctx);
+Error VolumeNotFound(Context& ctx);
 // The process the route's second parameter names, in that sandbox.
 Result<std::shared_ptr<Process>> FindProcess(Context& ctx);
 

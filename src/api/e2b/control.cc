@@ -89,6 +89,11 @@ json::object Described(const Context& ctx, const SandboxEntry& sb, bool detail) 
   o["state"] = E2bState(sb);
   o["envdVersion"] = kEnvdVersion;
   o["metadata"] = Metadata(sb.metadata);
+  json::array mounts;
+  for (const SandboxVolume& v : sb.volumes) {
+    mounts.push_back(json::object{{"name", v.name}, {"path", v.path}});
+  }
+  o["volumeMounts"] = std::move(mounts);
   if (detail) {
     o["domain"] = PreviewDomain(ctx);
     o["envdAccessToken"] = AccessToken(ctx, sb);
@@ -272,6 +277,12 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
 
   auto req = ParseSandboxRequest(request);
   if (!req) co_return co_await ReplyError(ctx, req.error());
+  // volume_mounts={"/mnt/data": volume}: by the volume's name.
+  if (const json::value* mounts = Field(*body, "volumeMounts")) {
+    auto volumes = ParseVolumeMounts(*mounts, "volumeMounts");
+    if (!volumes) co_return co_await ReplyError(ctx, volumes.error());
+    req->volumes = std::move(*volumes);
+  }
   req->tenant = ctx.principal.tenant;
   req->by = ctx.principal.credential;
   Result<const SandboxEntry*> sb = co_await ctx.service.CreateSandbox(std::move(*req));
@@ -380,9 +391,6 @@ namespace {
 
 // What sandstream offers instead of an E2B route it does not serve, by the route's path.
 std::string_view Instead(std::string_view path) {
-  if (path.starts_with("/volume")) {
-    return "volumes are not available yet; a snapshot template keeps files for the next sandbox";
-  }
   if (path.starts_with("/secrets")) return "secrets are not available; pass envs at create";
   if (path.starts_with("/templates") || path.starts_with("/v2/templates") ||
       path.starts_with("/v3/templates")) {

@@ -39,15 +39,18 @@ const std::vector<Route>& Routes() {
       {V::post, "/sandboxes/{}/fork", NotSupported, kKey, false, false, kApi},
       {V::put, "/sandboxes/{}/network", UpdateNetwork, kKey, false, false, kApi},
       {V::get, "/snapshots", NotSupported, kKey, false, false, kApi},
-      {V::get, "/volumes", NotSupported, kKey, false, false, kApi},
-      {V::post, "/volumes", NotSupported, kKey, false, false, kApi},
-      {V::get, "/volumes/{}", NotSupported, kKey, false, false, kApi},
-      {V::delete_, "/volumes/{}", NotSupported, kKey, false, false, kApi},
-      {V::get, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
-      {V::post, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
-      {V::put, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
-      {V::patch, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
-      {V::delete_, "/volumecontent/{}/{}", NotSupported, kKey, false, false, kApi},
+      {V::get, "/volumes", ListVolumes, kKey, false, false, kApi},
+      {V::post, "/volumes", CreateVolume, kKey, false, false, kApi},
+      {V::get, "/volumes/{}", GetVolume, kKey, false, false, kApi},
+      {V::delete_, "/volumes/{}", DestroyVolume, kKey, false, false, kApi},
+      // A volume's files, admitted by its token (volumes.cc), not by a key.
+      {V::get, "/volumecontent/{}/dir", VolumeListDir, kOpen, false, false, kApi},
+      {V::post, "/volumecontent/{}/dir", VolumeMakeDir, kOpen, false, false, kApi},
+      {V::get, "/volumecontent/{}/path", VolumeStat, kOpen, false, false, kApi},
+      {V::patch, "/volumecontent/{}/path", VolumeUpdateMetadata, kOpen, false, false, kApi},
+      {V::delete_, "/volumecontent/{}/path", VolumeRemove, kOpen, false, false, kApi},
+      {V::get, "/volumecontent/{}/file", VolumeReadFile, kOpen, false, false, kApi},
+      {V::put, "/volumecontent/{}/file", VolumeWriteFile, kOpen, false, true, kApi},
       {V::get, "/secrets", NotSupported, kKey, false, false, kApi},
       {V::post, "/secrets", NotSupported, kKey, false, false, kApi},
       {V::get, "/secrets/{}", NotSupported, kKey, false, false, kApi},
@@ -235,6 +238,8 @@ bool AdmitsFromHead(const Route& route, bool signed_url) {
   if (!route.open || (route.dialect != Dialect::kConnect && route.dialect != Dialect::kE2b)) {
     return false;
   }
+  // A volume's files name no sandbox: their handlers check the volume's token.
+  if (route.pattern.starts_with("/volumecontent/")) return false;
   return !signed_url || (route.handler != ReadFile && route.handler != WriteFiles);
 }
 

@@ -89,6 +89,19 @@ boost::asio::awaitable<void> SandboxMetrics(Context& ctx);
 // GET /sandboxes/metrics?sandbox_ids=a,b: each one's latest sample.
 boost::asio::awaitable<void> SandboxesMetrics(Context& ctx);
 boost::asio::awaitable<void> NotSupported(Context& ctx);
+
+// volumes.cc: /volumes (the control plane's) and /volumecontent/{id}/... (a volume's token).
+boost::asio::awaitable<void> CreateVolume(Context& ctx);
+boost::asio::awaitable<void> ListVolumes(Context& ctx);
+boost::asio::awaitable<void> GetVolume(Context& ctx);
+boost::asio::awaitable<void> DestroyVolume(Context& ctx);
+boost::asio::awaitable<void> VolumeListDir(Context& ctx);
+boost::asio::awaitable<void> VolumeMakeDir(Context& ctx);
+boost::asio::awaitable<void> VolumeStat(Context& ctx);
+boost::asio::awaitable<void> VolumeUpdateMetadata(Context& ctx);
+boost::asio::awaitable<void> VolumeRemove(Context& ctx);
+boost::asio::awaitable<void> VolumeReadFile(Context& ctx);
+boost::asio::awaitable<void> VolumeWriteFile(Context& ctx);
 // process.cc: process.Process/{method}.
 boost::asio::awaitable<void> ProcessRpc(Context& ctx);
 // process.Process/StreamInput: a client stream, read as it comes.

@@ -53,6 +53,11 @@ boost::asio::awaitable<void> GetUsage(Context& ctx);
 boost::asio::awaitable<void> CreateToken(Context& ctx);
 boost::asio::awaitable<void> ListTokens(Context& ctx);
 boost::asio::awaitable<void> RevokeToken(Context& ctx);
+// volumes.cc
+boost::asio::awaitable<void> CreateVolume(Context& ctx);
+boost::asio::awaitable<void> ListVolumes(Context& ctx);
+boost::asio::awaitable<void> GetVolume(Context& ctx);
+boost::asio::awaitable<void> DeleteVolume(Context& ctx);
 // sandboxes.cc
 boost::asio::awaitable<void> CreateSandbox(Context& ctx);
 boost::asio::awaitable<void> ListSandboxes(Context& ctx);
@@ -110,6 +115,14 @@ boost::asio::awaitable<void> FilesMkdir(Context& ctx);
 boost::asio::awaitable<void> FilesDelete(Context& ctx);
 boost::asio::awaitable<void> FilesMove(Context& ctx);
 boost::asio::awaitable<void> FilesWatch(Context& ctx);
+// The same on a volume's files (no sandbox; relative paths from its top; no watch).
+boost::asio::awaitable<void> VolumeFilesList(Context& ctx);
+boost::asio::awaitable<void> VolumeFilesDelete(Context& ctx);
+boost::asio::awaitable<void> VolumeFilesRead(Context& ctx);
+boost::asio::awaitable<void> VolumeFilesWrite(Context& ctx);
+boost::asio::awaitable<void> VolumeFilesStat(Context& ctx);
+boost::asio::awaitable<void> VolumeFilesMkdir(Context& ctx);
+boost::asio::awaitable<void> VolumeFilesMove(Context& ctx);
 // sessions.cc
 boost::asio::awaitable<void> CreateSession(Context& ctx);
 boost::asio::awaitable<void> ListSessions(Context& ctx);
