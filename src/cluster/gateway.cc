@@ -172,7 +172,8 @@ asio::awaitable<void> Gateway::Session(tcp::socket socket) {
       co_await Health(client, req);
     } else if (route.kind == GatewayRoute::kMetrics) {
       co_await Metrics(client, req);
-    } else if (route.kind == GatewayRoute::kList || route.kind == GatewayRoute::kTemplates) {
+    } else if (route.kind == GatewayRoute::kList || route.kind == GatewayRoute::kTemplates ||
+               route.kind == GatewayRoute::kVolumes) {
       co_await List(client, req, route);
     } else if ((route.kind == GatewayRoute::kCreate || route.kind == GatewayRoute::kEveryNode) &&
                !co_await Admitted(client, req, route)) {

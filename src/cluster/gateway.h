@@ -58,10 +58,11 @@ struct GatewayRoute {
     kMetrics,    // GET /metrics: the gateway's own (the admin key)
     kList,       // GET /v1/sandboxes (E2B: GET /v2/sandboxes): every node's, merged
     kTemplates,  // GET /v1/templates: every node's, merged (one each by name)
+    kVolumes,    // GET /v1/volumes (E2B: GET /volumes): every node's, merged
     kTemplate,   // GET /v1/templates/{name}: a node that has it
     kEveryNode,  // a template pulled (JSON) or deleted: on every node, the answers merged
     kCreate,     // POST /v1/sandboxes (E2B: POST /v2/sandboxes): placed on a node
-    kSandbox,    // about one sandbox: to the node its id names
+    kSandbox,    // about one sandbox, or volume: to the node its id names
     kAnyNode,    // the same on every node (the console; tenants in etcd): any node
     kSignedUrl,  // E2B's signed /files URL, no sandbox named: the node whose sandbox made it
     kNotHere,    // changes what each node holds alone (tenants without etcd): not served
@@ -137,6 +138,12 @@ class Gateway {
     Result<boost::beast::http::response<boost::beast::http::string_body>> answer = Error{};
   };
   // `call` made to every node up at once; their answers in `members_` order.
+  // The node a new sandbox's volumes (`body`'s volumes, E2B's volumeMounts) live on, if it
+  // names any: the one a volume's id names, else the one that answers for its name. An error
+  // when they live on different nodes.
+  boost::asio::awaitable<Result<std::optional<std::string>>> VolumesHome(
+      const boost::beast::http::request_header<>& req, const boost::json::value& body,
+      const GatewayRoute& route, const std::string& peer);
   boost::asio::awaitable<std::vector<NodeAnswer>> CallEvery(
       boost::beast::http::request<boost::beast::http::string_body> call,
       SteadyClock::duration timeout);

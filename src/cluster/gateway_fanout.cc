@@ -61,7 +61,9 @@ asio::awaitable<void> Gateway::List(beast::tcp_stream& client, const http::reque
   http::request<http::string_body> call = NodeRequest(req, std::string(), peer);
   std::vector<NodeAnswer> parts = co_await CallEvery(std::move(call), kListTimeout);
   const bool templates = route.kind == GatewayRoute::kTemplates;
-  const char* field = templates ? "templates" : "sandboxes";
+  const char* field = templates                              ? "templates"
+                      : route.kind == GatewayRoute::kVolumes ? "volumes"
+                                                             : "sandboxes";
   std::set<std::string, std::less<>> named;  // templates already in the list
   json::array merged;
   for (NodeAnswer& part : parts) {

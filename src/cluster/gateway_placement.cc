@@ -2,6 +2,7 @@
 // (NodeFor), the nodes up by load (ByLoad), those with a template first (WithTemplate), and a
 // create placed on the less loaded of two candidates, the next one tried if a node refuses.
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <utility>
 
@@ -18,7 +19,12 @@ std::vector<Gateway::Target> Gateway::NodeFor(const std::string& sandbox_id,
                                               std::optional<Error>& refusal) const {
   const auto node = NodeOfSandbox(sandbox_id);
   if (!node) {
-    refusal = Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "' (its id names no node)"};
+    refusal = Error{ErrorCode::kNotFound,
+                    sandbox_id.starts_with("sb_")
+                        ? "no sandbox '" + sandbox_id + "' (its id names no node)"
+                        : "no sandbox or volume '" + sandbox_id +
+                              "' (its id names no node; through a gateway, name a volume by "
+                              "its id)"};
     return {};
   }
   const Member* to = members_.Find(*node);
@@ -54,6 +60,53 @@ std::vector<Gateway::Target> Gateway::WithTemplate(const std::string& name,
   return all;
 }
 
+asio::awaitable<Result<std::optional<std::string>>> Gateway::VolumesHome(
+    const http::request_header<>& req, const json::value& body, const GatewayRoute& route,
+    const std::string& peer) {
+  std::vector<std::string> names;
+  if (const json::object* o = body.if_object()) {
+    const json::value* mounts = o->if_contains(route.e2b ? "volumeMounts" : "volumes");
+    if (mounts && mounts->is_array()) {
+      for (const json::value& m : mounts->as_array()) {
+        const json::value* name = m.is_object() ? m.as_object().if_contains("name") : nullptr;
+        if (name && name->is_string()) names.emplace_back(name->as_string());
+      }
+    }
+  }
+  std::optional<std::string> home;
+  std::string home_volume;
+  for (const std::string& name : names) {
+    std::optional<std::string> node;
+    if (auto named = NodeOfSandbox(name)) {
+      node = std::string(*named);
+    } else if (std::all_of(name.begin(), name.end(), [](char c) {
+                 return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                        c == '.';
+               })) {
+      // A name: the node whose volume it is, asked with the caller's credential.
+      http::request<http::string_body> ask = NodeRequest(req, std::string(), peer);
+      ask.method(http::verb::get);
+      ask.target((route.e2b ? "/volumes/" : "/v1/volumes/") + name);
+      ask.erase(http::field::content_type);
+      std::vector<NodeAnswer> answers = co_await CallEvery(std::move(ask), kListTimeout);
+      for (const NodeAnswer& a : answers) {
+        if (a.answer && a.answer->result() == http::status::ok) node = a.node;
+      }
+    }
+    // Unknown anywhere: the node the sandbox goes to says so.
+    if (!node) continue;
+    if (home && *home != *node) {
+      Error apart{ErrorCode::kInvalidRequest,
+                  "volumes " + home_volume + " and " + name + " live on different nodes (" + *home +
+                      ", " + *node + "): a sandbox mounts volumes of one node"};
+      co_return apart;
+    }
+    home = std::move(node);
+    home_volume = name;
+  }
+  co_return home;
+}
+
 asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buffer& buffer,
                                       http::request_parser<http::empty_body>& header_parser,
                                       const GatewayRoute& route) {
@@ -65,18 +118,20 @@ asio::awaitable<void> Gateway::Create(beast::tcp_stream& client, beast::flat_buf
   if (!whole) co_return;
   const http::request<http::string_body>& req = *whole;
   std::string template_name;
-  {
-    boost::system::error_code ec;
-    const json::value body = json::parse(req.body(), ec);
-    const char* field = route.e2b ? "templateID" : "template";
-    if (!ec && body.is_object()) {
-      if (const json::value* t = body.as_object().if_contains(field); t && t->is_string()) {
-        template_name = std::string(t->as_string());
-      }
+  boost::system::error_code ec;
+  const json::value body = json::parse(req.body(), ec);
+  const char* field = route.e2b ? "templateID" : "template";
+  if (!ec && body.is_object()) {
+    if (const json::value* t = body.as_object().if_contains(field); t && t->is_string()) {
+      template_name = std::string(t->as_string());
     }
   }
   auto candidates = members_.Candidates(template_name);
   if (!candidates) co_return co_await Refuse(client, version, candidates.error(), route.e2b);
+  // Placement follows the sandbox's volumes: a volume lives on one node.
+  Result<std::optional<std::string>> home = co_await VolumesHome(req, body, route, peer);
+  if (!home) co_return co_await Refuse(client, version, home.error(), route.e2b);
+  if (*home) *candidates = std::vector<std::string>{**home};
   std::string refusals;
   for (const std::string& node : *candidates) {
     const Member* m = members_.Find(node);

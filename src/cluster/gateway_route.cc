@@ -48,6 +48,8 @@ const char* RouteName(GatewayRoute::Kind kind) {
       return "list";
     case GatewayRoute::kTemplates:
       return "templates";
+    case GatewayRoute::kVolumes:
+      return "volumes";
     case GatewayRoute::kTemplate:
       return "template";
     case GatewayRoute::kEveryNode:
@@ -109,6 +111,16 @@ GatewayRoute RouteOf(const http::request_header<>& req, const std::string& previ
     if (req.method() == http::verb::delete_) return {GatewayRoute::kEveryNode, {}};
   }
   for (std::string_view prefix : {"/v2/sandboxes/", "/sandboxes/"}) {
+    if (auto id = SegmentAfter(path, prefix)) return {GatewayRoute::kSandbox, *id, true};
+  }
+  // A volume lives on one node, which its id names; a new one goes to the least loaded.
+  if (path == "/v1/volumes" || path == "/volumes") {
+    const bool e2b = path == "/volumes";
+    if (req.method() == http::verb::get) return {GatewayRoute::kVolumes, {}, e2b};
+    if (req.method() == http::verb::post) return {GatewayRoute::kAnyNode, {}, e2b};
+  }
+  if (auto id = SegmentAfter(path, "/v1/volumes/")) return {GatewayRoute::kSandbox, *id};
+  for (std::string_view prefix : {"/volumes/", "/volumecontent/"}) {
     if (auto id = SegmentAfter(path, prefix)) return {GatewayRoute::kSandbox, *id, true};
   }
   if (read_only) return {GatewayRoute::kAnyNode, {}};

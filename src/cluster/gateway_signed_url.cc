@@ -1,7 +1,5 @@
 // E2B's signed file URLs, which name no sandbox: every node is asked (with the admin key)
 // which of its sandboxes made the signature, and the request goes to that sandbox's node.
-#include "cluster/gateway.h"
-
 #include <string>
 #include <utility>
 
@@ -9,6 +7,7 @@
 #include <boost/json.hpp>
 #include <boost/url.hpp>
 
+#include "cluster/gateway.h"
 #include "cluster/gateway_http.h"
 
 namespace sandstream::cluster {

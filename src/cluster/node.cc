@@ -85,8 +85,13 @@ bool IsValidNodeId(std::string_view id) {
 }
 
 std::optional<std::string_view> NodeOfSandbox(std::string_view sandbox_id) {
-  if (!sandbox_id.starts_with("sb_")) return std::nullopt;
-  sandbox_id.remove_prefix(3);
+  if (sandbox_id.starts_with("sb_")) {
+    sandbox_id.remove_prefix(3);
+  } else if (sandbox_id.starts_with("vol_")) {
+    sandbox_id.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
   const size_t sep = sandbox_id.rfind('_');
   if (sep == std::string_view::npos) return std::nullopt;
   std::string_view node = sandbox_id.substr(0, sep);

@@ -47,13 +47,14 @@ inline std::string NodeKey(const std::string& prefix, const std::string& id) {
   return NodesPrefix(prefix) + id;
 }
 
-// A sandbox made on a node has the id sb_{node}_{16 hex} (Service::CreateSandbox).
+// A sandbox made on a node has the id sb_{node}_{16 hex} (Service::CreateSandbox), a volume
+// vol_{node}_{16 hex} (Volumes::Create).
 // Whether `id` may name a node: [a-z0-9][a-z0-9-]{0,39}, so it fits a DNS label with the rest
 // of a preview host.
 bool IsValidNodeId(std::string_view id);
 
-// The node a sandbox id names; nullopt for an id that names none (made outside a cluster, or
-// not a sandbox id at all).
+// The node a sandbox's or a volume's id names; nullopt for an id that names none (made outside
+// a cluster, a volume's name, or not such an id at all).
 std::optional<std::string_view> NodeOfSandbox(std::string_view sandbox_id);
 
 }  // namespace sandstream::cluster

@@ -98,6 +98,20 @@ Result<std::vector<UniqueFd>> IdmapTrees(pid_t pid, const std::vector<SetupTree>
   return mounts;
 }
 
+// A volume's mount point that the template cannot give (a file there, a read-only directory
+// above it) is the request's fault: 400, still naming the step.
+Error AsVolumePathError(Error e) {
+  const bool volume_step =
+      e.message.starts_with("volume: mkdir: ") || e.message.starts_with("volume: attach: ");
+  const int err = e.sys_errno;
+  if (volume_step && (err == EROFS || err == ENOTDIR || err == EEXIST || err == EINVAL ||
+                      err == ELOOP || err == EACCES)) {
+    e.code = ErrorCode::kInvalidRequest;
+    e.message = "volumes: the path cannot be a mount point in this template (" + e.message + ")";
+  }
+  return e;
+}
+
 // The child's go-ahead: one byte, with the layers' and volumes' mounts.
 Result<void> SendGoAhead(int sync_fd, const std::vector<UniqueFd>& mounts) {
   const char go = 'g';
@@ -247,7 +261,7 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
   if (!idmapped) co_return std::move(idmapped).error();
   if (auto r = SendGoAhead(sync_parent.get(), *idmapped); !r) co_return std::move(r).error();
   Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "");
-  if (!exec) co_return std::move(exec).error();
+  if (!exec) co_return AsVolumePathError(std::move(exec).error());
   const bool ready = co_await ReadByte(control_parent.get(), 'R', kReadyTimeoutMs);
   if (!ready) co_return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
   sandbox.control_ = std::move(control_parent);

@@ -195,6 +195,38 @@ const vm = require("vm");
 const readline = require("readline");
 let marker = null;  // "\x1e<token>:", from the first line on stdin
 globalThis.require = require;
+// A TypeScript context (argv "typescript"): each cell's types are stripped before it runs, by
+// the TypeScript compiler found first (a project's, a global one, Debian's node-typescript).
+// Loaded with the first cell, so that a context without one still starts, and says why.
+const typescript = process.argv.includes("typescript");
+let ts = null;
+function compiler() {
+  if (ts !== null) return ts;
+  for (const where of ["typescript", "/usr/share/nodejs/typescript", "/usr/lib/node_modules/typescript",
+                       "/usr/local/lib/node_modules/typescript"]) {
+    try { ts = require(where); return ts; } catch (e) { /* the next */ }
+  }
+  const e = new Error("no TypeScript compiler in this sandbox: install the typescript package " +
+                      "(npm i -g typescript, or Debian's node-typescript) in its template");
+  e.name = "TypeScriptUnavailable";
+  throw e;
+}
+function stripTypes(code, id) {
+  const t = compiler();
+  const out = t.transpileModule(code, {
+    compilerOptions: { target: t.ScriptTarget.ES2022, module: t.ModuleKind.ESNext, isolatedModules: true },
+    fileName: `cell-${id}.ts`, reportDiagnostics: true });
+  const problems = (out.diagnostics || []).filter((d) => d.category === t.DiagnosticCategory.Error);
+  if (problems.length > 0) {
+    const d = problems[0];
+    const where = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : null;
+    const e = new SyntaxError(t.flattenDiagnosticMessageText(d.messageText, "\n") +
+                              (where ? ` (line ${where.line + 1}, column ${where.character + 1})` : ""));
+    e.stack = `SyntaxError: ${e.message}\n    at <cell-${id}>`;
+    throw e;
+  }
+  return out.outputText;
+}
 function writeAll(fd, text) {
   const data = Buffer.from(text);
   for (let off = 0; off < data.length;) off += fs.writeSync(fd, data, off);
@@ -242,9 +274,10 @@ async function run(req) {
     applyEnv(req.env, saved);
     const options = { filename: `<cell-${req.id}>`, breakOnSigint: true };
     let value;
-    const awaiting = topLevelAwait(req.code);
+    const code = typescript ? stripTypes(req.code, req.id) : req.code;
+    const awaiting = topLevelAwait(code);
     if (awaiting === null) {
-      value = vm.runInThisContext(req.code, options);
+      value = vm.runInThisContext(code, options);
       if (value && typeof value.then === "function") value = await value;
     } else {
       // The rewrite returns {value} only when the cell ends with an expression.

@@ -50,6 +50,8 @@ std::string_view LanguageName(Language language) {
       return "python";
     case Language::kJavascript:
       return "javascript";
+    case Language::kTypescript:
+      return "typescript";
     case Language::kBash:
       return "bash";
   }
@@ -59,6 +61,7 @@ std::string_view LanguageName(Language language) {
 std::optional<Language> ParseLanguage(std::string_view name) {
   if (name == "python" || name == "python3") return Language::kPython;
   if (name == "javascript" || name == "js" || name == "node") return Language::kJavascript;
+  if (name == "typescript" || name == "ts") return Language::kTypescript;
   if (name == "bash" || name == "sh" || name == "shell") return Language::kBash;
   return std::nullopt;
 }
@@ -154,6 +157,7 @@ asio::awaitable<Result<void>> CodeContext::Start(Service& service) {
   } else {
     // --expose-internals: the REPL's top-level-await rewrite (see the driver).
     spec.argv = {"node", "--expose-internals", "-e", std::string(kNodeDriver)};
+    if (language_ == Language::kTypescript) spec.argv.emplace_back("typescript");
   }
   spec.env = service.ComposeEnv(*service.Find(sandbox_id_), env);  // checked above, no wait since
   spec.cwd = cwd_;

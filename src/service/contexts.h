@@ -30,12 +30,14 @@ class Service;
 struct SandboxEntry;
 struct ServiceOptions;
 
-enum class Language { kPython, kJavascript, kBash };
+// TypeScript runs in the JavaScript driver, each cell's types stripped first by the
+// TypeScript compiler the sandbox has (`typescript`, or Debian's node-typescript).
+enum class Language { kPython, kJavascript, kTypescript, kBash };
 std::string_view LanguageName(Language language);
 std::optional<Language> ParseLanguage(std::string_view name);
 // What ParseLanguage takes, for the error of a name it does not.
 inline constexpr std::string_view kLanguageChoices =
-    "language must be \"python\", \"javascript\" or \"bash\"";
+    "language must be \"python\", \"javascript\", \"typescript\" or \"bash\"";
 
 // One cell's events; the last one, which ends its log, is `exit` or `error`.
 class CellRun {

@@ -282,7 +282,7 @@ class Service {
   QuotaLedger quotas_{options_.access};
   TemplateService template_service_{ex_, options_, store_, quotas_};
   ResourceSampler resources_{*this, ex_, options_.metrics_interval};
-  Volumes volumes_{options_.volumes_dir, store_, quotas_, blocking_pool_};
+  Volumes volumes_{options_.volumes_dir, options_.node_id, store_, quotas_, blocking_pool_};
   // Declared last, so destroyed first: stopped and joined before anything it could reach goes.
   boost::asio::thread_pool blocking_pool_{4};
   // The resolvers' pins (netlink, microseconds each), on a thread of their own: never queued

@@ -201,8 +201,13 @@ std::string Text(const json::object& o, std::string_view key) {
 
 }  // namespace
 
-Volumes::Volumes(std::string dir, Store& store, const QuotaLedger& quotas, asio::thread_pool& pool)
-    : dir_(std::move(dir)), store_(store), quotas_(quotas), pool_(pool) {}
+Volumes::Volumes(std::string dir, std::string node_id, Store& store, const QuotaLedger& quotas,
+                 asio::thread_pool& pool)
+    : dir_(std::move(dir)),
+      id_prefix_(node_id.empty() ? "vol_" : "vol_" + node_id + "_"),
+      store_(store),
+      quotas_(quotas),
+      pool_(pool) {}
 
 bool Volumes::ValidName(std::string_view name) {
   if (name.empty() || name.size() > 63 || name.starts_with("vol_")) return false;
@@ -307,7 +312,7 @@ asio::awaitable<Result<const Volume*>> Volumes::Create(std::string name, std::st
     co_return Error{ErrorCode::kConflict, "a volume named '" + name + "' exists"};
   }
   if (auto r = CheckQuota(tenant, size_mb); !r) co_return std::move(r).error();
-  Volume vol{NewId("vol_"), std::move(name), std::move(tenant), size_mb, SystemNow()};
+  Volume vol{NewId(id_prefix_), std::move(name), std::move(tenant), size_mb, SystemNow()};
   const std::pair<std::string, std::string> key{vol.tenant, vol.name};
   making_.insert(key);
   const std::string dir = DirOf(vol.id);

@@ -47,8 +47,11 @@ class Volumes {
   // The smallest volume: room for ext4's journal and metadata, and some files.
   static constexpr int64_t kMinSizeMb = 16;
 
-  // `dir`: where volumes are kept (one directory each); `quotas` outlives this.
-  Volumes(std::string dir, Store& store, const QuotaLedger& quotas, boost::asio::thread_pool& pool);
+  // `dir`: where volumes are kept (one directory each); `node_id`: this daemon's in a
+  // cluster, which each volume's id names (vol_{node}_{hex}) so that a gateway routes by it;
+  // `quotas` outlives this.
+  Volumes(std::string dir, std::string node_id, Store& store, const QuotaLedger& quotas,
+          boost::asio::thread_pool& pool);
 
   // Loads the records and mounts each volume that is not mounted. Blocking: at the start.
   void Load();
@@ -86,6 +89,7 @@ class Volumes {
   Result<void> CheckQuota(std::string_view tenant, int64_t adding_mb) const;
 
   std::string dir_;
+  std::string id_prefix_;
   Store& store_;
   const QuotaLedger& quotas_;
   boost::asio::thread_pool& pool_;

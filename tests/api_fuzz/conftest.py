@@ -2,7 +2,8 @@
 
 The daemon is the integration tests' `Daemon` (tests/integration/helpers.py), started from
 SANDSTREAM_BIN (default build/schema/bin/sandstreamd). `world` holds a sandbox, an ended process
-with output, a session, a code context and one of its runs, whose ids replace generated ones.
+with output, a session, a code context and one of its runs, a volume, whose ids replace
+generated ones.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class World:
     tenant: str         # a tenant with a key
     key: str            # the id of that key
     token: str          # the id of a read token of `sandbox`
+    volume: str         # the id of a small volume with a file in it
 
 
 @pytest.fixture(scope="session")
@@ -98,8 +100,14 @@ def world(daemon: helpers.Daemon, client: httpx.Client) -> World:
     key = r.json()["id"]
     r = client.post(f"/v1/sandboxes/{sb}/tokens", json={"scopes": ["read"]})
     assert r.status_code == 201, r.text
+    token = r.json()["id"]
+    r = client.post("/v1/volumes", json={"name": "fuzz-volume", "size_mb": 16})
+    assert r.status_code == 201, r.text
+    volume = r.json()["id"]
+    r = client.put(f"/v1/volumes/{volume}/files/content", params={"path": "/f"}, content=b"x")
+    assert r.status_code == 201, r.text
     return World(daemon.url, sb, "fuzz-ended", "fuzz-session", ctx, run, port, "fuzz-tenant", key,
-                 r.json()["id"])
+                 token, volume)
 
 
 @pytest.fixture(autouse=True)

@@ -41,9 +41,10 @@ STREAMS = ["getSandboxLogs", "getSandboxEvents", "getProcessLogs"]
 # The WebSocket routes (execPty, execWs) are fuzzed as what schemathesis sends, a GET without
 # `Upgrade`: their parameters and ids are checked, and the answer is 400; what flows over an
 # upgraded socket is tested in tests/integration (test_terminals.py, test_flow.py).
-# Each example of these starts a sandbox or an interpreter: fewer of them.
+# Each example of these starts a sandbox or an interpreter, or makes a filesystem: fewer of them.
 COSTLY = ["createSandbox", "deleteSandbox", "createContext", "deleteContext", "restartContext",
-          "runCode", "pauseSandbox", "resumeSandbox", "updateSandbox"]
+          "runCode", "pauseSandbox", "resumeSandbox", "updateSandbox", "createVolume",
+          "deleteVolume"]
 # Request body fields that are required somewhere; any other field may be null (= left out).
 REQUIRED_FIELDS = {"code", "signal", "path", "from", "to"}
 
@@ -126,7 +127,8 @@ FRESH = {"deleteSandbox": "/v1/sandboxes/{id}",
          "deleteTenant": "/v1/admin/tenants/{tenant}",
          "revokeKey": "/v1/admin/tenants/{tenant}/keys/{key_id}",
          "revokeToken": "/v1/sandboxes/{id}/tokens/{token_id}",
-         "deleteTemplate": "/v1/templates/{name}"}
+         "deleteTemplate": "/v1/templates/{name}",
+         "deleteVolume": "/v1/volumes/{volume}"}
 
 
 @cache
@@ -149,7 +151,7 @@ def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
     real: dict[str, Any] = {"id": world.sandbox, "pid": world.process, "sid": world.session,
                             "cid": world.context, "n": world.run, "port": world.port,
                             "tenant": world.tenant, "key_id": world.key, "token_id": world.token,
-                            "name": "base"}
+                            "name": "base", "volume": world.volume}
     if op in ("deleteSandbox", "pauseSandbox", "resumeSandbox", "updateSandbox"):
         real["id"] = helpers.create_sandbox(client)["id"]
     elif op in ("killProcess", "signalProcess"):
@@ -175,6 +177,9 @@ def use_real_ids(case: Case, world: World, client: httpx.Client) -> list[str]:
                            headers={"Content-Type": "application/x-tar"}).status_code == 201
     elif op == "revokeToken":
         real["token_id"] = created(client, f"{sb}/tokens", {"scopes": ["read"]})
+    elif op == "deleteVolume":
+        real["volume"] = created(client, "/v1/volumes",
+                                 {"name": f"fuzz-{secrets.token_hex(4)}", "size_mb": 16})
     for name in case.path_parameters:
         case.path_parameters[name] = real[name]
     return [FRESH[op].format(**real)] if op in FRESH else []
@@ -211,6 +216,8 @@ def clean_up(case: Case, response: Any, world: World, client: httpx.Client) -> N
     elif op == "forkSandbox":
         client.delete(f"/v1/sandboxes/{body['id']}")
         client.delete(f"/v1/templates/{body['template']}")
+    elif op == "createVolume":
+        client.delete(f"/v1/volumes/{body['id']}")
 
 
 @cache

@@ -43,7 +43,8 @@ SDKS = [
 WIDTH = 100
 
 # The test files whose calls the page counts, each of which must have run whole.
-PYTHON_SUITES = ["tests/integration/test_e2b.py", "tests/integration/test_e2b_code_interpreter.py"]
+PYTHON_SUITES = ["tests/integration/test_e2b.py", "tests/integration/test_e2b_code_interpreter.py",
+                 "tests/integration/test_e2b_volumes.py"]
 NODE_SUITES = ["tests/compat/e2b/test", "tests/compat/cloudflare/test"]
 
 REGENERATE = """\
@@ -52,7 +53,8 @@ rm -f build/sdk-matrix.jsonl
 export SANDSTREAM_SDK_MATRIX=$PWD/build/sdk-matrix.jsonl
 export SANDSTREAM_BIN=$PWD/build/dev/bin/sandstreamd
 SANDSTREAM_TEARDOWN_ON_EXIT=true SANDSTREAM_EGRESS_POOL=none .venv/bin/python -m pytest -q \\
-  tests/integration/test_e2b.py tests/integration/test_e2b_code_interpreter.py
+  tests/integration/test_e2b.py tests/integration/test_e2b_code_interpreter.py \\
+  tests/integration/test_e2b_volumes.py
 (cd tests/compat/e2b && npm test) && (cd tests/compat/cloudflare && npm test)
 .venv/bin/python tests/compat/matrix.py
 ```"""
@@ -65,7 +67,8 @@ HEADER = f"""\
 Which public methods of the SDKs that sandstream serves unchanged are called by its tests, and
 whether those tests pass. The tests write this page: the suites that run the real, pinned
 packages against a real daemon (`tests/integration/test_e2b.py`,
-`tests/integration/test_e2b_code_interpreter.py`, `tests/compat/e2b`, `tests/compat/cloudflare`)
+`tests/integration/test_e2b_code_interpreter.py`, `tests/integration/test_e2b_volumes.py`,
+`tests/compat/e2b`, `tests/compat/cloudflare`)
 record every call a test makes to an SDK's public method, and `tests/compat/matrix.py` makes the
 page from the recording. `scripts/test` records its own run and fails when this page differs
 from it, so a method that stops working changes the page or fails the build.
@@ -75,8 +78,8 @@ from it, so a method that stops working changes the page or fails the build.
 - A method counts when a test (or its fixture) calls it; the calls an SDK makes inside its own
   methods do not. Properties (`sandbox_id`, a handle's `stdout`) are not listed; the sub-APIs a
   sandbox's properties lead to are (`Sandbox.commands.run`). A JS static method is marked
-  *(static)*; Python's `Sandbox.kill` is both. E2B's `Template`, `Volume` and `Secret` classes
-  are not listed (sandstream does not serve them: `docs/e2b.md`).
+  *(static)*; Python's `Sandbox.kill` and `Volume.get_info` are both. E2B's `Template` and
+  `Secret` classes are not listed (sandstream does not serve them: `docs/e2b.md`).
 - *Not exercised*: the public methods of those classes (Python's as imported, JS's as the
   packages' type declarations list them) that no test calls.
 

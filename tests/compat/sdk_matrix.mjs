@@ -4,7 +4,7 @@
 // file and this is the process of a test file (node --test runs each file in a child of its own).
 //
 // Then the public methods of the packages' sandbox classes (e2b: Sandbox, what its `files`,
-// `commands`, `pty` and `git` are, CommandHandle, WatchHandle; @e2b/code-interpreter: Sandbox;
+// `commands`, `pty` and `git` are, CommandHandle, WatchHandle, Volume; @e2b/code-interpreter: Sandbox;
 // @cloudflare/sandbox: SandboxClient and its sub-clients), as the packages' own type declarations
 // list them (private, protected and @internal members left out), are wrapped. A call a test makes
 // itself is noted against it (calls made inside a wrapped call are the SDK's own and are not),
@@ -25,7 +25,7 @@ const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 // reach the unexported classes before a test does (SandboxClient is built by the user with `new`,
 // so its sub-clients are found on one built here: it opens no connection until it is called).
 const SDKS = [
-  { key: "e2b-js", pkg: "e2b", roots: ["Sandbox", "CommandHandle", "WatchHandle"] },
+  { key: "e2b-js", pkg: "e2b", roots: ["Sandbox", "CommandHandle", "WatchHandle", "Volume"] },
   { key: "e2b-code-interpreter-js", pkg: "@e2b/code-interpreter", roots: ["Sandbox"] },
   {
     key: "cloudflare",

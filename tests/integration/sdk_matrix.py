@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 SDKS = [
     ("e2b-python", "e2b", "e2b",
      ["Sandbox", "AsyncSandbox", "CommandHandle", "AsyncCommandHandle", "WatchHandle",
-      "AsyncWatchHandle", "AsyncCommandInputHandle"]),
+      "AsyncWatchHandle", "AsyncCommandInputHandle", "Volume", "AsyncVolume"]),
     ("e2b-code-interpreter-python", "e2b-code-interpreter", "e2b_code_interpreter",
      ["Sandbox", "AsyncSandbox"]),
 ]
@@ -345,8 +345,10 @@ def _is_method(value: Any) -> bool:
         return True
     if inspect.isclass(value) or isinstance(value, property):
         return False
-    # A descriptor of the SDK's own that gives a callable (e2b's class_method_variant).
-    return hasattr(type(value), "__get__") and callable(getattr(value, "method", None))
+    # A descriptor of the SDK's own that gives a callable (e2b's class_method_variant, and the
+    # DualMethod of Volume.get_info and Volume.list: a class form and an instance form).
+    return hasattr(type(value), "__get__") and (
+        callable(getattr(value, "method", None)) or callable(getattr(value, "_instance_fn", None)))
 
 
 def _returned_class(prop: property) -> type | None:

@@ -294,6 +294,30 @@ def test_javascript_and_bash(sbx: Sandbox) -> None:
     assert [c for c in sbx.list_code_contexts() if c.language == "javascript"]
 
 
+def test_typescript_cells_have_their_types_stripped_and_keep_state(sbx: Sandbox) -> None:
+    """language="typescript": types, interfaces and enums go, the rest runs as JavaScript with
+    state across cells and top-level await; a type error of syntax is the cell's error."""
+    first = ok(sbx.run_code(
+        "interface Point { x: number; y: number }\n"
+        "enum Color { Red, Green }\n"
+        "const p: Point = { x: 1, y: 2 };\n"
+        "function norm(q: Point): number { return Math.hypot(q.x, q.y) }\n"
+        "p.x + p.y", language="typescript"))
+    assert first.text == "3"
+    again = ok(sbx.run_code(
+        "const waited: number = await Promise.resolve(norm(p) as number);\n"
+        "console.log(`green is ${Color.Green}`);\n"
+        "waited.toFixed(3)", language="typescript"))
+    assert stdout_of(again) == "green is 1\n" and again.text == "'2.236'"
+    bad = sbx.run_code("const broken: = 1", language="typescript")
+    assert bad.error is not None and bad.error.name == "SyntaxError", bad
+    assert "Type expected" in bad.error.value and "line 1" in bad.error.value, bad.error
+    # Its own context, apart from JavaScript's.
+    assert [c for c in sbx.list_code_contexts() if c.language == "typescript"]
+    js = sbx.run_code("typeof norm", language="javascript")
+    assert js.error is None and js.text == "'undefined'", js
+
+
 def test_unknown_language_is_refused(sbx: Sandbox) -> None:
     """A language the daemon has no interpreter for is an error of the SDK's (400)."""
     with pytest.raises(SandboxException) as e:

@@ -646,6 +646,56 @@ def test_pause_resume_and_fork_through_a_gateway_stay_on_the_sandboxs_node(
             g1.delete(f"/v1/sandboxes/{m}")
 
 
+def test_a_volume_lives_on_one_node_and_its_sandboxes_are_placed_there(cluster: Cluster) -> None:
+    g1, g2 = (client_of(g) for g in cluster.gateways[:2])
+    made: list[str] = []
+    volumes: list[str] = []
+    try:
+        # Made on one node, which its id names: everything about it goes there.
+        r = g1.post("/v1/volumes", json={"name": "gw-data", "size_mb": 16})
+        assert r.status_code == 201, r.text
+        vol = r.json()
+        volumes.append(vol["id"])
+        home = node_of_volume(vol["id"])
+        assert home in cluster.nodes
+        r = g2.put(f"/v1/volumes/{vol['id']}/files/content", params={"path": "/hello"},
+                   content=b"from the gateway")
+        assert r.status_code == 201, r.text
+        listed = g2.get("/v1/volumes").json()
+        assert [v["id"] for v in listed["volumes"]] == [vol["id"]], listed
+        assert listed["unreachable_nodes"] == []
+        # A sandbox that mounts it, named by its name or its id, lands on its node, every time.
+        for name in ("gw-data", vol["id"], "gw-data"):
+            r = g1.post("/v1/sandboxes",
+                        json={"volumes": [{"name": name, "path": "/mnt/data"}]})
+            assert r.status_code == 201, r.text
+            made.append(r.json()["id"])
+            assert node_of(made[-1]) == home, (made[-1], home)
+            r = g2.post(f"/v1/sandboxes/{made[-1]}/exec", json={"cmd": "cat /mnt/data/hello"})
+            assert r.status_code == 200 and r.json()["stdout"] == "from the gateway", r.text
+        # Its E2B face goes there too.
+        e2b = httpx.Client(base_url=cluster.gateways[0].url, headers={"X-API-KEY": API_KEY},
+                           timeout=30)
+        r = e2b.get(f"/volumes/{vol['id']}")
+        assert r.status_code == 200 and r.json()["name"] == "gw-data", r.text
+        assert [v["volumeID"] for v in e2b.get("/volumes").json()] == [vol["id"]]
+        # A name through a gateway: no node named, so only an id reaches it.
+        r = g1.get("/v1/volumes/gw-data")
+        assert r.status_code == 404 and "by its id" in r.json()["error"]["message"], r.text
+        r = g1.delete(f"/v1/volumes/{vol['id']}")
+        assert r.status_code == 409 and made[0] in r.json()["error"]["message"], r.text
+    finally:
+        for m in made:
+            g1.delete(f"/v1/sandboxes/{m}")
+        for v in volumes:
+            assert g1.delete(f"/v1/volumes/{v}").status_code == 204
+
+
+def node_of_volume(volume_id: str) -> str:
+    assert volume_id.startswith("vol_") and volume_id.count("_") == 2, volume_id
+    return volume_id.split("_")[1]
+
+
 def test_a_node_killed_answers_503_and_comes_back_with_its_sandboxes(cluster: Cluster) -> None:
     g1, g2 = (client_of(g) for g in cluster.gateways[:2])
     cluster.wait_seen(cluster.gateways[0], {"n1", "n2", "n3"})

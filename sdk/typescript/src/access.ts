@@ -19,6 +19,8 @@ export interface Quotas {
   requestsPerSecond?: number;
   /** The sum of its image and snapshot templates' sizes (size_bytes), per node. */
   templateStorageMb?: number;
+  /** The sum of its volumes' sizes (`sizeMb`), per node. */
+  volumeStorageMb?: number;
   /** File watches open at once in its sandboxes; 0 (or absent): the daemon's default share. */
   watches?: number;
 }
@@ -73,6 +75,7 @@ const QUOTA_WIRE: ReadonlyArray<readonly [keyof Quotas, string]> = [
   ["streams", "streams"],
   ["requestsPerSecond", "requests_per_second"],
   ["templateStorageMb", "template_storage_mb"],
+  ["volumeStorageMb", "volume_storage_mb"],
   ["watches", "watches"],
 ];
 

@@ -1,4 +1,5 @@
-// A sandbox's files: read, write (streamed), list, stat, mkdir, remove, move, watch.
+// A sandbox's files: read, write (streamed), list, stat, mkdir, remove, move, watch; a volume's
+// (volumes.ts) are the same routes under /v1/volumes/{id}, but watch.
 
 import type { Client } from "./client.js";
 import { NotFoundError, apiError } from "./errors.js";
@@ -28,7 +29,7 @@ export interface FileEvent {
 
 /** Options every file operation takes. */
 export interface FileOptions {
-  /** Act as the sandbox's `user` (uid 1000, the default) or as its `root`. */
+  /** Act as the sandbox's `user` (uid 1000, the default) or as its `root` (on a volume: as those ids). */
   user?: "user" | "root";
   signal?: AbortSignal;
 }
@@ -57,14 +58,18 @@ function modeText(mode: string | number): string {
   return typeof mode === "string" ? mode : mode.toString(8).padStart(4, "0");
 }
 
-/** Paths are absolute inside the sandbox, or relative to its working directory. */
-export class Files {
-  readonly #client: Client;
-  readonly #path: string;
+/**
+ * The file operations of a sandbox and of a volume: the same requests under their own files
+ * route (`/v1/sandboxes/{id}/files`, `/v1/volumes/{id}/files`).
+ */
+export class FileOps {
+  protected readonly client: Client;
+  /** `/v1/sandboxes/{id}/files` or `/v1/volumes/{id}/files`. */
+  protected readonly filesPath: string;
 
-  constructor(client: Client, sandboxId: string) {
-    this.#client = client;
-    this.#path = `/v1/sandboxes/${encodeURIComponent(sandboxId)}/files`;
+  constructor(client: Client, filesPath: string) {
+    this.client = client;
+    this.filesPath = filesPath;
   }
 
   /** The file's bytes. */
@@ -84,7 +89,7 @@ export class Files {
   }
 
   async #content(path: string, options: FileOptions): Promise<Response> {
-    return this.#client.send("GET", `${this.#path}/content`, {
+    return this.client.send("GET", `${this.filesPath}/content`, {
       query: { path, user: options.user },
       signal: options.signal,
     });
@@ -104,13 +109,13 @@ export class Files {
     };
     const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
     return fileFromWire(
-      await this.#client.json<Wire>("PUT", `${this.#path}/content`, { query, body, signal: options.signal }),
+      await this.client.json<Wire>("PUT", `${this.filesPath}/content`, { query, body, signal: options.signal }),
     );
   }
 
   /** A directory's entries (symlinks not followed). */
   async list(path = ".", options: FileOptions = {}): Promise<FileInfo[]> {
-    const wire = await this.#client.json<{ entries: Wire[] }>("GET", this.#path, {
+    const wire = await this.client.json<{ entries: Wire[] }>("GET", this.filesPath, {
       query: { path, user: options.user },
       signal: options.signal,
     });
@@ -120,7 +125,7 @@ export class Files {
   /** What `path` is (symlinks followed). */
   async stat(path: string, options: FileOptions = {}): Promise<FileInfo> {
     return fileFromWire(
-      await this.#client.json<Wire>("GET", `${this.#path}/stat`, {
+      await this.client.json<Wire>("GET", `${this.filesPath}/stat`, {
         query: { path, user: options.user },
         signal: options.signal,
       }),
@@ -144,7 +149,7 @@ export class Files {
     const json: Wire = { path, parents: options.parents ?? true };
     if (options.mode !== undefined) json["mode"] = modeText(options.mode);
     return fileFromWire(
-      await this.#client.json<Wire>("POST", `${this.#path}/mkdir`, {
+      await this.client.json<Wire>("POST", `${this.filesPath}/mkdir`, {
         json,
         query: { user: options.user },
         signal: options.signal,
@@ -154,7 +159,7 @@ export class Files {
 
   /** Deletes a file, a symlink or a directory (which must be empty unless `recursive`). */
   async remove(path: string, options: FileOptions & { recursive?: boolean } = {}): Promise<void> {
-    await this.#client.send("DELETE", this.#path, {
+    await this.client.send("DELETE", this.filesPath, {
       query: { path, recursive: options.recursive === true ? 1 : 0, user: options.user },
       signal: options.signal,
     });
@@ -163,17 +168,24 @@ export class Files {
   async move(from: string, to: string, options: FileOptions & { overwrite?: boolean } = {}): Promise<FileInfo> {
     const json = { from, to, overwrite: options.overwrite ?? false };
     return fileFromWire(
-      await this.#client.json<Wire>("POST", `${this.#path}/move`, {
+      await this.client.json<Wire>("POST", `${this.filesPath}/move`, {
         json,
         query: { user: options.user },
         signal: options.signal,
       }),
     );
   }
+}
+
+/** Paths are absolute inside the sandbox, or relative to its working directory. */
+export class Files extends FileOps {
+  constructor(client: Client, sandboxId: string) {
+    super(client, `/v1/sandboxes/${encodeURIComponent(sandboxId)}/files`);
+  }
 
   /** Changes under a directory, until the signal aborts or the loop stops. */
   async *watch(path: string, options: FileOptions & { recursive?: boolean } = {}): AsyncGenerator<FileEvent> {
-    const response = await this.#client.send("GET", `${this.#path}/watch`, {
+    const response = await this.client.send("GET", `${this.filesPath}/watch`, {
       query: { path, recursive: options.recursive === false ? 0 : 1, user: options.user },
       headers: { Accept: "text/event-stream" },
       signal: options.signal,

@@ -12,6 +12,8 @@ export {
 } from "./templates.js";
 export type { Template } from "./templates.js";
 export { Admin, usage } from "./access.js";
+export { Volume, VolumeFiles, Volumes } from "./volumes.js";
+export type { VolumeInfo } from "./volumes.js";
 export type { Key, Quotas, Scope, Tenant, Token, Usage } from "./access.js";
 export type {
   ChunkCallback,
@@ -48,6 +50,7 @@ export type {
   Limits,
   LogChunk,
   MetricSample,
+  MountedVolume,
   Network,
   NetworkOption,
   NetworkUpdate,
@@ -56,6 +59,7 @@ export type {
   ProcessLogs,
   SandboxInfo,
   SandboxMetrics,
+  VolumeMount,
 } from "./models.js";
 export { previewUrl } from "./models.js";
 export { encodeSSE, parseSSEStream, readSSE } from "./sse.js";

@@ -6,7 +6,7 @@ import type { SseMessage } from "./sse.js";
 
 type Wire = Record<string, unknown>;
 
-export type Language = "python" | "javascript" | "bash";
+export type Language = "python" | "javascript" | "typescript" | "bash";
 
 export interface CodeContext {
   id: string;

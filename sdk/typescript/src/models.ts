@@ -1,5 +1,5 @@
 // The public shapes of sandboxes, processes and results (camelCase), and their conversion from
-// and to the wire's snake_case JSON (spec/README.md).
+// and to the wire's snake_case JSON (spec/README.md). Volumes themselves are volumes.ts's.
 
 import type { ExitReason } from "./sse.js";
 
@@ -49,6 +49,26 @@ export interface Egress {
   gateway: string | null;
 }
 
+/**
+ * A volume to mount at create (`CreateOptions.volumes`); see `Volumes`. `name` is the volume's
+ * name or id (an unknown one is InvalidRequestError naming it); `path` is absolute inside the
+ * sandbox, normalized, not `/` and not under `/proc`, `/sys` or `/dev`.
+ */
+export interface VolumeMount {
+  name: string;
+  path: string;
+  /** Mount it read-only (default false): nothing in the sandbox, root included, writes it. */
+  readOnly?: boolean;
+}
+
+/** A volume a sandbox mounts (`SandboxInfo.volumes`): the mount as asked, with the volume's id. */
+export interface MountedVolume {
+  id: string;
+  name: string;
+  path: string;
+  readOnly: boolean;
+}
+
 export interface SandboxInfo {
   id: string;
   template: string;
@@ -76,6 +96,8 @@ export interface SandboxInfo {
   autoPauseSeconds: number | null;
   /** What its TTL does: `kill` (deletes it) or `pause`. */
   onTimeout: "kill" | "pause";
+  /** The volumes it mounts, as asked at create. */
+  volumes: MountedVolume[];
 }
 
 export interface ProcessInfo {
@@ -240,6 +262,11 @@ export function networkUpdateToWire(network: NetworkUpdate): unknown {
   return networkToWire(network as NetworkOption);
 }
 
+/** The request form of `volumes`: `{ name, path, read_only }` each. */
+export function volumesToWire(volumes: readonly VolumeMount[]): Wire[] {
+  return volumes.map((v) => ({ name: v.name, path: v.path, read_only: v.readOnly ?? false }));
+}
+
 export function egressFromWire(v: unknown): Egress | null {
   if (v === null || typeof v !== "object") return null;
   const w = v as Wire;
@@ -282,6 +309,12 @@ export function sandboxFromWire(w: Wire): SandboxInfo {
         ? num((w["auto_pause"] as Wire)["idle_seconds"])
         : null,
     onTimeout: w["on_timeout"] === "pause" ? "pause" : "kill",
+    volumes: (Array.isArray(w["volumes"]) ? (w["volumes"] as Wire[]) : []).map((v) => ({
+      id: str(v["id"]),
+      name: str(v["name"]),
+      path: str(v["path"]),
+      readOnly: v["read_only"] === true,
+    })),
   };
 }
 

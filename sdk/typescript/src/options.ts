@@ -2,7 +2,7 @@
 // calls and the URL helpers accept. Types only; nothing here runs.
 
 import type { ConnectionOptions, Query } from "./client.js";
-import type { Limits, NetworkOption } from "./models.js";
+import type { Limits, NetworkOption, VolumeMount } from "./models.js";
 import type { GapEvent } from "./sse.js";
 
 /** A shell command line (`sh -c`), or an argv run directly. */
@@ -24,6 +24,11 @@ export interface CreateOptions extends ConnectionOptions {
    * egress (`egress_pool none`) answers InvalidRequestError.
    */
   network?: NetworkOption;
+  /**
+   * Volumes to mount (see `Volumes`), at most 16: `{ name, path, readOnly? }`, `name` a volume's
+   * name or id. An unknown volume or a bad path is InvalidRequestError naming it.
+   */
+  volumes?: readonly VolumeMount[];
   metadata?: Record<string, string>;
   /** The admin key only: make it for this tenant, within its quotas. */
   tenant?: string;

@@ -34,6 +34,7 @@ import {
   type NetworkUpdate,
   previewUrl,
   sandboxFromWire,
+  volumesToWire,
 } from "./models.js";
 import type {
   Command,
@@ -101,6 +102,7 @@ export class Sandbox implements AsyncDisposable {
     if (ttl !== undefined) body["ttl_seconds"] = ttl;
     if (options.limits !== undefined) body["limits"] = limitsToWire(options.limits);
     if (options.network !== undefined) body["network"] = networkToWire(options.network);
+    if (options.volumes !== undefined) body["volumes"] = volumesToWire(options.volumes);
     if (options.metadata !== undefined) body["metadata"] = options.metadata;
     if (options.tenant !== undefined) body["tenant"] = options.tenant;
     Object.assign(body, lifecycleToWire(options));
@@ -383,7 +385,7 @@ export class Sandbox implements AsyncDisposable {
 
   // Code contexts.
 
-  /** Starts a persistent interpreter: "python", "javascript" or "bash". */
+  /** Starts a persistent interpreter: "python", "javascript", "typescript" or "bash". */
   createCodeContext(
     options: { language?: Language; cwd?: string; env?: Record<string, string> } = {},
   ): Promise<CodeContext> {

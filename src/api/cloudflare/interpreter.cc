@@ -70,15 +70,12 @@ void RenderCellEvent(std::string& out, const Event& e) {
   sse::AppendEvent(out, e.seq, e.name, json::serialize(*converted));
 }
 
-// python (python3), javascript (js, node): Cloudflare's names for sandstream's languages.
+// python (python3), javascript (js, node), typescript (ts): Cloudflare's names for
+// sandstream's languages.
 Result<std::string> LanguageOf(const json::object& request) {
   auto language = StringField(request, "language");
   if (!language) return std::move(language).error();
-  const std::string name = language->value_or("python");
-  if (name == "typescript" || name == "ts") {
-    return Invalid("language typescript is not available in sandstream: use javascript");
-  }
-  return name;
+  return language->value_or("python");
 }
 
 }  // namespace

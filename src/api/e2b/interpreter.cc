@@ -22,16 +22,16 @@ namespace json = boost::json;
 
 namespace {
 
-// The language E2B's SDKs name, as sandstream's: none is python. TypeScript, R and Java, which
-// E2B's template has kernels for, are refused by name.
+// The language E2B's SDKs name, as sandstream's: none is python. R and Java, which E2B's
+// template has kernels for, are refused by name.
 Result<Language> LanguageOf(const json::object& body) {
   auto name = OptString(body, "language");
   if (!name) return std::move(name).error();
   if (!*name || (*name)->empty()) return Language::kPython;
   if (auto language = ParseLanguage(**name)) return *language;
   return Invalid("language '" + **name +
-                 "' is not available: sandstream's code contexts run python, javascript and "
-                 "bash");
+                 "' is not available: sandstream's code contexts run python, javascript, "
+                 "typescript and bash");
 }
 
 json::object ContextJson(const CodeContext& context) {

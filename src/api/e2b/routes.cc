@@ -226,9 +226,20 @@ asio::awaitable<std::optional<SignedHolder>> SignedBy(Context& ctx, Signed s,
 
 }  // namespace
 
-std::optional<Error> AdmitEnvdHead(const Route& route, const http::fields& head, bool signed_url,
-                                   const ServerOptions& options, bool* unknown_key) {
+std::optional<Error> AdmitEnvdHead(const Route& route, const http::request_header<>& head,
+                                   bool signed_url, const ServerOptions& options,
+                                   bool* unknown_key) {
   if (!AdmitsFromHead(route, signed_url)) return std::nullopt;
+  // A volume's files name no sandbox: the Bearer must be the token of the volume the path
+  // names, handed to a key still live (its handler checks the key is the volume's tenant's).
+  if (route.pattern.starts_with("/volumecontent/")) {
+    const std::string_view auth = head[http::field::authorization];
+    const std::string_view token = auth.starts_with("Bearer ") ? auth.substr(7) : "";
+    std::string_view id = head.target().substr(std::string_view("/volumecontent/").size());
+    id = id.substr(0, id.find('/'));
+    if (VolumeHolder(options, id, token)) return std::nullopt;
+    return VolumeUnauthorized();
+  }
   std::string holder;
   return RefuseHead(options, head["E2b-Sandbox-Id"], TokenOf(head), std::nullopt, &holder,
                     unknown_key);
@@ -238,8 +249,7 @@ bool AdmitsFromHead(const Route& route, bool signed_url) {
   if (!route.open || (route.dialect != Dialect::kConnect && route.dialect != Dialect::kE2b)) {
     return false;
   }
-  // A volume's files name no sandbox: their handlers check the volume's token.
-  if (route.pattern.starts_with("/volumecontent/")) return false;
+
   return !signed_url || (route.handler != ReadFile && route.handler != WriteFiles);
 }
 

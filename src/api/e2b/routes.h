@@ -35,9 +35,17 @@ bool AdmitsFromHead(const Route& route, bool signed_url);
 // For the router, before any of the body is read: the refusal of an envd request whose head
 // does not show a live access token (X-Access-Token) of the sandbox E2b-Sandbox-Id names, a
 // 401 whether or not that sandbox exists (400 with no E2b-Sandbox-Id). `unknown_key`: the
-// token names a key this node does not know (yet).
-std::optional<Error> AdmitEnvdHead(const Route& route, const http::fields& head, bool signed_url,
-                                   const ServerOptions& options, bool* unknown_key);
+// token names a key this node does not know (yet). A volume's files (/volumecontent/{id}/...)
+// need the Bearer token of that volume instead.
+std::optional<Error> AdmitEnvdHead(const Route& route, const http::request_header<>& head,
+                                   bool signed_url, const ServerOptions& options,
+                                   bool* unknown_key);
+// The holder (kAdminHolder, a key's id) of `token` if it is volume `volume_id`'s token, handed
+// to the admin or to a key that is live, of `tenant` when one is named (volumes.cc).
+std::optional<std::string> VolumeHolder(const ServerOptions& options, std::string_view volume_id,
+                                        std::string_view token,
+                                        std::optional<std::string_view> tenant = {});
+Error VolumeUnauthorized();
 // The sandbox an envd request is for, with its caller admitted: X-Access-Token must be a live
 // access token of the sandbox E2b-Sandbox-Id names (a 401 otherwise, whether or not it
 // exists); a sandbox that is gone is then SandboxGone, as E2B's edge answers. Sets

@@ -42,21 +42,10 @@ Result<const Volume*> ContentVolume(Context& ctx) {
   const std::string_view auth = ctx.Header("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
   const std::string_view token = auth.starts_with(kBearer) ? auth.substr(kBearer.size()) : "";
-  if (token.empty()) {
-    return Error{ErrorCode::kUnauthorized,
-                 "missing volume token: send Authorization: Bearer <the token Volume.create or "
-                 "GET /volumes/{id} answered>"};
-  }
   const std::string& id = ctx.params.at(0);
-  const ServerOptions& options = ctx.server.options();
-  const std::optional<std::string> holder = AccessTokenHolder(options.api_key, id, token);
   const Volume* v = ctx.service.volumes().Find("", true, id);
-  const bool live = holder && v &&
-                    (*holder == kAdminHolder || (options.access && !v->tenant.empty() &&
-                                                 options.access->KeyLive(*holder, v->tenant)));
-  if (!live) {
-    return Error{ErrorCode::kUnauthorized,
-                 "the token is not this volume's, or the key it was handed to was revoked"};
+  if (!v || !VolumeHolder(ctx.server.options(), id, token, v->tenant)) {
+    return VolumeUnauthorized();
   }
   if (auto refused = ctx.server.AdmitTenant(v->tenant, false)) return *refused;
   return v;
@@ -139,6 +128,25 @@ Result<sandbox::FileInfo> Own(const Content& c, sandbox::FileInfo made) {
 }
 
 }  // namespace
+
+std::optional<std::string> VolumeHolder(const ServerOptions& options, std::string_view volume_id,
+                                        std::string_view token,
+                                        std::optional<std::string_view> tenant) {
+  if (token.empty()) return std::nullopt;
+  std::optional<std::string> holder = AccessTokenHolder(options.api_key, volume_id, token);
+  // The admin's token opens any volume, as the admin's key does.
+  if (!holder || *holder == kAdminHolder) return holder;
+  if (!options.access || (tenant && tenant->empty())) return std::nullopt;
+  if (!options.access->KeyLive(*holder, tenant.value_or(std::string_view()))) return std::nullopt;
+  return holder;
+}
+
+Error VolumeUnauthorized() {
+  return Error{ErrorCode::kUnauthorized,
+               "unauthorized: Authorization must be Bearer <the volume's token, as "
+               "Volume.create or GET /volumes/{id} answered it>, handed to a key that is not "
+               "revoked"};
+}
 
 asio::awaitable<void> CreateVolume(Context& ctx) {
   auto body = ParseBody(ctx);

@@ -48,8 +48,10 @@ from .models import (
     ProcessInfo,
     SandboxInfo,
     SandboxMetrics,
+    VolumeMount,
 )
 from .templates import Template
+from .volumes import VolumeInfo
 from .files import FileEvent, FileInfo
 from .interpreter import CodeContext, Execution, ExecutionError, Logs, Result
 from .ports import Port
@@ -58,11 +60,13 @@ from ._async.files import AsyncFiles
 from ._async.processes import AsyncProcess, AsyncProcesses
 from ._async.sandbox import AsyncSandbox
 from ._async.sessions import AsyncSession
+from ._async.volumes import AsyncVolume, AsyncVolumeFiles, AsyncVolumes
 from ._sync.access import Admin
 from ._sync.files import Files
 from ._sync.processes import Process, Processes
 from ._sync.sandbox import Sandbox
 from ._sync.sessions import Session
+from ._sync.volumes import Volume, VolumeFiles, Volumes
 from ._version import __version__
 
 __all__ = [
@@ -74,6 +78,9 @@ __all__ = [
     "AsyncProcesses",
     "AsyncSandbox",
     "AsyncSession",
+    "AsyncVolume",
+    "AsyncVolumeFiles",
+    "AsyncVolumes",
     "BadGateway",
     "ClientConfig",
     "CodeContext",
@@ -136,5 +143,10 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UnsupportedMediaType",
+    "Volume",
+    "VolumeFiles",
+    "VolumeInfo",
+    "VolumeMount",
+    "Volumes",
     "strip_ansi",
 ]

@@ -32,6 +32,7 @@ from .models import (
     ProcessInfo,
     SandboxInfo,
     SandboxMetrics,
+    VolumeMount,
 )
 from ._version import __version__
 
@@ -283,6 +284,16 @@ def logs_params(follow: bool, tail: int | None, last_seq: int, flow: Flow | None
     return params
 
 
+def volumes_body(volumes: Sequence[VolumeMount | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`volumes` on the wire: a `VolumeMount` as its request form (its `id` left out), a
+    mapping (`{"name", "path", "read_only"}`) as given, for the server to check."""
+    # A str or a mapping is iterable too: "data" must not become four mounts named by letters.
+    if isinstance(volumes, (str, Mapping)):
+        raise TypeError(f"volumes is a list of mounts, not {type(volumes).__name__}: "
+                        f"[VolumeMount(name, path)] or [{{'name': ..., 'path': ...}}]")
+    return [v.to_json() if isinstance(v, VolumeMount) else dict(v) for v in volumes]
+
+
 def sandbox_body(
     template: str,
     env: Mapping[str, str] | None,
@@ -292,9 +303,11 @@ def sandbox_body(
     metadata: Mapping[str, str] | None,
     limit_fields: Mapping[str, int | None],
     network: Network | Egress | Mapping[str, Any] | None = None,
+    volumes: Sequence[VolumeMount | Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The body of `POST /v1/sandboxes`; `timeout` is the sandbox's TTL in seconds. `network`
-    as a mapping is sent as given (`{"egress": {"allow": [...]}}`), for the server to check."""
+    as a mapping is sent as given (`{"egress": {"allow": [...]}}`), for the server to check;
+    so is each of `volumes` given as a mapping."""
     body: dict[str, Any] = {"template": template}
     if env:
         body["env"] = dict(env)
@@ -312,6 +325,8 @@ def sandbox_body(
         body["limits"] = merged
     if network is not None:
         body["network"] = network_body(network)
+    if volumes is not None:
+        body["volumes"] = volumes_body(volumes)
     if metadata:
         body["metadata"] = dict(metadata)
     return body

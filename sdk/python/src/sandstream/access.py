@@ -15,7 +15,7 @@ from ._core import Call, ignore_body
 
 # The quotas a tenant may have; 0 (or absent) means none (`watches`: the daemon's default share).
 QUOTA_NAMES = ("sandboxes", "running_processes", "memory_mb", "cpu_percent", "disk_mb", "streams",
-               "requests_per_second", "template_storage_mb", "watches")
+               "requests_per_second", "template_storage_mb", "volume_storage_mb", "watches")
 
 
 def _int(value: Any) -> int:

@@ -1,7 +1,9 @@
-"""A sandbox's files: `sandbox.files.read/write/list/stat/mkdir/remove/move/watch`.
+"""A sandbox's files: `sandbox.files.read/write/list/stat/mkdir/remove/move/watch`; a volume's,
+`volume.files`, are the same but `watch`.
 
 What both clients share, without I/O: the requests of the files API (`_FilesBase`) and what they
-answer. `AsyncFiles` (_async/files.py) and `Files` (_sync/files.py, generated from it) send them."""
+answer. `AsyncFiles` (_async/files.py) and `Files` (_sync/files.py, generated from it) send them,
+and so do `AsyncVolumeFiles` and `VolumeFiles` (`volumes.py` of each)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from .errors import error_from_code
 
 @dataclass(frozen=True)
 class FileInfo:
-    """A file or directory inside a sandbox."""
+    """A file or directory inside a sandbox or a volume."""
 
     path: str
     name: str
@@ -69,10 +71,11 @@ def watch_event(message: SseMessage) -> FileEvent | None:
 
 
 class _FilesBase:
-    """The requests of the files API for one sandbox."""
+    """The requests of the files API for one sandbox (`/v1/sandboxes/{id}`) or one volume
+    (`/v1/volumes/{id}`): the same routes under either."""
 
-    def __init__(self, sandbox_path: str) -> None:
-        self._base = sandbox_path + "/files"
+    def __init__(self, owner_path: str) -> None:
+        self._base = owner_path + "/files"
 
     def _read(self, path: str) -> tuple[str, dict[str, str]]:
         return self._base + "/content", {"path": path}

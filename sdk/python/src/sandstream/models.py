@@ -1,5 +1,5 @@
 """The value types the API returns: sandboxes, processes, buffered exec results, resource
-metrics."""
+metrics, the volumes a sandbox mounts."""
 
 from __future__ import annotations
 
@@ -109,6 +109,29 @@ class Egress:
 
 
 @dataclass(frozen=True)
+class VolumeMount:
+    """A volume mounted into a sandbox: as `volumes=` of `Sandbox.create` it asks for volume
+    `name` (a name or an id) at `path`; as `SandboxInfo.volumes` it is the mount the sandbox
+    has, with the volume's `id`."""
+
+    name: str
+    path: str  # absolute inside the sandbox; not `/`, nor under /proc, /sys or /dev
+    read_only: bool = False
+    id: str | None = None  # set by the server, ignored in a request
+
+    def to_json(self) -> dict[str, Any]:
+        """The request form, `{"name", "path", "read_only"}`."""
+        return {"name": self.name, "path": self.path, "read_only": self.read_only}
+
+    @classmethod
+    def from_json(cls, data: Any) -> VolumeMount:
+        """Parses one entry of a sandbox's `volumes`."""
+        data = data if isinstance(data, dict) else {}
+        return cls(name=str(data.get("name", "")), path=str(data.get("path", "")),
+                   read_only=data.get("read_only") is True, id=_opt_str(data.get("id")))
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
     """A sandbox as the server describes it."""
 
@@ -134,6 +157,7 @@ class SandboxInfo:
     # `on_timeout` is "pause" (else it is deleted then).
     auto_pause_seconds: int | None = None
     on_timeout: str = "kill"
+    volumes: tuple[VolumeMount, ...] = ()  # the volumes it mounts, as asked at create
 
     @property
     def paused(self) -> bool:
@@ -163,6 +187,7 @@ class SandboxInfo:
             auto_resume=bool(data.get("auto_resume", True)),
             auto_pause_seconds=_opt_int((data.get("auto_pause") or {}).get("idle_seconds")),
             on_timeout=str(data.get("on_timeout") or "kill"),
+            volumes=tuple(VolumeMount.from_json(v) for v in data.get("volumes") or []),
         )
 
 

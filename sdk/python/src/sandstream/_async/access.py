@@ -89,7 +89,8 @@ class AsyncAdmin:
         """Creates a tenant (`Conflict` if it exists). `quotas`, 0 or absent meaning none:
         `sandboxes`, `running_processes`, `memory_mb`, `cpu_percent`, `disk_mb` (sums of its
         sandboxes' limits), `streams`, `requests_per_second`, `template_storage_mb` (its
-        image and snapshot templates' sizes), `watches` (0: the daemon's default share)."""
+        image and snapshot templates' sizes), `volume_storage_mb` (its volumes' sizes),
+        `watches` (0: the daemon's default share)."""
         return await self._api.call(create_tenant_call(name, quotas))
 
     async def list_tenants(self) -> list[Tenant]:

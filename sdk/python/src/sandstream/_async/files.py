@@ -1,7 +1,8 @@
 # unasync: async only
-"""File operations on one sandbox, for asyncio."""
+"""File operations on one sandbox, for asyncio; a volume's (`_async/volumes.py`) are the same
+but `watch`."""
 # unasync: sync only
-# """File operations on one sandbox."""
+# """File operations on one sandbox; a volume's (`_sync/volumes.py`) are the same but `watch`."""
 # unasync: end
 
 from __future__ import annotations
@@ -16,23 +17,19 @@ from ..errors import NotFound
 from ..events import SseParser
 from ..files import FileEvent, FileInfo, _FilesBase, watch_event
 # unasync: async only
-from .api import _AsyncSandboxSurface, _aiter
+from .api import _AsyncApi, _AsyncSandboxSurface, _aiter
 # unasync: sync only
-# from .api import _SandboxSurface
+# from .api import _Api, _SandboxSurface
 # unasync: end
 
 
-class AsyncFiles(_FilesBase):
-    # unasync: async only
-    """File operations on one sandbox, for asyncio; see `Files`."""
-    # unasync: sync only
-    # """File operations on one sandbox. Paths are absolute inside the sandbox, or relative to
-    # its working directory; they never reach outside it."""
-    # unasync: end
+class _AsyncFileOps(_FilesBase):
+    """The file operations of a sandbox and of a volume: the same requests under their own
+    path (`/v1/sandboxes/{id}` or `/v1/volumes/{id}`)."""
 
-    def __init__(self, sandbox: _AsyncSandboxSurface) -> None:
-        super().__init__(sandbox._path)
-        self._api = sandbox._api
+    def __init__(self, api: _AsyncApi, owner_path: str) -> None:
+        super().__init__(owner_path)
+        self._api = api
 
     async def read(self, path: str) -> bytes:
         """The file's bytes."""
@@ -95,6 +92,18 @@ class AsyncFiles(_FilesBase):
     async def move(self, source: str, destination: str, *, overwrite: bool = False) -> FileInfo:
         """Renames `source` to `destination`."""
         return await self._api.call(self._move(source, destination, overwrite))
+
+
+class AsyncFiles(_AsyncFileOps):
+    # unasync: async only
+    """File operations on one sandbox, for asyncio; see `Files`."""
+    # unasync: sync only
+    # """File operations on one sandbox. Paths are absolute inside the sandbox, or relative to
+    # its working directory; they never reach outside it."""
+    # unasync: end
+
+    def __init__(self, sandbox: _AsyncSandboxSurface) -> None:
+        super().__init__(sandbox._api, sandbox._path)
 
     async def watch(self, path: str, *, recursive: bool = True) -> AsyncIterator[FileEvent]:
         """Yields changes under the directory `path` until the caller stops iterating."""

@@ -26,7 +26,7 @@ class _AsyncInterpreter(_AsyncSandboxSurface):
 
     async def create_code_context(self, language: str = "python", *, cwd: str | None = None,
                                   env: Mapping[str, str] | None = None) -> CodeContext:
-        """Starts a persistent interpreter: "python", "javascript" or "bash"."""
+        """Starts a persistent interpreter: "python", "javascript", "typescript" or "bash"."""
         return await self._api.call(interpreter.create_context_call(self._path, language, cwd, env))
 
     async def run_code(

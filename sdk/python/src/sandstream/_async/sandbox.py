@@ -10,7 +10,7 @@ in a module of its own, joined here into one class."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -32,7 +32,7 @@ from .._core import (
 )
 from ..errors import NotFound
 from ..interpreter import CodeContext
-from ..models import Egress, Limits, Network, SandboxInfo, SandboxMetrics
+from ..models import Egress, Limits, Network, SandboxInfo, SandboxMetrics, VolumeMount
 from ..sessions import create_session_call
 from ..templates import fork_call
 from .access import _AsyncAccess
@@ -85,6 +85,7 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         disk_mb: int | None = None,
         open_files: int | None = None,
         network: Network | Egress | Mapping[str, Any] | None = None,
+        volumes: Sequence[VolumeMount | Mapping[str, Any]] | None = None,
         metadata: Mapping[str, str] | None = None,
         tenant: str | None = None,
         auto_resume: bool | None = None,
@@ -98,12 +99,14 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         """Creates a sandbox. `timeout` is its time to live in seconds (server default if None).
         `network`: "loopback" (the server's default), "none", "egress" (every public address
         and name) or `Egress(allow=[...], deny=[...])` for egress under a policy; a server
-        without egress raises `InvalidRequest`. `tenant` (the admin key only) makes it for that
-        tenant, within its quotas; a tenant's key makes its own. `auto_resume=False`: a request
-        for it while paused raises `SandboxPaused` instead of resuming it. `auto_pause=N`: it
-        pauses itself once nothing has asked anything of it (no request, no open stream or
-        terminal) for N seconds. `on_timeout="pause"`: its TTL pauses it instead of deleting
-        it."""
+        without egress raises `InvalidRequest`. `volumes`: volumes to mount (see `Volumes`),
+        each a `VolumeMount(name, path, read_only=False)` or a dict of those keys, `name` a
+        volume's name or id (an unknown one raises `InvalidRequest` naming it). `tenant` (the
+        admin key only) makes it for that tenant, within its quotas; a tenant's key makes its
+        own. `auto_resume=False`: a request for it while paused raises `SandboxPaused` instead
+        of resuming it. `auto_pause=N`: it pauses itself once nothing has asked anything of it
+        (no request, no open stream or terminal) for N seconds. `on_timeout="pause"`: its TTL
+        pauses it instead of deleting it."""
         api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
         body = sandbox_body(
             template,
@@ -120,6 +123,7 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
                 "open_files": open_files,
             },
             network,
+            volumes,
         )
         if tenant is not None:
             body["tenant"] = tenant

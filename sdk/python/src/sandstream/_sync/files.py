@@ -1,7 +1,7 @@
 # Generated from the module of the same name in _async/ by sdk/python/scripts/unasync.py; do
 # not edit. Edit that one, then run `python sdk/python/scripts/unasync.py` (`--check` tells
 # whether this file is current).
-"""File operations on one sandbox."""
+"""File operations on one sandbox; a volume's (`_sync/volumes.py`) are the same but `watch`."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from collections.abc import Iterable, Iterator
 from ..errors import NotFound
 from ..events import SseParser
 from ..files import FileEvent, FileInfo, _FilesBase, watch_event
-from .api import _SandboxSurface
+from .api import _Api, _SandboxSurface
 
 
-class Files(_FilesBase):
-    """File operations on one sandbox. Paths are absolute inside the sandbox, or relative to
-    its working directory; they never reach outside it."""
+class _FileOps(_FilesBase):
+    """The file operations of a sandbox and of a volume: the same requests under their own
+    path (`/v1/sandboxes/{id}` or `/v1/volumes/{id}`)."""
 
-    def __init__(self, sandbox: _SandboxSurface) -> None:
-        super().__init__(sandbox._path)
-        self._api = sandbox._api
+    def __init__(self, api: _Api, owner_path: str) -> None:
+        super().__init__(owner_path)
+        self._api = api
 
     def read(self, path: str) -> bytes:
         """The file's bytes."""
@@ -66,6 +66,14 @@ class Files(_FilesBase):
     def move(self, source: str, destination: str, *, overwrite: bool = False) -> FileInfo:
         """Renames `source` to `destination`."""
         return self._api.call(self._move(source, destination, overwrite))
+
+
+class Files(_FileOps):
+    """File operations on one sandbox. Paths are absolute inside the sandbox, or relative to
+    its working directory; they never reach outside it."""
+
+    def __init__(self, sandbox: _SandboxSurface) -> None:
+        super().__init__(sandbox._api, sandbox._path)
 
     def watch(self, path: str, *, recursive: bool = True) -> Iterator[FileEvent]:
         """Yields changes under the directory `path` until the caller stops iterating."""

@@ -21,7 +21,7 @@ class _Interpreter(_SandboxSurface):
 
     def create_code_context(self, language: str = "python", *, cwd: str | None = None,
                             env: Mapping[str, str] | None = None) -> CodeContext:
-        """Starts a persistent interpreter: "python", "javascript" or "bash"."""
+        """Starts a persistent interpreter: "python", "javascript", "typescript" or "bash"."""
         return self._api.call(interpreter.create_context_call(self._path, language, cwd, env))
 
     def run_code(
