@@ -73,6 +73,7 @@ struct TenantUsage {
   int64_t cpu_percent = 0;
   int64_t disk_mb = 0;
   int64_t streams = 0;
+  int64_t volume_storage_mb = 0;  // on this node (volumes.h)
 };
 
 struct Tenant {

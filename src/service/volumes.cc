@@ -290,13 +290,18 @@ std::vector<const Volume*> Volumes::List(std::string_view tenant, bool admin) co
   return out;
 }
 
-Result<void> Volumes::CheckQuota(std::string_view tenant, int64_t adding_mb) const {
-  const Tenant* t = quotas_.TenantOf(tenant);
-  if (!t || t->quotas.volume_storage_mb <= 0) return Ok{};
+int64_t Volumes::StorageMb(std::string_view tenant) const {
   int64_t used = 0;
   for (const auto& [id, v] : volumes_) {
     if (v.tenant == tenant) used += v.size_mb;
   }
+  return used;
+}
+
+Result<void> Volumes::CheckQuota(std::string_view tenant, int64_t adding_mb) const {
+  const Tenant* t = quotas_.TenantOf(tenant);
+  if (!t || t->quotas.volume_storage_mb <= 0) return Ok{};
+  const int64_t used = StorageMb(tenant);
   if (used + adding_mb > t->quotas.volume_storage_mb) {
     return Error{ErrorCode::kQuotaExceeded,
                  "tenant '" + std::string(tenant) + "' would pass its quota volume_storage_mb " +

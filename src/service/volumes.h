@@ -65,6 +65,8 @@ class Volumes {
   // every volume by id, and its own by name).
   const Volume* Find(std::string_view tenant, bool admin, std::string_view id_or_name) const;
   std::vector<const Volume*> List(std::string_view tenant, bool admin) const;
+  // The sum of `tenant`'s volumes' sizes: its volume_storage_mb's measure.
+  int64_t StorageMb(std::string_view tenant) const;
   // Deletes volume `id` and everything on it. `used_by`: a sandbox that mounts it, which
   // refuses the deletion (kConflict), as a sandbox being made with it does.
   boost::asio::awaitable<Result<void>> Delete(std::string id, std::string used_by);

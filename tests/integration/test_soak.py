@@ -173,11 +173,30 @@ class Worker:
             self.terminal(sb, i)
         elif r < 0.97:
             sb = self.pause(c, sb, i)
+        elif r < 0.985:
+            self.volume(c, i)
         else:
             self.counts["recreate"] += 1
             assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204
             sb = create_sandbox(c)["id"]
         return sb
+
+    def volume(self, c: httpx.Client, i: int) -> None:
+        """A volume made, written through its files, mounted by a sandbox that reads it, and
+        all of it deleted: its mount, loop device and image go with it."""
+        self.counts["volume"] += 1
+        v = c.post("/v1/volumes", json={"name": f"soak-{self.rng.getrandbits(32):08x}",
+                                        "size_mb": 16})
+        assert v.status_code == 201, v.text
+        vid = v.json()["id"]
+        w = c.put(f"/v1/volumes/{vid}/files/content", params={"path": "/v"},
+                  content=f"vol {i}".encode())
+        assert w.status_code == 201, w.text
+        sb = create_sandbox(c, volumes=[{"name": vid, "path": "/mnt/v"}])["id"]
+        out = run(c, sb, cmd="cat /mnt/v/v")
+        assert out["stdout"] == f"vol {i}", out
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204
+        assert c.delete(f"/v1/volumes/{vid}").status_code == 204
 
     def pause(self, c: httpx.Client, sb: str, i: int) -> str:
         """Paused, then resumed by hand, woken by an exec, or deleted while paused."""

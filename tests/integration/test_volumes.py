@@ -829,6 +829,9 @@ def test_volume_storage_quota(access: Daemon) -> None:
             assert "volume_storage_mb" in err["message"], err
             assert [x["name"] for x in t.get("/v1/volumes").json()["volumes"]] == ["first"]
             m.volume("third", size_mb=32)
+            # What the quota measures, as the tenant's usage shows it.
+            assert t.get("/v1/usage").json()["usage"]["volume_storage_mb"] == 96
+            assert admin.get("/v1/admin/tenants/vq").json()["usage"]["volume_storage_mb"] == 96
             assert_error(t.post("/v1/volumes", json={"name": "fourth", "size_mb": 16}), 429,
                          "quota_exceeded")
             # The default size (1024) is over the quota by itself.

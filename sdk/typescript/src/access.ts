@@ -32,6 +32,8 @@ export interface Usage {
   cpuPercent: number;
   diskMb: number;
   streams: number;
+  /** The sum of its volumes' sizes on the node that answered. */
+  volumeStorageMb: number;
 }
 
 /** A tenant, its quotas and what it takes now (`name` null: the admin key's own usage). */
@@ -100,6 +102,7 @@ export function tenantFromWire(w: Wire): Tenant {
       cpuPercent: num(u["cpu_percent"]),
       diskMb: num(u["disk_mb"]),
       streams: num(u["streams"]),
+      volumeStorageMb: num(u["volume_storage_mb"]),
     },
     createdAt: typeof w["created_at"] === "string" ? w["created_at"] : null,
   };

@@ -23,7 +23,8 @@ json::object TenantJson(const Tenant& t, const TenantUsage& usage) {
             {"memory_mb", usage.memory_mb},
             {"cpu_percent", usage.cpu_percent},
             {"disk_mb", usage.disk_mb},
-            {"streams", usage.streams}}},
+            {"streams", usage.streams},
+            {"volume_storage_mb", usage.volume_storage_mb}}},
           {"created_at", FormatRfc3339(t.created_at)}};
 }
 
@@ -52,6 +53,7 @@ Result<Access*> AccessOf(Context& ctx) {
 // every node (processes and streams are counted per node).
 TenantUsage UsageOf(Context& ctx, std::string_view tenant) {
   TenantUsage u = ctx.service.Usage(tenant);
+  u.volume_storage_mb = ctx.service.volumes().StorageMb(tenant);
   const Access* access = ctx.service.access();
   const SharedTenants* shared = access ? access->shared() : nullptr;
   if (shared && !tenant.empty()) {
