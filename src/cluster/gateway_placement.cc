@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "cluster/gateway.h"
 #include "cluster/gateway_http.h"
+#include "sandbox/runtime.h"
 
 namespace sandstream::cluster {
 
@@ -69,15 +70,20 @@ asio::awaitable<Result<std::optional<std::string>>> Gateway::VolumesHome(
     if (mounts && mounts->is_array()) {
       for (const json::value& m : mounts->as_array()) {
         const json::value* name = m.is_object() ? m.as_object().if_contains("name") : nullptr;
-        if (name && name->is_string()) names.emplace_back(name->as_string());
+        const std::string text = name && name->is_string() ? std::string(name->as_string()) : "";
+        if (!text.empty() && std::find(names.begin(), names.end(), text) == names.end()) {
+          names.push_back(text);
+        }
       }
     }
   }
+  // More than a sandbox may mount: its node refuses them, wherever it goes.
+  if (names.size() > sandbox::kMaxVolumeMounts) co_return std::optional<std::string>();
   std::optional<std::string> home;
   std::string home_volume;
   for (const std::string& name : names) {
     std::optional<std::string> node;
-    if (auto named = NodeOfSandbox(name)) {
+    if (auto named = NodeOfSandbox(name); named && name.starts_with("vol_")) {
       node = std::string(*named);
     } else if (std::all_of(name.begin(), name.end(), [](char c) {
                  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
@@ -89,8 +95,18 @@ asio::awaitable<Result<std::optional<std::string>>> Gateway::VolumesHome(
       ask.target((route.e2b ? "/volumes/" : "/v1/volumes/") + name);
       ask.erase(http::field::content_type);
       std::vector<NodeAnswer> answers = co_await CallEvery(std::move(ask), kListTimeout);
+      std::string also;
       for (const NodeAnswer& a : answers) {
-        if (a.answer && a.answer->result() == http::status::ok) node = a.node;
+        if (!a.answer || a.answer->result() != http::status::ok) continue;
+        if (node) also = a.node;
+        if (!node) node = a.node;
+      }
+      // Names are each node's: two volumes of that name, and the caller must say which.
+      if (!also.empty()) {
+        Error which{ErrorCode::kInvalidRequest, "volume " + name +
+                                                    " is a name on more than one node (" + *node +
+                                                    ", " + also + "): name it by its id"};
+        co_return which;
       }
     }
     // Unknown anywhere: the node the sandbox goes to says so.

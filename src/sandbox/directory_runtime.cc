@@ -66,6 +66,7 @@ class DirectorySandbox final : public Sandbox {
     argv.push_back(nullptr);
     std::vector<std::string> env = spec.env;
     std::vector<char*> envp;
+    envp.reserve(env.size() + 1);
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     const std::string cwd = HostPath(root_, spec.cwd);

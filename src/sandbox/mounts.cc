@@ -290,7 +290,8 @@ void AddTemplateRoot(PlanBuilder& b, const std::string& root, const SandboxSpec&
 }
 
 // Each volume at its path: the directories on the way made where missing (inside the root, as
-// root, 0755), then its mount attached there.
+// root, 0755), then its mount attached there; the way there on the root's own mount, through
+// no link (a template's link could lead it over /dev/pts, where the daemon opens ptmx).
 void AddVolumes(PlanBuilder& b, const std::string& root, const SandboxSpec& spec,
                 const std::vector<int>& volume_fds) {
   for (size_t i = 0; i < spec.volumes.size() && i < volume_fds.size(); ++i) {
@@ -298,10 +299,12 @@ void AddVolumes(PlanBuilder& b, const std::string& root, const SandboxSpec& spec
     for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
       const std::string dir = path.substr(0, slash);
       b.Add(MountOp::kMkdir, root + dir, "volume: mkdir: " + dir);
+      b.Last().strict = true;
       if (slash == std::string::npos) break;
     }
     b.Add(MountOp::kAttach, root + path, "volume: attach: " + path);
     b.Last().fd = volume_fds[i];
+    b.Last().strict = true;
   }
 }
 
@@ -363,6 +366,7 @@ Place PlaceOf(const MountStep& s, const std::string& new_root, int report_fd) {
   struct open_how how {};
   how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  if (s.strict) how.resolve |= RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV;
   // RESOLVE_IN_ROOT answers EAGAIN when a ".." in a link meets a rename or mount elsewhere on
   // the host meanwhile: tried again, a few times.
   int dir = -1;

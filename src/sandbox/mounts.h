@@ -48,6 +48,9 @@ struct MountStep {
   int fd = -1;        // kAttach: the mount's fd number in the child
   // kWriteFile, kSymlink: replaces a file or link already there (a snapshot's copy).
   bool replace = false;
+  // The path's directories are resolved without a symlink and without leaving the root's
+  // mount (a volume's mount point: never under /dev, /proc or /sys by a template's link).
+  bool strict = false;
 };
 
 struct RootPlan {

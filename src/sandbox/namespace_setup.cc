@@ -65,8 +65,12 @@ Op<Result<void>> AttachEgress(NamespaceRuntime::State& s, NamespaceSandbox& sand
 // volume (read-only if mounted so), opened O_PATH, and the step's name when it fails.
 struct SetupTree {
   int fd;
-  std::string label;  // "template: ...", "volume: ..."
+  const char* kind;  // "template", "volume": a failed step is "<kind>: <step>: <name>"
+  std::string name;  // the layer's path, the volume's path inside
   bool read_only;
+  std::string Step(std::string_view step) const {
+    return std::string(kind) + ": " + std::string(step) + ": " + name;
+  }
 };
 
 // Each tree as a detached mount that shows its files' owners through the user namespace of
@@ -84,7 +88,7 @@ Result<std::vector<UniqueFd>> IdmapTrees(pid_t pid, const std::vector<SetupTree>
     mounts.emplace_back(
         ::open_tree(tree.fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
     if (InjectedFault() || !mounts.back()) {
-      return SysError(ErrorCode::kSandboxSetupFailed, tree.label + ": clone", errno);
+      return SysError(ErrorCode::kSandboxSetupFailed, tree.Step("clone"), errno);
     }
     mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
@@ -92,7 +96,7 @@ Result<std::vector<UniqueFd>> IdmapTrees(pid_t pid, const std::vector<SetupTree>
     attr.userns_fd = static_cast<uint64_t>(userns.get());
     if (InjectedFault() ||
         ::mount_setattr(mounts.back().get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
-      return SysError(ErrorCode::kSandboxSetupFailed, tree.label + ": idmap", errno);
+      return SysError(ErrorCode::kSandboxSetupFailed, tree.Step("idmap"), errno);
     }
   }
   return mounts;
@@ -105,7 +109,7 @@ Error AsVolumePathError(Error e) {
       e.message.starts_with("volume: mkdir: ") || e.message.starts_with("volume: attach: ");
   const int err = e.sys_errno;
   if (volume_step && (err == EROFS || err == ENOTDIR || err == EEXIST || err == EINVAL ||
-                      err == ELOOP || err == EACCES)) {
+                      err == ELOOP || err == EXDEV || err == EACCES)) {
     e.code = ErrorCode::kInvalidRequest;
     e.message = "volumes: the path cannot be a mount point in this template (" + e.message + ")";
   }
@@ -116,6 +120,7 @@ Error AsVolumePathError(Error e) {
 Result<void> SendGoAhead(int sync_fd, const std::vector<UniqueFd>& mounts) {
   const char go = 'g';
   std::vector<int> fds;
+  fds.reserve(mounts.size());
   for (const UniqueFd& mount : mounts) fds.push_back(mount.get());
   if (InjectedFault() ||
       SendWithFds<kMaxSetupMounts>(sync_fd, &go, 1, fds.data(), fds.size()) != 1) {
@@ -161,24 +166,25 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
   // plan names, under which the child keeps each mount.
   std::vector<UniqueFd> opened;
   std::vector<SetupTree> trees;
-  const auto add_tree = [&](const std::string& path, std::string label,
-                            bool read_only) -> Result<void> {
+  const auto add_tree = [&](const std::string& path, SetupTree tree) -> Result<void> {
     opened.emplace_back(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (InjectedFault() || !opened.back()) {
-      return SysError(ErrorCode::kSandboxSetupFailed, label + ": open", errno);
+      return SysError(ErrorCode::kSandboxSetupFailed, tree.Step("open"), errno);
     }
-    trees.push_back(SetupTree{opened.back().get(), std::move(label), read_only});
+    tree.fd = opened.back().get();
+    trees.push_back(std::move(tree));
     return Ok{};
   };
   for (const auto& path : spec.layers) {
-    if (auto r = add_tree(path, "template: " + path, true); !r) co_return std::move(r).error();
+    if (auto r = add_tree(path, {-1, "template", path, true}); !r) co_return std::move(r).error();
   }
   for (const auto& volume : spec.volumes) {
-    if (auto r = add_tree(volume.source, "volume: " + volume.path, volume.read_only); !r) {
+    if (auto r = add_tree(volume.source, {-1, "volume", volume.path, volume.read_only}); !r) {
       co_return std::move(r).error();
     }
   }
   std::vector<int> tree_fds;
+  tree_fds.reserve(trees.size());
   for (const SetupTree& tree : trees) tree_fds.push_back(tree.fd);
   const std::vector<int> layer_fds(tree_fds.begin(), tree_fds.begin() + spec.layers.size());
   const std::vector<int> volume_fds(tree_fds.begin() + spec.layers.size(), tree_fds.end());

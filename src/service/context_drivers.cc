@@ -189,6 +189,7 @@ for _line in _requests:
 
 const std::string_view kNodeDriver = R"DRIVER(
 "use strict";
+{  // A block: the driver's own names (fs, vm, ...) stay out of the cells' global scope.
 const fs = require("fs");
 const util = require("util");
 const vm = require("vm");
@@ -199,6 +200,11 @@ globalThis.require = require;
 // the TypeScript compiler found first (a project's, a global one, Debian's node-typescript).
 // Loaded with the first cell, so that a context without one still starts, and says why.
 const typescript = process.argv.includes("typescript");
+// Its imports become require calls (CommonJS), which write `exports`: a cell's own.
+if (typescript) {
+  globalThis.exports = {};
+  globalThis.module = { exports: globalThis.exports };
+}
 let ts = null;
 function compiler() {
   if (ts !== null) return ts;
@@ -214,7 +220,8 @@ function compiler() {
 function stripTypes(code, id) {
   const t = compiler();
   const out = t.transpileModule(code, {
-    compilerOptions: { target: t.ScriptTarget.ES2022, module: t.ModuleKind.ESNext, isolatedModules: true },
+    compilerOptions: { target: t.ScriptTarget.ES2022, module: t.ModuleKind.CommonJS,
+                       esModuleInterop: true, isolatedModules: true },
     fileName: `cell-${id}.ts`, reportDiagnostics: true });
   const problems = (out.diagnostics || []).filter((d) => d.category === t.DiagnosticCategory.Error);
   if (problems.length > 0) {
@@ -309,6 +316,7 @@ lines.on("line", (line) => {
 });
 lines.on("close", () => { queue.then(() => process.exit(0)); });
 send({ type: "ready", version: process.version });
+}
 )DRIVER";
 
 }  // namespace sandstream

@@ -17,7 +17,7 @@ namespace asio = boost::asio;
 asio::awaitable<Result<FileSink>> FileSink::Open(Service& service, std::string sandbox_id,
                                                  const sandbox::OpenedFile& file) {
   // A volume's file: its own filesystem bounds it, and the daemon writes.
-  if (sandbox_id.empty()) co_return FileSink(service, std::move(sandbox_id), file, std::nullopt);
+  if (sandbox_id.empty()) co_return FileSink(service, std::string(), file, std::nullopt);
   Result<std::optional<sandbox::FileWriter>> writer =
       co_await service.StartFileWriter(sandbox_id, file.fd.get());
   if (!writer) co_return std::move(writer).error();

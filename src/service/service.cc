@@ -222,6 +222,7 @@ Result<std::vector<SandboxVolume>> Service::FindVolumes(const SandboxRequest& re
     if (!v) {
       return Error{ErrorCode::kInvalidRequest, "volumes: unknown volume '" + asked.name + "'"};
     }
+    if (auto root = volumes_.Root(*v); !root) return std::move(root).error();
     auto path = sandbox::NormalizeSandboxPath(asked.path);
     if (!path) {
       return Error{ErrorCode::kInvalidRequest,
@@ -297,9 +298,11 @@ sandbox::SandboxSpec Service::SpecFor(const SandboxEntry& sb, const Template* tm
   spec.allow_nested_userns = sb.allow_nested_userns;
   for (const SandboxVolume& v : sb.volumes) {
     const Volume* volume = volumes_.Find(sb.tenant, true, v.id);
-    // Gone (its record removed by hand): its path is a directory of the sandbox's own.
-    if (!volume) continue;
-    spec.volumes.push_back({volumes_.MountPath(*volume), v.path, v.read_only});
+    auto root = volume ? volumes_.Root(*volume) : Result<std::string>(std::string());
+    // Gone, or not mounted (a sandbox made again at a start that could not mount it): its path
+    // is a directory of the sandbox's own, never the host's directory under it.
+    if (!volume || !root) continue;
+    spec.volumes.push_back({*root, v.path, v.read_only});
   }
   return spec;
 }

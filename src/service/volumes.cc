@@ -12,10 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <boost/json.hpp>
 
@@ -55,6 +52,7 @@ Result<void> MakeFilesystem(const std::string& image) {
   // mkfs lives in sbin, which a daemon's PATH may lack.
   std::vector<std::string> env_text = {"PATH=/usr/sbin:/sbin:/usr/bin:/bin", "LC_ALL=C"};
   std::vector<char*> env;
+  env.reserve(env_text.size() + 1);
   for (auto& e : env_text) env.push_back(e.data());
   env.push_back(nullptr);
   pid_t pid = -1;
@@ -72,8 +70,11 @@ Result<void> MakeFilesystem(const std::string& image) {
     break;
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  pid_t waited = -1;
+  do {
+    waited = ::waitpid(pid, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  if (waited < 0) return SysError(ErrorCode::kInternal, "volume: wait for mkfs.ext4", errno);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     while (!output.empty() && output.back() == '\n') output.pop_back();
     return Error{ErrorCode::kInternal, "volume: mkfs.ext4 failed: " + output};
@@ -89,21 +90,25 @@ bool IsMountRoot(const std::string& path) {
 }
 
 // The loop device an earlier daemon attached to `image` (a sandbox may still mount its
-// filesystem): mounting that device again gives the same filesystem, where a second device
-// would give a second, corrupting, one.
-std::optional<std::string> AttachedLoop(const std::string& image) {
-  char real[PATH_MAX];
-  if (!::realpath(image.c_str(), real)) return std::nullopt;
+// filesystem), open: mounting that device again gives the same filesystem, where a second
+// device would give a second, corrupting, one. Matched by the image's device and inode (its
+// path may read otherwise now), and held open until mounted, so it cannot be freed and given
+// to another image meanwhile.
+std::optional<std::pair<std::string, UniqueFd>> AttachedLoop(const std::string& image) {
+  struct stat st {};
+  if (::stat(image.c_str(), &st) != 0) return std::nullopt;
   DIR* dir = ::opendir("/sys/block");
   if (!dir) return std::nullopt;
-  std::optional<std::string> found;
+  std::optional<std::pair<std::string, UniqueFd>> found;
   while (dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
     if (!name.starts_with("loop")) continue;
-    std::ifstream in("/sys/block/" + name + "/loop/backing_file");
-    std::string backing;
-    if (in && std::getline(in, backing) && backing == real) {
-      found = "/dev/" + name;
+    std::string device = "/dev/" + name;
+    UniqueFd loop(::open(device.c_str(), O_RDONLY | O_CLOEXEC));
+    loop_info64 info{};
+    if (!loop || ::ioctl(loop.get(), LOOP_GET_STATUS64, &info) != 0) continue;  // unbound
+    if (info.lo_device == st.st_dev && info.lo_inode == st.st_ino) {
+      found.emplace(std::move(device), std::move(loop));
       break;
     }
   }
@@ -143,7 +148,8 @@ Result<void> Mount(const std::string& dir) {
   std::string device;
   UniqueFd loop;  // held until mounted: the autoclear device goes with its last holder
   if (auto attached = AttachedLoop(image)) {
-    device = *attached;
+    device = std::move(attached->first);
+    loop = std::move(attached->second);
   } else {
     auto made = AttachLoop(image, &device);
     if (!made) return std::move(made).error();
@@ -201,8 +207,8 @@ std::string Text(const json::object& o, std::string_view key) {
 
 }  // namespace
 
-Volumes::Volumes(std::string dir, std::string node_id, Store& store, const QuotaLedger& quotas,
-                 asio::thread_pool& pool)
+Volumes::Volumes(std::string dir, const std::string& node_id, Store& store,
+                 const QuotaLedger& quotas, asio::thread_pool& pool)
     : dir_(std::move(dir)),
       id_prefix_(node_id.empty() ? "vol_" : "vol_" + node_id + "_"),
       store_(store),
@@ -237,23 +243,48 @@ void Volumes::Load() {
     log::Error("volumes: cannot read them", {{"error", rows.error().message}});
     return;
   }
+  std::set<std::string, std::less<>> recorded;
+  bool all_read = true;  // else no directory is taken for an orphan
   for (const std::string& row : *rows) {
     boost::system::error_code ec;
     json::value v = json::parse(row, ec);
-    if (ec || !v.is_object()) continue;
+    if (ec || !v.is_object()) {
+      all_read = false;
+      continue;
+    }
     const json::object& o = v.as_object();
     Volume vol{Text(o, "id"), Text(o, "name"), Text(o, "tenant"), 0,
                ParseRfc3339(Text(o, "created_at")).value_or(SystemTime{})};
     if (const json::value* s = o.if_contains("size_mb"); s && s->is_int64()) {
       vol.size_mb = s->as_int64();
     }
-    if (vol.id.empty()) continue;
+    if (vol.id.empty()) {
+      all_read = false;
+      continue;
+    }
+    recorded.insert(vol.id);
     if (auto r = Mount(DirOf(vol.id)); !r) {
-      // Kept: its data is on disk, and the next start tries again; a sandbox asking for it
-      // hears why it cannot be mounted.
+      // Kept: its data is on disk, and the next start tries again; meanwhile a sandbox or a
+      // request for it hears that it is not mounted (Root).
       log::Error("volume cannot be mounted", {{"volume", vol.id}, {"error", r.error().message}});
+    } else {
+      vol.mounted = true;
     }
     volumes_.emplace(vol.id, std::move(vol));
+  }
+  // What a daemon that died making or deleting a volume left without a record.
+  DIR* dir = all_read ? ::opendir(dir_.c_str()) : nullptr;
+  if (dir) {
+    std::vector<std::string> orphans;
+    while (dirent* e = ::readdir(dir)) {
+      const std::string name = e->d_name;
+      if (name.starts_with("vol_") && !recorded.contains(name)) orphans.push_back(name);
+    }
+    ::closedir(dir);
+    for (const std::string& id : orphans) {
+      log::Warn("removing a volume left half made or half deleted", {{"volume", id}});
+      Remove(DirOf(id));
+    }
   }
 }
 
@@ -295,6 +326,9 @@ int64_t Volumes::StorageMb(std::string_view tenant) const {
   for (const auto& [id, v] : volumes_) {
     if (v.tenant == tenant) used += v.size_mb;
   }
+  for (const auto& [key, size_mb] : making_) {
+    if (key.first == tenant) used += size_mb;
+  }
   return used;
 }
 
@@ -319,7 +353,7 @@ asio::awaitable<Result<const Volume*>> Volumes::Create(std::string name, std::st
   if (auto r = CheckQuota(tenant, size_mb); !r) co_return std::move(r).error();
   Volume vol{NewId(id_prefix_), std::move(name), std::move(tenant), size_mb, SystemNow()};
   const std::pair<std::string, std::string> key{vol.tenant, vol.name};
-  making_.insert(key);
+  making_.emplace(key, size_mb);
   const std::string dir = DirOf(vol.id);
   auto make = [dir, size_mb]() -> Result<void> {
     Result<void> made = Make(dir, size_mb);
@@ -337,6 +371,7 @@ asio::awaitable<Result<const Volume*>> Volumes::Create(std::string name, std::st
     co_await OffThread(pool_, std::move(remove));
     co_return std::move(r).error();
   }
+  vol.mounted = true;
   auto [it, inserted] = volumes_.emplace(vol.id, std::move(vol));
   log::Info("volume created",
             {{"volume", it->first}, {"size_mb", std::to_string(it->second.size_mb)}});
@@ -377,6 +412,15 @@ asio::awaitable<Result<void>> Volumes::Delete(std::string id, std::string used_b
 
 std::string Volumes::MountPath(const Volume& v) const {
   return DirOf(v.id) + kMount;
+}
+
+Result<std::string> Volumes::Root(const Volume& v) const {
+  if (!v.mounted) {
+    return Error{ErrorCode::kUnavailable, "volume '" + v.name +
+                                              "' is not mounted on this node: it could not be "
+                                              "at the daemon's start (its log says why)"};
+  }
+  return MountPath(v);
 }
 
 Result<VolumeUsage> Volumes::UsageOf(const std::string& mount_path) {

@@ -34,6 +34,9 @@ struct Volume {
   std::string tenant;  // "" for the admin's
   int64_t size_mb = 0;
   SystemTime created_at;
+  // Its filesystem is mounted at MountPath (a start that could not mount it says why in the
+  // log): until it is, nothing may use that path, a directory of the host's.
+  bool mounted = false;
 };
 
 // What a volume's filesystem holds now (statfs).
@@ -50,7 +53,7 @@ class Volumes {
   // `dir`: where volumes are kept (one directory each); `node_id`: this daemon's in a
   // cluster, which each volume's id names (vol_{node}_{hex}) so that a gateway routes by it;
   // `quotas` outlives this.
-  Volumes(std::string dir, std::string node_id, Store& store, const QuotaLedger& quotas,
+  Volumes(std::string dir, const std::string& node_id, Store& store, const QuotaLedger& quotas,
           boost::asio::thread_pool& pool);
 
   // Loads the records and mounts each volume that is not mounted. Blocking: at the start.
@@ -77,6 +80,8 @@ class Volumes {
 
   // Where the volume's filesystem is mounted on the host.
   std::string MountPath(const Volume& v) const;
+  // MountPath, if the volume's filesystem is mounted there; else kUnavailable.
+  Result<std::string> Root(const Volume& v) const;
   // Blocking (statfs): run it on the blocking pool.
   static Result<VolumeUsage> UsageOf(const std::string& mount_path);
 
@@ -95,8 +100,9 @@ class Volumes {
   Store& store_;
   const QuotaLedger& quotas_;
   boost::asio::thread_pool& pool_;
-  std::map<std::string, Volume, std::less<>> volumes_;    // by id
-  std::set<std::pair<std::string, std::string>> making_;  // (tenant, name) being made
+  std::map<std::string, Volume, std::less<>> volumes_;  // by id
+  // Being made, by (tenant, name): their sizes, which count against the quota already.
+  std::map<std::pair<std::string, std::string>, int64_t> making_;
   std::set<std::string, std::less<>> deleting_;
   std::map<std::string, int, std::less<>> pins_;
 };

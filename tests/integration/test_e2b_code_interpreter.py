@@ -289,6 +289,10 @@ def test_javascript_and_bash(sbx: Sandbox) -> None:
     assert js.text == "2"
     again = ok(sbx.run_code("console.log('from node'); a + 10", language="javascript"))
     assert stdout_of(again) == "from node\n" and again.text == "11"
+    # The driver's own names (it requires fs, vm, util) are not the cells'.
+    own = ok(sbx.run_code("const fs = require('fs'); const vm = 1; typeof fs.statSync",
+                          language="javascript"))
+    assert own.text == "'function'"
     sh = ok(sbx.run_code("echo hi", language="bash"))
     assert stdout_of(sh) == "hi\n"
     assert [c for c in sbx.list_code_contexts() if c.language == "javascript"]
@@ -309,6 +313,11 @@ def test_typescript_cells_have_their_types_stripped_and_keep_state(sbx: Sandbox)
         "console.log(`green is ${Color.Green}`);\n"
         "waited.toFixed(3)", language="typescript"))
     assert stdout_of(again) == "green is 1\n" and again.text == "'2.236'"
+    imported = ok(sbx.run_code(
+        "import * as fs from 'fs';\nimport path from 'path';\n"
+        "const parts: string[] = ['a', 'b'];\n"
+        "`${fs.existsSync('/')} ${path.join(...parts)}`", language="typescript"))
+    assert imported.text == "'true a/b'"
     bad = sbx.run_code("const broken: = 1", language="typescript")
     assert bad.error is not None and bad.error.name == "SyntaxError", bad
     assert "Type expected" in bad.error.value and "line 1" in bad.error.value, bad.error

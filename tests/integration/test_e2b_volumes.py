@@ -381,6 +381,18 @@ def test_content_needs_the_volumes_token(vol: Volume, client: httpx.Client,
     finally:
         Volume.destroy(other.volume_id)
     assert v1_stat(client, vol.volume_id, "/planted.txt").status_code == 404
+    # A sandbox's envd token is no volume's token, even under the sandbox's own id.
+    sbx = Sandbox.create()
+    try:
+        envd = sbx._envd_access_token
+        assert envd
+        for vid in (vol.volume_id, sbx.sandbox_id):
+            r = httpx.patch(f"{e2b_env.url}/volumecontent/{vid}/path",
+                            params={"path": "/secret.txt"}, json={"mode": 0o777},
+                            headers={"Authorization": f"Bearer {envd}"}, timeout=10)
+            assert r.status_code == 401, (vid, r.text)
+    finally:
+        sbx.kill()
     # Without any credential, on the wire.
     for url in (f"/volumecontent/{vol.volume_id}/dir?path=/",
                 f"/volumecontent/{vol.volume_id}/file?path=/secret.txt"):

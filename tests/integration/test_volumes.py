@@ -590,6 +590,35 @@ def test_a_mount_the_template_cannot_take_is_refused_cleanly(client: httpx.Clien
     assert client.delete(f"/v1/volumes/{v['id']}").status_code == 204
 
 
+def test_a_templates_link_cannot_lead_a_mount_out_of_its_root(client: httpx.Client,
+                                                               made: Made) -> None:
+    """The way to a mount point is taken through no link and on the root's own mount: a
+    template's /workspace/devlink -> /dev would otherwise put a tenant's volume over the
+    sandbox's /dev/pts, where the daemon opens ptmx. 400 naming the step, nothing made."""
+    v = made.volume(size_mb=16)
+    src = made.sandbox()
+    sh(client, src["id"], "ln -s /dev /workspace/devlink && ln -s /proc /workspace/proclink")
+    name = f"linky-{secrets.token_hex(4)}"
+    r = client.post(f"/v1/sandboxes/{src['id']}/snapshot", json={"name": name})
+    assert r.status_code == 201, r.text
+    try:
+        before = {s["id"] for s in client.get("/v1/sandboxes").json()["sandboxes"]}
+        for path in ("/workspace/devlink/pts", "/workspace/proclink/sys", "/workspace/devlink"):
+            r = client.post("/v1/sandboxes", json={
+                "template": name, "volumes": [{"name": v["id"], "path": path}]})
+            err = assert_error(r, 400, "invalid_request")
+            assert "volume:" in err["message"] and "mount point" in err["message"], err
+        assert {s["id"] for s in client.get("/v1/sandboxes").json()["sandboxes"]} == before
+        # The same template takes a volume where no link leads.
+        sb = made.sandbox(template=name, volumes=[{"name": v["id"], "path": "/workspace/v"}])
+        assert sh(client, sb["id"], "readlink /workspace/devlink; ls /dev/pts | head -1")[
+            "stdout"].startswith("/dev\n")
+        assert client.delete(f"/v1/sandboxes/{sb['id']}").status_code == 204
+    finally:
+        client.delete(f"/v1/sandboxes/{src['id']}")
+        assert client.delete(f"/v1/templates/{name}").status_code == 204
+
+
 def test_at_most_sixteen_mounts(client: httpx.Client, made: Made) -> None:
     """16 volumes mount at once; 17 is 400."""
     vols = [made.volume(size_mb=16) for _ in range(17)]
@@ -847,6 +876,38 @@ def test_volume_storage_quota(access: Daemon) -> None:
         for bad in ({"volume_storage_mb": -1}, {"volume_storage_mb": "100"}):
             assert_error(admin.patch("/v1/admin/tenants/vq", json={"quotas": bad}), 400,
                          "invalid_request")
+
+
+def test_parallel_creates_hold_the_quota(access: Daemon) -> None:
+    """Volumes being made count against volume_storage_mb already: of four 64 MiB creates at
+    once under 100, one is made."""
+    import concurrent.futures
+    with access.client() as admin:
+        key = tenant(admin, "vpar", volume_storage_mb=100)
+        with access.client(key=key) as t, making(t) as m:
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                answers = list(pool.map(
+                    lambda i: t.post("/v1/volumes", json={"name": f"p{i}", "size_mb": 64}),
+                    range(4)))
+            made_ids = [r.json()["id"] for r in answers if r.status_code == 201]
+            m.volumes.extend(made_ids)
+            assert len(made_ids) == 1, [r.text for r in answers]
+            assert sorted(r.status_code for r in answers) == [201, 429, 429, 429]
+            assert t.get("/v1/usage").json()["usage"]["volume_storage_mb"] == 64
+
+
+def test_a_tenant_with_volumes_is_not_deleted(access: Daemon) -> None:
+    """A tenant's volumes are kept by its name: while it has any, deleting it is 409 (a tenant
+    made again under that name would have them)."""
+    with access.client() as admin:
+        key = tenant(admin, "vdel")
+        with access.client(key=key) as t:
+            r = t.post("/v1/volumes", json={"name": "keep", "size_mb": 16})
+            assert r.status_code == 201, r.text
+            err = assert_error(admin.delete("/v1/admin/tenants/vdel"), 409, "conflict")
+            assert "volume" in err["message"], err
+            assert t.delete("/v1/volumes/keep").status_code == 204
+        assert admin.delete("/v1/admin/tenants/vdel").status_code == 204
 
 
 def test_tenants_see_mount_and_delete_only_their_own(access: Daemon) -> None:

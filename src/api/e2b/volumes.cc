@@ -23,9 +23,14 @@ namespace json = boost::json;
 
 namespace {
 
+// Signed as a sandbox's envd token is, over "volume:" + its id: neither kind opens the other.
+std::string TokenSubject(std::string_view volume_id) {
+  return "volume:" + std::string(volume_id);
+}
+
 std::string VolumeToken(const Context& ctx, const Volume& v) {
   const std::string_view holder = ctx.principal.admin() ? kAdminHolder : ctx.principal.key;
-  return SandboxAccessToken(ctx.server.options().api_key, v.id, holder);
+  return SandboxAccessToken(ctx.server.options().api_key, TokenSubject(v.id), holder);
 }
 
 json::object VolumeAndToken(const Context& ctx, const Volume& v) {
@@ -97,7 +102,9 @@ Result<Content> ContentOf(Context& ctx, Attributes asked = {}) {
                                                                     : "/" + std::string(*given));
   if (!path) return std::move(path).error();
   const uint32_t as = asked.owner() ? 0 : sandbox::kSandboxUserId;
-  auto fs = sandbox::SandboxFs::Open(ctx.service.volumes().MountPath(**v), as);
+  auto root = ctx.service.volumes().Root(**v);
+  if (!root) return std::move(root).error();
+  auto fs = sandbox::SandboxFs::Open(*root, as);
   if (!fs) return std::move(fs).error();
   return Content{std::move(*fs), std::move(*path), asked};
 }
@@ -133,7 +140,8 @@ std::optional<std::string> VolumeHolder(const ServerOptions& options, std::strin
                                         std::string_view token,
                                         std::optional<std::string_view> tenant) {
   if (token.empty()) return std::nullopt;
-  std::optional<std::string> holder = AccessTokenHolder(options.api_key, volume_id, token);
+  std::optional<std::string> holder =
+      AccessTokenHolder(options.api_key, TokenSubject(volume_id), token);
   // The admin's token opens any volume, as the admin's key does.
   if (!holder || *holder == kAdminHolder) return holder;
   if (!options.access || (tenant && tenant->empty())) return std::nullopt;

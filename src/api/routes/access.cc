@@ -157,6 +157,12 @@ asio::awaitable<void> DeleteTenant(Context& ctx) {
                                   "tenant '" + (*t)->name + "' has " + std::to_string(left) +
                                       " sandbox(es): delete them first");
   }
+  // Its volumes are kept by its name: a tenant made again under it would have them.
+  if (const size_t left = ctx.service.volumes().List((*t)->name, false).size(); left > 0) {
+    co_return co_await ReplyError(ctx, ErrorCode::kConflict,
+                                  "tenant '" + (*t)->name + "' has " + std::to_string(left) +
+                                      " volume(s) on this node: delete them first");
+  }
   auto deleted = co_await (*access)->DeleteTenant((*t)->name);
   if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
   co_await ReplyEmpty(ctx, http::status::no_content);

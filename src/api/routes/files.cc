@@ -62,7 +62,9 @@ Result<Scope> VolumeScope(Context& ctx) {
   if (!v) return VolumeNotFound(ctx);
   auto uid = UserOf(ctx);
   if (!uid) return std::move(uid).error();
-  auto fs = sandbox::SandboxFs::Open(ctx.service.volumes().MountPath(*v), *uid);
+  auto root = ctx.service.volumes().Root(*v);
+  if (!root) return std::move(root).error();
+  auto fs = sandbox::SandboxFs::Open(*root, *uid);
   if (!fs) return std::move(fs).error();
   return Scope{"", "/", std::move(*fs)};
 }

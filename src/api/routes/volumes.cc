@@ -25,6 +25,7 @@ asio::awaitable<json::array> VolumesJson(Context& ctx, const std::vector<const V
   }
   auto usage = [paths] {
     std::vector<Result<VolumeUsage>> out;
+    out.reserve(paths.size());
     for (const auto& path : paths) out.push_back(Volumes::UsageOf(path));
     return out;
   };
