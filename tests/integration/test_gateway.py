@@ -870,7 +870,14 @@ def test_an_archive_and_a_pulls_progress_go_to_every_node(cluster: Cluster) -> N
     assert last["name"] == "boxed-2" and sorted(last["nodes"]) == nodes, last
     progress = [json.loads(e.data) for e in events if e.event == "progress"]
     assert {p["node"] for p in progress} == set(nodes), progress
-    # Made on every node: a sandbox of it on each.
+    # Made on every node: a sandbox of it on each, once the gateway sees it in every node's
+    # record (placement prefers the nodes whose record has the template, and a loaded machine
+    # republishes a record a moment after the import).
+    def seen_everywhere() -> bool:
+        told = httpx.get(f"{cluster.gateways[0].url}/healthz", headers=bearer(API_KEY),
+                         timeout=10).json()["nodes"]
+        return all("boxed-2" in n.get("templates", []) for n in told if n["id"] in nodes)
+    assert wait_until(seen_everywhere, 30, 0.2)
     made: list[str] = []
     try:
         for node in nodes:
