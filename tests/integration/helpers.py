@@ -250,3 +250,13 @@ def sandbox_memory_bytes(d: Daemon, sandbox_id: str) -> int:
             return int(f.read_text())
     raise AssertionError(f"no memory cgroup found for {sandbox_id}")
 
+
+def tenant(admin: httpx.Client, name: str, **quotas: int) -> str:
+    """Creates tenant `name` (with `quotas`) through the admin's client and returns a key of it."""
+    r = admin.post("/v1/admin/tenants", json={"name": name, "quotas": quotas})
+    assert r.status_code == 201, r.text
+    r = admin.post(f"/v1/admin/tenants/{name}/keys")
+    assert r.status_code == 201, r.text
+    key: str = r.json()["key"]
+    assert key.startswith("ssk_") and r.json()["id"] in key.replace("ssk_", "key_")
+    return key

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from helpers import API_KEY, Daemon, assert_error, create_sandbox, run, wait_until
+from helpers import API_KEY, Daemon, assert_error, create_sandbox, run, tenant, wait_until
 
 SPEC = Path(__file__).resolve().parents[2] / "spec" / "openapi.yaml"
 
@@ -27,17 +27,6 @@ SPEC = Path(__file__).resolve().parents[2] / "spec" / "openapi.yaml"
 def access(daemon_factory: Any) -> Iterator[Daemon]:
     """A daemon of its own: tenants and keys are the daemon's state."""
     yield daemon_factory()
-
-
-def tenant(admin: httpx.Client, name: str, **quotas: int) -> str:
-    """Creates tenant `name` and returns a key of it."""
-    r = admin.post("/v1/admin/tenants", json={"name": name, "quotas": quotas})
-    assert r.status_code == 201, r.text
-    r = admin.post(f"/v1/admin/tenants/{name}/keys")
-    assert r.status_code == 201, r.text
-    key: str = r.json()["key"]
-    assert key.startswith("ssk_") and r.json()["id"] in key.replace("ssk_", "key_")
-    return key
 
 
 def client(d: Daemon, key: str) -> httpx.Client:

@@ -14,9 +14,8 @@ import time
 from typing import Any
 
 import httpx
-from helpers import API_KEY, Daemon, wait_until
+from helpers import API_KEY, Daemon, tenant, wait_until
 
-from test_access import tenant
 from test_e2b_wire import create, envd, envelope, envelopes
 
 MIB = 1 << 20

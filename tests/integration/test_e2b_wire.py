@@ -13,9 +13,7 @@ import time
 from typing import Any
 
 import httpx
-from helpers import API_KEY, Daemon
-
-from test_access import tenant
+from helpers import API_KEY, Daemon, tenant
 
 
 def envelope(message: dict[str, Any], flags: int = 0) -> bytes:

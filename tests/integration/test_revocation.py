@@ -14,8 +14,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from helpers import create_sandbox, wait_until
-from test_access import client, tenant, token
+from helpers import create_sandbox, tenant, wait_until
+from test_access import client, token
 from test_ports import PORT, SERVER
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import Daemon, assert_error, create_sandbox, run, wait_until
+from helpers import Daemon, assert_error, create_sandbox, run, tenant, wait_until
 
 MIB = 1 << 20
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -825,16 +825,6 @@ def test_a_kept_sandbox_keeps_its_mount_across_a_restart(daemon_factory: Any, tm
 
 
 # --- tenants ------------------------------------------------------------------------------------
-
-
-def tenant(admin: httpx.Client, name: str, **quotas: int) -> str:
-    """Creates tenant `name` and returns a key of it."""
-    r = admin.post("/v1/admin/tenants", json={"name": name, "quotas": quotas})
-    assert r.status_code == 201, r.text
-    r = admin.post(f"/v1/admin/tenants/{name}/keys")
-    assert r.status_code == 201, r.text
-    key: str = r.json()["key"]
-    return key
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 
 import httpx
 
@@ -32,7 +31,7 @@ from ..access import (
     set_quotas_call,
     usage_call,
 )
-from .api import _AsyncApi, _AsyncSandboxSurface
+from .api import _AsyncApi, _AsyncKeyClient, _AsyncSandboxSurface
 
 
 class _AsyncAccess(_AsyncSandboxSurface):
@@ -69,21 +68,11 @@ class _AsyncAccess(_AsyncSandboxSurface):
         await self._api.call(revoke_token_call(self._path, token))
 
 
-class AsyncAdmin:
+class AsyncAdmin(_AsyncKeyClient):
     """The admin key's API: tenants, their quotas and keys. The server is `base_url`, else
     `SANDSTREAM_URL`; the key is `api_key`, else `SANDSTREAM_API_KEY` (the daemon's own key: a
     tenant's key is `Forbidden` here). Used as a context manager, its connections close on exit.
     """
-
-    def __init__(
-        self,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
-        self._api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
 
     async def create_tenant(self, name: str, quotas: Mapping[str, int] | None = None) -> Tenant:
         """Creates a tenant (`Conflict` if it exists). `quotas`, 0 or absent meaning none:
@@ -121,19 +110,3 @@ class AsyncAdmin:
     async def revoke_key(self, tenant: str, key: Key | str) -> None:
         """Revokes a key (or a key id); it opens nothing from now on."""
         await self._api.call(revoke_key_call(tenant, key))
-
-    async def close(self) -> None:
-        """Closes the HTTP connections."""
-        await self._api.aclose()
-
-    async def __aenter__(self) -> AsyncAdmin:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._api.aclose()
-

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Ma
 # from collections.abc import Callable, Iterable, Iterator, Mapping
 # unasync: end
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
@@ -32,6 +33,7 @@ from ..models import SandboxInfo
 
 T = TypeVar("T")
 E = TypeVar("E")
+K = TypeVar("K", bound="_AsyncKeyClient")
 
 
 # unasync: async only
@@ -217,6 +219,37 @@ class _AsyncSandboxSurface:
     @property
     def _path(self) -> str:
         return sandbox_path(self.id)
+
+
+class _AsyncKeyClient:
+    """A client of a key's own API (not of one sandbox): `AsyncAdmin`, `AsyncVolumes`. The
+    server is `base_url`, else `SANDSTREAM_URL`; the key is `api_key`, else
+    `SANDSTREAM_API_KEY`. Used as a context manager, its connections close on exit."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        config: ClientConfig | None = None,
+    ) -> None:
+        self._api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
+
+    async def close(self) -> None:
+        """Closes the HTTP connections."""
+        await self._api.aclose()
+
+    async def __aenter__(self: K) -> K:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._api.aclose()
 
 
 # unasync: async only

@@ -9,11 +9,7 @@ is one, whose files are read and written without a sandbox (`volume.files`)."""
 from __future__ import annotations
 
 import builtins
-from types import TracebackType
 
-import httpx
-
-from .._core import ClientConfig
 from ..volumes import (
     VolumeInfo,
     create_volume_call,
@@ -22,7 +18,7 @@ from ..volumes import (
     list_volumes_call,
     volume_path,
 )
-from .api import _AsyncApi
+from .api import _AsyncApi, _AsyncKeyClient
 from .files import _AsyncFileOps
 
 
@@ -77,7 +73,7 @@ class AsyncVolume:
         await self._api.call(delete_volume_call(self.id))
 
 
-class AsyncVolumes:
+class AsyncVolumes(_AsyncKeyClient):
     # unasync: async only
     """The volumes API, for asyncio; see `Volumes`."""
     # unasync: sync only
@@ -88,16 +84,6 @@ class AsyncVolumes:
     # manager, its connections close on exit; the volumes it returns talk through them.
     # """
     # unasync: end
-
-    def __init__(
-        self,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
-        self._api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
 
     async def create(self, name: str, size_mb: int | None = None) -> AsyncVolume:
         """Makes volume `name` (1 to 63 of `A-Za-z0-9._-`, not `.` or `..`, not starting with
@@ -119,18 +105,3 @@ class AsyncVolumes:
         (naming the sandbox) while a sandbox mounts it, `NotFound` if there is none."""
         id_or_name = volume.id if isinstance(volume, AsyncVolume) else volume
         await self._api.call(delete_volume_call(id_or_name))
-
-    async def close(self) -> None:
-        """Closes the HTTP connections."""
-        await self._api.aclose()
-
-    async def __aenter__(self) -> AsyncVolumes:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._api.aclose()

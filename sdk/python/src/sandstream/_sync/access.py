@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 
 import httpx
 
@@ -30,7 +29,7 @@ from ..access import (
     set_quotas_call,
     usage_call,
 )
-from .api import _Api, _SandboxSurface
+from .api import _Api, _KeyClient, _SandboxSurface
 
 
 class _Access(_SandboxSurface):
@@ -67,21 +66,11 @@ class _Access(_SandboxSurface):
         self._api.call(revoke_token_call(self._path, token))
 
 
-class Admin:
+class Admin(_KeyClient):
     """The admin key's API: tenants, their quotas and keys. The server is `base_url`, else
     `SANDSTREAM_URL`; the key is `api_key`, else `SANDSTREAM_API_KEY` (the daemon's own key: a
     tenant's key is `Forbidden` here). Used as a context manager, its connections close on exit.
     """
-
-    def __init__(
-        self,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
-        self._api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
 
     def create_tenant(self, name: str, quotas: Mapping[str, int] | None = None) -> Tenant:
         """Creates a tenant (`Conflict` if it exists). `quotas`, 0 or absent meaning none:
@@ -119,19 +108,3 @@ class Admin:
     def revoke_key(self, tenant: str, key: Key | str) -> None:
         """Revokes a key (or a key id); it opens nothing from now on."""
         self._api.call(revoke_key_call(tenant, key))
-
-    def close(self) -> None:
-        """Closes the HTTP connections."""
-        self._api.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._api.close()
-

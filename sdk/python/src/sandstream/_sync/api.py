@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
@@ -21,6 +22,7 @@ from ..models import SandboxInfo
 
 T = TypeVar("T")
 E = TypeVar("E")
+K = TypeVar("K", bound="_KeyClient")
 
 
 class _Api:
@@ -197,5 +199,36 @@ class _SandboxSurface:
     @property
     def _path(self) -> str:
         return sandbox_path(self.id)
+
+
+class _KeyClient:
+    """A client of a key's own API (not of one sandbox): `Admin`, `Volumes`. The
+    server is `base_url`, else `SANDSTREAM_URL`; the key is `api_key`, else
+    `SANDSTREAM_API_KEY`. Used as a context manager, its connections close on exit."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: httpx.Client | None = None,
+        config: ClientConfig | None = None,
+    ) -> None:
+        self._api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
+
+    def close(self) -> None:
+        """Closes the HTTP connections."""
+        self._api.close()
+
+    def __enter__(self: K) -> K:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._api.close()
 
 

@@ -7,11 +7,7 @@ read and written without a sandbox (`volume.files`)."""
 from __future__ import annotations
 
 import builtins
-from types import TracebackType
 
-import httpx
-
-from .._core import ClientConfig
 from ..volumes import (
     VolumeInfo,
     create_volume_call,
@@ -20,7 +16,7 @@ from ..volumes import (
     list_volumes_call,
     volume_path,
 )
-from .api import _Api
+from .api import _Api, _KeyClient
 from .files import _FileOps
 
 
@@ -67,23 +63,13 @@ class Volume:
         self._api.call(delete_volume_call(self.id))
 
 
-class Volumes:
+class Volumes(_KeyClient):
     """The volumes API: storage that outlives sandboxes, mounted into them at create
     (`Sandbox.create(volumes=[VolumeMount(name, path)])`). The server is `base_url`, else
     `SANDSTREAM_URL`; the key is `api_key`, else `SANDSTREAM_API_KEY`: the admin's or a
     tenant's (a tenant sees its own volumes only), not a sandbox's token. Used as a context
     manager, its connections close on exit; the volumes it returns talk through them.
     """
-
-    def __init__(
-        self,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: httpx.Client | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
-        self._api = _Api(config or ClientConfig.resolve(base_url, api_key), http_client)
 
     def create(self, name: str, size_mb: int | None = None) -> Volume:
         """Makes volume `name` (1 to 63 of `A-Za-z0-9._-`, not `.` or `..`, not starting with
@@ -105,18 +91,3 @@ class Volumes:
         (naming the sandbox) while a sandbox mounts it, `NotFound` if there is none."""
         id_or_name = volume.id if isinstance(volume, Volume) else volume
         self._api.call(delete_volume_call(id_or_name))
-
-    def close(self) -> None:
-        """Closes the HTTP connections."""
-        self._api.close()
-
-    def __enter__(self) -> Volumes:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._api.close()
