@@ -319,9 +319,16 @@ def test_e2b_routes(sampling: Daemon, sc: httpx.Client) -> None:
             first = items[0]["timestampUnix"]
             assert c.get(f"/sandboxes/{a['id']}/metrics", params={"end": first - 60},
                          headers=key).json() == []
-            later = c.get(f"/sandboxes/{a['id']}/metrics", params={"start": first + 1},
-                          headers=key).json()
-            assert later and all(i["timestampUnix"] >= first + 1 for i in later), later
+            # Samples 0.2 s apart may all share one Unix second: wait for the next one.
+            later: list[dict[str, Any]] = []
+
+            def sampled_after_first() -> bool:
+                later[:] = c.get(f"/sandboxes/{a['id']}/metrics", params={"start": first + 1},
+                                 headers=key).json()
+                return bool(later)
+
+            assert wait_until(sampled_after_first, 5, 0.2), later
+            assert all(i["timestampUnix"] >= first + 1 for i in later), later
             r = c.get(f"/sandboxes/{a['id']}/metrics", params={"start": "yesterday"}, headers=key)
             assert r.status_code == 400 and r.json()["code"] == 400, r.text
             r = c.get("/sandboxes/sb_0000000000000000/metrics", headers=key)
