@@ -43,14 +43,23 @@ struct SteadyClock {
 
 using SteadyTime = SteadyClock::time_point;
 
-inline SystemTime SystemNow() { return std::chrono::system_clock::now(); }
-inline SteadyTime SteadyNow() { return SteadyClock::now(); }
+inline SystemTime SystemNow() {
+  return std::chrono::system_clock::now();
+}
+inline SteadyTime SteadyNow() {
+  return SteadyClock::now();
+}
 
 // RFC 3339 in UTC with milliseconds: 2026-12-02T14:18:01.123Z
 std::string FormatRfc3339(SystemTime t);
-// The inverse of FormatRfc3339; nullopt for anything it did not write.
+// An RFC 3339 date-time, what FormatRfc3339 writes and what clients send:
+// YYYY-MM-DDTHH:MM:SS, an optional fraction (to the millisecond; more digits are cut), then Z
+// or an offset (+HH:MM, -HH:MM; a space for the '+' of a query string not escaped). nullopt for
+// anything else, fields out of range included.
 std::optional<SystemTime> ParseRfc3339(std::string_view text);
 int64_t ToUnixMillis(SystemTime t);
+// The system clock counts nanoseconds (about 292 years either side of 1970): a time beyond is
+// the clock's nearest end, never an overflow.
 SystemTime FromUnixMillis(int64_t ms);
 
 namespace testing {
