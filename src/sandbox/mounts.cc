@@ -300,11 +300,13 @@ void AddVolumes(PlanBuilder& b, const std::string& root, const SandboxSpec& spec
       const std::string dir = path.substr(0, slash);
       b.Add(MountOp::kMkdir, root + dir, "volume: mkdir: " + dir);
       b.Last().strict = true;
+      b.Last().client_path = true;
       if (slash == std::string::npos) break;
     }
     b.Add(MountOp::kAttach, root + path, "volume: attach: " + path);
     b.Last().fd = volume_fds[i];
     b.Last().strict = true;
+    b.Last().client_path = true;
   }
 }
 
@@ -589,6 +591,14 @@ int BuildRootInChild(const RootPlan& plan, int report_fd) {
   if (::chdir("/") != 0) ReportAndExit(report_fd, "mounts: chdir /", errno);
   ::umask(022);
   return keep;
+}
+
+const MountStep* RootPlan::Find(std::string_view reported) const {
+  constexpr size_t kCut = sizeof(ChildFailure::step) - 1;  // ReportAndExit keeps this much
+  for (const MountStep& step : steps) {
+    if (std::string_view(step.label).substr(0, kCut) == reported) return &step;
+  }
+  return nullptr;
 }
 
 }  // namespace sandstream::sandbox

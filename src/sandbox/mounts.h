@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,8 @@ struct MountStep {
   // The path's directories are resolved without a symlink and without leaving the root's
   // mount (a volume's mount point: never under /dev, /proc or /sys by a template's link).
   bool strict = false;
+  // The path is the client's (a volume's): a failure there is the request's to mend.
+  bool client_path = false;
 };
 
 struct RootPlan {
@@ -60,6 +63,9 @@ struct RootPlan {
   // A directory PID 1 holds open for the daemon once the old root is gone: the overlay's
   // writable layer, which snapshots copy. Empty: none.
   std::string keep;
+
+  // The step a child's failure report names (its label, cut as the report cuts it), or null.
+  const MountStep* Find(std::string_view reported) const;
 };
 
 // What the `base` template takes from the host, read once when the runtime starts.

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +93,19 @@ NamespaceSandbox::NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> stat
 
 std::string NamespaceSandbox::RootPath() const {
   return "/proc/" + std::to_string(init_pid_) + "/root";
+}
+
+std::optional<ResourceUsage> NamespaceSandbox::Usage() const {
+  std::optional<ResourceUsage> use = cgroup_ ? cgroup_->Usage() : std::nullopt;
+  if (!use) return use;
+  // The writable filesystem: its tmpfs, or (an overlay reports its upper one) the tmpfs under.
+  struct statfs sf {};
+  if (::statfs(RootPath().c_str(), &sf) == 0) {
+    const auto block = static_cast<uint64_t>(sf.f_bsize);
+    use->disk = ResourceUsage::Disk{.used_bytes = (sf.f_blocks - sf.f_bfree) * block,
+                                    .total_bytes = sf.f_blocks * block};
+  }
+  return use;
 }
 
 std::string NamespaceSandbox::WritableLayer() const {

@@ -33,9 +33,7 @@ class NamespaceSandbox final : public Sandbox {
   // PID 1 holds the layer's tmpfs open as fd 4 (BuildRootInChild); nothing mounts it anywhere.
   std::string WritableLayer() const override;
   uint64_t OomKills() const override { return cgroup_ ? cgroup_->OomKills() : 0; }
-  std::optional<ResourceUsage> Usage() const override {
-    return cgroup_ ? cgroup_->Usage() : std::nullopt;
-  }
+  std::optional<ResourceUsage> Usage() const override;
   Op<Result<void>> Freeze() override;
   Result<void> Thaw() override;
   bool Frozen() const override { return cgroup_ && cgroup_->Frozen(); }

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -102,14 +103,15 @@ Result<std::vector<UniqueFd>> IdmapTrees(pid_t pid, const std::vector<SetupTree>
   return mounts;
 }
 
-// A volume's mount point that the template cannot give (a file there, a read-only directory
-// above it) is the request's fault: 400, still naming the step.
-Error AsVolumePathError(Error e) {
-  const bool volume_step =
-      e.message.starts_with("volume: mkdir: ") || e.message.starts_with("volume: attach: ");
-  const int err = e.sys_errno;
-  if (volume_step && (err == EROFS || err == ENOTDIR || err == EEXIST || err == EINVAL ||
-                      err == ELOOP || err == EXDEV || err == EACCES)) {
+// The failure the setup child reported. A volume's path the template cannot give (a file or a
+// link on the way, a read-only directory) is the request's to mend: 400, naming the step.
+Error SetupFailure(const RootPlan& plan, const ChildFailure& failure) {
+  Error e = SysError(ErrorCode::kSandboxSetupFailed, failure.step, failure.err);
+  const MountStep* step = plan.Find(failure.step);
+  const int err = failure.err;
+  if (step && step->client_path &&
+      (err == EROFS || err == ENOTDIR || err == EEXIST || err == EINVAL || err == ELOOP ||
+       err == EXDEV || err == EACCES)) {
     e.code = ErrorCode::kInvalidRequest;
     e.message = "volumes: the path cannot be a mount point in this template (" + e.message + ")";
   }
@@ -266,8 +268,9 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
   auto idmapped = IdmapTrees(pid, trees);
   if (!idmapped) co_return std::move(idmapped).error();
   if (auto r = SendGoAhead(sync_parent.get(), *idmapped); !r) co_return std::move(r).error();
-  Result<void> exec = co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "");
-  if (!exec) co_return AsVolumePathError(std::move(exec).error());
+  Result<std::optional<ChildFailure>> failure = co_await ReadChildReport(report->read.get());
+  if (!failure) co_return Error{ErrorCode::kSandboxSetupFailed, failure.error().message};
+  if (*failure) co_return SetupFailure(plan, **failure);
   const bool ready = co_await ReadByte(control_parent.get(), 'R', kReadyTimeoutMs);
   if (!ready) co_return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
   sandbox.control_ = std::move(control_parent);

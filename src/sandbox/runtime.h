@@ -160,11 +160,16 @@ struct AdoptedProcess {
 
 // What a sandbox's processes use now, from its cgroups: CPU time since it was made, memory
 // charged to it (what the kernel could drop at once, its inactive file cache, not counted) and
-// that file cache.
+// that file cache; and its writable filesystem's size and use, where it could be read.
 struct ResourceUsage {
   uint64_t cpu_usec = 0;
   uint64_t memory_bytes = 0;
   uint64_t cache_bytes = 0;
+  struct Disk {
+    uint64_t used_bytes = 0;
+    uint64_t total_bytes = 0;
+  };
+  std::optional<Disk> disk;
 };
 
 class Sandbox {
@@ -183,7 +188,7 @@ class Sandbox {
   }
   // OOM kills seen in this sandbox so far; the process layer compares before and after.
   virtual uint64_t OomKills() const = 0;
-  // Its use of CPU and memory now; nullopt where the runtime does not account it.
+  // Its use of CPU, memory and disk now; nullopt where the runtime does not account it.
   virtual std::optional<ResourceUsage> Usage() const { return std::nullopt; }
   // Whether its /proc/meminfo, cpuinfo, stat, uptime and /sys/devices/system/cpu/online are
   // answered from its limits (lxcfs) rather than the host's.

@@ -1,7 +1,5 @@
 #include "service/resource_series.h"
 
-#include <sys/statfs.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -64,13 +62,9 @@ void AppendSample(ResourceSeries& series, const SandboxEntry& sb, SystemTime now
   series.last_at = now;
   s.memory_used = use->memory_bytes;
   s.memory_cache = use->cache_bytes;
-  // The writable filesystem's use (a tmpfs, or the overlay's upper one on it).
-  struct statfs sf {};
-  const std::string root = sb.runtime->RootPath();
-  if (!root.empty() && ::statfs(root.c_str(), &sf) == 0) {
-    series.disk_total = static_cast<uint64_t>(sf.f_blocks) * static_cast<uint64_t>(sf.f_bsize);
-    s.disk_used =
-        static_cast<uint64_t>(sf.f_blocks - sf.f_bfree) * static_cast<uint64_t>(sf.f_bsize);
+  if (use->disk) {
+    series.disk_total = use->disk->total_bytes;
+    s.disk_used = use->disk->used_bytes;
   }
   series.samples.push_back(s);
   if (series.samples.size() >= ResourceSampler::kMaxSamples) MergeOlderHalf(series.samples);
