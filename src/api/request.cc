@@ -131,9 +131,9 @@ Result<sse::Encoding> ParseEncoding(std::string_view text) {
   return Invalid("encoding must be \"utf8\" or \"base64\"");
 }
 
-Result<json::object> ParseBody(const Context& ctx) {
+Result<json::value> ParseBodyValue(const Context& ctx) {
   const std::string& body = ctx.req.body();
-  if (body.empty()) return json::object{};
+  if (body.empty()) return json::value(json::object{});
   std::string_view type = ctx.Header(http::field::content_type);
   type = type.substr(0, type.find(';'));
   while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
@@ -152,8 +152,14 @@ Result<json::object> ParseBody(const Context& ctx) {
                  "the body must be application/json, not " + std::string(type)};
   }
   if (ec) return Error{ErrorCode::kInvalidJson, "body is not valid JSON: " + ec.message()};
-  if (!v.is_object()) return Error{ErrorCode::kInvalidJson, "body must be a JSON object"};
-  return std::move(v.as_object());
+  return v;
+}
+
+Result<json::object> ParseBody(const Context& ctx) {
+  auto v = ParseBodyValue(ctx);
+  if (!v) return std::move(v).error();
+  if (!v->is_object()) return Error{ErrorCode::kInvalidJson, "body must be a JSON object"};
+  return std::move(v->as_object());
 }
 
 Result<sse::Format> FormatFromQuery(const Context& ctx) {

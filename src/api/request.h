@@ -6,6 +6,7 @@
 #include <string>
 
 #include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "api/http.h"
 #include "api/sse.h"
@@ -18,6 +19,9 @@
 
 namespace sandstream::api {
 
+// The body as JSON of any kind (an empty body is an empty object): kUnsupportedMediaType for a
+// body labelled other than JSON, kInvalidJson for one that does not parse.
+Result<boost::json::value> ParseBodyValue(const Context& ctx);
 // The body as a JSON object; an empty body is an empty object.
 Result<boost::json::object> ParseBody(const Context& ctx);
 

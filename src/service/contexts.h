@@ -86,6 +86,8 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
 
   const std::string& id() const { return id_; }
   Language language() const { return language_; }
+  // The directory its cells start in; empty: the sandbox's.
+  const std::string& cwd() const { return cwd_; }
   // "idle", "busy" or "dead" (the interpreter exited; restart it).
   std::string_view status() const;
   boost::json::object Json() const;

@@ -519,6 +519,15 @@ def test_update_network_refusals_change_nothing(c: httpx.Client, make: Any) -> N
         assert words in err["message"], (network, err)
     for network in ({"egress": 1}, "wan", 7):
         assert_error(update(c, sb["id"], network), 400, "invalid_request")
+    # A body that is not JSON, or says it is something else, whatever its shape.
+    for body in ('"egress"', '{"egress": {}}'):
+        r = c.patch(f"/v1/sandboxes/{sb['id']}/network", content=body,
+                    headers={"Content-Type": "text/plain"})
+        assert_error(r, 415, "unsupported_media_type")
+    for body in ('"egress', "[1,"):
+        r = c.patch(f"/v1/sandboxes/{sb['id']}/network", content=body,
+                    headers={"Content-Type": "application/json"})
+        assert_error(r, 400, "invalid_json")
     # A mode without egress: the mode is fixed at create.
     for network in ("loopback", "none", {"egress": False}):
         assert_error(update(c, sb["id"], network), 409, "conflict")
@@ -660,6 +669,13 @@ def test_e2b_network_rules_map_onto_egress(lab: EgressLab, c: httpx.Client) -> N
             assert probe(c, sb, "tcp", "198.18.1.20", "80").startswith("ok upstream 198.18.1.20")
             assert put(sb["id"], {}).status_code == 204
             assert rules(v1(c, sb)) == (None, [])
+            # No internet and no rules: a running sandbox keeps egress that reaches nothing.
+            assert put(sb["id"], {"allowInternetAccess": False}).status_code == 204
+            assert rules(v1(c, sb)) == ([], [])
+            assert v1(c, sb)["network"] == "egress"
+            assert probe(c, sb, "tcp", "198.18.1.20", "80") == "refused"
+            assert put(sb["id"], {}).status_code == 204
+            assert rules(v1(c, sb)) == (None, [])
             # What sandstream cannot do: an allowOut inside a denied prefix.
             for body in ({"allowOut": ["198.18.3.1"], "denyOut": ["198.18.3.0/24"]},
                          {"allowOut": ["198.18.3.128/25"], "denyOut": ["198.18.0.0/16"]}):
@@ -670,7 +686,7 @@ def test_e2b_network_rules_map_onto_egress(lab: EgressLab, c: httpx.Client) -> N
             assert r.status_code == 400 and "bad name!" in r.json()["message"], r.text
             assert rules(v1(c, sb)) == (None, [])
             types = [x["type"] for x in c.get(f"/v1/sandboxes/{sb['id']}/events").json()["events"]]
-            assert types.count("sandbox.network_updated") == 3, types
+            assert types.count("sandbox.network_updated") == 5, types
             # A sandbox without the internet has no egress to change; an unknown one is a 404.
             closed = e2b_create(e, made, allowInternetAccess=False)
             assert v1(c, closed)["network"] == "loopback"

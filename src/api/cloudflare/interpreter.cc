@@ -96,11 +96,10 @@ asio::awaitable<void> CreateCodeContext(Context& ctx) {
   Result<std::shared_ptr<CodeContext>> context =
       co_await CodeContext::Create(ctx.service, (*sb)->id, std::move(*req));
   if (!context) co_return co_await Fail(ctx, context.error(), Subject::kContext);
-  json::object stored = (*context)->Json();
   json::object out;
   out["contextId"] = (*context)->id();
   out["language"] = LanguageName((*context)->language());
-  out["cwd"] = stored.contains("cwd") ? stored.at("cwd") : json::string();
+  out["cwd"] = (*context)->cwd();
   co_await ReplyOk(ctx, std::move(out));
 }
 
@@ -109,10 +108,8 @@ asio::awaitable<void> ListCodeContexts(Context& ctx) {
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   json::array items;
   for (const auto& [id, context] : (*sb)->contexts) {
-    json::object stored = context->Json();
-    items.push_back(json::object{{"id", id},
-                                 {"language", LanguageName(context->language())},
-                                 {"cwd", stored.contains("cwd") ? stored.at("cwd") : ""}});
+    items.push_back(json::object{
+        {"id", id}, {"language", LanguageName(context->language())}, {"cwd", context->cwd()}});
   }
   json::object out;
   out["contexts"] = std::move(items);
@@ -142,13 +139,9 @@ asio::awaitable<void> ExecuteCode(Context& ctx) {
   std::string id;
   if (*given) {
     id = **given;
-    auto it = (*sb)->contexts.find(id);
-    if (it == (*sb)->contexts.end()) {
-      const Error missing{ErrorCode::kNotFound,
-                          "no code context '" + id + "' in sandbox '" + (*sb)->id + "'"};
-      co_return co_await Fail(ctx, missing, Subject::kContext, id);
-    }
-    context = it->second;
+    auto found = FindContext(**sb, id);
+    if (!found) co_return co_await Fail(ctx, found.error(), Subject::kContext, id);
+    context = std::move(*found);
   } else {
     // No context named: the language's default one, made on first use (as the container does).
     auto language = LanguageOf(*request);

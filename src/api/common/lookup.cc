@@ -33,6 +33,12 @@ Result<std::shared_ptr<Process>> FindProcess(Context& ctx) {
   return p;
 }
 
+Result<std::shared_ptr<CodeContext>> FindContext(const SandboxEntry& sb, std::string_view id) {
+  if (auto it = sb.contexts.find(id); it != sb.contexts.end()) return it->second;
+  return Error{ErrorCode::kNotFound,
+               "no code context '" + std::string(id) + "' in sandbox '" + sb.id + "'"};
+}
+
 std::vector<std::shared_ptr<Process>> ClientProcesses(const SandboxEntry& sb) {
   std::vector<std::shared_ptr<Process>> out;
   for (const auto& p : sb.processes) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "api/http.h"
@@ -33,6 +34,9 @@ Result<typename Map::mapped_type> FindIn(Context& ctx, const SandboxEntry& sb, c
   }
   return it->second;
 }
+
+// Context `id` of `sb`, or the 404 naming it.
+Result<std::shared_ptr<CodeContext>> FindContext(const SandboxEntry& sb, std::string_view id);
 
 // The processes a client started or may see, in start order: not the interpreters of code
 // contexts, which are sandstream's own machinery.

@@ -172,17 +172,26 @@ Result<std::vector<std::string>> RuleList(const json::object& network, std::stri
   return out;
 }
 
+// Whether EgressOf reads rules for a create or for a running sandbox.
+enum class NetworkUse { kCreate, kUpdate };
+
 // E2B's egress rules as sandstream's `network`. In E2B an allowOut entry wins over denyOut; in
 // sandstream deny wins, so: a denyOut of 0.0.0.0/0, or no internet (`open` false), allows
 // allowOut alone (less the other denials); otherwise every public address is open but
 // denyOut's. An allowOut address inside a denied CIDR, which would win on E2B, cannot here and
-// is refused. No rules: open, or nothing.
-Result<json::value> EgressOf(const json::object& network, bool open) {
+// is refused. No rules: open, or nothing: at create no network, for a running sandbox (whose
+// network mode is fixed at create) egress that allows nothing.
+Result<json::value> EgressOf(const json::object& network, bool open, NetworkUse use) {
   auto allow_out = RuleList(network, "allowOut");
   if (!allow_out) return std::move(allow_out).error();
   auto deny_out = RuleList(network, "denyOut");
   if (!deny_out) return std::move(deny_out).error();
-  if (allow_out->empty() && deny_out->empty()) return json::value(open ? "egress" : "loopback");
+  if (allow_out->empty() && deny_out->empty()) {
+    if (open) return json::value("egress");
+    if (use == NetworkUse::kCreate) return json::value("loopback");
+    json::object nothing{{"allow", json::array()}};
+    return json::value(json::object{{"egress", std::move(nothing)}});
+  }
   bool closed = !open;
   json::array deny;
   std::vector<net::Ipv4Prefix> denied;
@@ -251,7 +260,7 @@ asio::awaitable<void> CreateSandbox(Context& ctx) {
   const json::value* network = Field(*body, "network");
   if (network && network->is_object() &&
       (Field(network->as_object(), "allowOut") || Field(network->as_object(), "denyOut"))) {
-    auto egress = EgressOf(network->as_object(), internet->value_or(true));
+    auto egress = EgressOf(network->as_object(), internet->value_or(true), NetworkUse::kCreate);
     if (!egress) co_return co_await ReplyError(ctx, egress.error());
     request["network"] = std::move(*egress);
   } else {
@@ -434,11 +443,8 @@ asio::awaitable<void> UpdateNetwork(Context& ctx) {
   // it says allow_internet_access false (denyOut 0.0.0.0/0 to E2B).
   auto internet = OptBool(*body, "allow_internet_access", "allowInternetAccess");
   if (!internet) co_return co_await ReplyError(ctx, internet.error());
-  auto network = EgressOf(*body, internet->value_or(true));
+  auto network = EgressOf(*body, internet->value_or(true), NetworkUse::kUpdate);
   if (!network) co_return co_await ReplyError(ctx, network.error());
-  // No internet and no rules: nothing is reached, which a sandbox with egress keeps as rules.
-  if (*network == "loopback")
-    *network = json::value(json::object{{"egress", json::object{{"allow", json::array()}}}});
   auto policy = ParseEgressUpdate(*network);
   if (!policy) co_return co_await ReplyError(ctx, policy.error());
   auto updated =

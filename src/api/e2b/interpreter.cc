@@ -35,19 +35,11 @@ Result<Language> LanguageOf(const json::object& body) {
 }
 
 json::object ContextJson(const CodeContext& context) {
-  json::object stored = context.Json();
   json::object o;
   o["id"] = context.id();
   o["language"] = LanguageName(context.language());
-  o["cwd"] = stored.contains("cwd") ? stored.at("cwd") : json::string();
+  o["cwd"] = context.cwd();
   return o;
-}
-
-// The context `id` of `sb`, or the 404 naming it.
-Result<std::shared_ptr<CodeContext>> ContextNamed(const SandboxEntry& sb, const std::string& id) {
-  auto it = sb.contexts.find(id);
-  if (it != sb.contexts.end()) return it->second;
-  return Error{ErrorCode::kNotFound, "no code context '" + id + "' in sandbox '" + sb.id + "'"};
 }
 
 // The body's code, context_id and language, with the context the cell runs in when named.
@@ -151,7 +143,8 @@ class LineSink {
 }  // namespace
 
 asio::awaitable<void> ExecuteCode(Context& ctx) {
-  auto sb = EnvdSandbox(ctx);
+  // A cell's run is a stream of its events.
+  auto sb = EnvdSandbox(ctx, EnvdCall::kStream);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   auto body = ParseBody(ctx);
   if (!body) co_return co_await ReplyError(ctx, body.error());
@@ -164,7 +157,7 @@ asio::awaitable<void> ExecuteCode(Context& ctx) {
   if (!env) co_return co_await ReplyError(ctx, env.error());
   std::shared_ptr<CodeContext> context;
   if (target->context_id) {
-    auto named = ContextNamed(**sb, *target->context_id);
+    auto named = FindContext(**sb, *target->context_id);
     if (!named) co_return co_await ReplyError(ctx, named.error());
     context = *named;
   } else {
@@ -228,7 +221,7 @@ asio::awaitable<void> RemoveCodeContext(Context& ctx) {
 asio::awaitable<void> RestartCodeContext(Context& ctx) {
   auto sb = EnvdSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto named = ContextNamed(**sb, ctx.params.at(0));
+  auto named = FindContext(**sb, ctx.params.at(0));
   if (!named) co_return co_await ReplyError(ctx, named.error());
   auto context = *named;
   if (auto r = co_await context->Restart(ctx.service); !r) {

@@ -115,7 +115,7 @@ namespace {
 // `holder`: a token of that sandbox alone, counted against its tenant's quotas (the router
 // admitted no tenant, as these routes are open to it), and standing on the holder's key.
 Result<const SandboxEntry*> AdmitHolder(Context& ctx, const SandboxEntry* sb,
-                                        const std::string& holder) {
+                                        const std::string& holder, EnvdCall call) {
   Principal p;
   p.kind = Principal::Kind::kToken;
   p.tenant = sb->tenant;
@@ -125,8 +125,7 @@ Result<const SandboxEntry*> AdmitHolder(Context& ctx, const SandboxEntry* sb,
   if (holder != kAdminHolder) p.key = holder;
   p.grant.scopes = kScopeRead | kScopeExec | kScopeTerminal | kScopeFilesRead | kScopeFilesWrite;
   ctx.principal = std::move(p);
-  // A streaming RPC, or a cell's run, counts against the tenant's streams.
-  const bool stream = IsStreamingCall(ctx) || ctx.req.target().starts_with("/execute");
+  const bool stream = call == EnvdCall::kStream || IsStreamingCall(ctx);
   if (auto refused = ctx.server.AdmitTenant(sb->tenant, stream)) return *refused;
   return sb;
 }
@@ -253,7 +252,7 @@ bool AdmitsFromHead(const Route& route, bool signed_url) {
   return !signed_url || (route.handler != ReadFile && route.handler != WriteFiles);
 }
 
-Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
+Result<const SandboxEntry*> EnvdSandbox(Context& ctx, EnvdCall call) {
   const std::string_view id = ctx.Header("E2b-Sandbox-Id");
   const std::string_view token = TokenOf(ctx.req);
   const SandboxEntry* sb = ctx.service.Find(id);
@@ -266,7 +265,7 @@ Result<const SandboxEntry*> EnvdSandbox(Context& ctx) {
     return *refused;
   }
   if (!here) return SandboxGone(id);
-  return AdmitHolder(ctx, sb, holder);
+  return AdmitHolder(ctx, sb, holder, call);
 }
 
 namespace {
@@ -334,7 +333,7 @@ asio::awaitable<Result<const SandboxEntry*>> FilesSandbox(Context& ctx,
   // It may have gone while the signature was checked.
   const SandboxEntry* sb = ctx.service.Find((*id)->id);
   if (!sb || sb->deleting) co_return SandboxGone((*id)->id);
-  co_return AdmitHolder(ctx, sb, (*id)->holder);
+  co_return AdmitHolder(ctx, sb, (*id)->holder, EnvdCall::kRequest);
 }
 
 asio::awaitable<void> FindSignedSandbox(Context& ctx) {

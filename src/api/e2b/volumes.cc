@@ -4,6 +4,7 @@
 // id and the key it was handed to, like a sandbox's envd token: it needs no record, opens that
 // volume only, and ends with the key.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <deque>
 
@@ -73,14 +74,32 @@ struct Attributes {
   bool owner() const { return uid || gid; }
 };
 
+// Each attribute's name, in the query and in a body.
+constexpr std::array kAttributes = {std::pair{"uid", &Attributes::uid},
+                                    std::pair{"gid", &Attributes::gid},
+                                    std::pair{"mode", &Attributes::mode}};
+
 // From the query (make_dir, write_file).
 Result<Attributes> QueryAttributes(Context& ctx) {
   Attributes a;
-  for (auto [key, field] : {std::pair{"uid", &Attributes::uid}, std::pair{"gid", &Attributes::gid},
-                            std::pair{"mode", &Attributes::mode}}) {
+  for (auto [key, field] : kAttributes) {
     auto n = Id(ctx, key);
     if (!n) return std::move(n).error();
     a.*field = *n;
+  }
+  return a;
+}
+
+// From a body (update_metadata): each a non-negative integer, or null or absent.
+Result<Attributes> BodyAttributes(const json::object& body) {
+  Attributes a;
+  for (auto [key, field] : kAttributes) {
+    const json::value* v = body.if_contains(key);
+    if (!v || v->is_null()) continue;
+    if (!v->is_int64() || v->as_int64() < 0 || v->as_int64() > UINT32_MAX) {
+      return Invalid(std::string(key) + " must be a non-negative integer");
+    }
+    a.*field = static_cast<uint32_t>(v->as_int64());
   }
   return a;
 }
@@ -258,22 +277,13 @@ asio::awaitable<void> VolumeUpdateMetadata(Context& ctx) {
   if (auto v = ContentVolume(ctx); !v) co_return co_await ReplyError(ctx, v.error());
   auto body = ParseBody(ctx);
   if (!body) co_return co_await ReplyError(ctx, body.error());
-  Attributes asked;
-  for (auto [key, field] : {std::pair{"uid", &Attributes::uid}, std::pair{"gid", &Attributes::gid},
-                            std::pair{"mode", &Attributes::mode}}) {
-    const json::value* v = body->if_contains(key);
-    if (!v || v->is_null()) continue;
-    if (!v->is_int64() || v->as_int64() < 0 || v->as_int64() > UINT32_MAX) {
-      co_return co_await ReplyError(ctx, ErrorCode::kInvalidRequest,
-                                    std::string(key) + " must be a non-negative integer");
-    }
-    asked.*field = static_cast<uint32_t>(v->as_int64());
-  }
+  auto asked = BodyAttributes(*body);
+  if (!asked) co_return co_await ReplyError(ctx, asked.error());
   // A change of owner needs root; of the mode alone, the owner (the sandbox's user).
-  auto c = ContentOf(ctx, asked);
+  auto c = ContentOf(ctx, *asked);
   if (!c) co_return co_await ReplyError(ctx, c.error());
   auto info = co_await OffThread(
-      ctx, [&] { return c->fs.SetAttributes(c->path, asked.uid, asked.gid, asked.mode); });
+      ctx, [&] { return c->fs.SetAttributes(c->path, asked->uid, asked->gid, asked->mode); });
   if (!info) co_return co_await ReplyError(ctx, info.error());
   co_await ReplyJson(ctx, http::status::ok, EntryStat(*info));
 }

@@ -101,7 +101,7 @@ asio::awaitable<void> ListContexts(Context& ctx) {
 asio::awaitable<void> GetContext(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
+  auto context = FindContext(**sb, ctx.params.at(1));
   if (!context) co_return co_await ReplyError(ctx, context.error());
   co_await ReplyJson(ctx, http::status::ok, (*context)->Json());
 }
@@ -118,7 +118,7 @@ asio::awaitable<void> DeleteContext(Context& ctx) {
 asio::awaitable<void> RestartContext(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
+  auto context = FindContext(**sb, ctx.params.at(1));
   if (!context) co_return co_await ReplyError(ctx, context.error());
   auto keep = *context;
   auto r = co_await keep->Restart(ctx.service);
@@ -146,7 +146,7 @@ asio::awaitable<void> ServeRun(Context& ctx, std::shared_ptr<CellRun> run, uint6
 asio::awaitable<void> RunCode(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
+  auto context = FindContext(**sb, ctx.params.at(1));
   if (!context) co_return co_await ReplyError(ctx, context.error());
   auto body = ParseBody(ctx);
   if (!body) co_return co_await ReplyError(ctx, body.error());
@@ -165,7 +165,7 @@ asio::awaitable<void> RunCode(Context& ctx) {
 asio::awaitable<void> GetRun(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto context = FindIn(ctx, **sb, (*sb)->contexts, "code context");
+  auto context = FindContext(**sb, ctx.params.at(1));
   if (!context) co_return co_await ReplyError(ctx, context.error());
   auto after = ResumePoint(ctx, 0);
   if (!after) co_return co_await ReplyError(ctx, after.error());

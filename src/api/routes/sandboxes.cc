@@ -153,32 +153,11 @@ asio::awaitable<void> UpdateSandbox(Context& ctx) {
   co_await ReplyJson(ctx, http::status::ok, SandboxJson(**updated));
 }
 
-namespace {
-
-// The body of PATCH .../network: a `network` as at create, an object ({"egress": ...}) or a
-// string ("egress"), as a JSON value.
-Result<json::value> NetworkBody(const Context& ctx) {
-  const std::string& raw = ctx.req.body();
-  const size_t first = raw.find_first_not_of(" \t\r\n");
-  // Anything but an object is read here (a string is one of the modes; the rest is refused
-  // naming the shapes there are); an object goes through ParseBody's checks.
-  if (first != std::string::npos && raw[first] != '{') {
-    boost::system::error_code ec;
-    json::value v = json::parse(raw, ec);
-    if (ec) return Error{ErrorCode::kInvalidJson, "body is not valid JSON: " + ec.message()};
-    return v;
-  }
-  auto body = ParseBody(ctx);
-  if (!body) return std::move(body).error();
-  return json::value(std::move(*body));
-}
-
-}  // namespace
-
 asio::awaitable<void> UpdateNetwork(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
-  auto body = NetworkBody(ctx);
+  // A `network` as at create: an object ({"egress": ...}) or a string ("egress").
+  auto body = ParseBodyValue(ctx);
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto policy = ParseEgressUpdate(*body);
   if (!policy) co_return co_await ReplyError(ctx, policy.error());
