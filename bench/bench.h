@@ -42,6 +42,7 @@ struct Options {
   std::string runtime = "namespace";
   bool quick = false;
   std::set<int> only;  // figure numbers; empty: all
+  std::string json;    // where to write the rows as JSON lines too (bench/compare reads them)
 };
 
 struct Row {
@@ -125,6 +126,9 @@ class Bench {
   // Runs `figure` unless --only leaves `number` out; a figure that throws is a failed row.
   void Run(int number, const std::string& label, const std::function<void()>& figure);
   void PrintTable() const;
+  // The rows as JSON lines at `path`: each row's cells, its ratio also as a number (null when
+  // it has none). False when the file cannot be written.
+  bool WriteJson(const std::string& path) const;
   bool failed() const { return failed_; }
 
   // The figures, numbered as in the report and bench/README.md.

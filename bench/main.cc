@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include <boost/json.hpp>
+
 #include "bench.h"
 
 namespace sandstream::bench {
@@ -148,6 +150,25 @@ void Bench::PrintTable() const {
       "\nratio = sandstream / baseline (latency and memory: lower is better; "
       "throughput: higher is better). Throughput rows show median (slowest-decile run).\n\n");
   for (const auto& d : details_) std::printf("%s\n", d.c_str());
+}
+
+bool Bench::WriteJson(const std::string& path) const {
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (!out) return false;
+  for (const Row& r : rows_) {
+    boost::json::object o{{"figure", r.figure},     {"value", r.value},
+                          {"baseline", r.baseline}, {"baseline_value", r.baseline_value},
+                          {"ratio_text", r.ratio},  {"target", r.target}};
+    // "1.55x", as Ratio writes it.
+    double ratio = 0;
+    const auto [end, ec] = std::from_chars(r.ratio.data(), r.ratio.data() + r.ratio.size(), ratio);
+    const bool number = ec == std::errc() && end != r.ratio.data() && *end == 'x' &&
+                        end + 1 == r.ratio.data() + r.ratio.size();
+    o["ratio"] = number ? boost::json::value(ratio) : boost::json::value(nullptr);
+    const std::string line = boost::json::serialize(o) + "\n";
+    std::fputs(line.c_str(), out);
+  }
+  return std::fclose(out) == 0;
 }
 
 std::string Bench::CreateVia(HttpClient& c, std::string_view body) {
@@ -278,12 +299,13 @@ std::string DefaultDaemonPath() {
 
 constexpr const char* kUsage =
     "usage: sandstream-bench [--quick] [--daemon PATH] [--runtime namespace|directory] "
-    "[--only LIST]\n"
+    "[--only LIST] [--json PATH]\n"
     "  --quick    short smoke of every figure (< 60 s); never a pass/fail on numbers\n"
     "  --daemon   sandstreamd to start (default: next to this program)\n"
     "  --runtime  passed to sandstreamd and used for the in-process baselines (default "
     "namespace)\n"
-    "  --only     comma-separated figure numbers to measure, e.g. 1,4,6 (default: all)\n";
+    "  --only     comma-separated figure numbers to measure, e.g. 1,4,6 (default: all)\n"
+    "  --json     also write the table's rows to PATH as JSON lines (bench/compare reads them)\n";
 
 // "1,4,6" -> {1, 4, 6}; false unless every item is a figure number.
 bool ParseFigures(const std::string& list, std::set<int>* figures) {
@@ -311,7 +333,8 @@ int Main(int argc, char** argv) {
     if (const size_t eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
       value = a.substr(eq + 1);
       a.resize(eq);
-    } else if ((a == "--daemon" || a == "--runtime" || a == "--only") && i + 1 < argc) {
+    } else if ((a == "--daemon" || a == "--runtime" || a == "--only" || a == "--json") &&
+               i + 1 < argc) {
       value = argv[++i];
     }
     if (a == "--quick" && !value) {
@@ -320,6 +343,8 @@ int Main(int argc, char** argv) {
       options.daemon = *value;
     } else if (a == "--runtime" && value) {
       options.runtime = *value;
+    } else if (a == "--json" && value) {
+      options.json = *value;
     } else if (a == "--only" && value) {
       if (!ParseFigures(*value, &options.only)) {
         std::fprintf(stderr, "--only takes figure numbers 1-%d, e.g. 1,4,6\n", kFigures);
@@ -386,6 +411,10 @@ int Main(int argc, char** argv) {
     std::printf("\n");
     bench.PrintTable();
     failed = bench.failed();
+    if (!options.json.empty() && !bench.WriteJson(options.json)) {
+      std::fprintf(stderr, "sandstream-bench: cannot write %s\n", options.json.c_str());
+      failed = true;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sandstream-bench: %s\n", e.what());
     failed = true;
