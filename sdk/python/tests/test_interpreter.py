@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +31,23 @@ def test_run_code_state_results_and_callbacks(ci: Sandbox) -> None:
     assert "".join(execution.logs.stdout) == "area\n" and execution.error is None
     assert execution.text == "12.57"
     assert [r.is_main_result for r in execution.results] == [True]
+
+
+def test_cells_reuse_one_connection(ci: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell's stream ends right after its exit event, and the SDK reads that end: the next
+    call goes over the same kept-alive connection, not a new one."""
+    assert ci.run_code("0").text == "0"  # the default context made, a connection open
+    opened: list[object] = []
+    connect = socket.socket.connect
+
+    def counting(self: socket.socket, address: object) -> None:
+        opened.append(address)
+        connect(self, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", counting)
+    for i in range(5):
+        assert ci.run_code(f"{i} + 1").text == str(i + 1)
+    assert opened == []
 
 
 def test_error_object(ci: Sandbox) -> None:

@@ -171,6 +171,10 @@ class _AsyncApi:
                         return
                     parser = SseParser()
                     async for chunk in response.aiter_bytes():
+                        # After the last event the server ends the response at once; reading
+                        # its end lets the connection serve the next call.
+                        if cursor.decoder.ended:
+                            continue
                         for message in parser.feed(chunk):
                             for event in cursor.decoder.decode(message):
                                 cursor.seen(event)
@@ -178,7 +182,9 @@ class _AsyncApi:
                                 if stopped():
                                     return
                             if cursor.decoder.ended:
-                                return
+                                break
+                    if cursor.decoder.ended:
+                        return
                 if not until_exit:
                     return
                 detail = "the stream ended without an exit event"
@@ -193,7 +199,8 @@ class _AsyncApi:
                 detail = f"reconnecting failed ({exc})"
             except httpx.TransportError as exc:
                 sent = True
-                if stopped():
+                # (After the last event, a break while reading the response's end loses nothing.)
+                if stopped() or cursor.decoder.ended:
                     return
                 detail = f"the connection broke ({type(exc).__name__}: {exc})"
             await asyncio.sleep(cursor.failed(detail, self.config))

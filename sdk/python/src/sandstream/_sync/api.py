@@ -151,6 +151,10 @@ class _Api:
                         return
                     parser = SseParser()
                     for chunk in response.iter_bytes():
+                        # After the last event the server ends the response at once; reading
+                        # its end lets the connection serve the next call.
+                        if cursor.decoder.ended:
+                            continue
                         for message in parser.feed(chunk):
                             for event in cursor.decoder.decode(message):
                                 cursor.seen(event)
@@ -158,7 +162,9 @@ class _Api:
                                 if stopped():
                                     return
                             if cursor.decoder.ended:
-                                return
+                                break
+                    if cursor.decoder.ended:
+                        return
                 if not until_exit:
                     return
                 detail = "the stream ended without an exit event"
@@ -173,7 +179,8 @@ class _Api:
                 detail = f"reconnecting failed ({exc})"
             except httpx.TransportError as exc:
                 sent = True
-                if stopped():
+                # (After the last event, a break while reading the response's end loses nothing.)
+                if stopped() or cursor.decoder.ended:
                     return
                 detail = f"the connection broke ({type(exc).__name__}: {exc})"
             time.sleep(cursor.failed(detail, self.config))
