@@ -58,17 +58,17 @@ std::optional<SystemTime> ParseRfc3339(std::string_view t) {
     if (digits == 0) return std::nullopt;
     for (; digits < 3; ++digits) millis *= 10;
   }
+  // Z, or an offset (a '+' in a query string that was not escaped arrives as a space).
+  const bool utc = at + 1 == t.size() && (t[at] == 'Z' || t[at] == 'z');
+  const bool offset =
+      at + 6 == t.size() && (t[at] == '+' || t[at] == '-' || t[at] == ' ') && t[at + 3] == ':';
+  if (!utc && !offset) return std::nullopt;
   int64_t offset_minutes = 0;
-  if (at < t.size() && (t[at] == 'Z' || t[at] == 'z') && at + 1 == t.size()) {
-  } else if (at + 6 == t.size() && (t[at] == '+' || t[at] == '-' || t[at] == ' ') &&
-             t[at + 3] == ':') {
-    // (A '+' in a query string that was not escaped arrives as a space.)
+  if (offset) {
     const int oh = Digits(t, at + 1, 2);
     const int om = Digits(t, at + 4, 2);
     if (oh < 0 || oh > 23 || om < 0 || om > 59) return std::nullopt;
     offset_minutes = (t[at] == '-' ? -1 : 1) * (oh * 60 + om);
-  } else {
-    return std::nullopt;
   }
   // Days from the civil date (the proleptic Gregorian calendar), as std::chrono counts them.
   const std::chrono::sys_days days = std::chrono::year_month_day{

@@ -46,13 +46,14 @@ std::optional<std::string> VolumeHolder(const ServerOptions& options, std::strin
                                         std::string_view token,
                                         std::optional<std::string_view> tenant = {});
 Error VolumeUnauthorized();
+// How an envd call is answered: by one response, or by a stream (EnvdSandbox).
+enum class EnvdCall { kRequest, kStream };
 // The sandbox an envd request is for, with its caller admitted: X-Access-Token must be a live
 // access token of the sandbox E2b-Sandbox-Id names (a 401 otherwise, whether or not it
 // exists); a sandbox that is gone is then SandboxGone, as E2B's edge answers. Sets
 // ctx.principal to a token of that sandbox, standing on the key it was handed to. A call
 // answered by a stream (kStream, or a Connect streaming RPC) counts against the tenant's
 // streams.
-enum class EnvdCall { kRequest, kStream };
 Result<const SandboxEntry*> EnvdSandbox(Context& ctx, EnvdCall call = EnvdCall::kRequest);
 // The sandbox of a /files request: with ?signature= a signed URL's (the SDKs' download_url,
 // upload_url: `operation` "read" or "write", expired ones refused), whichever sandbox's token
