@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <sstream>
@@ -140,12 +141,25 @@ std::vector<pid_t> ReadPids(const std::string& dir) {
 // SIGKILL to every process listed in the cgroup. A listed pid may have exited and been reused
 // by the time it is signalled: each is pinned with a pidfd and signalled only if that process
 // is still in the cgroup, so nothing outside it is ever hit.
-void SignalMembers(const std::string& dir, int sig, pid_t pgid) {
+// The process group of `pid` as its own pid namespace numbers it (the last of NSpgid), or as
+// the host's does.
+pid_t GroupOf(pid_t pid, bool in_its_namespace) {
+  if (!in_its_namespace) return ::getpgid(pid);
+  auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  if (!status) return -1;
+  const size_t at = status->find("\nNSpgid:");
+  if (at == std::string::npos) return -1;
+  const size_t end = status->find('\n', at + 1);
+  const size_t last = status->find_last_of(" \t", end);
+  return static_cast<pid_t>(std::strtol(status->c_str() + last + 1, nullptr, 10));
+}
+
+void SignalMembers(const std::string& dir, int sig, pid_t pgid, bool pgid_in_namespace = false) {
   for (pid_t p : ReadPids(dir)) {
     UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
     if (!pidfd) continue;
     // With the pidfd held, `p` names that process while it lives: check it now.
-    if (pgid > 0 && ::getpgid(p) != pgid) continue;
+    if (pgid > 0 && GroupOf(p, pgid_in_namespace) != pgid) continue;
     const auto procs = ReadPids(dir);
     if (std::find(procs.begin(), procs.end(), p) == procs.end()) continue;
     (void)SignalPidfd(pidfd.get(), sig);
@@ -217,9 +231,9 @@ void SandboxCgroup::Leave() {
   removed_ = true;
 }
 
-void SandboxCgroup::SignalGroup(pid_t pgid, int sig) const {
+void SandboxCgroup::SignalGroup(pid_t pgid, int sig, bool pgid_in_namespace) const {
   // Every process is in every hierarchy: one is enough to find them.
-  if (!removed_ && !dirs_.empty()) SignalMembers(dirs_[0], sig, pgid);
+  if (!removed_ && !dirs_.empty()) SignalMembers(dirs_[0], sig, pgid, pgid_in_namespace);
 }
 
 Result<void> SandboxCgroup::Attach(pid_t pid) const {
@@ -619,9 +633,8 @@ Result<std::unique_ptr<SandboxCgroup>> Cgroups::Create(const std::string& id, co
   }
 
   const int64_t memory = limits.memory_mb * 1024 * 1024;
-  // The sandbox's spawner (spawner.h) is one task of the cgroup too; it is not one of the
-  // sandbox's processes, so the limit keeps counting only those (and init, as always).
-  const int64_t pids = limits.pids + 1;
+  // The sandbox's processes and its PID 1, which is its keeper too (spawner.h).
+  const int64_t pids = limits.pids;
   const int64_t period = 100000;
   const int64_t quota = limits.cpu_percent * period / 100;
   std::vector<std::pair<std::string, std::string>> settings;

@@ -49,8 +49,9 @@ class SandboxCgroup {
   // Host pids of every process still in the cgroup.
   std::vector<pid_t> Pids() const;
   // `sig` to the members of process group `pgid`, each pinned by a pidfd and checked to be a
-  // member still, so a reused number outside the cgroup is never hit.
-  void SignalGroup(pid_t pgid, int sig) const;
+  // member still, so a reused number outside the cgroup is never hit. `pgid` is the number
+  // the sandbox's pid namespace gives the group, or with `pgid_in_namespace` false the host's.
+  void SignalGroup(pid_t pgid, int sig, bool pgid_in_namespace) const;
   // SIGKILLs what is left and removes the directories, waiting (as an Op) for the last
   // processes to go. Idempotent.
   Op<Result<void>> Remove();

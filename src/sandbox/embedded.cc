@@ -14,19 +14,16 @@
 #include "sandbox/child_report.h"
 #include "sandbox/fault.h"
 
-// Defined by the generated init_blob.cc and spawner_blob.cc (.incbin of each executable).
+// Defined by the generated init_blob.cc (.incbin of the executable).
 extern "C" const char sandstream_init_blob[];
 extern "C" const char sandstream_init_blob_end[];
-extern "C" const char sandstream_spawner_blob[];
-extern "C" const char sandstream_spawner_blob_end[];
 
 namespace sandstream::sandbox {
 
-Result<UniqueFd> LoadEmbeddedExecutable(Embedded which) {
-  const bool init = which == Embedded::kInit;
-  const char* name = init ? "sandstream-init" : "sandstream-spawner";
-  const char* begin = init ? sandstream_init_blob : sandstream_spawner_blob;
-  const char* end = init ? sandstream_init_blob_end : sandstream_spawner_blob_end;
+Result<UniqueFd> LoadInitExecutable() {
+  const char* name = "sandstream-init";
+  const char* begin = sandstream_init_blob;
+  const char* end = sandstream_init_blob_end;
   const std::string context = std::string(name) + ": ";
   UniqueFd fd(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) return SysError(ErrorCode::kInternal, context + "memfd_create", errno);

@@ -69,14 +69,12 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
   }
   s.seccomp = std::move(*seccomp);
   s.seccomp_userns = std::move(*seccomp_userns);
-  auto init = LoadEmbeddedExecutable(Embedded::kInit);
-  auto spawner = LoadEmbeddedExecutable(Embedded::kSpawner);
-  if (!init || !spawner) {
-    ready_ = !init ? std::move(init).error() : std::move(spawner).error();
+  auto init = LoadInitExecutable();
+  if (!init) {
+    ready_ = std::move(init).error();
     return;
   }
   s.init_exe = std::move(*init);
-  s.spawner_exe = std::move(*spawner);
   s.host = HostSystem::Scan();
   s.host.cgroup_fs = s.cgroups->fs_mounts();
   if (!s.options.lxcfs.empty()) {

@@ -35,6 +35,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kKillTimeoutMs = 5000;
+// How long PID 1 has to end the rest of its sandbox and exit on kStop (it reaps for 300 ms).
+constexpr std::chrono::milliseconds kStopTimeout{500};
 // How long the processes of a sandbox being paused have to stop.
 constexpr std::chrono::milliseconds kFreezeTimeout{5000};
 
@@ -47,8 +49,7 @@ pid_t PidOfPidfd(int pidfd) {
   return static_cast<pid_t>(std::strtol(info->c_str() + at + 5, nullptr, 10));
 }
 
-}  // namespace
-
+// One byte with a deadline; false on timeout, EOF or error.
 Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
   const Deadline deadline = In(std::chrono::milliseconds(timeout_ms));
   for (;;) {
@@ -61,6 +62,8 @@ Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
     if (!ready && std::chrono::steady_clock::now() >= deadline) co_return false;
   }
 }
+
+}  // namespace
 
 Result<void> ExemptFromOomKiller(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/oom_score_adj";
@@ -88,8 +91,7 @@ NamespaceSandbox::NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> stat
       allow_nested_userns_(spec.allow_nested_userns),
       layered_(!spec.layers.empty()),
       user_uid_(spec.user_uid),
-      user_gid_(spec.user_gid),
-      spawner_([state = state_](UniqueFd pidfd) { state->Dying(std::move(pidfd)); }) {}
+      user_gid_(spec.user_gid) {}
 
 std::string NamespaceSandbox::RootPath() const {
   return "/proc/" + std::to_string(init_pid_) + "/root";
@@ -192,20 +194,9 @@ Result<UniqueFd> NamespaceSandbox::Socket() {
 
 Op<Result<void>> NamespaceSandbox::EnsureKeeper() {
   if (spawner_.connected()) co_return Ok{};
-  log::Warn("sandbox keeper gone; starting another", {{"sandbox", id_}});
-  co_return co_await StartKeeper();
-}
-
-Op<Result<void>> NamespaceSandbox::StartKeeper() {
-  SpawnerSite site;
-  site.init_pidfd = init_pidfd_.get();
-  site.cgroup_procs = cgroup_->ProcsFds();
-  site.exe_fd = state_->spawner_exe.get();
-  site.socket_path = KeeperSocket();
-  std::vector<int> held{init_pidfd_.get(), control_.get()};
-  Result<void> started = co_await spawner_.Start(std::move(site), std::move(held));
-  if (!started) co_return std::move(started).error();
-  co_return ExemptFromOomKiller(spawner_.pid());
+  if (Ended()) co_return Error{ErrorCode::kConflict, "sandbox " + id_ + ": PID 1 has exited"};
+  log::Warn("sandbox keeper connection lost; connecting again", {{"sandbox", id_}});
+  co_return co_await spawner_.Connect(KeeperSocket(), state_->init_exe.get());
 }
 
 Op<Result<void>> NamespaceSandbox::Reattach() {
@@ -224,16 +215,15 @@ Op<Result<void>> NamespaceSandbox::Reattach() {
 }
 
 Op<Result<void>> NamespaceSandbox::ReattachKeeper() {
-  Result<void> connected = co_await spawner_.Connect(KeeperSocket(), state_->spawner_exe.get());
+  Result<void> connected = co_await spawner_.Connect(KeeperSocket(), state_->init_exe.get());
   if (!connected) co_return std::move(connected).error();
   Result<std::vector<KeptEntry>> kept = co_await spawner_.List();
   if (!kept) co_return std::move(kept).error();
   for (KeptEntry& e : *kept) {
     if (e.pid == 0) {
-      if (e.fds.size() == 2) {
-        init_pidfd_ = std::move(e.fds[0]);
-        control_ = std::move(e.fds[1]);
-      }
+      // PID 1's pidfd; and of an earlier build's sandbox, its PID 1's own control socket.
+      if (!e.fds.empty()) init_pidfd_ = std::move(e.fds[0]);
+      if (e.fds.size() == 2 && !spawner_.is_init()) apart_init_control_ = std::move(e.fds[1]);
       continue;
     }
     if (e.tag & kKeptCopy) {
@@ -249,7 +239,9 @@ Op<Result<void>> NamespaceSandbox::ReattachKeeper() {
     }
     adopted_.push_back(std::move(*p));
   }
-  if (!init_pidfd_ || !control_) co_return Error{ErrorCode::kNotFound, "keeper: holds no PID 1"};
+  if (!init_pidfd_ || (!spawner_.is_init() && !apart_init_control_)) {
+    co_return Error{ErrorCode::kNotFound, "keeper: holds no PID 1"};
+  }
   adopted_init_ = true;
   init_pid_ = PidOfPidfd(init_pidfd_.get());
   if (init_pid_ <= 0 || Ended()) co_return Error{ErrorCode::kNotFound, "PID 1 has exited"};
@@ -257,7 +249,8 @@ Op<Result<void>> NamespaceSandbox::ReattachKeeper() {
   limits_view_ = mountinfo && HasMountAt(*mountinfo, "/proc/meminfo", "fuse.lxcfs");
   // An answer to a kill request the earlier daemon did not wait for must not answer ours.
   char stale[64];
-  while (::recv(control_.get(), stale, sizeof stale, MSG_DONTWAIT) > 0) {
+  while (apart_init_control_ &&
+         ::recv(apart_init_control_.get(), stale, sizeof stale, MSG_DONTWAIT) > 0) {
   }
   co_return Ok{};
 }
@@ -274,7 +267,7 @@ void NamespaceSandbox::Release() {
   spawner_.Leave();
   if (cgroup_) cgroup_->Leave();
   init_pidfd_.reset();
-  control_.reset();
+  apart_init_control_.reset();
 }
 
 bool NamespaceSandbox::Ended() const {
@@ -325,15 +318,22 @@ Result<void> NamespaceSandbox::Thaw() {
 }
 
 Op<Result<void>> NamespaceSandbox::KillAll() {
-  if (destroyed_ || !control_) co_return Ok{};
+  if (destroyed_) co_return Ok{};
   // A frozen PID 1 cannot answer: it runs again first (and what it kills with it).
   if (cgroup_ && cgroup_->Frozen()) (void)cgroup_->Thaw();
-  const char command = 'K';
-  if (::write(control_.get(), &command, 1) == 1) {
-    const bool acked = co_await ReadByte(control_.get(), 'k', kKillTimeoutMs);
-    if (acked) co_return Ok{};
+  if (spawner_.is_init()) {
+    Result<void> killed = co_await spawner_.KillAll();
+    if (killed) co_return Ok{};
+  } else if (apart_init_control_) {
+    const char command = 'K';
+    if (::write(apart_init_control_.get(), &command, 1) == 1 &&
+        co_await ReadByte(apart_init_control_.get(), 'k', kKillTimeoutMs)) {
+      co_return Ok{};
+    }
+  } else {
+    co_return Ok{};
   }
-  // init did not answer: end the whole sandbox rather than leave anything running.
+  // PID 1 did not answer: end the whole sandbox rather than leave anything running.
   log::Warn("sandbox init did not answer a kill request; killing it", {{"sandbox", id_}});
   KillInit();
   co_return Ok{};
@@ -342,14 +342,20 @@ Op<Result<void>> NamespaceSandbox::KillAll() {
 Op<Result<void>> NamespaceSandbox::Destroy() {
   if (destroyed_) co_return Ok{};
   destroyed_ = true;
+  // PID 1 kills every other process, writes each one's end for the daemon and exits, within
+  // a bound; a frozen one cannot.
+  if (spawner_.is_init() && init_pidfd_ && !(cgroup_ && cgroup_->Frozen())) {
+    spawner_.Stop();
+    (void)co_await Readable{init_pidfd_.get(), In(kStopTimeout)};
+  }
   // PID 1's death SIGKILLs the whole pid namespace; mounts go with the mount namespace. A
   // frozen sandbox takes those SIGKILLs once thawed.
   KillInit();
   if (cgroup_) (void)cgroup_->Thaw();
-  control_.reset();
-  // The spawner lives outside that pid namespace but inside the cgroups, which cannot be
-  // removed while it is there.
-  (void)co_await spawner_.Stop();
+  apart_init_control_.reset();
+  // An earlier build's keeper lives outside that pid namespace but inside the cgroups, which
+  // cannot be removed while it is there: it reaps the last of its processes and exits.
+  spawner_.Stop();
   Result<void> result = Ok{};
   if (cgroup_) {
     Result<void> removed = co_await cgroup_->Remove();
@@ -417,8 +423,8 @@ void NamespaceSandbox::DestroyNow() {
   destroyed_ = true;
   KillInit();
   if (cgroup_) (void)cgroup_->Thaw();
-  control_.reset();
-  spawner_.Kill();
+  apart_init_control_.reset();
+  spawner_.Stop();
   if (cgroup_) cgroup_->KillAndForget();
   ReapInit();
   Result<void> ignored = Ok{};

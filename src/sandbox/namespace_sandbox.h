@@ -47,14 +47,11 @@ class NamespaceSandbox final : public Sandbox {
   Op<Result<std::optional<FileWriter>>> StartFileWriter(int file) override;
   Result<UniqueFd> Socket() override;
 
-  // The keeper died (killed from the host): what it kept is lost, the sandbox is not.
+  // The keeper's connection broke while PID 1 lives: it is reached again at its socket.
   Op<Result<void>> EnsureKeeper();
-  // The keeper: started with the sandbox, it holds PID 1's pidfd and control socket and every
-  // process's pipes for a daemon started later (spawner.h).
-  Op<Result<void>> StartKeeper();
   // Takes back what an earlier daemon left: the keeper at its socket, the cgroups, PID 1's
-  // pidfd and control socket and every kept process (for TakeAdopted). A frozen sandbox is
-  // thawed for it and frozen again.
+  // pidfd and every kept process (for TakeAdopted). A frozen sandbox is thawed for it and
+  // frozen again.
   Op<Result<void>> Reattach();
   Op<Result<void>> ReattachKeeper();
   // Where the keeper listens for a daemon started later.
@@ -65,7 +62,7 @@ class NamespaceSandbox final : public Sandbox {
   void Forget(pid_t pid) override { spawner_.Forget(pid); }
   void CloseStdin(pid_t pid) override { spawner_.Release(pid, kKeptStdin); }
   void SignalGroup(pid_t pgid, int sig) override {
-    if (cgroup_) cgroup_->SignalGroup(pgid, sig);
+    if (cgroup_) cgroup_->SignalGroup(pgid, sig, spawner_.is_init());
   }
   int LifeFd() const override { return init_pidfd_.get(); }
   bool Ended() const override;
@@ -78,8 +75,13 @@ class NamespaceSandbox final : public Sandbox {
   std::unique_ptr<SandboxCgroup> cgroup_;
   std::optional<uint32_t> egress_slot_;  // set once its network may have been attached
   UniqueFd init_pidfd_;
-  pid_t init_pid_ = -1;
-  UniqueFd control_;
+  pid_t init_pid_ = -1;  // in the host's pid namespace
+  // PID 1, which is the keeper (spawner.h): it holds PID 1's pidfd and every process's pipes for
+  // a daemon started later. Its pids, and so the processes', are the sandbox's own.
+  Spawner spawner_;
+  // Of a sandbox an earlier build made, whose keeper ran apart from PID 1 (its pids are the
+  // host's): PID 1's own control socket, on which 'K' kills the rest.
+  UniqueFd apart_init_control_;
   bool limits_view_ = false;  // lxcfs's files over its own (limits_view.h)
 
  private:
@@ -101,16 +103,13 @@ class NamespaceSandbox final : public Sandbox {
   gid_t user_gid_;
   bool destroyed_ = false;
   bool adopted_init_ = false;  // PID 1 is an earlier daemon's child: not this one's to reap
-  Spawner spawner_;
   std::vector<AdoptedProcess> adopted_;
 };
 
 // Shared with namespace_setup.cc:
-// One byte with a deadline; false on timeout, EOF or error.
-Op<bool> ReadByte(int fd, char expected, int timeout_ms);
-// PID 1 and the spawner must outlive whatever fills the sandbox's memory: the OOM killer of
-// their cgroup takes one of the sandbox's processes instead (launch.cc). Lowering the score
-// needs CAP_SYS_RESOURCE; without it they keep the daemon's, still below the processes'.
+// PID 1 must outlive whatever fills the sandbox's memory: the OOM killer of its cgroup takes
+// one of the sandbox's processes instead (launch.cc). Lowering the score needs
+// CAP_SYS_RESOURCE; without it PID 1 keeps the daemon's, still below the processes'.
 Result<void> ExemptFromOomKiller(pid_t pid);
 
 }  // namespace sandstream::sandbox

@@ -26,6 +26,7 @@
 #include "sandbox/fault.h"
 #include "sandbox/init_setup.h"
 #include "sandbox/mounts.h"
+#include "sandbox/spawner.h"
 #include "sandbox/namespace_state.h"
 #include "sandbox/thread_op.h"
 #include "sandbox/userns.h"
@@ -35,7 +36,6 @@ namespace {
 
 constexpr uint64_t kCloneFlags =
     CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC;
-constexpr int kReadyTimeoutMs = 10000;
 // A veth pair and a table take about a millisecond; far longer means the kernel is stuck.
 constexpr std::chrono::seconds kNetTimeout{30};
 
@@ -214,11 +214,8 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
     co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
   }
   UniqueFd sync_parent(sync[0]), sync_child(sync[1]);
-  int control[2];
-  if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
-  }
-  UniqueFd control_parent(control[0]), control_child(control[1]);
+  auto control = MakeControlPair();
+  if (!control) co_return std::move(control).error();
   auto report = MakePipe(false);
   if (!report) co_return std::move(report).error();
 
@@ -229,11 +226,11 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
                           spec.id.c_str(),
                           spec.id.size(),
                           sync_child.get(),
-                          control_child.get(),
+                          control->init.get(),
                           report->write.get(),
                           s.init_exe.get(),
                           spec.network == NetworkMode::kLoopback,
-                          {sync_parent.get(), control_parent.get(), report->read.get()}};
+                          {sync_parent.get(), control->daemon.get(), report->read.get()}};
   int pidfd = -1;
   clone_args args{};
   args.flags = kCloneFlags | CLONE_PIDFD;
@@ -253,7 +250,7 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
   sandbox.init_pidfd_.reset(pidfd);
   sandbox.init_pid_ = pid;
   sync_child.reset();
-  control_child.reset();
+  control->init.reset();
   report->write.reset();
 
   if (auto r = WriteIdMapsFromParent(pid, *sandbox.ids_first_, s.options.host_id_range); !r) {
@@ -271,10 +268,11 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
   Result<std::optional<ChildFailure>> failure = co_await ReadChildReport(report->read.get());
   if (!failure) co_return Error{ErrorCode::kSandboxSetupFailed, failure.error().message};
   if (*failure) co_return SetupFailure(plan, **failure);
-  const bool ready = co_await ReadByte(control_parent.get(), 'R', kReadyTimeoutMs);
-  if (!ready) co_return Error{ErrorCode::kSandboxSetupFailed, "init: did not report ready"};
-  sandbox.control_ = std::move(control_parent);
-  co_return co_await sandbox.StartKeeper();
+  // PID 1 says hello once it runs, and is the sandbox's keeper from then on.
+  std::vector<int> held(1, sandbox.init_pidfd_.get());
+  std::string socket = sandbox.KeeperSocket();
+  co_return co_await sandbox.spawner_.Attach(std::move(control->daemon), std::move(socket),
+                                             std::move(held));
 }
 
 }  // namespace sandstream::sandbox

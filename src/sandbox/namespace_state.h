@@ -33,8 +33,7 @@ struct NamespaceRuntime::State {
   std::optional<Cgroups> cgroups;
   SeccompProgram seccomp;         // default profile
   SeccompProgram seccomp_userns;  // the same, nested user namespaces allowed
-  UniqueFd init_exe;
-  UniqueFd spawner_exe;
+  UniqueFd init_exe;  // every sandbox's PID 1 and keeper (init_main.cc)
   int64_t nofile_hard = 0;
   UniqueFd host_netns;  // the daemon's own network namespace, to come back to (Socket)
   std::unique_ptr<LimitsView> view;  // null: sandboxes see the host's /proc/meminfo ...

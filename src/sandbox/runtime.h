@@ -125,11 +125,10 @@ struct EgressAddresses {
   uint32_t address = 0;
 };
 
-// A started process. It is a child of the calling (daemon) process, so its pidfd can be
-// waited on, and it leads its own process group (pgid == pid) so a group kill reaches
+// A started process. It leads its own process group (pgid == pid) so a group kill reaches
 // everything it started.
 struct SpawnedProcess {
-  pid_t pid = -1;  // as the daemon sees it
+  pid_t pid = -1;  // as the sandbox sees it (the namespace runtime), else as the daemon does
   UniqueFd pidfd;
   UniqueFd stdin_fd;   // write end; invalid when !open_stdin
   UniqueFd stdout_fd;  // read end, non-blocking; with a pty: its master (read and write)

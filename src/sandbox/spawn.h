@@ -1,7 +1,7 @@
 // Starting a process in a running sandbox: the daemon prepares its pipes (or terminal) and one
-// request for the sandbox's spawner (spawner.h), which clones the process as the daemon's own
-// child inside the sandbox; the process drops every privilege, loads seccomp and execs
-// (launch.h). The daemon then opens its pidfd and reads its report pipe.
+// request for the sandbox's keeper, its PID 1 (spawner.h), which clones the process as its own
+// child; the process drops every privilege, loads seccomp and execs (launch.h). The daemon gets
+// its pidfd and reads its report pipe.
 #pragma once
 
 #include <linux/filter.h>
@@ -16,8 +16,7 @@
 namespace sandstream::sandbox {
 
 struct SpawnContext {
-  Spawner* spawner = nullptr;  // started here at the first spawn, restarted if found dead
-  SpawnerSite site;            // where a spawner starts
+  Spawner* spawner = nullptr;
   const sock_fprog* seccomp = nullptr;
   int64_t open_files = 1024;
   std::string ptmx;        // for a pty: the sandbox's own ptmx as the daemon sees it

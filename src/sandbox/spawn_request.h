@@ -17,10 +17,11 @@ inline constexpr uint32_t kSpawnRequestMagic = 0x32505353;  // "SSP2"
 inline constexpr size_t kMaxSpawnRequestBytes = size_t{4} << 20;
 inline constexpr uint32_t kMaxSeccompInstructions = BPF_MAXINSNS;
 inline constexpr uid_t kMaxSpawnUid = 65534;
-// The version of everything below; a keeper says it in its hello.
-inline constexpr uint32_t kKeeperVersion = 4;
+// The version of everything below; a keeper says it in its hello. 5: the keeper is PID 1.
+inline constexpr uint32_t kKeeperVersion = 5;
 // Fds the keeper holds for one process (the daemon's pipe ends, its exit pipe's read end, its
-// output log) or for the sandbox (PID 1's pidfd and control socket).
+// output log) or for the sandbox (PID 1's pidfd; of an earlier build's sandbox, also the
+// control socket of its PID 1 apart).
 inline constexpr size_t kMaxHeldFds = 6;
 // stdin (with kSpawnStdin), stdout, stderr, the report pipe's write end, the exit pipe's write
 // end, then `held` fds, in this order.
@@ -100,6 +101,8 @@ enum KeeperMessageType : uint32_t {
                          // It runs in the sandbox's cgroups, so what it writes to the sandbox's
                          // tmpfs is charged to the sandbox's memory, not the daemon's. It exits
                          // 0, or with the errno that stopped it.
+  kKillAll = 0x4b53530c, // daemon -> PID 1: SIGKILL to every other process of the sandbox
+  kKilled = 0x4b53530d,  // PID 1 -> daemon: done (status 0), or ENOTSUP from a keeper apart
 };
 
 // The hand-over of kUpgrade: a keeper execs the new executable in place (its children stay its

@@ -1,16 +1,11 @@
-// Starting, reaching, feeding and stopping a sandbox's keeper, and encoding its requests.
+// Reaching, feeding and stopping a sandbox's keeper (its PID 1), and encoding its requests.
 #include "sandbox/spawner.h"
 
 #include <fcntl.h>
 #include <linux/filter.h>
-#include <linux/sched.h>
 #include <poll.h>
-#include <sched.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,20 +13,13 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "platform/fd.h"
 #include "platform/scm_rights.h"
-#include "platform/signals.h"
-#include "sandbox/child_report.h"
-#include "sandbox/embedded.h"
 #include "sandbox/fault.h"
 #include "sandbox/spawn_request.h"
-#include "sandbox/userns.h"
 
 namespace sandstream::sandbox {
 namespace {
 
-constexpr int kAllNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-                               CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWCGROUP;
 // Like kChildReportDeadlineMs: a spawner slow to answer is starved by its sandbox.
 constexpr int kReplyTimeoutMs = 5000;
 
@@ -56,22 +44,6 @@ Result<sockaddr_un> SocketAddress(const std::string& path, UniqueFd& dir) {
   }
   std::memcpy(addr.sun_path, reachable.c_str(), reachable.size() + 1);
   return addr;
-}
-
-// In the forked child, which becomes the spawner: the sandbox's cgroups, then its namespaces
-// (setns(CLONE_NEWPID) only moves the children, so the spawner stays in the host's pid
-// namespace, out of the sandbox's sight), then its root: host uid 0 is not mapped in the
-// sandbox's user namespace, and execve would drop every capability of an unmapped euid.
-[[noreturn]] void RunSpawnerSetup(const SpawnerSite& site, char* const argv[], int control_fd,
-                                  int report_fd) {
-  for (int fd : site.cgroup_procs) {
-    if (InjectedFault() || ::write(fd, "0", 1) != 1) ReportAndExit(report_fd, "cgroup attach", errno);
-  }
-  if (InjectedFault() || ::setns(site.init_pidfd, kAllNamespaces) != 0) {
-    ReportAndExit(report_fd, "setns", errno);
-  }
-  BecomeNamespaceRootInChild(report_fd);
-  ExecEmbeddedInChild(site.exe_fd, argv, control_fd, report_fd);
 }
 
 void Append(std::string& out, const void* data, size_t size) {
@@ -289,110 +261,68 @@ int Spawner::Send(std::string_view request, std::span<const int> fds) {
   return n == static_cast<ssize_t>(request.size()) ? 0 : EMSGSIZE;
 }
 
-Op<Result<void>> Spawner::Start(SpawnerSite site, std::vector<int> held) {
-  (void)co_await Stop();
+Result<ControlPair> MakeControlPair() {
   int sv[2];
   if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socketpair", errno);
+    return SysError(ErrorCode::kSandboxSetupFailed, "init: socketpair", errno);
   }
-  UniqueFd ours(sv[0]), theirs(sv[1]);
+  ControlPair pair{UniqueFd(sv[0]), UniqueFd(sv[1])};
   // A request travels as one message, which must fit the send buffer; beyond wmem_max only
   // the FORCE variant (CAP_NET_ADMIN) can grow it. Without it, big requests fail EMSGSIZE.
   const int bytes = static_cast<int>(kMaxSpawnRequestBytes + 65536);
-  if (::setsockopt(ours.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0) {
-    ::setsockopt(ours.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  if (::setsockopt(pair.daemon.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0) {
+    ::setsockopt(pair.daemon.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  }
+  return pair;
+}
+
+Op<Result<void>> Spawner::Attach(UniqueFd control, std::string socket_path,
+                                 std::vector<int> held) {
+  control_ = std::move(control);
+  Result<void> hello = co_await AwaitHello("init");
+  if (!hello) {
+    control_.reset();
+    co_return hello;
   }
   // Where a daemon started later finds the keeper; only root can reach the state directory.
   UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!listener) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socket", errno);
   UniqueFd dir;
-  Result<sockaddr_un> addr = SocketAddress(site.socket_path, dir);
+  Result<sockaddr_un> addr = SocketAddress(socket_path, dir);
   if (!addr) co_return std::move(addr).error();
-  ::unlink(site.socket_path.c_str());
-  if (InjectedFault() || ::bind(listener.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0 ||
+  ::unlink(socket_path.c_str());
+  if (InjectedFault() ||
+      ::bind(listener.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0 ||
       ::listen(listener.get(), 4) != 0) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: listen " + site.socket_path,
-                       errno);
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: listen " + socket_path, errno);
   }
-  auto report = MakePipe(false);
-  if (!report) co_return std::move(report).error();
-  char name[] = "sandstream-keeper";
-  char* const argv[] = {name, nullptr};
-
-  int pidfd = -1;
-  clone_args args{};
-  // CLONE_CLEAR_SIGHAND: the daemon's handlers (Asio's signal pipe) must not run in the child.
-  args.flags = CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  const pid_t pid =
-      InjectedFault() ? -1 : static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
-  if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: clone3", errno);
-  if (pid == 0) RunSpawnerSetup(site, argv, theirs.get(), report->write.get());
-  pidfd_.reset(pidfd);
-  pid_ = pid;
-  theirs.reset();
-  report->write.reset();
-  control_ = std::move(ours);
-
-  Result<void> exec =
-      co_await AwaitExec(report->read.get(), ErrorCode::kSandboxSetupFailed, "keeper: start");
-  if (exec) exec = co_await AwaitHello("keeper: start");
-  if (exec) {
-    const KeeperMessage listen{kListen, 0, 0, 0};
-    const int fd = listener.get();
-    const KeeperMessage hold{kHold, 0, 0, 0};
-    int err = Send(listen, std::span<const int>(&fd, 1));
-    if (err == 0) err = Send(hold, held);
-    if (err != 0) exec = SysError(ErrorCode::kSandboxSetupFailed, "keeper: start: send", err);
-  }
-  if (!exec) {
-    (void)co_await Stop();
-    co_return std::move(exec).error();
-  }
+  const int fd = listener.get();
+  int err = Send(KeeperMessage{kListen, 0, 0, 0}, std::span<const int>(&fd, 1));
+  if (err == 0) err = Send(KeeperMessage{kHold, 0, 0, 0}, held);
+  if (err != 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: send", err);
   co_return Ok{};
 }
 
-Op<Result<void>> Spawner::Stop() {
-  if (control_) {
-    (void)Send(KeeperMessage{kStop, 0, 0, 0});
+Op<Result<void>> Spawner::KillAll() {
+  if (const int err = Send(KeeperMessage{kKillAll, 0, 0, 0}); err != 0) {
+    co_return SysError(ErrorCode::kInternal, "init: kill all: send", err);
   }
-  control_.reset();
-  pid_ = -1;
-  if (!pidfd_) co_return Ok{};
-  UniqueFd pidfd = std::move(pidfd_);
-  // It exits on kStop; a stuck one is killed.
-  const bool gone = co_await Readable{pidfd.get(), In(std::chrono::milliseconds(500))};
-  if (!gone) {
-    (void)SignalPidfd(pidfd.get(), SIGKILL);
-    (void)co_await Readable{pidfd.get(), In(std::chrono::milliseconds(kReplyTimeoutMs))};
-  }
-  siginfo_t info{};
-  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED | WNOHANG) == 0 &&
-      info.si_pid != 0) {
-    co_return Ok{};
-  }
-  if (unreaped_) unreaped_(std::move(pidfd));
-  co_return Error{ErrorCode::kInternal, "keeper did not exit"};
+  std::optional<Message> reply = co_await Receive();
+  KeeperMessage m{};
+  if (reply && reply->bytes.size() == sizeof m) std::memcpy(&m, reply->bytes.data(), sizeof m);
+  if (m.type != kKilled) co_return Error{ErrorCode::kInternal, "init: kill all: no answer"};
+  if (m.status != 0) co_return SysError(ErrorCode::kInternal, "init: kill all", m.status);
+  co_return Ok{};
+}
+
+void Spawner::Stop() {
+  if (control_) (void)Send(KeeperMessage{kStop, 0, 0, 0});
+  Leave();
 }
 
 void Spawner::Leave() {
   control_.reset();
-  pidfd_.reset();
   pid_ = -1;
-}
-
-void Spawner::Kill() {
-  control_.reset();
-  pid_ = -1;
-  if (!pidfd_) return;
-  (void)SignalPidfd(pidfd_.get(), SIGKILL);
-  siginfo_t info{};
-  const bool reaped =
-      ::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WEXITED | WNOHANG) == 0 &&
-      info.si_pid != 0;
-  if (!reaped && unreaped_) unreaped_(std::move(pidfd_));
-  pidfd_.reset();
 }
 
 }  // namespace sandstream::sandbox

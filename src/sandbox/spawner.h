@@ -1,12 +1,11 @@
-// The daemon side of a sandbox's keeper (spawner_main.cc): a small process started with the
-// sandbox that clones each new process (so the daemon's own memory is never copied and the
-// sandbox's cgroups are never joined again per process), is its parent, and keeps for the
-// daemon what must outlive it; a daemon started again connects to it and takes it all back.
+// The daemon side of a sandbox's keeper, which is its PID 1 (init_main.cc): it clones each new
+// process (so the daemon's own memory is never copied and the sandbox's cgroups are never
+// joined again per process), is its parent, and keeps for the daemon what must outlive it; a
+// daemon started again connects to it and takes it all back.
 #pragma once
 
 #include <sys/types.h>
 
-#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -22,16 +21,16 @@ struct sock_fprog;
 
 namespace sandstream::sandbox {
 
-// Where a keeper starts: the sandbox's init (whose namespaces it joins) and cgroups, and the
-// path of the socket later daemons reach it at.
-struct SpawnerSite {
-  int init_pidfd = -1;
-  std::vector<int> cgroup_procs;  // cgroup.procs fds to write "0" to
-  int exe_fd = -1;                // the embedded keeper executable
-  std::string socket_path;
+// A connected pair of control sockets: the daemon's end, and the one a sandbox's PID 1 is
+// given as fd 3. One message is one request, up to kMaxSpawnRequestBytes.
+struct ControlPair {
+  UniqueFd daemon;
+  UniqueFd init;
 };
+Result<ControlPair> MakeControlPair();
 
-// A spawned process as the keeper answered: its host pid and pidfd.
+// A spawned process as the keeper answered: its pid (in the keeper's pid namespace: the
+// sandbox's, or the host's for an earlier build's keeper apart from PID 1) and pidfd.
 struct Launched {
   pid_t pid = -1;
   UniqueFd pidfd;
@@ -67,14 +66,13 @@ Result<std::string> EncodeSpawnRequest(const SpawnRequest& request);
 
 class Spawner {
  public:
-  // `unreaped` takes the pidfd of a killed keeper that had not exited yet, to be reaped later.
-  explicit Spawner(std::function<void(UniqueFd)> unreaped = {}) : unreaped_(std::move(unreaped)) {}
+  Spawner() = default;
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
-  ~Spawner() { Kill(); }
 
-  // Starts the keeper (replacing one that runs) and gives it `held`, the sandbox's own fds.
-  Op<Result<void>> Start(SpawnerSite site, std::vector<int> held);
+  // Takes the control socket of a sandbox's PID 1 as it starts: awaits its hello, then gives it
+  // the socket later daemons connect to, at `socket_path`, and `held`, the sandbox's own fds.
+  Op<Result<void>> Attach(UniqueFd control, std::string socket_path, std::vector<int> held);
   // Reaches the keeper an earlier daemon started, at `socket_path`; one of another version
   // (an earlier build's) is upgraded to `keeper_exe` first.
   Op<Result<void>> Connect(std::string socket_path, int keeper_exe);
@@ -96,17 +94,18 @@ class Spawner {
   void Forget(pid_t pid);
   // The keeper closes the fd it holds for `pid` under KeptFds bit `bit`, if it holds one.
   void Release(pid_t pid, uint32_t bit);
-  // Asks the keeper to exit (what it holds is closed), then reaps it if it is this daemon's
-  // child (within a bound; else `unreaped` gets it).
-  Op<Result<void>> Stop();
-  // Kills it without waiting, if this daemon started it.
-  void Kill();
+  // PID 1 kills every other process of the sandbox (in one pass) and says so: kKillAll.
+  Op<Result<void>> KillAll();
+  // Asks the keeper to exit (what it holds is closed; PID 1 kills the rest of its sandbox
+  // first) and lets go of it.
+  void Stop();
   // Lets go of the keeper, which lives on (the daemon stops; the next one connects to it).
   void Leave();
   // Whether a keeper answers on the control socket (false once it died or hung up).
   bool connected() const;
-  // The keeper's host pid, or -1.
-  pid_t pid() const { return pid_; }
+  // Whether the keeper is its sandbox's PID 1; false for an earlier build's keeper apart, in
+  // the host's pid namespace, whose pids are the host's.
+  bool is_init() const { return pid_ == 1; }
   // The protocol version the keeper said hello with.
   uint32_t version() const { return version_; }
 
@@ -125,10 +124,8 @@ class Spawner {
   Op<Result<Launched>> AwaitLaunched();
   Op<Result<void>> AwaitHello(std::string_view context, bool accept_other_version = false);
 
-  std::function<void(UniqueFd)> unreaped_;
   UniqueFd control_;
-  UniqueFd pidfd_;  // only for a keeper this daemon started (its child)
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;  // as the keeper said in its hello
   uint32_t version_ = 0;
 };
 

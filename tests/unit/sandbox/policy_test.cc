@@ -697,18 +697,6 @@ std::vector<std::string> CgroupDirs(const std::string& id) {
   return dirs;
 }
 
-// Host pids of the sandbox's cgroup whose command is `comm`.
-std::vector<pid_t> CgroupTasksNamed(const std::string& id, const std::string& comm) {
-  std::vector<pid_t> out;
-  std::ifstream procs(CgroupDirs(id).back() + "/cgroup.procs");
-  for (pid_t pid; procs >> pid;) {
-    std::ifstream name("/proc/" + std::to_string(pid) + "/comm");
-    std::string line;
-    if (std::getline(name, line) && line == comm) out.push_back(pid);
-  }
-  return out;
-}
-
 // Reads what `fd` gives until a newline (or EOF); for processes that report and keep running.
 std::string ReadLine(int fd) {
   std::string line;
@@ -840,25 +828,20 @@ bool HasCapability(int cap) {
   return false;
 }
 
-TEST_F(SandboxPolicyTest, InitAndSpawnerAreExemptFromTheOomKiller) {
+TEST_F(SandboxPolicyTest, InitIsExemptFromTheOomKiller) {
   SandboxSpec spec;
   spec.id = UniqueId("oom");
   auto sb = Make(spec);
   ASSERT_NE(sb, nullptr);
   const RunResult r = RunIn(*sb, Shell("cat /proc/1/oom_score_adj; cat /proc/self/oom_score_adj"));
   const pid_t init = std::stoi(sb->RootPath().substr(6));
-  const auto spawner = CgroupTasksNamed(spec.id, "sandstream-keep");
-  ASSERT_EQ(spawner.size(), 1u);
   const int init_score = std::stoi(ProcLine(init, "oom_score_adj"));
-  const int spawner_score = std::stoi(ProcLine(spawner[0], "oom_score_adj"));
   EXPECT_EQ(r.output, std::to_string(init_score) + "\n500\n");
   EXPECT_LT(init_score, 500);
-  EXPECT_LT(spawner_score, 500);
   if (!HasCapability(CAP_SYS_RESOURCE)) {
-    GTEST_SKIP() << "no CAP_SYS_RESOURCE here: init and spawner cannot be given -1000";
+    GTEST_SKIP() << "no CAP_SYS_RESOURCE here: init cannot be given -1000";
   }
   EXPECT_EQ(init_score, -1000);
-  EXPECT_EQ(spawner_score, -1000);
 }
 
 // SysV segments outlive their processes unless removed: memory the OOM killer could not free.
@@ -894,7 +877,8 @@ TEST_F(SandboxPolicyTest, SwapIsLimitedWithMemory) {
 }
 
 // A keeper of an earlier build is upgraded in place: it execs the new executable, which takes
-// over everything held; its process stays its child and still reports its exit.
+// over everything held; its process stays its child and still reports its exit. The keeper is
+// PID 1, which stays PID 1.
 TEST_F(SandboxPolicyTest, KeeperUpgradesInPlaceKeepingItsProcesses) {
   SandboxSpec spec;
   spec.id = UniqueId("upgrade");
@@ -902,24 +886,24 @@ TEST_F(SandboxPolicyTest, KeeperUpgradesInPlaceKeepingItsProcesses) {
   ASSERT_NE(sb, nullptr);
   auto p = RunBlocking(sb->Spawn(Shell("sleep 0.5; exit 3")));
   ASSERT_TRUE(p.ok()) << p.error().message;
-  const auto before = CgroupTasksNamed(spec.id, "sandstream-keep");
-  ASSERT_EQ(before.size(), 1u);
+  const pid_t init = std::stoi(sb->RootPath().substr(6));
 
   // A daemon started again connects, as Restore does, and sends the keeper executable.
   Spawner next;
   const std::string socket = RuntimeEnvironment::state_dir + "/" + spec.id + "/keeper.sock";
-  auto exe = LoadEmbeddedExecutable(Embedded::kSpawner);
+  auto exe = LoadInitExecutable();
   ASSERT_TRUE(exe.ok());
   ASSERT_TRUE(RunBlocking(next.Connect(socket, exe->get())).ok());
   auto upgraded = RunBlocking(next.Upgrade(exe->get()));
   ASSERT_TRUE(upgraded.ok()) << upgraded.error().message;
-  EXPECT_EQ(next.pid(), before[0]) << "the same process, a new executable";
+  EXPECT_TRUE(next.is_init()) << "the same process, a new executable";
   EXPECT_EQ(next.version(), kKeeperVersion);
+  EXPECT_EQ(ProcLine(init, "comm"), "sandstream-init");
   // Its capabilities, which its children start from, survive the exec: Docker's set plus
   // SYS_ADMIN (bit 21), no no_new_privs.
-  EXPECT_EQ(StatusField(before[0], "CapEff"), "00000000a82425fb");
-  EXPECT_EQ(StatusField(before[0], "CapBnd"), "00000000a82425fb");
-  EXPECT_EQ(StatusField(before[0], "NoNewPrivs"), "0");
+  EXPECT_EQ(StatusField(init, "CapEff"), "00000000a82425fb");
+  EXPECT_EQ(StatusField(init, "CapBnd"), "00000000a82425fb");
+  EXPECT_EQ(StatusField(init, "NoNewPrivs"), "0");
 
   auto kept = RunBlocking(next.List());
   ASSERT_TRUE(kept.ok()) << kept.error().message;
@@ -928,42 +912,45 @@ TEST_F(SandboxPolicyTest, KeeperUpgradesInPlaceKeepingItsProcesses) {
   EXPECT_TRUE(found) << "the process is still held";
   EXPECT_EQ(Wait(*p), 3) << "its exit arrives through the pipe the old keeper held";
   next.Leave();
+  // The sandbox's own connection was replaced by `next`'s: it connects again at its next spawn.
+  EXPECT_EQ(RunIn(*sb, Command({"echo", "again"})).output, "again\n");
 }
 
-TEST_F(SandboxPolicyTest, SpawnerIsInvisibleInsideAndReplacedAfterAKill) {
+// Every process of a sandbox descends from its PID 1, which is its keeper: nothing of the
+// sandbox runs outside its pid namespace, and its processes' pids are the sandbox's own.
+TEST_F(SandboxPolicyTest, EveryProcessDescendsFromPid1) {
   SandboxSpec spec;
-  spec.id = UniqueId("spawner");
+  spec.id = UniqueId("tree");
   auto sb = Make(spec);
   ASSERT_NE(sb, nullptr);
-  // The spawner is in the sandbox's cgroups, but not in its pid namespace.
   EXPECT_EQ(RunIn(*sb, Command({"ps", "-e", "-o", "comm="})).output, "sandstream-init\nps\n");
-  const auto first = CgroupTasksNamed(spec.id, "sandstream-keep");
-  ASSERT_EQ(first.size(), 1u);
-
-  // The spawner is this process's child: wait until it is gone, leaving it to be reaped.
-  ASSERT_EQ(::kill(first[0], SIGKILL), 0);
-  siginfo_t info{};
-  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(first[0]), &info, WEXITED | WNOWAIT), 0);
-  EXPECT_EQ(RunIn(*sb, Command({"echo", "respawned"})).output, "respawned\n");
-  const auto second = CgroupTasksNamed(spec.id, "sandstream-keep");
-  ASSERT_EQ(second.size(), 1u);
-  EXPECT_NE(second[0], first[0]);
-  EXPECT_EQ(RunIn(*sb, Command({"id", "-u"})).output, "1000\n");
+  EXPECT_EQ(RunIn(*sb, Command({"grep", "PPid", "/proc/self/status"})).output, "PPid:\t1\n");
+  const pid_t init = std::stoi(sb->RootPath().substr(6));
+  for (const std::string& dir : CgroupDirs(spec.id)) {
+    std::ifstream procs(dir + "/cgroup.procs");
+    for (pid_t pid = 0; procs >> pid;) {
+      EXPECT_EQ(pid, init) << "only PID 1 is left in " << dir << " between commands";
+    }
+  }
+  auto p = RunBlocking(sb->Spawn(Shell("echo $$; sleep 5")));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_GT(p->pid, 1);
+  EXPECT_LT(p->pid, 100) << "a pid of the sandbox's namespace";
+  // A group kill finds the process by the number the sandbox gives its group.
+  sb->SignalGroup(p->pid, SIGKILL);
+  EXPECT_EQ(Wait(*p), 128 + SIGKILL);
 }
 
-// Root of the sandbox holds KILL, DAC_OVERRIDE and SETUID over its own user namespace: the
-// keeper (outside the pid namespace) is out of sight, and PID 1 (inside, same uid, not dumpable)
-// cannot be traced or read through /proc. Each line: an errno, or whether a path exists.
-TEST_F(SandboxPolicyTest, KeeperAndInitAreOutOfRootsReach) {
+// Root of the sandbox holds KILL, DAC_OVERRIDE and SETUID over its own user namespace, but
+// PID 1, its keeper (same uid, not dumpable), cannot be killed, traced or read through /proc.
+// Each line: an errno, or what the call returned.
+TEST_F(SandboxPolicyTest, InitIsOutOfRootsReach) {
   SandboxSpec spec;
   spec.id = UniqueId("reach");
   auto sb = Make(spec);
   ASSERT_NE(sb, nullptr);
-  ASSERT_EQ(RunIn(*sb, Command({"true"})).exit, 0);
-  const auto keeper = CgroupTasksNamed(spec.id, "sandstream-keep");
-  ASSERT_EQ(keeper.size(), 1u);
   const std::string probe =
-      "import ctypes, os\n"
+      "import ctypes, os, signal\n"
       "libc = ctypes.CDLL(None, use_errno=True)\n"
       "def errno_of(f):\n"
       "    try:\n"
@@ -971,27 +958,23 @@ TEST_F(SandboxPolicyTest, KeeperAndInitAreOutOfRootsReach) {
       "        return 0\n"
       "    except OSError as e:\n"
       "        return e.errno\n"
-      "keeper = " +
-      std::to_string(keeper[0]) +
-      "\n"
-      "print('kill keeper', errno_of(lambda: os.kill(keeper, 0)))\n"
-      "print('keeper in /proc', os.path.exists('/proc/%d' % keeper))\n"
       "print('ptrace init', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n"
       "print('init mem', errno_of(lambda: open('/proc/1/mem', 'rb')))\n"
       "print('init environ', errno_of(lambda: open('/proc/1/environ', 'rb')))\n"
       "print('init fd', errno_of(lambda: os.readlink('/proc/1/fd/3')))\n"
-      "print('init root', errno_of(lambda: os.listdir('/proc/1/root/')))\n";
+      "print('init root', errno_of(lambda: os.listdir('/proc/1/root/')))\n"
+      "for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):\n"
+      "    os.kill(1, sig)\n";
   const RunResult r = RunIn(*sb, Command({"python3", "-c", probe}, true));
   EXPECT_EQ(r.exit, 0) << r.output;
   EXPECT_EQ(r.output,
-            "kill keeper 3\nkeeper in /proc False\nptrace init -1 1\ninit mem 13\n"
-            "init environ 13\ninit fd 13\ninit root 13\n");
-  // KILL to everything root may signal reaches neither PID 1 nor the keeper.
+            "ptrace init -1 1\ninit mem 13\ninit environ 13\ninit fd 13\ninit root 13\n");
+  // KILL to everything root may signal does not reach PID 1.
   EXPECT_EQ(RunIn(*sb, Shell("kill -KILL -1; true", true)).exit, 0);
-  EXPECT_EQ(::kill(keeper[0], 0), 0) << "the keeper is gone";
   EXPECT_FALSE(sb->Ended());
   EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
-  EXPECT_EQ(CgroupTasksNamed(spec.id, "sandstream-keep"), keeper);
+  const pid_t init = std::stoi(sb->RootPath().substr(6));
+  EXPECT_EQ(StatusField(init, "State").substr(0, 1), "S") << "PID 1 neither stopped nor ended";
 }
 
 TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {
