@@ -1,5 +1,7 @@
 #include "platform/signals.h"
 
+#include "platform/fd.h"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -7,6 +9,7 @@
 #include <csignal>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 
 namespace sandstream {
 namespace {
@@ -56,6 +59,14 @@ std::string SignalName(int sig) {
 
 int SignalPidfd(int pidfd, int sig) {
   return ::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) == 0 ? 0 : errno;
+}
+
+int PidOfPidfd(int pidfd) {
+  auto info = ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd));
+  if (!info) return -1;
+  const size_t at = info->find("\nPid:");
+  if (at == std::string::npos) return -1;
+  return static_cast<int>(std::strtol(info->c_str() + at + 5, nullptr, 10));
 }
 
 }  // namespace sandstream

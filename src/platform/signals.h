@@ -14,5 +14,8 @@ std::optional<int> ParseSignal(std::string_view text);
 std::string SignalName(int sig);
 // `sig` to the process `pidfd` refers to; 0, or the errno (ESRCH once it has exited).
 int SignalPidfd(int pidfd, int sig);
+// The pid, in this process's pid namespace, of the process `pidfd` refers to (its "Pid:" in
+// fdinfo); -1 once it has been reaped.
+int PidOfPidfd(int pidfd);
 
 }  // namespace sandstream

@@ -559,8 +559,13 @@ Result<void> Process::Signal(int sig, bool group) {
 void Process::SignalGroup(int sig) {
   if (pid_ <= 0) return;
   if (!leader_exited_) {
-    ::kill(-pid_, sig);
-    return;
+    // While the leader lives its pidfd gives the group's number as this daemon sees it (the
+    // pid the sandbox gives it is another, in the sandbox's pid namespace).
+    const pid_t leader = pidfd_ ? PidOfPidfd(pidfd_->native_handle()) : -1;
+    if (leader > 0) {
+      ::kill(-leader, sig);
+      return;
+    }
   }
   if (auto sb = sandbox_.lock()) sb->SignalGroup(pid_, sig);
 }

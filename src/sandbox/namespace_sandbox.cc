@@ -40,15 +40,6 @@ constexpr std::chrono::milliseconds kStopTimeout{500};
 // How long the processes of a sandbox being paused have to stop.
 constexpr std::chrono::milliseconds kFreezeTimeout{5000};
 
-// The pid a pidfd names (its "Pid:" in fdinfo), or -1 once the process has been reaped.
-pid_t PidOfPidfd(int pidfd) {
-  auto info = ReadFile("/proc/self/fdinfo/" + std::to_string(pidfd));
-  if (!info) return -1;
-  const size_t at = info->find("\nPid:");
-  if (at == std::string::npos) return -1;
-  return static_cast<pid_t>(std::strtol(info->c_str() + at + 5, nullptr, 10));
-}
-
 // One byte with a deadline; false on timeout, EOF or error.
 Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
   const Deadline deadline = In(std::chrono::milliseconds(timeout_ms));

@@ -40,7 +40,8 @@ def test_a_sandbox_whose_pid1_dies_is_reported_lost(client: httpx.Client, marker
 
     with client.stream("GET", f"/v1/sandboxes/{sb}/processes/{proc['id']}/logs",
                        params={"follow": "1"}) as stream:
-        os.kill(init_of(proc["pid"]), signal.SIGKILL)
+        # The API's pid is the sandbox's own; the host's is the one pgrep sees.
+        os.kill(init_of(int(pgrep(f"sleep {marker}")[0].split()[0])), signal.SIGKILL)
         events: list[SseEvent] = read_events(stream, limit_seconds=15)
     assert events[-1].event == "exit", events[-3:]
     assert events[-1].json()["reason"] == "killed", events[-1]
