@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <thread>

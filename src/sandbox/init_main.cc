@@ -79,7 +79,9 @@ bool SendToDaemon(const void* data, size_t len, const int* fds, size_t fd_count)
          static_cast<ssize_t>(len);
 }
 
-bool Send(const KeeperMessage& m) { return SendToDaemon(&m, sizeof m, nullptr, 0); }
+bool Send(const KeeperMessage& m) {
+  return SendToDaemon(&m, sizeof m, nullptr, 0);
+}
 
 bool Reply(int32_t pid, int32_t err, int pidfd) {
   const SpawnReply reply{pid, err};
@@ -470,7 +472,8 @@ bool Serve(ssize_t len, ReceivedFds<kMaxSpawnFds>& received) {
     case kHold:
       CloseAll(sandbox_held, sandbox_held_count);
       sandbox_held_count = 0;
-      for (size_t i = 0; i < fd_count && i < kMaxHeldFds; ++i) sandbox_held[sandbox_held_count++] = fds[i];
+      for (size_t i = 0; i < fd_count && i < kMaxHeldFds; ++i)
+        sandbox_held[sandbox_held_count++] = fds[i];
       return true;
     case kListen:
       if (fd_count == 1) {
@@ -530,7 +533,9 @@ bool Serve(ssize_t len, ReceivedFds<kMaxSpawnFds>& received) {
   return true;
 }
 
-void Hello() { Send(KeeperMessage{kHello, static_cast<int32_t>(::getpid()), kKeeperVersion, 0}); }
+void Hello() {
+  Send(KeeperMessage{kHello, static_cast<int32_t>(::getpid()), kKeeperVersion, 0});
+}
 
 void Ignore(int) {}
 

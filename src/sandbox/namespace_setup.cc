@@ -26,8 +26,8 @@
 #include "sandbox/fault.h"
 #include "sandbox/init_setup.h"
 #include "sandbox/mounts.h"
-#include "sandbox/spawner.h"
 #include "sandbox/namespace_state.h"
+#include "sandbox/spawner.h"
 #include "sandbox/thread_op.h"
 #include "sandbox/userns.h"
 

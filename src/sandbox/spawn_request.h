@@ -84,25 +84,26 @@ static_assert(HeldIndex(kKeptStdin, kKeptStdin) == 2);
 
 // The keeper's other messages: a 16-byte KeeperMessage, with fds for kHold and kEntry.
 enum KeeperMessageType : uint32_t {
-  kHello = 0x4b535301,   // keeper -> daemon on every connection: version, keeper pid
-  kHold = 0x4b535302,    // daemon -> keeper: the sandbox's own fds (replaces earlier ones)
-  kList = 0x4b535303,    // daemon -> keeper: send every entry, then kEnd
-  kEntry = 0x4b535304,   // keeper -> daemon: pid (0: the sandbox), tag, status, held fds
+  kHello = 0x4b535301,  // keeper -> daemon on every connection: version, keeper pid
+  kHold = 0x4b535302,   // daemon -> keeper: the sandbox's own fds (replaces earlier ones)
+  kList = 0x4b535303,   // daemon -> keeper: send every entry, then kEnd
+  kEntry = 0x4b535304,  // keeper -> daemon: pid (0: the sandbox), tag, status, held fds
   kEnd = 0x4b535305,
-  kForget = 0x4b535306,  // daemon -> keeper: drop what is held for pid
-  kStop = 0x4b535307,    // daemon -> keeper: exit (the sandbox is being deleted)
-  kListen = 0x4b535308,  // daemon -> keeper: the socket later daemons connect to (one fd)
-  kRelease = 0x4b535309, // daemon -> keeper: close pid's held fd of KeptFds bit `tag` and clear
-                         // the bit (stdin closed: the child must see EOF); none held, no-op
-  kUpgrade = 0x4b53530a, // daemon -> keeper: exec the keeper executable sent with it (one fd),
-                         // handing everything over (KeeperState); it says kHello again
-  kCopy = 0x4b53530b,    // daemon -> keeper: a child copies the first fd to the second until EOF (fds:
-                         // source, destination, exit pipe's write end); answered as a spawn.
-                         // It runs in the sandbox's cgroups, so what it writes to the sandbox's
-                         // tmpfs is charged to the sandbox's memory, not the daemon's. It exits
-                         // 0, or with the errno that stopped it.
-  kKillAll = 0x4b53530c, // daemon -> PID 1: SIGKILL to every other process of the sandbox
-  kKilled = 0x4b53530d,  // PID 1 -> daemon: done (status 0), or ENOTSUP from a keeper apart
+  kForget = 0x4b535306,   // daemon -> keeper: drop what is held for pid
+  kStop = 0x4b535307,     // daemon -> keeper: exit (the sandbox is being deleted)
+  kListen = 0x4b535308,   // daemon -> keeper: the socket later daemons connect to (one fd)
+  kRelease = 0x4b535309,  // daemon -> keeper: close pid's held fd of KeptFds bit `tag` and clear
+                          // the bit (stdin closed: the child must see EOF); none held, no-op
+  kUpgrade = 0x4b53530a,  // daemon -> keeper: exec the keeper executable sent with it (one fd),
+                          // handing everything over (KeeperState); it says kHello again
+  kCopy =
+      0x4b53530b,  // daemon -> keeper: a child copies the first fd to the second until EOF (fds:
+                   // source, destination, exit pipe's write end); answered as a spawn.
+                   // It runs in the sandbox's cgroups, so what it writes to the sandbox's
+                   // tmpfs is charged to the sandbox's memory, not the daemon's. It exits
+                   // 0, or with the errno that stopped it.
+  kKillAll = 0x4b53530c,  // daemon -> PID 1: SIGKILL to every other process of the sandbox
+  kKilled = 0x4b53530d,   // PID 1 -> daemon: done (status 0), or ENOTSUP from a keeper apart
 };
 
 // The hand-over of kUpgrade: a keeper execs the new executable in place (its children stay its
@@ -142,7 +143,7 @@ static_assert(sizeof(KeeperMessage) == 16);
 struct ParsedSpawnRequest {
   LaunchSpec launch;
   sock_fprog filter{};
-  int exit_fd = -1;       // where the keeper writes the wait status once it reaps the process
+  int exit_fd = -1;  // where the keeper writes the wait status once it reaps the process
   const int* held = nullptr;
   uint32_t held_count = 0;
   uint32_t tag = 0;

@@ -276,8 +276,7 @@ Result<ControlPair> MakeControlPair() {
   return pair;
 }
 
-Op<Result<void>> Spawner::Attach(UniqueFd control, std::string socket_path,
-                                 std::vector<int> held) {
+Op<Result<void>> Spawner::Attach(UniqueFd control, std::string socket_path, std::vector<int> held) {
   control_ = std::move(control);
   Result<void> hello = co_await AwaitHello("init");
   if (!hello) {

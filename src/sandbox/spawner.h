@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "base/result.h"
-#include "sandbox/spawn_request.h"
 #include "platform/unique_fd.h"
 #include "sandbox/op.h"
+#include "sandbox/spawn_request.h"
 
 struct sock_fprog;
 

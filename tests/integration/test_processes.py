@@ -70,6 +70,21 @@ def test_list_filter_and_get(client: httpx.Client, sandbox: dict[str, Any], mark
                  404, "not_found")
 
 
+def test_pid_is_the_sandboxs_own(client: httpx.Client, sandbox: dict[str, Any]) -> None:
+    """A process's pid is the one it has in its sandbox: what `$$` says, its parent PID 1, and
+    `kill` inside reaches it by that number."""
+    sb = sandbox["id"]
+    proc = start(client, sb, cmd="echo $$ $PPID; sleep 30")
+    assert wait_until(lambda: client.get(
+        f"/v1/sandboxes/{sb}/processes/{proc['id']}/logs").json()["stdout"], 5)
+    logs = client.get(f"/v1/sandboxes/{sb}/processes/{proc['id']}/logs").json()
+    assert logs["stdout"] == f"{proc['pid']} 1\n", (logs, proc)
+    killed = run(client, sb, cmd=f"kill -TERM {proc['pid']}")
+    assert killed["exit_code"] == 0, killed
+    done = wait(client, sb, proc["id"])
+    assert (done["signal"], done["reason"]) == ("SIGTERM", "signaled"), done
+
+
 def test_logs_json_since_tail(client: httpx.Client, sandbox: dict[str, Any]) -> None:
     """JSON logs: chunks with seq and stream, joined text, since and tail, the exit record."""
     sb = sandbox["id"]

@@ -53,6 +53,21 @@ def frozen(d: Daemon, sandbox_id: str) -> bool:
     raise AssertionError(f"no freezer for {sandbox_id}")
 
 
+def sandbox_pids(d: Daemon, sandbox_id: str) -> set[int]:
+    """The pids, as the sandbox numbers them, of the processes in its cgroup."""
+    pids = set()
+    procs = cgroup_dirs(d)[0] / sandbox_id / "cgroup.procs"
+    for host_pid in procs.read_text().split() if procs.exists() else []:
+        try:
+            status = Path(f"/proc/{host_pid}/status").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                pids.add(int(line.split()[-1]))
+    return pids
+
+
 def children(p: Path) -> set[str]:
     return {c.name for c in p.iterdir() if c.is_dir()} if p.exists() else set()
 
@@ -111,7 +126,7 @@ def check(d: Daemon, data_dir: Path, round_: int, seen: dict[str, int]) -> None:
             seen["running"] += sum(p["status"] == "running" for p in procs)
             seen["exited"] += sum(p["status"] == "exited" for p in procs)
             for p in procs:
-                if p["status"] == "running" and not Path(f"/proc/{p['pid']}").exists():
+                if p["status"] == "running" and p["pid"] not in sandbox_pids(d, sb):
                     # It ended just now: its exit is recorded within moments.
                     url = f"/v1/sandboxes/{sb}/processes/{p['id']}"
                     assert wait_until(lambda: c.get(url).json()["status"] == "exited",

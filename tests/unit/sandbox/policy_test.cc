@@ -967,8 +967,7 @@ TEST_F(SandboxPolicyTest, InitIsOutOfRootsReach) {
       "    os.kill(1, sig)\n";
   const RunResult r = RunIn(*sb, Command({"python3", "-c", probe}, true));
   EXPECT_EQ(r.exit, 0) << r.output;
-  EXPECT_EQ(r.output,
-            "ptrace init -1 1\ninit mem 13\ninit environ 13\ninit fd 13\ninit root 13\n");
+  EXPECT_EQ(r.output, "ptrace init -1 1\ninit mem 13\ninit environ 13\ninit fd 13\ninit root 13\n");
   // KILL to everything root may signal does not reach PID 1.
   EXPECT_EQ(RunIn(*sb, Shell("kill -KILL -1; true", true)).exit, 0);
   EXPECT_FALSE(sb->Ended());
