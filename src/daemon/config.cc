@@ -608,7 +608,7 @@ std::optional<uint32_t> EgressMarkMask(const Config& c) {
 }
 
 int64_t ConnectionLimit(const Config& c, uint64_t open_files_limit) {
-  // What a sandbox keeps open in the daemon (its cgroup files, pidfds, the spawner's socket, a
+  // What a sandbox keeps open in the daemon (its cgroup files, pidfds, its keeper's socket, a
   // running process's pipes), and the daemon's own (store, logs, epoll, refused connections).
   constexpr uint64_t kPerSandbox = 10;  // with egress: its resolver's two sockets
   constexpr uint64_t kOwn = 512;

@@ -1,7 +1,8 @@
 // Passing fds with one message over a unix socket (SCM_RIGHTS), for the daemon, the child of a
-// sandbox's clone3 (init_setup.cc) and the keeper (spawner_main.cc) alike. Header-only, so that
-// the static keeper links nothing for it; fixed-size buffers on the stack, no allocation, no
-// exceptions, and only async-signal-safe calls (sendmsg, recvmsg, close, memcpy, memset).
+// sandbox's clone3 (init_setup.cc) and its PID 1, the keeper (init_main.cc), alike.
+// Header-only, so that the static keeper links nothing for it; fixed-size buffers on the stack,
+// no allocation, no exceptions, and only async-signal-safe calls (sendmsg, recvmsg, close,
+// memcpy, memset).
 #pragma once
 
 #include <sys/socket.h>

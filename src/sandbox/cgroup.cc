@@ -141,25 +141,28 @@ std::vector<pid_t> ReadPids(const std::string& dir) {
 // SIGKILL to every process listed in the cgroup. A listed pid may have exited and been reused
 // by the time it is signalled: each is pinned with a pidfd and signalled only if that process
 // is still in the cgroup, so nothing outside it is ever hit.
-// The process group of `pid` as its own pid namespace numbers it (the last of NSpgid), or as
-// the host's does.
-pid_t GroupOf(pid_t pid, bool in_its_namespace) {
-  if (!in_its_namespace) return ::getpgid(pid);
+// The process group of `pid` as the pid namespace `level` below this process's numbers it (its
+// NSpgid field of that index), or with `level` 0 as this one does.
+pid_t GroupOf(pid_t pid, int level) {
+  if (level == 0) return ::getpgid(pid);
   auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
   if (!status) return -1;
   const size_t at = status->find("\nNSpgid:");
   if (at == std::string::npos) return -1;
-  const size_t end = status->find('\n', at + 1);
-  const size_t last = status->find_last_of(" \t", end);
-  return static_cast<pid_t>(std::strtol(status->c_str() + last + 1, nullptr, 10));
+  std::istringstream fields(status->substr(at + 8, status->find('\n', at + 1) - at - 8));
+  pid_t pgid = -1;
+  for (int i = 0; i <= level; ++i) {
+    if (!(fields >> pgid)) return -1;
+  }
+  return pgid;
 }
 
-void SignalMembers(const std::string& dir, int sig, pid_t pgid, bool pgid_in_namespace = false) {
+void SignalMembers(const std::string& dir, int sig, pid_t pgid, int level = 0) {
   for (pid_t p : ReadPids(dir)) {
     UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, p, 0)));
     if (!pidfd) continue;
     // With the pidfd held, `p` names that process while it lives: check it now.
-    if (pgid > 0 && GroupOf(p, pgid_in_namespace) != pgid) continue;
+    if (pgid > 0 && GroupOf(p, level) != pgid) continue;
     const auto procs = ReadPids(dir);
     if (std::find(procs.begin(), procs.end(), p) == procs.end()) continue;
     (void)SignalPidfd(pidfd.get(), sig);
@@ -231,9 +234,9 @@ void SandboxCgroup::Leave() {
   removed_ = true;
 }
 
-void SandboxCgroup::SignalGroup(pid_t pgid, int sig, bool pgid_in_namespace) const {
+void SandboxCgroup::SignalGroup(pid_t pgid, int sig, int level) const {
   // Every process is in every hierarchy: one is enough to find them.
-  if (!removed_ && !dirs_.empty()) SignalMembers(dirs_[0], sig, pgid, pgid_in_namespace);
+  if (!removed_ && !dirs_.empty()) SignalMembers(dirs_[0], sig, pgid, level);
 }
 
 Result<void> SandboxCgroup::Attach(pid_t pid) const {

@@ -50,8 +50,9 @@ class SandboxCgroup {
   std::vector<pid_t> Pids() const;
   // `sig` to the members of process group `pgid`, each pinned by a pidfd and checked to be a
   // member still, so a reused number outside the cgroup is never hit. `pgid` is the number
-  // the sandbox's pid namespace gives the group, or with `pgid_in_namespace` false the host's.
-  void SignalGroup(pid_t pgid, int sig, bool pgid_in_namespace) const;
+  // the pid namespace `level` below the daemon's gives the group (the sandbox's: 1 where the
+  // daemon runs in the host's), or with `level` 0 the daemon's own.
+  void SignalGroup(pid_t pgid, int sig, int level) const;
   // SIGKILLs what is left and removes the directories, waiting (as an Op) for the last
   // processes to go. Idempotent.
   Op<Result<void>> Remove();

@@ -1,7 +1,7 @@
 // How a child reports which setup step failed: after fork/clone it allocates nothing and
 // writes one fixed-size record to a close-on-exec pipe before _exit(). EOF means exec worked.
-// The child side (child_report.cc) is also compiled into the spawner; the parent side is
-// child_report_read.cc.
+// The child side (child_report.cc) is also compiled into the sandbox's PID 1 (init_main.cc);
+// the parent side is child_report_read.cc.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // PID 1 of every sandbox, which is also its keeper (spawner.h). As PID 1 it reaps orphans and
 // turns SIGTERM from outside the sandbox into a graceful end of it (the sandbox's own processes
-// can signal it not at all: the kernel drops what they send to their namespace's init). As the
+// cannot end it: the kernel drops the KILL and STOP they send their namespace's init, and it
+// ignores the rest from them). As the
 // keeper it clones each process the daemon asks for (the child runs launch.cc's steps), is their
 // parent and reaper, and keeps for the daemon what must outlive it: each process's pidfd, exit
 // pipe, pipe ends and output log, and the sandbox's own fds. It outlives the daemon: a daemon
@@ -102,12 +103,20 @@ Entry* Find(int32_t pid) {
   return nullptr;
 }
 
+// At most this many children reaped per turn of the loop, so that a sandbox that makes and
+// orphans processes without end never holds off the daemon's requests.
+constexpr int kReapsPerTurn = 256;
+bool reap_pending = false;  // the last Reap stopped at its bound: the loop comes back at once
+
 // The wait status goes into the process's exit pipe, where the daemon (this one or the next)
 // reads it; the pipe holds it while no daemon runs.
 void Reap() {
   int status = 0;
   pid_t pid;
-  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+  int reaped = 0;
+  reap_pending = false;
+  while (!reap_pending && (pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    reap_pending = ++reaped == kReapsPerTurn;
     Entry* e = Find(pid);
     if (e == nullptr) continue;
     e->reaped = true;
@@ -543,19 +552,22 @@ void Ignore(int) {}
 // gracefully. PID 1 of a namespace drops signals left at SIG_DFL; a handler makes them
 // deliverable (here: pending, read through the signalfd). A keeper apart needs SIGCHLD only.
 int SignalFd() {
+  const int ends[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   if (init) {
-    const int ends[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+    for (int sig : ends) sigaddset(&set, sig);
+  }
+  // Blocked first: one that comes before its handler stays pending, for the signalfd.
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  if (init) {
     for (int sig : ends) {
       struct sigaction sa {};
       sa.sa_handler = Ignore;
       ::sigaction(sig, &sa, nullptr);
-      sigaddset(&set, sig);
     }
   }
-  ::sigprocmask(SIG_BLOCK, &set, nullptr);
   return ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
@@ -589,7 +601,7 @@ int main() {
   Reap();  // after an upgrade: children that ended during the hand-over
   for (;;) {
     pollfd fds[3] = {{control, POLLIN, 0}, {listener, POLLIN, 0}, {sfd, POLLIN, 0}};
-    if (::poll(fds, 3, -1) < 0) {
+    if (::poll(fds, 3, reap_pending ? 0 : -1) < 0) {
       if (errno == EINTR) continue;
       return 123;
     }
@@ -604,8 +616,8 @@ int main() {
         ReapWithin(sfd, kTermGraceMs);
         return 0;
       }
-      Reap();
     }
+    if ((fds[2].revents & POLLIN) || reap_pending) Reap();
     if (fds[1].revents & POLLIN) {
       // A daemon (started again) takes over; the one before, if any, is gone or replaced.
       const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
@@ -613,6 +625,7 @@ int main() {
         if (control >= 0) ::close(control);
         control = fd;
         Hello();
+        continue;  // fds[0] told of the connection just closed
       }
     }
     if (control >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {

@@ -93,9 +93,9 @@ void RunProcessInChild(const LaunchSpec& l) {
     ReportAndExit(report, "close_range", errno);
   }
 
-  // The spawner is exempt from the OOM killer and its children would inherit that: a sandbox
-  // that runs out of memory must lose its own processes, never its PID 1 or spawner (which keep
-  // the daemon's score where they cannot have -1000), and, host-wide, before the host's.
+  // PID 1 is exempt from the OOM killer and its children would inherit that: a sandbox that
+  // runs out of memory must lose its own processes, never its PID 1 (which keeps the daemon's
+  // score where it cannot have -1000), and, host-wide, before the host's.
   const int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (oom < 0 || ::write(oom, "500", 3) != 3) ReportAndExit(report, "oom_score_adj", errno);
   ::close(oom);

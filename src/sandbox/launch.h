@@ -1,5 +1,5 @@
-// The steps of a sandboxed process between clone() and execve(), run by the spawner
-// (spawner_main.cc) in each new process: no allocation, no C++ runtime, only raw syscalls.
+// The steps of a sandboxed process between clone() and execve(), run by the sandbox's PID 1
+// (init_main.cc) in each new process: no allocation, no C++ runtime, only raw syscalls.
 #pragma once
 
 #include <linux/filter.h>

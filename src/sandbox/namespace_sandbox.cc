@@ -56,6 +56,17 @@ Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
 
 }  // namespace
 
+int PidNamespaceLevel(pid_t pid) {
+  auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  if (!status) return 0;
+  const size_t at = status->find("\nNSpid:");
+  if (at == std::string::npos) return 0;
+  std::istringstream fields(status->substr(at + 7, status->find('\n', at + 1) - at - 7));
+  int count = 0;
+  for (pid_t p = 0; fields >> p;) ++count;
+  return count > 0 ? count - 1 : 0;
+}
+
 Result<void> ExemptFromOomKiller(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/oom_score_adj";
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -63,8 +74,7 @@ Result<void> ExemptFromOomKiller(pid_t pid) {
     if (errno == EACCES) {
       static bool warned = false;
       if (!std::exchange(warned, true)) {
-        log::Warn(
-            "no CAP_SYS_RESOURCE: sandbox inits and spawners keep the daemon's oom_score_adj");
+        log::Warn("no CAP_SYS_RESOURCE: sandbox inits keep the daemon's oom_score_adj");
       }
       return Ok{};
     }
@@ -236,6 +246,7 @@ Op<Result<void>> NamespaceSandbox::ReattachKeeper() {
   adopted_init_ = true;
   init_pid_ = PidOfPidfd(init_pidfd_.get());
   if (init_pid_ <= 0 || Ended()) co_return Error{ErrorCode::kNotFound, "PID 1 has exited"};
+  pid_level_ = spawner_.is_init() ? PidNamespaceLevel(init_pid_) : 0;
   auto mountinfo = ReadFile("/proc/" + std::to_string(init_pid_) + "/mountinfo");
   limits_view_ = mountinfo && HasMountAt(*mountinfo, "/proc/meminfo", "fuse.lxcfs");
   // An answer to a kill request the earlier daemon did not wait for must not answer ours.
@@ -312,7 +323,7 @@ Op<Result<void>> NamespaceSandbox::KillAll() {
   if (destroyed_) co_return Ok{};
   // A frozen PID 1 cannot answer: it runs again first (and what it kills with it).
   if (cgroup_ && cgroup_->Frozen()) (void)cgroup_->Thaw();
-  if (spawner_.is_init()) {
+  if (pid_level_ > 0) {
     Result<void> killed = co_await spawner_.KillAll();
     if (killed) co_return Ok{};
   } else if (apart_init_control_) {
@@ -335,7 +346,7 @@ Op<Result<void>> NamespaceSandbox::Destroy() {
   destroyed_ = true;
   // PID 1 kills every other process, writes each one's end for the daemon and exits, within
   // a bound; a frozen one cannot.
-  if (spawner_.is_init() && init_pidfd_ && !(cgroup_ && cgroup_->Frozen())) {
+  if (pid_level_ > 0 && init_pidfd_ && !(cgroup_ && cgroup_->Frozen())) {
     spawner_.Stop();
     (void)co_await Readable{init_pidfd_.get(), In(kStopTimeout)};
   }

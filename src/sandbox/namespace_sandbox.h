@@ -62,7 +62,7 @@ class NamespaceSandbox final : public Sandbox {
   void Forget(pid_t pid) override { spawner_.Forget(pid); }
   void CloseStdin(pid_t pid) override { spawner_.Release(pid, kKeptStdin); }
   void SignalGroup(pid_t pgid, int sig) override {
-    if (cgroup_) cgroup_->SignalGroup(pgid, sig, spawner_.is_init());
+    if (cgroup_) cgroup_->SignalGroup(pgid, sig, pid_level_);
   }
   int LifeFd() const override { return init_pidfd_.get(); }
   bool Ended() const override;
@@ -79,6 +79,10 @@ class NamespaceSandbox final : public Sandbox {
   // PID 1, which is the keeper (spawner.h): it holds PID 1's pidfd and every process's pipes for
   // a daemon started later. Its pids, and so the processes', are the sandbox's own.
   Spawner spawner_;
+  // How deep the pid namespace that numbers the processes is below the daemon's: the
+  // sandbox's (1, unless the daemon itself runs in a pid namespace's child), or 0 for an
+  // earlier build's sandbox, whose keeper apart numbers them as the host does.
+  int pid_level_ = 0;
   // Of a sandbox an earlier build made, whose keeper ran apart from PID 1 (its pids are the
   // host's): PID 1's own control socket, on which 'K' kills the rest.
   UniqueFd apart_init_control_;
@@ -107,6 +111,9 @@ class NamespaceSandbox final : public Sandbox {
 };
 
 // Shared with namespace_setup.cc:
+// How many pid namespaces below this process's the process `pid` is in (its NSpid fields less
+// one); 0 when that cannot be read.
+int PidNamespaceLevel(pid_t pid);
 // PID 1 must outlive whatever fills the sandbox's memory: the OOM killer of its cgroup takes
 // one of the sandbox's processes instead (launch.cc). Lowering the score needs
 // CAP_SYS_RESOURCE; without it PID 1 keeps the daemon's, still below the processes'.

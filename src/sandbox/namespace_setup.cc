@@ -249,6 +249,7 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
 
   sandbox.init_pidfd_.reset(pidfd);
   sandbox.init_pid_ = pid;
+  sandbox.pid_level_ = PidNamespaceLevel(pid);
   sync_child.reset();
   control->init.reset();
   report->write.reset();

@@ -1,6 +1,6 @@
 // The default seccomp-bpf profile of sandboxed processes: compiled once with libseccomp in the
 // daemon, sent as raw instructions with each spawn request and loaded by the process with one
-// prctl (launch.cc), so that the spawner never links libseccomp.
+// prctl (launch.cc), so that the sandbox's PID 1 never links libseccomp.
 #pragma once
 
 #include <linux/filter.h>

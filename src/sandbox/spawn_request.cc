@@ -1,4 +1,4 @@
-// Parsing a spawn request (spawn_request.h): compiled into the spawner and the library.
+// Parsing a spawn request (spawn_request.h): compiled into the sandbox's PID 1 and the library.
 #include "sandbox/spawn_request.h"
 
 #include <cstring>

@@ -303,6 +303,14 @@ Op<Result<void>> Spawner::Attach(UniqueFd control, std::string socket_path, std:
 }
 
 Op<Result<void>> Spawner::KillAll() {
+  if (!control_) co_return Error{ErrorCode::kInternal, "init: kill all: not connected"};
+  // An answer a request before this one gave up on (its fds closed with it) is not this one's.
+  for (;;) {
+    char stale[64];
+    ReceivedFds<kMaxHeldFds + 1> fds;
+    if (ReceiveWithFds(control_.get(), stale, sizeof stale, fds, MSG_DONTWAIT) <= 0) break;
+    for (size_t i = 0; i < fds.count; ++i) ::close(fds.fds[i]);
+  }
   if (const int err = Send(KeeperMessage{kKillAll, 0, 0, 0}); err != 0) {
     co_return SysError(ErrorCode::kInternal, "init: kill all: send", err);
   }

@@ -627,7 +627,7 @@ TEST_F(SandboxPolicyTest, ForkBombHitsPidsLimitAndSandboxStaysUsable) {
   auto sb = Make(spec);
   ASSERT_NE(sb, nullptr);
   // Sleepers fill the limit and stay: fork fails inside. A new process takes one place, no
-  // more (the spawner has its own): the exited shell's place fits one, the next is refused.
+  // more: the exited shell's place fits one, the next is refused.
   const RunResult bounded = RunIn(
       *sb, Shell("i=0; while [ $i -lt 100 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done"));
   EXPECT_NE(bounded.exit, 0);
@@ -928,9 +928,9 @@ TEST_F(SandboxPolicyTest, EveryProcessDescendsFromPid1) {
   const pid_t init = std::stoi(sb->RootPath().substr(6));
   for (const std::string& dir : CgroupDirs(spec.id)) {
     std::ifstream procs(dir + "/cgroup.procs");
-    for (pid_t pid = 0; procs >> pid;) {
-      EXPECT_EQ(pid, init) << "only PID 1 is left in " << dir << " between commands";
-    }
+    std::vector<pid_t> tasks;
+    for (pid_t pid = 0; procs >> pid;) tasks.push_back(pid);
+    EXPECT_EQ(tasks, std::vector<pid_t>{init}) << "only PID 1 is left in " << dir;
   }
   auto p = RunBlocking(sb->Spawn(Shell("echo $$; sleep 5")));
   ASSERT_TRUE(p.ok()) << p.error().message;
@@ -973,7 +973,8 @@ TEST_F(SandboxPolicyTest, InitIsOutOfRootsReach) {
   EXPECT_FALSE(sb->Ended());
   EXPECT_EQ(RunIn(*sb, Command({"echo", "alive"})).output, "alive\n");
   const pid_t init = std::stoi(sb->RootPath().substr(6));
-  EXPECT_EQ(StatusField(init, "State").substr(0, 1), "S") << "PID 1 neither stopped nor ended";
+  const std::string state = StatusField(init, "State").substr(0, 1);
+  EXPECT_TRUE(state == "S" || state == "R") << "PID 1 neither stopped nor ended: " << state;
 }
 
 TEST_F(SandboxPolicyTest, DestroyLeavesNothing) {
