@@ -153,7 +153,7 @@ asio::awaitable<Result<void>> Process::Launch(std::shared_ptr<sandbox::Sandbox> 
 }
 
 Result<std::shared_ptr<Process>> Process::Adopt(const asio::any_io_executor& ex,
-                                                std::shared_ptr<sandbox::Sandbox> sandbox,
+                                                const std::shared_ptr<sandbox::Sandbox>& sandbox,
                                                 CommandSpec spec, SystemTime started_at,
                                                 sandbox::AdoptedProcess adopted,
                                                 ProcessOptions options, ExitCallback on_exit) {

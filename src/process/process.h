@@ -70,7 +70,7 @@ class Process : public std::enable_shared_from_this<Process> {
   // with `adopted.status`): supervised again, its output log and clocks picking up where they
   // were.
   static Result<std::shared_ptr<Process>> Adopt(const boost::asio::any_io_executor& ex,
-                                                std::shared_ptr<sandbox::Sandbox> sandbox,
+                                                const std::shared_ptr<sandbox::Sandbox>& sandbox,
                                                 CommandSpec spec, SystemTime started_at,
                                                 sandbox::AdoptedProcess adopted,
                                                 ProcessOptions options, ExitCallback on_exit);

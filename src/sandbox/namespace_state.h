@@ -33,9 +33,9 @@ struct NamespaceRuntime::State {
   std::optional<Cgroups> cgroups;
   SeccompProgram seccomp;         // default profile
   SeccompProgram seccomp_userns;  // the same, nested user namespaces allowed
-  UniqueFd init_exe;  // every sandbox's PID 1 and keeper (init_main.cc)
+  UniqueFd init_exe;              // every sandbox's PID 1 and keeper (init_main.cc)
   int64_t nofile_hard = 0;
-  UniqueFd host_netns;  // the daemon's own network namespace, to come back to (Socket)
+  UniqueFd host_netns;               // the daemon's own network namespace, to come back to (Socket)
   std::unique_ptr<LimitsView> view;  // null: sandboxes see the host's /proc/meminfo ...
   // Sandboxes let go alive for the next daemon: lxcfs must outlive this one for them.
   size_t released = 0;

@@ -26,7 +26,9 @@ bool ParseSpawnRequest(char* buf, size_t len, const int* fds, size_t fd_count,
   std::memcpy(&h, buf, sizeof h);
   if (h.magic != kSpawnRequestMagic) return false;
   if ((h.flags & ~uint32_t{kSpawnTty | kSpawnStdin | kSpawnSearchPath}) != 0) return false;
-  if (h.open_files <= 0 || h.uid > kMaxSpawnUid || h.gid > kMaxSpawnUid || h.reserved != 0 || h.argc == 0) return false;
+  if (h.open_files <= 0 || h.uid > kMaxSpawnUid || h.gid > kMaxSpawnUid || h.reserved != 0 ||
+      h.argc == 0)
+    return false;
   if (h.filter_len == 0 || h.filter_len > kMaxSeccompInstructions) return false;
   const bool has_stdin = (h.flags & kSpawnStdin) != 0;
   if (h.held > kMaxHeldFds) return false;

@@ -550,8 +550,8 @@ class HostListener {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::listen(fd_, 4);
+    (void)::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    (void)::listen(fd_, 4);
     socklen_t len = sizeof addr;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
