@@ -18,11 +18,13 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +68,9 @@ int control = kFirstControlFd;  // the connected daemon, or -1
 int listener = -1;
 // PID 1 of its sandbox; false only as the keeper of a sandbox an earlier build made.
 bool init = false;
+// The daemon has finished setting the sandbox up (kHold), or this keeper took over from an
+// earlier one: from now on a daemon that goes leaves everything to the next one.
+bool armed = false;
 
 void CloseAll(const int* fds, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -286,6 +291,33 @@ int Resume(int state) {
   return 0;
 }
 
+// PID 1 listens for later daemons on kKeeperSocketName, in its own network namespace, so that
+// nothing it holds is a socket of the host's (what a checkpoint could not take).
+int Listen() {
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return errno;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, kKeeperSocketName, sizeof kKeeperSocketName - 1);
+  const auto len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + sizeof kKeeperSocketName);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd, 4) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  listener = fd;
+  return 0;
+}
+
+// Whether the peer of `fd` is outside this pid namespace (it reads as pid 0 here): a daemon,
+// never one of the sandbox's processes, which reach the same abstract name.
+bool FromOutside(int fd) {
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid == 0;
+}
+
 // 0 or the errno of the step that failed.
 int Start() {
   init = ::getpid() == 1;
@@ -298,8 +330,10 @@ int Start() {
     // and made it dumpable again.
     const int err = Resume(static_cast<int>(std::strtol(state, nullptr, 10)));
     if (err != 0) return err;
+    armed = true;
     return ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : errno;
   }
+  if (const int err = Listen(); err != 0) return err;
   // The sandbox's setup made PID 1 a session leader, out of the daemon's process group and
   // session: a Ctrl-C or hang-up meant for a daemon run in a terminal must not reach it.
   // Received fds must never land on 0, 1 or 2, which each child overwrites in turn.
@@ -483,6 +517,7 @@ bool Serve(ssize_t len, ReceivedFds<kMaxSpawnFds>& received) {
       sandbox_held_count = 0;
       for (size_t i = 0; i < fd_count && i < kMaxHeldFds; ++i)
         sandbox_held[sandbox_held_count++] = fds[i];
+      armed = true;
       return true;
     case kListen:
       if (fd_count == 1) {
@@ -620,7 +655,11 @@ int main() {
     if ((fds[2].revents & POLLIN) || reap_pending) Reap();
     if (fds[1].revents & POLLIN) {
       // A daemon (started again) takes over; the one before, if any, is gone or replaced.
-      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0 && init && !FromOutside(fd)) {
+        ::close(fd);
+        fd = -1;
+      }
       if (fd >= 0) {
         if (control >= 0) ::close(control);
         control = fd;
@@ -633,10 +672,10 @@ int main() {
       const ssize_t n = sandstream::ReceiveWithFds(control, request, sizeof request, received);
       if (n <= 0) {
         // The daemon is gone: keep everything for the next one. A sandbox whose daemon went
-        // before it gave the socket a next one connects to (during its setup) ends with it.
+        // before it finished setting it up ends with it.
         ::close(control);
         control = -1;
-        if (listener < 0) return 0;
+        if (!armed) return 0;
         continue;
       }
       if (!Serve(n, received)) {

@@ -6,14 +6,18 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
@@ -173,31 +177,78 @@ Op<Result<std::optional<FileWriter>>> NamespaceSandbox::StartFileWriter(int file
   co_return std::optional<FileWriter>(std::move(w));
 }
 
-// The calling thread enters the sandbox's network namespace (through PID 1's pidfd) for the
-// one socket() call and comes straight back: three syscalls, none of which waits on the
-// sandbox. A thread that could not come back must not go on in a sandbox's namespace.
 Result<UniqueFd> NamespaceSandbox::Socket() {
   if (destroyed_ || !init_pidfd_) {
     return Error{ErrorCode::kNotFound, "sandbox " + id_ + " is deleted"};
   }
+  return SocketInside(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, "ports");
+}
+
+// The calling thread enters the sandbox's network namespace (through PID 1's pidfd) for the
+// one socket() call and comes straight back: three syscalls, none of which waits on the
+// sandbox. A thread that could not come back must not go on in a sandbox's namespace.
+Result<UniqueFd> NamespaceSandbox::SocketInside(int family, int type, const std::string& context) {
   if (::setns(init_pidfd_.get(), CLONE_NEWNET) != 0) {
-    return SysError(ErrorCode::kInternal, "ports: setns into the sandbox", errno);
+    return SysError(ErrorCode::kInternal, context + ": setns into the sandbox", errno);
   }
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(family, type | SOCK_CLOEXEC, 0));
   const int err = errno;
   if (::setns(state_->host_netns.get(), CLONE_NEWNET) != 0) {
     log::Error("could not leave a sandbox's network namespace", {{"sandbox", id_}});
     std::abort();
   }
-  if (!fd) return SysError(ErrorCode::kInternal, "ports: socket", err);
+  if (!fd) return SysError(ErrorCode::kInternal, context + ": socket", err);
   return fd;
+}
+
+// The abstract name PID 1 listens on is its network namespace's: the socket is made there.
+// Whoever listens must be PID 1 itself (a listener's SO_PEERCRED is its maker's), not one of
+// the sandbox's processes that took the name from a PID 1 that went.
+Result<UniqueFd> NamespaceSandbox::ConnectToInit() {
+  auto fd = SocketInside(AF_UNIX, SOCK_SEQPACKET, "keeper");
+  if (!fd) return std::move(fd).error();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, kKeeperSocketName, sizeof kKeeperSocketName - 1);
+  const auto len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + sizeof kKeeperSocketName);
+  if (::connect(fd->get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "keeper: connect", errno);
+  }
+  ucred peer{};
+  socklen_t peer_len = sizeof peer;
+  if (::getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 ||
+      peer.pid != init_pid_) {
+    return Error{ErrorCode::kSandboxSetupFailed,
+                 "keeper: the socket's listener is not the sandbox's PID 1"};
+  }
+  return fd;
+}
+
+// PID 1 among the cgroup's processes: the one its own pid namespace numbers 1.
+pid_t NamespaceSandbox::FindInit() const {
+  for (pid_t pid : cgroup_->Pids()) {
+    auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    if (!status) continue;
+    const size_t at = status->find("\nNSpid:");
+    if (at == std::string::npos) continue;
+    const size_t end = status->find('\n', at + 1);
+    const size_t last = status->find_last_of(" \t", end);
+    if (last != std::string::npos && last > at &&
+        std::string_view(*status).substr(last + 1, end - last - 1) == "1") {
+      return pid;
+    }
+  }
+  return -1;
 }
 
 Op<Result<void>> NamespaceSandbox::EnsureKeeper() {
   if (spawner_.connected()) co_return Ok{};
   if (Ended()) co_return Error{ErrorCode::kConflict, "sandbox " + id_ + ": PID 1 has exited"};
   log::Warn("sandbox keeper connection lost; connecting again", {{"sandbox", id_}});
-  co_return co_await spawner_.Connect(KeeperSocket(), state_->init_exe.get());
+  auto connected = pid_level_ > 0 ? ConnectToInit() : ConnectToPath(KeeperSocket());
+  if (!connected) co_return std::move(connected).error();
+  co_return co_await spawner_.Connect(std::move(*connected), state_->init_exe.get());
 }
 
 Op<Result<void>> NamespaceSandbox::Reattach() {
@@ -216,7 +267,18 @@ Op<Result<void>> NamespaceSandbox::Reattach() {
 }
 
 Op<Result<void>> NamespaceSandbox::ReattachKeeper() {
-  Result<void> connected = co_await spawner_.Connect(KeeperSocket(), state_->init_exe.get());
+  // An earlier build's keeper listens in the state directory; PID 1 as the keeper, on an
+  // abstract name in its network namespace, found through its pid in the cgroup.
+  Result<UniqueFd> socket = Error{ErrorCode::kNotFound, "keeper: holds no PID 1"};
+  if (::access(KeeperSocket().c_str(), F_OK) == 0) {
+    socket = ConnectToPath(KeeperSocket());
+  } else if (const pid_t init = FindInit(); init > 0) {
+    init_pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, init, 0)));
+    init_pid_ = init;
+    if (init_pidfd_) socket = ConnectToInit();
+  }
+  if (!socket) co_return std::move(socket).error();
+  Result<void> connected = co_await spawner_.Connect(std::move(*socket), state_->init_exe.get());
   if (!connected) co_return std::move(connected).error();
   Result<std::vector<KeptEntry>> kept = co_await spawner_.List();
   if (!kept) co_return std::move(kept).error();

@@ -54,7 +54,8 @@ class NamespaceSandbox final : public Sandbox {
   // frozen again.
   Op<Result<void>> Reattach();
   Op<Result<void>> ReattachKeeper();
-  // Where the keeper listens for a daemon started later.
+  // Where the keeper of an earlier build's sandbox listens for a daemon started later (PID 1 as
+  // the keeper listens on kKeeperSocketName in the sandbox's network namespace).
   std::string KeeperSocket() const { return dir_ + "/keeper.sock"; }
 
   std::vector<AdoptedProcess> TakeAdopted() override;
@@ -89,6 +90,12 @@ class NamespaceSandbox final : public Sandbox {
   bool limits_view_ = false;  // lxcfs's files over its own (limits_view.h)
 
  private:
+  // A socket made in the sandbox's network namespace.
+  Result<UniqueFd> SocketInside(int family, int type, const std::string& context);
+  // A socket connected to PID 1 where it listens, checked to be PID 1's.
+  Result<UniqueFd> ConnectToInit();
+  // PID 1's host pid, found among the cgroup's processes; -1 if none is.
+  pid_t FindInit() const;
   void KillInit();
   // Reaps PID 1 if it has exited, else leaves it to be reaped later.
   void ReapInit();

@@ -271,9 +271,7 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
   if (*failure) co_return SetupFailure(plan, **failure);
   // PID 1 says hello once it runs, and is the sandbox's keeper from then on.
   std::vector<int> held(1, sandbox.init_pidfd_.get());
-  std::string socket = sandbox.KeeperSocket();
-  co_return co_await sandbox.spawner_.Attach(std::move(control->daemon), std::move(socket),
-                                             std::move(held));
+  co_return co_await sandbox.spawner_.Attach(std::move(control->daemon), std::move(held));
 }
 
 }  // namespace sandstream::sandbox

@@ -19,6 +19,10 @@ inline constexpr uint32_t kMaxSeccompInstructions = BPF_MAXINSNS;
 inline constexpr uid_t kMaxSpawnUid = 65534;
 // The version of everything below; a keeper says it in its hello. 5: the keeper is PID 1.
 inline constexpr uint32_t kKeeperVersion = 5;
+// Where PID 1 listens for a daemon started later: this abstract unix socket name (a leading
+// NUL, then these bytes, unterminated) in the sandbox's own network namespace. It takes only
+// peers outside the sandbox's pid namespace, and the daemon only a listener PID 1 made.
+inline constexpr char kKeeperSocketName[] = "sandstream-keeper";
 // Fds the keeper holds for one process (the daemon's pipe ends, its exit pipe's read end, its
 // output log) or for the sandbox (PID 1's pidfd; of an earlier build's sandbox, also the
 // control socket of its PID 1 apart).

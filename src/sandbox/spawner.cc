@@ -227,16 +227,20 @@ void Spawner::Forget(pid_t pid) {
   (void)Send(KeeperMessage{kForget, pid, 0, 0});
 }
 
-Op<Result<void>> Spawner::Connect(std::string socket_path, int keeper_exe) {
+Result<UniqueFd> ConnectToPath(const std::string& path) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!fd) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socket", errno);
+  if (!fd) return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socket", errno);
   UniqueFd dir;
-  Result<sockaddr_un> addr = SocketAddress(socket_path, dir);
-  if (!addr) co_return std::move(addr).error();
+  Result<sockaddr_un> addr = SocketAddress(path, dir);
+  if (!addr) return std::move(addr).error();
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: connect " + socket_path, errno);
+    return SysError(ErrorCode::kSandboxSetupFailed, "keeper: connect " + path, errno);
   }
-  control_ = std::move(fd);
+  return fd;
+}
+
+Op<Result<void>> Spawner::Connect(UniqueFd connected, int keeper_exe) {
+  control_ = std::move(connected);
   Result<void> hello = co_await AwaitHello("keeper", true);
   // A keeper an earlier build started: it execs this build's keeper in place, handing over all
   // it holds (its processes stay its children).
@@ -276,29 +280,16 @@ Result<ControlPair> MakeControlPair() {
   return pair;
 }
 
-Op<Result<void>> Spawner::Attach(UniqueFd control, std::string socket_path, std::vector<int> held) {
+Op<Result<void>> Spawner::Attach(UniqueFd control, std::vector<int> held) {
   control_ = std::move(control);
   Result<void> hello = co_await AwaitHello("init");
   if (!hello) {
     control_.reset();
     co_return hello;
   }
-  // Where a daemon started later finds the keeper; only root can reach the state directory.
-  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!listener) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: socket", errno);
-  UniqueFd dir;
-  Result<sockaddr_un> addr = SocketAddress(socket_path, dir);
-  if (!addr) co_return std::move(addr).error();
-  ::unlink(socket_path.c_str());
-  if (InjectedFault() ||
-      ::bind(listener.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0 ||
-      ::listen(listener.get(), 4) != 0) {
-    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: listen " + socket_path, errno);
+  if (const int err = Send(KeeperMessage{kHold, 0, 0, 0}, held); err != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: send", err);
   }
-  const int fd = listener.get();
-  int err = Send(KeeperMessage{kListen, 0, 0, 0}, std::span<const int>(&fd, 1));
-  if (err == 0) err = Send(KeeperMessage{kHold, 0, 0, 0}, held);
-  if (err != 0) co_return SysError(ErrorCode::kSandboxSetupFailed, "keeper: send", err);
   co_return Ok{};
 }
 

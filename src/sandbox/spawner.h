@@ -29,6 +29,10 @@ struct ControlPair {
 };
 Result<ControlPair> MakeControlPair();
 
+// A socket connected to the keeper of an earlier build's sandbox, which listens at `path` in
+// the sandbox's state directory.
+Result<UniqueFd> ConnectToPath(const std::string& path);
+
 // A spawned process as the keeper answered: its pid (in the keeper's pid namespace: the
 // sandbox's, or the host's for an earlier build's keeper apart from PID 1) and pidfd.
 struct Launched {
@@ -71,11 +75,12 @@ class Spawner {
   Spawner& operator=(const Spawner&) = delete;
 
   // Takes the control socket of a sandbox's PID 1 as it starts: awaits its hello, then gives it
-  // the socket later daemons connect to, at `socket_path`, and `held`, the sandbox's own fds.
-  Op<Result<void>> Attach(UniqueFd control, std::string socket_path, std::vector<int> held);
-  // Reaches the keeper an earlier daemon started, at `socket_path`; one of another version
-  // (an earlier build's) is upgraded to `keeper_exe` first.
-  Op<Result<void>> Connect(std::string socket_path, int keeper_exe);
+  // `held`, the sandbox's own fds, which ends the sandbox's setup for it.
+  Op<Result<void>> Attach(UniqueFd control, std::vector<int> held);
+  // Takes over the keeper an earlier daemon started, on `connected`, a socket connected to
+  // where it listens; one of another version (an earlier build's) is upgraded to `keeper_exe`
+  // first.
+  Op<Result<void>> Connect(UniqueFd connected, int keeper_exe);
   // Has the keeper exec `exe_fd` in place, handing over everything it holds; it answers with
   // its new version.
   Op<Result<void>> Upgrade(int exe_fd);

@@ -1,25 +1,30 @@
 // The sandbox policy table (nsjail style): a sandbox spec, a command, the expected exit and
 // output, run through the real NamespaceRuntime (namespaces, cgroups, seccomp). Needs root;
 // without it every case skips and says why.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "net/nft.h"
@@ -876,6 +881,25 @@ TEST_F(SandboxPolicyTest, SwapIsLimitedWithMemory) {
   EXPECT_EQ(limit, int64_t{96} << 20);
 }
 
+// A socket connected, from the sandbox's network namespace, to where its PID 1 listens for a
+// daemon started later; invalid if the connection failed.
+UniqueFd ConnectToKeeper(pid_t init) {
+  UniqueFd netns(::open(("/proc/" + std::to_string(init) + "/ns/net").c_str(), O_RDONLY));
+  UniqueFd fd;
+  // A thread of its own enters the namespace and ends there.
+  std::thread([&] {
+    if (!netns || ::setns(netns.get(), CLONE_NEWNET) != 0) return;
+    fd.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path + 1, kKeeperSocketName, sizeof kKeeperSocketName - 1);
+    const auto len =
+        static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + sizeof kKeeperSocketName);
+    if (fd && ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) fd.reset();
+  }).join();
+  return fd;
+}
+
 // A keeper of an earlier build is upgraded in place: it execs the new executable, which takes
 // over everything held; its process stays its child and still reports its exit. The keeper is
 // PID 1, which stays PID 1.
@@ -890,10 +914,11 @@ TEST_F(SandboxPolicyTest, KeeperUpgradesInPlaceKeepingItsProcesses) {
 
   // A daemon started again connects, as Restore does, and sends the keeper executable.
   Spawner next;
-  const std::string socket = RuntimeEnvironment::state_dir + "/" + spec.id + "/keeper.sock";
   auto exe = LoadInitExecutable();
   ASSERT_TRUE(exe.ok());
-  ASSERT_TRUE(RunBlocking(next.Connect(socket, exe->get())).ok());
+  UniqueFd socket = ConnectToKeeper(init);
+  ASSERT_TRUE(socket) << "no keeper at @" << kKeeperSocketName;
+  ASSERT_TRUE(RunBlocking(next.Connect(std::move(socket), exe->get())).ok());
   auto upgraded = RunBlocking(next.Upgrade(exe->get()));
   ASSERT_TRUE(upgraded.ok()) << upgraded.error().message;
   EXPECT_TRUE(next.is_init()) << "the same process, a new executable";
@@ -968,6 +993,16 @@ TEST_F(SandboxPolicyTest, InitIsOutOfRootsReach) {
   const RunResult r = RunIn(*sb, Command({"python3", "-c", probe}, true));
   EXPECT_EQ(r.exit, 0) << r.output;
   EXPECT_EQ(r.output, "ptrace init -1 1\ninit mem 13\ninit environ 13\ninit fd 13\ninit root 13\n");
+  // Where PID 1 listens for a daemon, its own processes reach the name but are let go at once:
+  // PID 1 takes only peers outside its pid namespace.
+  const std::string knock =
+      "import socket\n"
+      "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+      "s.connect('\\0" +
+      std::string(kKeeperSocketName) +
+      "')\n"
+      "print(s.recv(64))\n";
+  EXPECT_EQ(RunIn(*sb, Command({"python3", "-c", knock}, true)).output, "b''\n");
   // KILL to everything root may signal does not reach PID 1.
   EXPECT_EQ(RunIn(*sb, Shell("kill -KILL -1; true", true)).exit, 0);
   EXPECT_FALSE(sb->Ended());
