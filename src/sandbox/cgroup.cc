@@ -20,6 +20,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/proc.h"
 #include "platform/signals.h"
 #include "sandbox/cpus.h"
 #include "sandbox/fault.h"
@@ -145,16 +146,8 @@ std::vector<pid_t> ReadPids(const std::string& dir) {
 // NSpgid field of that index), or with `level` 0 as this one does.
 pid_t GroupOf(pid_t pid, int level) {
   if (level == 0) return ::getpgid(pid);
-  auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
-  if (!status) return -1;
-  const size_t at = status->find("\nNSpgid:");
-  if (at == std::string::npos) return -1;
-  std::istringstream fields(status->substr(at + 8, status->find('\n', at + 1) - at - 8));
-  pid_t pgid = -1;
-  for (int i = 0; i <= level; ++i) {
-    if (!(fields >> pgid)) return -1;
-  }
-  return pgid;
+  const std::vector<pid_t> pgids = StatusIds(pid, "NSpgid");
+  return static_cast<size_t>(level) < pgids.size() ? pgids[static_cast<size_t>(level)] : -1;
 }
 
 void SignalMembers(const std::string& dir, int sig, pid_t pgid, int level = 0) {

@@ -519,13 +519,6 @@ bool Serve(ssize_t len, ReceivedFds<kMaxSpawnFds>& received) {
         sandbox_held[sandbox_held_count++] = fds[i];
       armed = true;
       return true;
-    case kListen:
-      if (fd_count == 1) {
-        if (listener >= 0) ::close(listener);
-        listener = fds[0];
-        return true;
-      }
-      break;
     case kList:
       List();
       break;

@@ -27,6 +27,7 @@
 
 #include "base/log.h"
 #include "platform/fd.h"
+#include "platform/proc.h"
 #include "platform/signals.h"
 #include "sandbox/limits_view.h"
 #include "sandbox/namespace_state.h"
@@ -61,14 +62,8 @@ Op<bool> ReadByte(int fd, char expected, int timeout_ms) {
 }  // namespace
 
 int PidNamespaceLevel(pid_t pid) {
-  auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
-  if (!status) return 0;
-  const size_t at = status->find("\nNSpid:");
-  if (at == std::string::npos) return 0;
-  std::istringstream fields(status->substr(at + 7, status->find('\n', at + 1) - at - 7));
-  int count = 0;
-  for (pid_t p = 0; fields >> p;) ++count;
-  return count > 0 ? count - 1 : 0;
+  const size_t ids = StatusIds(pid, "NSpid").size();
+  return ids > 0 ? static_cast<int>(ids) - 1 : 0;
 }
 
 Result<void> ExemptFromOomKiller(pid_t pid) {
@@ -228,16 +223,8 @@ Result<UniqueFd> NamespaceSandbox::ConnectToInit() {
 // PID 1 among the cgroup's processes: the one its own pid namespace numbers 1.
 pid_t NamespaceSandbox::FindInit() const {
   for (pid_t pid : cgroup_->Pids()) {
-    auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
-    if (!status) continue;
-    const size_t at = status->find("\nNSpid:");
-    if (at == std::string::npos) continue;
-    const size_t end = status->find('\n', at + 1);
-    const size_t last = status->find_last_of(" \t", end);
-    if (last != std::string::npos && last > at &&
-        std::string_view(*status).substr(last + 1, end - last - 1) == "1") {
-      return pid;
-    }
+    const std::vector<pid_t> ids = StatusIds(pid, "NSpid");
+    if (!ids.empty() && ids.back() == 1) return pid;
   }
   return -1;
 }

@@ -95,7 +95,7 @@ enum KeeperMessageType : uint32_t {
   kEnd = 0x4b535305,
   kForget = 0x4b535306,   // daemon -> keeper: drop what is held for pid
   kStop = 0x4b535307,     // daemon -> keeper: exit (the sandbox is being deleted)
-  kListen = 0x4b535308,   // daemon -> keeper: the socket later daemons connect to (one fd)
+  kListen = 0x4b535308,   // (retired: the socket later daemons connect to; PID 1 makes its own)
   kRelease = 0x4b535309,  // daemon -> keeper: close pid's held fd of KeptFds bit `tag` and clear
                           // the bit (stdin closed: the child must see EOF); none held, no-op
   kUpgrade = 0x4b53530a,  // daemon -> keeper: exec the keeper executable sent with it (one fd),
