@@ -406,7 +406,7 @@ Result<PauseMode> ParsePauseRequest(const json::object& body) {
 
 namespace {
 
-// `auto_pause`: null (off) or {"idle_seconds": N, "mode": "freeze"}.
+// `auto_pause`: null (off) or {"idle_seconds": N, "mode": "freeze" | "checkpoint"}.
 Result<std::optional<AutoPause>> ParseAutoPause(const json::value& v) {
   if (v.is_null()) return std::optional<AutoPause>();
   if (!v.is_object()) {
@@ -423,9 +423,6 @@ Result<std::optional<AutoPause>> ParseAutoPause(const json::value& v) {
   if (!*idle) return Invalid("auto_pause.idle_seconds is required");
   auto mode = ParsePauseRequest(o);
   if (!mode) return Error{ErrorCode::kInvalidRequest, "auto_pause." + mode.error().message};
-  if (*mode != PauseMode::kFreeze) {
-    return Invalid("auto_pause.mode \"checkpoint\" is not available on this daemon (\"freeze\")");
-  }
   return std::optional<AutoPause>(AutoPause{**idle, *mode});
 }
 

@@ -151,6 +151,9 @@ const Field kFields[] = {
      "`/sys/devices/system/cpu/online` from its limits, started on demand at "
      "`<data_dir>/lxcfs` and left running while sandboxes outlive the daemon (empty or absent: "
      "sandboxes see the host's)"},
+    {"criu", &Config::criu,
+     "the CRIU that pauses a sandbox with mode \"checkpoint\" (its processes and memory written "
+     "to disk), as `scripts/install-criu` builds it (absent: that mode answers 501)"},
     {"max_processes_per_sandbox", &Config::max_processes_per_sandbox,
      "running processes per sandbox at most"},
     {"default_memory_mb", &Config::default_memory_mb,

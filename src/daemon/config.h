@@ -57,6 +57,7 @@ struct Config {
   bool teardown_on_exit = false;
   std::string cgroup_parent;
   std::string lxcfs = "/usr/bin/lxcfs";
+  std::string criu = "/var/cache/sandstream/criu-4.2.1/sbin/criu";
   bool allow_nested_userns = false;
   int64_t max_processes_per_sandbox = 1024;
   int64_t default_memory_mb = 512;

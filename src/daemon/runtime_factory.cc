@@ -38,6 +38,7 @@ Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config,
       config.cgroup_parent.empty() ? std::string("sandstream-") + suffix : config.cgroup_parent;
   options.lxcfs = config.lxcfs;
   options.lxcfs_dir = config.data_dir + "/lxcfs";
+  options.criu = config.criu;
   auto runtime = std::make_unique<sandbox::NamespaceRuntime>(options);
   if (!runtime->ready()) return runtime->ready().error();
   return std::unique_ptr<sandbox::Runtime>(std::move(runtime));

@@ -219,10 +219,14 @@ void Process::Supervise(sandbox::SpawnedProcess spawned) {
   });
 }
 
-void Process::StartLoops() {
+void Process::StartIoLoops() {
   Spawn(ReadLoop(*out_, EntryKind::kStdout));
   if (err_) Spawn(ReadLoop(*err_, EntryKind::kStderr));
   Spawn(WaitLoop());
+}
+
+void Process::StartLoops() {
+  StartIoLoops();
   // A command that ended before its spawn was answered (a short one, on a busy machine) has
   // its exit record by now: the readers saw end of file, the exit status was waiting, and
   // WaitLoop finished it without suspending. Its clocks would only keep it alive.
@@ -276,21 +280,25 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
   std::optional<size_t>& budget = is_out ? out_budget_ : err_budget_;
   AsyncSignal& room = is_out ? room_out_ : room_err_;
   const int fd = pipe.native_handle();
+  const uint64_t generation = generation_;
   bool readable = true;  // the pipe may hold output already: read before waiting
   for (;;) {
     if (log_.Full() && !leader_exited_) co_await WaitForRoom(room);
+    if (generation != generation_) co_return;  // detached: the pipe is not this loop's now
     if (drained) {
       // After the exit record, output of processes the command left running is read and
       // dropped (closing the pipe would kill them with SIGPIPE, leaving it full would hang them).
       static thread_local char sink[64 * 1024];
       if (!readable) {
         auto [ec] = co_await pipe.async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+        if (generation != generation_) co_return;
         if (ec) break;
       }
       const ssize_t n = ::read(fd, sink, sizeof sink);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
       readable = n > 0;
       co_await asio::post(ex_, use_awaitable);
+      if (generation != generation_) co_return;
       continue;
     }
     if (!readable) {
@@ -303,6 +311,7 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
       }
       // Cancelled when the leader exits: then the reader takes what the pipe holds.
       co_await pipe.async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+      if (generation != generation_) co_return;
       readable = true;
       continue;
     }
@@ -319,6 +328,7 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
       if (budget) *budget -= static_cast<size_t>(n);
       // One read per turn: whatever the process writes, the rest of the daemon gets its turn.
       co_await asio::post(ex_, use_awaitable);
+      if (generation != generation_) co_return;
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -339,10 +349,12 @@ asio::awaitable<void> Process::ReadLoop(asio::posix::stream_descriptor& pipe, En
 
 asio::awaitable<void> Process::WaitLoop() {
   auto self = shared_from_this();
+  const uint64_t generation = generation_;
   int code = 0;
   int status = 0;
   if (exit_pipe_) {
     const std::optional<int> wait_status = co_await ReadExitStatus();
+    if (generation != generation_) co_return;
     if (wait_status && WIFEXITED(*wait_status)) {
       code = CLD_EXITED;
       status = WEXITSTATUS(*wait_status);
@@ -360,6 +372,7 @@ asio::awaitable<void> Process::WaitLoop() {
     siginfo_t info{};
     for (;;) {
       auto [ec] = co_await pidfd_->async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+      if (generation != generation_) co_return;
       info = siginfo_t{};
       int rc = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_->native_handle()),
                         &info, WEXITED | WNOHANG);
@@ -388,7 +401,10 @@ asio::awaitable<void> Process::WaitLoop() {
   if (err_ && !err_drained_) err_->cancel(ignored);
   room_out_.Notify();
   room_err_.Notify();
-  while (!out_drained_ || (err_ && !err_drained_)) co_await drained_signal_.Wait();
+  while (!out_drained_ || (err_ && !err_drained_)) {
+    co_await drained_signal_.Wait();
+    if (generation != generation_) co_return;
+  }
   Finish(code, status);
 }
 
@@ -407,7 +423,9 @@ asio::awaitable<std::optional<int>> Process::ReadExitStatus() {
     if (n == 0) co_return std::nullopt;
     if (errno == EINTR) continue;
     if (errno != EAGAIN) co_return std::nullopt;
+    const uint64_t generation = generation_;
     auto [ec] = co_await exit_pipe_->async_wait(asio::posix::stream_descriptor::wait_read, Tuple());
+    if (generation != generation_) co_return std::nullopt;
     (void)ec;
   }
 }
@@ -484,6 +502,53 @@ asio::awaitable<void> Process::IdleLoop() {
       co_return;
     }
   }
+}
+
+void Process::Detach() {
+  if (exit_) return;
+  ++generation_;
+  boost::system::error_code ignored;
+  for (auto* d : {out_.get(), err_.get(), pidfd_.get(), exit_pipe_.get()}) {
+    if (d) d->cancel(ignored);
+  }
+  room_out_.Notify();
+  room_err_.Notify();
+  drained_signal_.Notify();
+}
+
+void Process::Rebind(std::optional<sandbox::AdoptedProcess> restored) {
+  if (exit_) return;
+  if (restored) {
+    // The descriptors of the tree that was written to disk go; what was read of them is in the
+    // log, what they held is in the new pipes.
+    out_.reset();
+    err_.reset();
+    stdin_.reset();
+    pidfd_.reset();
+    exit_pipe_.reset();
+    std::vector<UniqueFd>& kept = restored->kept;
+    // A terminal's relay comes back as new pipes after the log's memfd (whose copy is dropped:
+    // the daemon's own log goes on).
+    if (kept.size() == 3) {
+      relay_.read = std::move(kept[1]);
+      relay_.write = std::move(kept[2]);
+      while (log_.Take(EntryKind::kStdout, relay_.read.get(), kReadMax) > 0) {
+      }
+    }
+    if (restored->status) exit_status_ = *restored->status;
+    Supervise(std::move(restored->process));
+  }
+  StartIoLoops();
+}
+
+void Process::EndUnrestored() {
+  if (exit_) return;
+  ++generation_;
+  if (!kill_reason_) kill_reason_ = ExitReason::kKilled;
+  log_.FlushCarry(EntryKind::kStdout);
+  log_.FlushCarry(EntryKind::kStderr);
+  out_drained_ = err_drained_ = leader_exited_ = true;
+  Finish(CLD_KILLED, SIGKILL);
 }
 
 void Process::Pause() {

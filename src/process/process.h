@@ -118,6 +118,15 @@ class Process : public std::enable_shared_from_this<Process> {
   // them on by the time paused (paused time is not the process's time).
   void Pause();
   void Resume();
+  // Its sandbox is being checkpointed: the daemon stops reading its pipes and waiting for its
+  // exit (what the pipes hold goes into the checkpoint), keeping its fds, its log and readers.
+  void Detach();
+  // After the checkpoint: supervised again on the restored process's new fds (its output log
+  // stays the daemon's; the keeper is given it again by the caller), or on its own fds when
+  // the checkpoint failed and the process runs on (nullopt).
+  void Rebind(std::optional<sandbox::AdoptedProcess> restored);
+  // After the checkpoint: the restore did not bring it back; it ends as killed.
+  void EndUnrestored();
   // Whether the daemon is holding the process back now (a waiting reader is behind).
   bool held() const { return held_readers_ > 0; }
   // How often a stalled reader was dropped to skipping.
@@ -132,6 +141,8 @@ class Process : public std::enable_shared_from_this<Process> {
   // Takes the process's fds and gets ready to read them; StartLoops() then starts reading.
   void Supervise(sandbox::SpawnedProcess spawned);
   void StartLoops();
+  // The readers and the exit's wait (StartLoops without the clocks).
+  void StartIoLoops();
   // The wait status from the exit pipe; nullopt when it closed without one.
   boost::asio::awaitable<std::optional<int>> ReadExitStatus();
   boost::asio::awaitable<void> ReadLoop(boost::asio::posix::stream_descriptor& pipe,
@@ -191,6 +202,8 @@ class Process : public std::enable_shared_from_this<Process> {
   bool out_drained_ = false;
   bool err_drained_ = false;
   bool stdin_busy_ = false;
+  // Bumped by Detach: a read or wait loop of an earlier generation ends at its next turn.
+  uint64_t generation_ = 0;
 };
 
 }  // namespace sandstream

@@ -40,6 +40,22 @@ Result<UniqueFd> LoadInitExecutable() {
   return fd;
 }
 
+Result<void> WriteInitExecutable(const std::string& path) {
+  const std::string temporary = path + ".new";
+  const std::string context = "sandstream-init: write " + temporary;
+  UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0555));
+  if (!fd) return SysError(ErrorCode::kInternal, context, errno);
+  const std::string_view bytes(
+      sandstream_init_blob, static_cast<size_t>(sandstream_init_blob_end - sandstream_init_blob));
+  if (auto r = WriteAll(fd.get(), bytes); !r) return std::move(r).error();
+  if (::fchmod(fd.get(), 0555) != 0) return SysError(ErrorCode::kInternal, context, errno);
+  fd.reset();
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    return SysError(ErrorCode::kInternal, "sandstream-init: rename to " + path, errno);
+  }
+  return Ok{};
+}
+
 void ExecEmbeddedInChild(int exe_fd, char* const argv[], int control_fd, int report_fd,
                          int keep_fd) {
   // fds 3 and 4 are where the executable expects its control socket and the kept fd; move

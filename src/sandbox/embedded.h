@@ -1,7 +1,11 @@
 // The sandbox's own executable, its PID 1 and keeper (init_main.cc), travels inside the
-// library as a static executable and is exec'd from a sealed memfd, so there is no helper
-// binary to find or to keep in step.
+// library as a static executable, so there is no helper binary to find or to keep in step. Each
+// daemon writes it out as a file, bound read-only into every sandbox at kInitPathInside and
+// exec'd from there: a checkpoint (CRIU) records PID 1's executable by its path, which a memfd
+// does not have. The sealed memfd is what upgrades a running keeper in place.
 #pragma once
+
+#include <string>
 
 #include "base/result.h"
 #include "platform/unique_fd.h"
@@ -10,6 +14,13 @@ namespace sandstream::sandbox {
 
 // A close-on-exec, sealed memfd holding the executable.
 Result<UniqueFd> LoadInitExecutable();
+
+// Where every sandbox sees the executable (a read-only bind of the daemon's file), and execs it.
+inline constexpr const char* kInitPathInside = "/dev/.sandstream-init";
+
+// Writes the executable to `path` (0555, replaced whole by a rename: a sandbox that binds the
+// earlier file keeps it).
+Result<void> WriteInitExecutable(const std::string& path);
 
 // In the child: moves `control_fd` to fd 3 (where the executable expects its control socket) and
 // `keep_fd`, if any, to fd 4 (held for the daemon), marks every other fd above 2 close-on-exec and

@@ -543,6 +543,16 @@ bool Serve(ssize_t len, ReceivedFds<kMaxSpawnFds>& received) {
         e->tag &= ~m.tag;
       }
       break;
+    case kReplace:
+      if (Entry* e = Find(m.pid); e && fd_count == 1) {
+        const int at = HeldIndex(e->tag, m.tag);
+        if (at >= 0 && static_cast<uint32_t>(at) < e->held_count) {
+          ::close(e->held[at]);
+          e->held[at] = fds[0];
+          return true;
+        }
+      }
+      break;
     case kCopy:
       Copy(fds, fd_count);
       return true;

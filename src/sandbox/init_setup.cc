@@ -75,9 +75,12 @@ bool AwaitGoAhead(const InitLaunch& l) {
   const int layer = BuildRootInChild(*l.plan, l.report_fd);
   if (l.loopback) LoopbackUpInChild(l.report_fd);
   if (InjectedFault() || ::setsid() < 0) ReportAndExit(l.report_fd, "init: setsid", errno);
+  // From its path inside the new root, where a checkpoint finds it again.
+  const int exe = ::open(kInitPathInside, O_PATH | O_CLOEXEC);
+  if (InjectedFault() || exe < 0) ReportAndExit(l.report_fd, "init: open executable", errno);
   char name[] = "sandstream-init";
   char* const argv[] = {name, nullptr};
-  ExecEmbeddedInChild(l.init_exe, argv, l.control_fd, l.report_fd, layer);
+  ExecEmbeddedInChild(exe, argv, l.control_fd, l.report_fd, layer);
 }
 
 }  // namespace sandstream::sandbox

@@ -22,7 +22,6 @@ struct InitLaunch {
   int sync_fd;
   int control_fd;
   int report_fd;
-  int init_exe;
   bool loopback;  // network "loopback": lo up; "none": no interface up at all
   // The parent's ends of those: the child's copies are closed first thing, or the child would
   // hold both ends of its go-ahead's socket and never see the parent give up, or die.

@@ -18,6 +18,7 @@
 
 #include "platform/fd.h"
 #include "sandbox/child_report.h"
+#include "sandbox/embedded.h"
 #include "sandbox/fault.h"
 #include "sandbox/limits_view.h"
 
@@ -43,8 +44,6 @@ constexpr const char* kMaskedProc[] = {
     "pagetypeinfo", "acpi",        "asound",        "scsi"};
 // Host-wide settings and hardware, read-only (moby's readonlyPaths).
 constexpr const char* kReadOnlyProc[] = {"sys", "irq", "bus", "fs"};
-// Every devpts instance but the host's draws from kernel.pty.max together.
-constexpr int kPtysPerSandbox = 64;
 
 std::string PasswdFile() {
   return "root:x:0:0:root:/root:/bin/bash\n"
@@ -139,7 +138,7 @@ void AddSys(PlanBuilder& b, const HostSystem& host, const std::string& root,
 
 // /tmp, /proc, /dev and /sys: the same for every template.
 void AddRuntimeMounts(PlanBuilder& b, const HostSystem& host, const std::string& root,
-                      const std::vector<int>& view_fds) {
+                      const std::vector<int>& view_fds, int init_fd) {
   b.Add(MountOp::kMkdir, root + "/tmp", "mounts: mkdir: /tmp", {}, {}, 01777);
   b.Add(MountOp::kMkdir, root + "/proc", "mounts: mkdir: /proc", {}, {}, 0555);
   b.Add(MountOp::kProc, root + "/proc", "mounts: proc: /proc");
@@ -167,10 +166,18 @@ void AddRuntimeMounts(PlanBuilder& b, const HostSystem& host, const std::string&
     b.Add(MountOp::kWriteFile, root + inside, "mounts: create: " + inside, {}, {}, 0666);
     b.Add(MountOp::kBindDevice, root + inside, "mounts: bind-dev: " + inside, inside);
   }
+  if (init_fd >= 0) {
+    const std::string init = root + kInitPathInside;
+    b.Add(MountOp::kWriteFile, init, "mounts: create: " + std::string(kInitPathInside), {}, {},
+          0555);
+    b.Add(MountOp::kAttach, init, "mounts: bind: " + std::string(kInitPathInside));
+    b.Last().fd = init_fd;
+  }
   b.Add(MountOp::kMkdir, dev + "/pts", "mounts: mkdir: /dev/pts");
   b.Add(MountOp::kDevpts, dev + "/pts", "mounts: devpts: /dev/pts", {},
-        "newinstance,ptmxmode=0666,mode=0620,gid=5,max=" + std::to_string(kPtysPerSandbox), 0, 0,
-        MS_NOSUID | MS_NOEXEC);
+        "newinstance,ptmxmode=0666,mode=0620,gid=" + std::to_string(kTtyGroupId) +
+            ",max=" + std::to_string(kPtysPerSandbox),
+        0, 0, MS_NOSUID | MS_NOEXEC);
   b.Add(MountOp::kSymlink, dev + "/ptmx", "mounts: symlink: /dev/ptmx", "pts/ptmx");
   b.Add(MountOp::kMkdir, dev + "/shm", "mounts: mkdir: /dev/shm", {}, {}, 01777);
   b.Add(MountOp::kBind, dev + "/shm", "mounts: bind: /dev/shm", "layer/shm");
@@ -545,7 +552,8 @@ int64_t WritableMb(const Limits& limits) {
 
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
                        const std::string& sandbox_dir, const std::vector<int>& layer_fds,
-                       const std::vector<int>& view_fds, const std::vector<int>& volume_fds) {
+                       const std::vector<int>& view_fds, const std::vector<int>& volume_fds,
+                       int init_fd) {
   RootPlan plan;
   plan.new_root = "root";
   plan.pivot_label = "mounts: pivot_root: " + sandbox_dir + "/root";
@@ -563,7 +571,7 @@ RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
   b.Add(MountOp::kMkdir, plan.new_root + "/home/user", "mounts: mkdir: /home/user", {}, {}, 0755,
         spec.user_uid);
   b.Last().gid = spec.user_gid;
-  AddRuntimeMounts(b, host, plan.new_root, view_fds);
+  AddRuntimeMounts(b, host, plan.new_root, view_fds, init_fd);
   AddVolumes(b, plan.new_root, spec, volume_fds);
   return plan;
 }

@@ -68,6 +68,11 @@ struct RootPlan {
   const MountStep* Find(std::string_view reported) const;
 };
 
+// Every devpts instance but the host's draws from kernel.pty.max together.
+inline constexpr int kPtysPerSandbox = 64;
+// "tty" in Debian's /etc/group: the group of a sandbox's terminals, devpts' gid= option.
+inline constexpr gid_t kTtyGroupId = 5;
+
 // What the `base` template takes from the host, read once when the runtime starts.
 struct HostSystem {
   std::vector<std::string> dirs;                               // bound read-only: /usr ...
@@ -91,11 +96,12 @@ int64_t WritableMb(const Limits& limits);
 // host. The template's layers (spec.layers) are detached mounts the child holds as
 // `layer_fds`, in the same order; `view_fds`, empty or one per kViewFiles (limits_view.h), the
 // files lxcfs serves, attached over the sandbox's own; `volume_fds`, one per spec.volumes, their
-// detached mounts, attached last.
+// detached mounts, attached last; `init_fd`, if not -1, the detached mount of the init
+// executable, attached at kInitPathInside (embedded.h).
 RootPlan BuildRootPlan(const HostSystem& host, const SandboxSpec& spec,
                        const std::string& sandbox_dir, const std::vector<int>& layer_fds,
                        const std::vector<int>& view_fds = {},
-                       const std::vector<int>& volume_fds = {});
+                       const std::vector<int>& volume_fds = {}, int init_fd = -1);
 
 // In the child (root of its user and mount namespaces, cwd the sandbox's directory): makes
 // every mount private, executes the plan and pivots into the new root. Returns plan.keep

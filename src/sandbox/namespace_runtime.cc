@@ -28,6 +28,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The init executable's file in the state directory: no sandbox id starts with a dot.
+constexpr const char* kInitFileName = ".sandstream-init";
+
 // A sandbox id names its state directory and cgroups: a plain name, nothing to resolve.
 Result<void> CheckPlainId(const std::string& id) {
   if (id.empty() || id.find('/') != std::string::npos || id[0] == '.') {
@@ -75,6 +78,11 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
     return;
   }
   s.init_exe = std::move(*init);
+  s.init_path = s.options.state_dir + "/" + kInitFileName;
+  if (auto written = WriteInitExecutable(s.init_path); !written) {
+    ready_ = std::move(written).error();
+    return;
+  }
   s.host = HostSystem::Scan();
   s.host.cgroup_fs = s.cgroups->fs_mounts();
   if (!s.options.lxcfs.empty()) {
@@ -175,7 +183,12 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
     sandbox->egress_slot_ = sandbox->Slot();
     s.options.egress->Adopted(*sandbox->egress_slot_);
   }
+  sandbox->ContinueCutCheckpoint();
   Result<void> reattached = co_await sandbox->Reattach();
+  if (!reattached && sandbox->HasCheckpoint()) {
+    // Checkpointed: no PID 1 until it is restored, its cgroups made again after a reboot.
+    reattached = sandbox->AdoptCheckpoint();
+  }
   if (!reattached) {
     (void)co_await sandbox->Destroy();
     co_return std::move(reattached).error();
@@ -197,7 +210,9 @@ void NamespaceRuntime::CleanupLeftovers(const std::vector<std::string>& keep) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(state_->options.state_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (std::find(keep.begin(), keep.end(), name) != keep.end()) continue;
+    if (std::find(keep.begin(), keep.end(), name) != keep.end() || name == kInitFileName) {
+      continue;
+    }
     log::Info("removing leftover sandbox directory", {{"path", entry.path().string()}});
     fs::remove_all(entry.path(), ec);
   }

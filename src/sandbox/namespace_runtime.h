@@ -34,6 +34,13 @@ struct NamespaceRuntimeOptions {
   std::string lxcfs;
   // Where lxcfs is mounted (and its .pid and .log beside it).
   std::string lxcfs_dir;
+  // The CRIU executable that checkpoints and restores sandboxes (checkpoint.cc), as
+  // scripts/install-criu builds it; empty: sandboxes cannot be checkpointed.
+  std::string criu;
+  // Where a restore assembles what CRIU takes as paths (the writable layer, a devpts): a
+  // directory every ancestor of which the sandbox's ids can search, as CRIU's restored tasks
+  // resolve those paths as the sandbox's root.
+  std::string restore_dir = "/run/sandstream/restore";
 };
 
 class NamespaceRuntime final : public Runtime {

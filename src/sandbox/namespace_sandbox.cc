@@ -90,6 +90,7 @@ NamespaceSandbox::NamespaceSandbox(std::shared_ptr<NamespaceRuntime::State> stat
       limits_(spec.limits),
       allow_nested_userns_(spec.allow_nested_userns),
       layered_(!spec.layers.empty()),
+      has_volumes_(!spec.volumes.empty()),
       user_uid_(spec.user_uid),
       user_gid_(spec.user_gid) {}
 
@@ -142,10 +143,10 @@ Op<Result<SpawnedProcess>> NamespaceSandbox::Spawn(ProcessSpec spec) {
   ctx.open_files = std::min<int64_t>(limits_.open_files, state_->nofile_hard);
   ctx.user_uid = user_uid_;
   ctx.user_gid = user_gid_;
+  ctx.host_id_base = ids_first_.value_or(0);
   if (spec.pty) {
     // The sandbox's own devpts: inside, the terminal is /dev/pts/N and `tty` says so.
     ctx.ptmx = "/proc/" + std::to_string(init_pid_) + "/root/dev/pts/ptmx";
-    ctx.host_id_base = ids_first_.value_or(0);
   }
   co_return co_await SpawnInSandbox(std::move(ctx), std::move(spec));
 }

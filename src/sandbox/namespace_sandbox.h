@@ -37,6 +37,20 @@ class NamespaceSandbox final : public Sandbox {
   Op<Result<void>> Freeze() override;
   Result<void> Thaw() override;
   bool Frozen() const override { return cgroup_ && cgroup_->Frozen(); }
+  // With CRIU (checkpoint.cc), into CheckpointDir().
+  Op<Result<void>> Checkpoint() override;
+  Op<Result<void>> Restore() override;
+  bool Checkpointed() const override { return checkpointed_; }
+  std::string CheckpointDir() const { return dir_ + "/checkpoint"; }
+  // Whether CheckpointDir() holds a whole checkpoint (its last file is written last).
+  bool HasCheckpoint() const;
+  // Takes back a sandbox an earlier daemon checkpointed: its cgroups (made again if the host
+  // rebooted), no PID 1. What a dying daemon left of the tree (stopped for the copy of its layer)
+  // is killed: the checkpoint is whole.
+  Result<void> AdoptCheckpoint();
+  // A daemon that died checkpointing left the tree stopped (for the copy of its layer) and no
+  // whole checkpoint: it goes on.
+  void ContinueCutCheckpoint() const;
   bool LimitsView() const override { return limits_view_; }
   std::optional<uint32_t> HostId(uint32_t inside) const override;
   // The index of its id range: what names its egress link, table and addresses.
@@ -62,6 +76,7 @@ class NamespaceSandbox final : public Sandbox {
   void Release() override;
   void Forget(pid_t pid) override { spawner_.Forget(pid); }
   void CloseStdin(pid_t pid) override { spawner_.Release(pid, kKeptStdin); }
+  void KeepLog(pid_t pid, int log) override { spawner_.Replace(pid, kKeptLog, log); }
   void SignalGroup(pid_t pgid, int sig) override {
     if (cgroup_) cgroup_->SignalGroup(pgid, sig, pid_level_);
   }
@@ -88,8 +103,12 @@ class NamespaceSandbox final : public Sandbox {
   // host's): PID 1's own control socket, on which 'K' kills the rest.
   UniqueFd apart_init_control_;
   bool limits_view_ = false;  // lxcfs's files over its own (limits_view.h)
+  // Written to disk, its processes ended (Checkpoint, until Restore); no PID 1 meanwhile.
+  bool checkpointed_ = false;
 
  private:
+  // Why this sandbox cannot be checkpointed, if it cannot.
+  Result<void> CheckpointPossible() const;
   // A socket made in the sandbox's network namespace.
   Result<UniqueFd> SocketInside(int family, int type, const std::string& context);
   // A socket connected to PID 1 where it listens, checked to be PID 1's.
@@ -110,6 +129,7 @@ class NamespaceSandbox final : public Sandbox {
   Limits limits_;
   bool allow_nested_userns_;
   bool layered_;
+  bool has_volumes_;
   uid_t user_uid_;
   gid_t user_gid_;
   bool destroyed_ = false;

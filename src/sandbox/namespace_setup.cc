@@ -208,7 +208,19 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
     }
   }
   sandbox.limits_view_ = !view.empty();
-  const RootPlan plan = BuildRootPlan(s.host, spec, dir, layer_fds, view_fds, volume_fds);
+  // PID 1's executable, bound read-only where the sandbox execs it (embedded.h).
+  UniqueFd init_tree(
+      ::open_tree(AT_FDCWD, s.init_path.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (InjectedFault() || !init_tree) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "init: open_tree " + s.init_path, errno);
+  }
+  mount_attr init_attr{};
+  init_attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (::mount_setattr(init_tree.get(), "", AT_EMPTY_PATH, &init_attr, sizeof init_attr) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "init: read-only " + s.init_path, errno);
+  }
+  const RootPlan plan =
+      BuildRootPlan(s.host, spec, dir, layer_fds, view_fds, volume_fds, init_tree.get());
   int sync[2];
   if (InjectedFault() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
     co_return SysError(ErrorCode::kSandboxSetupFailed, "socketpair", errno);
@@ -228,7 +240,6 @@ Op<Result<void>> SetUpSandbox(NamespaceRuntime::State& s, NamespaceSandbox& sand
                           sync_child.get(),
                           control->init.get(),
                           report->write.get(),
-                          s.init_exe.get(),
                           spec.network == NetworkMode::kLoopback,
                           {sync_parent.get(), control->daemon.get(), report->read.get()}};
   int pidfd = -1;

@@ -33,7 +33,8 @@ struct NamespaceRuntime::State {
   std::optional<Cgroups> cgroups;
   SeccompProgram seccomp;         // default profile
   SeccompProgram seccomp_userns;  // the same, nested user namespaces allowed
-  UniqueFd init_exe;              // every sandbox's PID 1 and keeper (init_main.cc)
+  UniqueFd init_exe;      // every sandbox's PID 1 and keeper (init_main.cc), to upgrade keepers
+  std::string init_path;  // the same as a file, bound into each sandbox (embedded.h)
   int64_t nofile_hard = 0;
   UniqueFd host_netns;               // the daemon's own network namespace, to come back to (Socket)
   std::unique_ptr<LimitsView> view;  // null: sandboxes see the host's /proc/meminfo ...

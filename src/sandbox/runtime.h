@@ -203,6 +203,30 @@ class Sandbox {
   }
   virtual Result<void> Thaw() { return Ok{}; }
   virtual bool Frozen() const { return false; }
+  // Pausing to disk: every process of the sandbox, with its memory, open files, pipes (and what
+  // they hold), terminals and pids, and its writable filesystem, written to disk (where the
+  // runtime keeps the sandbox's state, so that it survives a restart of the daemon or of the
+  // host: Runtime::Adopt takes it back checkpointed), then ended. Its cgroups and ids stay for
+  // Restore. The daemon must have stopped reading the processes' pipes first. A checkpoint that
+  // fails leaves the sandbox running; the error names the step ("checkpoint: criu dump: ...").
+  // kNotImplemented where the runtime or this sandbox cannot (the message says why).
+  virtual Op<Result<void>> Checkpoint() {
+    co_return Error{ErrorCode::kNotImplemented, "this runtime cannot checkpoint a sandbox"};
+  }
+  // Brings back what Checkpoint wrote: the same processes with the same pids, each as an
+  // AdoptedProcess (TakeAdopted), their pipes new. A restore that fails leaves the sandbox
+  // checkpointed, its images kept for inspection.
+  virtual Op<Result<void>> Restore() {
+    co_return Error{ErrorCode::kNotImplemented, "this runtime cannot restore a sandbox"};
+  }
+  // Whether the sandbox is written to disk now, its processes ended (Checkpoint, until Restore).
+  virtual bool Checkpointed() const { return false; }
+  // After a restore: what is kept for `pid` holds `log` (the daemon's output log, which went on)
+  // instead of the restored copy of it.
+  virtual void KeepLog(pid_t pid, int log) {
+    (void)pid;
+    (void)log;
+  }
   // `sig` to the processes of group `pgid` that are in this sandbox, and to no other process
   // whatever the number names by now (a group whose leader was reaped may have been reused).
   virtual void SignalGroup(pid_t pgid, int sig) = 0;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "platform/fd.h"
-#include "platform/signals.h"
 #include "platform/pty.h"
+#include "platform/signals.h"
 #include "sandbox/child_report.h"
 #include "sandbox/mounts.h"
 #include "sandbox/stdio.h"
@@ -26,7 +26,6 @@ namespace sandstream::sandbox {
 namespace {
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-constexpr gid_t kTtyGroupId = 5;  // "tty" in Debian's /etc/group, devpts' gid= option
 
 // A child that failed to start: killed; its keeper reaps it and may then drop it.
 void Discard(const SpawnContext& ctx, pid_t pid, int pidfd) {
@@ -106,6 +105,16 @@ Op<Result<SpawnedProcess>> SpawnOnTerminal(const SpawnContext& ctx, const Proces
 
 Op<Result<SpawnedProcess>> SpawnInSandbox(SpawnContext ctx, ProcessSpec spec) {
   if (spec.argv.empty()) co_return Error{ErrorCode::kInvalidRequest, "argv is empty"};
+  // A file the keeper holds (an output log's memfd) belongs to the sandbox's root, as its own
+  // files do: a checkpoint restores it with the owner it had, which must be one of the
+  // sandbox's ids.
+  for (int fd : spec.keep_fds) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_uid != ctx.host_id_base &&
+                                  ::fchown(fd, ctx.host_id_base, ctx.host_id_base) != 0)) {
+      co_return SysError(ErrorCode::kInternal, "spawn: own kept file", errno);
+    }
+  }
   SpawnRequest request;
   request.argv = spec.argv;
   request.env = spec.env;

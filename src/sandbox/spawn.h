@@ -20,7 +20,7 @@ struct SpawnContext {
   const sock_fprog* seccomp = nullptr;
   int64_t open_files = 1024;
   std::string ptmx;        // for a pty: the sandbox's own ptmx as the daemon sees it
-  uid_t host_id_base = 0;  // host uid and gid of the sandbox's root (a terminal's owner is mapped)
+  uid_t host_id_base = 0;  // host uid and gid of the sandbox's root (owner of its kept files)
   uid_t user_uid = 1000;   // the sandbox's user (SandboxSpec::user_uid)
   gid_t user_gid = 1000;
 };

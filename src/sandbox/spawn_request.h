@@ -108,6 +108,9 @@ enum KeeperMessageType : uint32_t {
                    // 0, or with the errno that stopped it.
   kKillAll = 0x4b53530c,  // daemon -> PID 1: SIGKILL to every other process of the sandbox
   kKilled = 0x4b53530d,   // PID 1 -> daemon: done (status 0), or ENOTSUP from a keeper apart
+  kReplace = 0x4b53530e,  // daemon -> keeper: hold the fd sent (one) instead of pid's held fd of
+                          // KeptFds bit `tag` (after a restore, the daemon's output log replaces
+                          // the restored copy); none held there, the fd is closed
 };
 
 // The hand-over of kUpgrade: a keeper execs the new executable in place (its children stay its

@@ -223,6 +223,10 @@ void Spawner::Release(pid_t pid, uint32_t bit) {
   (void)Send(KeeperMessage{kRelease, pid, bit, 0});
 }
 
+void Spawner::Replace(pid_t pid, uint32_t bit, int fd) {
+  (void)Send(KeeperMessage{kReplace, pid, bit, 0}, std::span<const int>(&fd, 1));
+}
+
 void Spawner::Forget(pid_t pid) {
   (void)Send(KeeperMessage{kForget, pid, 0, 0});
 }

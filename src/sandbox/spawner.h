@@ -99,6 +99,8 @@ class Spawner {
   void Forget(pid_t pid);
   // The keeper closes the fd it holds for `pid` under KeptFds bit `bit`, if it holds one.
   void Release(pid_t pid, uint32_t bit);
+  // The keeper holds `fd` instead of the fd it holds for `pid` under KeptFds bit `bit`.
+  void Replace(pid_t pid, uint32_t bit, int fd);
   // PID 1 kills every other process of the sandbox (in one pass) and says so: kKillAll.
   Op<Result<void>> KillAll();
   // Asks the keeper to exit (what it holds is closed; PID 1 kills the rest of its sandbox

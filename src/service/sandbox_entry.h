@@ -83,6 +83,11 @@ struct SandboxEntry {
   int64_t ttl_period = 0;
   // Set while it is paused (service_lifecycle.cc).
   std::optional<PauseState> paused;
+  // Checkpointed when an earlier daemon stopped: the records of its processes that ran, taken
+  // back from what the restore brings back (until then they have no Process).
+  std::vector<std::string> checkpointed_processes;
+  // And the records of its code contexts, bound again to their interpreters then.
+  std::vector<std::string> checkpointed_contexts;
   std::optional<AutoPause> auto_pause;
   // Activity, for auto_pause: requests for it being answered now (a stream, a terminal or a
   // port connection is one that lasts), and when the last one ended.

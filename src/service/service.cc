@@ -511,6 +511,10 @@ asio::awaitable<void> Service::AwaitDeath(std::string id, UniqueFd life) {
     const bool dead = co_await AwaitReadable(forever);
     SandboxEntry* sb = Entry(id);
     if (!sb || sb->deleting || shutting_down_) co_return;
+    // Checkpointed, its PID 1 ended on purpose; a restore watches the new one.
+    if (sb->runtime->Checkpointed() || sb->transition == SandboxEntry::Transition::kPausing) {
+      co_return;
+    }
     if (dead) break;
   }
   if (SandboxEntry* sb = Entry(id)) OnLost(*sb);
@@ -656,7 +660,7 @@ asio::awaitable<Result<std::optional<sandbox::FileWriter>>> Service::StartFileWr
     SandboxTurn turn(*sb);
     co_await turn.Take();
     if (!sb->deleting && !shutting_down_) {
-      if (auto awake = WakeHeld(*sb); !awake) {
+      if (auto awake = co_await WakeHeld(*sb); !awake) {
         writer = std::move(awake).error();
       } else {
         writer = co_await Await(sb->runtime->StartFileWriter(file));

@@ -223,9 +223,13 @@ class Service {
   // The lifecycle steps, with the sandbox's turn held (no spawn, pause or resume under way).
   boost::asio::awaitable<Result<void>> PauseHeld(SandboxEntry& sb, PauseMode mode,
                                                  const std::string& by);
-  Result<void> ResumeHeld(SandboxEntry& sb, const std::string& by);
+  boost::asio::awaitable<Result<void>> ResumeHeld(SandboxEntry& sb, const std::string& by);
   // A spawn's turn found its sandbox paused: resumed (auto_resume), else kPaused.
-  Result<void> WakeHeld(SandboxEntry& sb);
+  boost::asio::awaitable<Result<void>> WakeHeld(SandboxEntry& sb);
+  // Pausing and resuming by checkpoint: the processes stop being read for the runtime's
+  // checkpoint, and are supervised again on what its restore brings back.
+  boost::asio::awaitable<Result<void>> CheckpointHeld(SandboxEntry& sb);
+  boost::asio::awaitable<Result<void>> RestoreHeld(SandboxEntry& sb);
   // Paused state applied to what runs and counts: its processes' timeouts, its TTL.
   void PauseClocks(SandboxEntry& sb);
   // With auto_pause: pauses sandbox `id` once it has been idle for its idle_seconds. One per

@@ -8,14 +8,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/json.hpp>
 
 #include "base/async.h"
 #include "base/log.h"
 #include "process/await_op.h"
+#include "service/contexts.h"
 #include "service/service.h"
 
 namespace sandstream {
 namespace asio = boost::asio;
+namespace json = boost::json;
 
 std::string_view PauseModeName(PauseMode mode) {
   return mode == PauseMode::kFreeze ? "freeze" : "checkpoint";
@@ -40,11 +46,6 @@ asio::awaitable<Result<const SandboxEntry*>> Service::PauseSandbox(std::string i
   SandboxEntry* sb = Entry(id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + id + "'"};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
-  if (mode == PauseMode::kCheckpoint) {
-    co_return Error{ErrorCode::kInvalidRequest,
-                    "pause mode \"checkpoint\" (memory written to disk) is not available on this "
-                    "daemon; \"freeze\" keeps the sandbox's memory and processes"};
-  }
   if (sb->paused) co_return sb;
   // The entry stays while the turn is held or awaited: deletion waits for it.
   SandboxTurn turn(*sb);
@@ -61,7 +62,12 @@ asio::awaitable<Result<void>> Service::PauseHeld(SandboxEntry& sb, PauseMode mod
                                                  const std::string& by) {
   const SteadyTime asked = SteadyNow();
   sb.transition = SandboxEntry::Transition::kPausing;
-  Result<void> frozen = co_await Await(sb.runtime->Freeze());
+  Result<void> frozen = Ok{};
+  if (mode == PauseMode::kCheckpoint) {
+    frozen = co_await CheckpointHeld(sb);
+  } else {
+    frozen = co_await Await(sb.runtime->Freeze());
+  }
   sb.transition = SandboxEntry::Transition::kNone;
   if (!frozen) {
     Journal(sb, "sandbox.pause_failed", "warn",
@@ -99,28 +105,50 @@ asio::awaitable<Result<const SandboxEntry*>> Service::ResumeSandbox(std::string 
   SandboxTurn turn(*sb);
   co_await turn.Take();
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
-  if (auto resumed = ResumeHeld(*sb, by); !resumed) co_return std::move(resumed).error();
+  if (auto resumed = co_await ResumeHeld(*sb, by); !resumed) {
+    co_return std::move(resumed).error();
+  }
   co_return sb;
 }
 
-Result<void> Service::ResumeHeld(SandboxEntry& sb, const std::string& by) {
-  if (!sb.paused) return Ok{};
+asio::awaitable<Result<void>> Service::ResumeHeld(SandboxEntry& sb, const std::string& by) {
+  if (!sb.paused) co_return Ok{};
   const SteadyTime asked = SteadyNow();
   // Its memory and CPU count again, which must fit its tenant's quotas.
   if (auto room = quotas_.Unpause(sb.tenant, sb.limits, true); !room) {
     Journal(sb, "sandbox.resume_failed", "warn",
             "the sandbox stays paused: " + room.error().message, {{"by", by}});
-    return room;
+    co_return room;
   }
+  const bool checkpointed = sb.paused->mode == PauseMode::kCheckpoint;
   sb.transition = SandboxEntry::Transition::kResuming;
-  Result<void> thawed = sb.runtime->Thaw();
+  Result<void> thawed = Ok{};
+  if (checkpointed) {
+    thawed = co_await RestoreHeld(sb);
+  } else {
+    thawed = sb.runtime->Thaw();
+  }
   sb.transition = SandboxEntry::Transition::kNone;
+  if (!thawed && checkpointed) {
+    // Its processes are gone with the memory that could not be brought back; its images stay
+    // in its state directory for inspection until it is deleted.
+    quotas_.Pause(sb.tenant, sb.limits);
+    sb.paused.reset();
+    sb.lost = "its checkpoint could not be restored (" + thawed.error().message + ")";
+    for (const auto& p : sb.processes) p->EndUnrestored();
+    Journal(sb, "sandbox.lost", "error",
+            "the sandbox could not be resumed from its checkpoint: " + thawed.error().message +
+                "; delete it and create another",
+            {{"cause", *sb.lost}, {"by", by}});
+    Persist(sb);
+    co_return thawed;
+  }
   if (!thawed) {
     quotas_.Pause(sb.tenant, sb.limits);
     Journal(sb, "sandbox.resume_failed", "warn",
             "the sandbox could not be resumed and stays paused: " + thawed.error().message,
             {{"by", by}});
-    return thawed;
+    co_return thawed;
   }
   const PauseState was = *sb.paused;
   sb.paused.reset();
@@ -144,30 +172,87 @@ Result<void> Service::ResumeHeld(SandboxEntry& sb, const std::string& by) {
           "sandbox resumed after " + std::to_string(paused_ms) + " ms paused",
           {{"paused_ms", paused_ms}, {"by", by}});
   Persist(sb);
-  return Ok{};
+  co_return Ok{};
 }
 
-Result<void> Service::WakeHeld(SandboxEntry& sb) {
-  if (!sb.paused) return Ok{};
+asio::awaitable<Result<void>> Service::WakeHeld(SandboxEntry& sb) {
+  if (!sb.paused) co_return Ok{};
   if (!sb.auto_resume) {
-    return Error{ErrorCode::kPaused, "sandbox " + sb.id +
-                                         " is paused and was created with auto_resume false: "
-                                         "POST /v1/sandboxes/" +
-                                         sb.id + "/resume first"};
+    co_return Error{ErrorCode::kPaused, "sandbox " + sb.id +
+                                            " is paused and was created with auto_resume false: "
+                                            "POST /v1/sandboxes/" +
+                                            sb.id + "/resume first"};
   }
   ++metrics_.auto_resumes_total;
-  return ResumeHeld(sb, "auto_resume");
+  co_return co_await ResumeHeld(sb, "auto_resume");
+}
+
+asio::awaitable<Result<void>> Service::CheckpointHeld(SandboxEntry& sb) {
+  std::vector<std::shared_ptr<Process>> running;
+  for (const auto& p : sb.processes) {
+    if (!p->exit()) running.push_back(p);
+  }
+  // What their pipes hold from here on is written with them, and read after the restore.
+  for (const auto& p : running) p->Detach();
+  Result<void> written = co_await Await(sb.runtime->Checkpoint());
+  if (!written) {
+    for (const auto& p : running) p->Rebind(std::nullopt);
+    co_return written;
+  }
+  co_return Ok{};
+}
+
+asio::awaitable<Result<void>> Service::RestoreHeld(SandboxEntry& sb) {
+  Result<void> restored = co_await Await(sb.runtime->Restore());
+  if (!restored) co_return restored;
+  std::vector<sandbox::AdoptedProcess> adopted = sb.runtime->TakeAdopted();
+  for (const auto& p : sb.processes) {
+    if (p->exit()) continue;
+    auto it = std::find_if(adopted.begin(), adopted.end(),
+                           [&](const auto& a) { return a.process.pid == p->pid(); });
+    if (it == adopted.end()) {
+      p->EndUnrestored();
+      continue;
+    }
+    // The daemon's log went on from where the checkpoint took its copy: the keeper holds it.
+    if (p->log().ring_fd() >= 0) sb.runtime->KeepLog(p->pid(), p->log().ring_fd());
+    p->Rebind(std::move(*it));
+    adopted.erase(it);
+  }
+  // Checkpointed by an earlier daemon: its processes are taken back from their records.
+  for (const std::string& row : std::exchange(sb.checkpointed_processes, {})) {
+    try {
+      (void)Readopt(sb, json::parse(row).as_object(), adopted);
+    } catch (const std::exception&) {
+    }
+  }
+  for (const std::string& row : std::exchange(sb.checkpointed_contexts, {})) {
+    try {
+      const json::object o = json::parse(row).as_object();
+      std::shared_ptr<Process> driver;
+      if (const json::value* pid = o.if_contains("process_id"); pid && pid->is_string()) {
+        driver = sb.FindProcess(pid->as_string());
+      }
+      if (auto context = CodeContext::FromStored(ex_, o, std::move(driver))) {
+        sb.contexts[context->id()] = std::move(context);
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  for (const auto& a : adopted) sb.runtime->Forget(a.process.pid);
+  WatchLife(sb);
+  co_return Ok{};
 }
 
 asio::awaitable<Result<void>> Service::Wake(std::string id) {
   SandboxEntry* sb = Entry(id);
   if (!sb || (!sb->paused && sb->transition == SandboxEntry::Transition::kNone)) co_return Ok{};
   if (sb->lost || sb->deleting) co_return Ok{};  // the request answers for itself
-  if (sb->paused && !sb->auto_resume) co_return WakeHeld(*sb);
+  if (sb->paused && !sb->auto_resume) co_return co_await WakeHeld(*sb);
   SandboxTurn turn(*sb);
   co_await turn.Take();
   if (sb->deleting || sb->lost) co_return Ok{};
-  co_return WakeHeld(*sb);
+  co_return co_await WakeHeld(*sb);
 }
 
 void Service::BeginActivity(std::string_view id) {

@@ -106,7 +106,7 @@ asio::awaitable<Result<Service::Started>> Service::StartProcess(std::string sand
     co_await turn.Take();
     if (!sb->deleting && !shutting_down_) {
       // Paused since the request looked (its keeper is frozen too): resumed first, or refused.
-      if (auto awake = WakeHeld(*sb); !awake) {
+      if (auto awake = co_await WakeHeld(*sb); !awake) {
         started = std::move(awake).error();
       } else {
         started = co_await Process::Start(sb->runtime, std::move(spec), ProcessOptionsFor(),

@@ -91,13 +91,17 @@ void Service::Restore() {
       kept.push_back(sb->id);
       // Paused is what the kernel says: a daemon that died between freezing the sandbox and
       // writing its record finds it frozen, one that died thawing it finds it running.
-      if (sb->runtime->Frozen()) {
+      // Checkpointed is what the runtime found on disk: a checkpoint a dying daemon finished
+      // (the record may still say running), or none, when it died before.
+      const bool checkpointed = sb->runtime->Checkpointed();
+      if (sb->runtime->Frozen() || checkpointed) {
         const SystemTime at = o.paused_at.value_or(SystemNow());
         const SteadyTime since =
             SteadyNow() - std::chrono::duration_cast<SteadyClock::duration>(
                               std::max(SystemNow() - at, SystemTime::duration{}));
-        sb->paused = PauseState{o.pause_mode.value_or(PauseMode::kFreeze), at, since,
-                                at + options_.paused_ttl};
+        const PauseMode mode =
+            checkpointed ? PauseMode::kCheckpoint : o.pause_mode.value_or(PauseMode::kFreeze);
+        sb->paused = PauseState{mode, at, since, at + options_.paused_ttl};
       }
     } else {
       lost = runtime.error().message;
@@ -143,6 +147,11 @@ void Service::Restore() {
     std::shared_ptr<Process> p;
     try {
       json::object o = json::parse(row.record).as_object();
+      if (o["status"] == "running" && sb->runtime->Checkpointed()) {
+        // Taken back when the restore brings it back.
+        sb->checkpointed_processes.push_back(row.record);
+        continue;
+      }
       if (o["status"] == "running" && Readopt(*sb, o, adopted[sb->id])) continue;
       // A process that was running and was not kept did not survive the restart.
       if (o["status"] == "running") EndStoredAsKilled(o, SystemNow());
@@ -159,7 +168,15 @@ void Service::Restore() {
     PersistProcess(*sb, *p);
   }
   for (auto& [id, record] : records) {
-    if (SandboxEntry* sb = Entry(id)) RestoreSessionsAndContexts(*sb, record);
+    if (SandboxEntry* sb = Entry(id)) {
+      RestoreSessionsAndContexts(*sb, record);
+      // Their interpreters come back with the restore: the contexts are bound to them then.
+      if (!sb->checkpointed_processes.empty()) {
+        for (const auto& v : record.contexts) {
+          sb->checkpointed_contexts.push_back(json::serialize(v));
+        }
+      }
+    }
   }
   for (auto& [id, sb] : sandboxes_) {
     if (sb->paused) PauseClocks(*sb);

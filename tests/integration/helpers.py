@@ -208,6 +208,22 @@ def assert_error(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
     return err
 
 
+def pause(c: httpx.Client, sandbox_id: str, **body: Any) -> dict[str, Any]:
+    """POST .../pause with `body` ({"mode": ...}); asserts 200 and returns the sandbox."""
+    r = c.post(f"/v1/sandboxes/{sandbox_id}/pause", json=body)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def resume(c: httpx.Client, sandbox_id: str) -> dict[str, Any]:
+    """POST .../resume; asserts 200 and returns the sandbox."""
+    r = c.post(f"/v1/sandboxes/{sandbox_id}/resume")
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
 def run(c: httpx.Client, sandbox_id: str, **body: Any) -> dict[str, Any]:
     """POST .../exec; asserts 200 and returns the result."""
     r = c.post(f"/v1/sandboxes/{sandbox_id}/exec", json=body)

@@ -16,24 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import API_KEY, Daemon, assert_error, create_sandbox, run, wait_until
+from helpers import API_KEY, Daemon, assert_error, create_sandbox, pause, resume, run, wait_until
 from sse import iter_sse
 
 KEEP = ["--teardown-on-exit", "false"]
-
-
-def pause(c: httpx.Client, sb: str, **body: Any) -> dict[str, Any]:
-    r = c.post(f"/v1/sandboxes/{sb}/pause", json=body)
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
-
-
-def resume(c: httpx.Client, sb: str) -> dict[str, Any]:
-    r = c.post(f"/v1/sandboxes/{sb}/resume")
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
 
 
 def status(c: httpx.Client, sb: str) -> str:
@@ -156,11 +142,7 @@ def test_pause_and_resume_answer_the_state_they_find(client: httpx.Client,
                              headers={"Content-Type": "application/json"}), 400, "invalid_json")
     assert_error(client.post("/v1/sandboxes/sb_nope/pause", json={}), 404, "not_found")
     assert resume(client, sb)["status"] == "running"
-    # A checkpoint (memory to disk) is not offered by this daemon: said so, and nothing changes.
-    err = assert_error(client.post(f"/v1/sandboxes/{sb}/pause", json={"mode": "checkpoint"}), 400,
-                       "invalid_request")
-    assert "checkpoint" in err["message"]
-    assert status(client, sb) == "running"
+    # Checkpoints (mode "checkpoint") are tested in test_checkpoint.py.
     assert run(client, sb, cmd="echo alive")["stdout"] == "alive\n"
 
 
@@ -403,7 +385,6 @@ def test_patch_changes_the_lifecycle_settings(client: httpx.Client,
     assert r.json()["on_timeout"] == "pause"  # what the body does not name stays
     for body, word in [({"auto_pause": {"idle_seconds": 0}}, "idle_seconds"),
                        ({"auto_pause": {"idle_seconds": 5, "mode": "nap"}}, "mode"),
-                       ({"auto_pause": {"idle_seconds": 5, "mode": "checkpoint"}}, "checkpoint"),
                        ({"auto_pause": {"idle": 5}}, "idle"),
                        ({"auto_pause": 5}, "auto_pause"),
                        ({"on_timeout": "sleep"}, "on_timeout"),

@@ -362,7 +362,9 @@ asio::awaitable<void> ResumeSandbox(Context& ctx) {
 }
 
 // E2B's pause: 204 once paused, 409 when it was already (the SDK's pause() then says False).
-// `memory: false` (E2B's filesystem mode: the files kept, the processes stopped) is not
+// Its memory and processes go to disk (a checkpoint), as E2B's do, or, for a sandbox that
+// cannot be checkpointed (an image template's, one with volumes or egress), stay frozen in
+// memory. `memory: false` (E2B's filesystem mode: the files kept, the processes stopped) is not
 // offered: a paused sandstream sandbox keeps its processes.
 asio::awaitable<void> PauseSandbox(Context& ctx) {
   auto sb = Visible(ctx);
@@ -380,8 +382,12 @@ asio::awaitable<void> PauseSandbox(Context& ctx) {
     co_return co_await Fail(ctx, http::status::conflict,
                             "sandbox " + (*sb)->id + " is already paused");
   }
+  const std::string id = (*sb)->id;
   auto paused =
-      co_await ctx.service.PauseSandbox((*sb)->id, PauseMode::kFreeze, ctx.principal.credential);
+      co_await ctx.service.PauseSandbox(id, PauseMode::kCheckpoint, ctx.principal.credential);
+  if (!paused && paused.error().code == ErrorCode::kNotImplemented) {
+    paused = co_await ctx.service.PauseSandbox(id, PauseMode::kFreeze, ctx.principal.credential);
+  }
   if (!paused) co_return co_await ReplyError(ctx, paused.error());
   co_await ReplyEmpty(ctx, http::status::no_content);
 }

@@ -493,7 +493,7 @@ TEST_F(ConfigTest, PrintedConfigHidesTheApiKey) {
   EXPECT_EQ(o.at("max_body_bytes"), json::value(1 << 20));
   EXPECT_EQ(o.at("data_dir"), json::value(r->data_dir));
   EXPECT_EQ(o.at("preview_domain"), json::value("localhost"));
-  EXPECT_EQ(o.size(), 70u);
+  EXPECT_EQ(o.size(), 71u);
 
   r = Load({});
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -557,7 +557,7 @@ TEST_F(ConfigTest, ReferenceDescribesEverySettingOnOneRow) {
     EXPECT_EQ(line.find("|  |"), std::string::npos) << line;
     ++rows;
   }
-  EXPECT_EQ(rows, 70u);
+  EXPECT_EQ(rows, 71u);
 }
 
 TEST_F(ConfigTest, TemplateAliasesAndTheMetricsIntervalAreChecked) {

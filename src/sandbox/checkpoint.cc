@@ -1,0 +1,585 @@
+// Checkpoint and restore of a namespace sandbox with CRIU (CHECKPOINT.md): the whole tree
+// under its PID 1 with its memory, and its writable layer, written to the sandbox's state
+// directory; then made again in the sandbox's cgroups and taken back as after a restart.
+//
+// CRIU runs as the owner of the sandbox's user namespace (its first host id), keeping the
+// daemon's capabilities: so it has every capability over the sandbox's namespaces, as their
+// owner, even on a host whose root lacks CAP_SYS_RESOURCE, and the user namespace it makes on
+// restore is owned by that id again, which the kernel's per-user counts need. That is CRIU's
+// --unprivileged mode, with the changes in scripts/criu/. The daemon prepares what CRIU only
+// takes as paths (the layer, a devpts, the init executable, lxcfs's files) in a directory the
+// sandbox's ids can reach, and joins the restore to the sandbox's cgroups.
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "platform/fd.h"
+#include "platform/proc.h"
+#include "platform/signals.h"
+#include "sandbox/embedded.h"
+#include "sandbox/limits_view.h"
+#include "sandbox/mounts.h"
+#include "sandbox/namespace_sandbox.h"
+#include "sandbox/namespace_state.h"
+
+namespace sandstream::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::chrono::seconds kCriuTimeout{300};
+constexpr std::chrono::seconds kToolTimeout{300};
+// Written last: a checkpoint directory without it is one a dying daemon left half written.
+constexpr const char* kDoneFile = "checkpoint.done";
+// What the restore needs to know that CRIU's images do not say.
+constexpr const char* kFactsFile = "sandstream.conf";
+// The fd number the layer's directory takes in CRIU at restore.
+constexpr int kLayerFd = 5;
+
+// One run of an external tool by the daemon, awaited without blocking it.
+struct Tool {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  uid_t owner = 0;  // not 0: runs as this uid (real, effective, saved), keeping its capabilities
+  std::vector<std::pair<int, int>> fds;   // (the daemon's fd, its number in the tool)
+  std::string log;                        // its stdout and stderr, appended
+  const SandboxCgroup* cgroup = nullptr;  // joined before the exec
+  std::string step;                       // what errors name
+};
+
+// In the child of RunTool's clone: async-signal-safe only.
+[[noreturn]] void RunToolInChild(char* const* argv, char* const* envp, uid_t owner,
+                                 const std::pair<int, int>* fds, size_t fd_count, int log_fd,
+                                 int go_fd) {
+  if (go_fd >= 0) {
+    char go = 0;
+    if (::read(go_fd, &go, 1) != 1) ::_exit(126);  // the parent gave up
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  // Each fd to its number: first all above any target, then down to the targets, which dup2
+  // leaves inheritable while everything else is marked close-on-exec.
+  int moved[8];
+  for (size_t i = 0; i < fd_count && i < 8; ++i) {
+    moved[i] = ::fcntl(fds[i].first, F_DUPFD, 100);
+    if (moved[i] < 0) ::_exit(125);
+  }
+  const int null = ::open("/dev/null", O_RDONLY);
+  if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) {
+    ::_exit(125);
+  }
+  ::syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC);
+  for (size_t i = 0; i < fd_count && i < 8; ++i) {
+    if (::dup2(moved[i], fds[i].second) < 0) ::_exit(125);
+  }
+  if (owner != 0) {
+    // Every capability it has, inheritable and ambient, so that it keeps them across the exec
+    // as a uid other than 0; and no fix-up of them when the uids change.
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (::syscall(SYS_capget, &header, data) != 0) ::_exit(124);
+    for (auto& d : data) d.inheritable = d.permitted;
+    if (::syscall(SYS_capset, &header, data) != 0) ::_exit(124);
+    for (int cap = 0; cap < 64; ++cap) {
+      if (data[cap / 32].permitted & (1u << (cap % 32))) {
+        ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+      }
+    }
+    if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0) ::_exit(124);
+    if (::syscall(SYS_setresuid, owner, owner, owner) != 0) ::_exit(124);
+  }
+  ::execve(argv[0], argv, envp);
+  ::_exit(127);
+}
+
+// The last line of `path` that names an error, else its last line: what a failure reports.
+std::string Detail(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text || text->empty()) return "";
+  std::string last;
+  std::string error;
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    const std::string line = text->substr(start, end - start);
+    if (!line.empty()) last = line;
+    if (line.find("Error") != std::string::npos) error = line;
+    start = end + 1;
+  }
+  std::string detail = error.empty() ? last : error;
+  if (detail.size() > 300) detail.resize(300);
+  return detail;
+}
+
+// Runs `t` to its end (or kills it after `timeout`): Ok when it exited 0.
+Op<Result<void>> RunTool(const Tool& t, std::chrono::milliseconds timeout) {
+  std::vector<char*> argv;
+  for (const auto& a : t.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : t.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  UniqueFd log(::open(t.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!log) co_return SysError(ErrorCode::kSandboxSetupFailed, t.step + ": open " + t.log, errno);
+  std::optional<Pipe> go;
+  if (t.cgroup) {
+    auto made = MakePipe(false);
+    if (!made) co_return std::move(made).error();
+    go = std::move(*made);
+  }
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  if (pid == 0) {
+    if (go) go->write.reset();
+    RunToolInChild(argv.data(), envp.data(), t.owner, t.fds.data(), t.fds.size(), log.get(),
+                   go ? go->read.get() : -1);
+  }
+  if (pid < 0) co_return SysError(ErrorCode::kSandboxSetupFailed, t.step + ": clone3", errno);
+  UniqueFd child(pidfd);
+  Result<void> joined = Ok{};
+  if (go) {
+    go->read.reset();
+    joined = t.cgroup->Attach(pid);
+    const char byte = 1;
+    if (joined && ::write(go->write.get(), &byte, 1) != 1) {
+      joined = SysError(ErrorCode::kSandboxSetupFailed, t.step + ": start", errno);
+    }
+    go->write.reset();  // without the byte, the child ends itself
+  }
+  const bool ended = co_await Readable{child.get(), In(timeout)};
+  if (!ended) (void)SignalPidfd(child.get(), SIGKILL);
+  siginfo_t info{};
+  while (::waitid(P_PIDFD, static_cast<id_t>(child.get()), &info, WEXITED) != 0 && errno == EINTR) {
+  }
+  if (!joined) co_return std::move(joined).error();
+  if (!ended) {
+    co_return Error{
+        ErrorCode::kSandboxSetupFailed,
+        t.step + ": did not finish in " + std::to_string(timeout.count() / 1000) + " s"};
+  }
+  if (info.si_code == CLD_EXITED && info.si_status == 0) co_return Ok{};
+  const std::string how = info.si_code == CLD_EXITED
+                              ? "exited with " + std::to_string(info.si_status)
+                              : "was killed by " + SignalName(info.si_status);
+  co_return Error{ErrorCode::kSandboxSetupFailed, t.step + ": " + t.argv[0] + " " + how};
+}
+
+// `error` with the failing tool's own last word, from its log.
+Error WithDetail(Error error, const std::string& log) {
+  const std::string detail = Detail(log);
+  if (!detail.empty()) error.message += " (" + detail + ")";
+  return error;
+}
+
+Result<void> CopyFile(const std::string& from, const std::string& to, mode_t mode) {
+  auto bytes = ReadFile(from);
+  if (!bytes) return std::move(bytes).error();
+  return WriteFileAtomic(to, *bytes, mode);
+}
+
+// "<mnt_id hex>:<inode hex>" of PID 1's fd 4 (the layer), how CRIU names an external file.
+Result<std::string> LayerKey(pid_t init) {
+  const std::string fd = "/proc/" + std::to_string(init) + "/fd/4";
+  auto info = ReadFile("/proc/" + std::to_string(init) + "/fdinfo/4");
+  struct stat st {};
+  if (!info || ::stat(fd.c_str(), &st) != 0) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "checkpoint: PID 1's layer fd", errno);
+  }
+  const size_t at = info->find("mnt_id:");
+  if (at == std::string::npos) {
+    return Error{ErrorCode::kSandboxSetupFailed, "checkpoint: PID 1's layer fd has no mnt_id"};
+  }
+  const unsigned long mnt = std::strtoul(info->c_str() + at + 7, nullptr, 10);
+  char key[64];
+  std::snprintf(key, sizeof key, "%lx:%lx", mnt, static_cast<unsigned long>(st.st_ino));
+  return std::string(key);
+}
+
+// The value of `name=` in a facts file; empty if none.
+std::string Fact(const std::string& facts, const std::string& name) {
+  const std::string prefix = name + "=";
+  size_t start = 0;
+  while (start < facts.size()) {
+    size_t end = facts.find('\n', start);
+    if (end == std::string::npos) end = facts.size();
+    if (facts.compare(start, prefix.size(), prefix) == 0) {
+      return facts.substr(start + prefix.size(), end - start - prefix.size());
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+// The mounts a restore made in its stage, and the stage, gone (the sandbox has its own). Never
+// recursive: a mount that stayed would be the sandbox's files.
+void RemoveStage(const std::string& stage) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(stage, ec)) {
+    const std::string path = entry.path().string();
+    (void)::umount2(path.c_str(), MNT_DETACH);
+    if (::rmdir(path.c_str()) != 0 && errno == ENOTDIR) (void)::unlink(path.c_str());
+  }
+  (void)::rmdir(stage.c_str());
+}
+
+// Every directory from `dir` up that this makes is 0711: CRIU's restored tasks resolve paths
+// below it as the sandbox's root.
+Result<void> MakeSearchable(const std::string& dir) {
+  std::vector<fs::path> made;
+  for (fs::path p = dir; !p.empty() && p != p.root_path(); p = p.parent_path()) {
+    if (fs::exists(p)) break;
+    made.push_back(p);
+  }
+  for (auto it = made.rbegin(); it != made.rend(); ++it) {
+    if (::mkdir(it->c_str(), 0711) != 0 && errno != EEXIST) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "restore: mkdir " + it->string(), errno);
+    }
+    ::chmod(it->c_str(), 0711);
+  }
+  return Ok{};
+}
+
+// The lxcfs files a sandbox may show, as CRIU's keys for them (one per kViewFiles entry).
+std::string ViewKey(size_t i) {
+  return "view-" + std::to_string(i);
+}
+
+}  // namespace
+
+void NamespaceSandbox::ContinueCutCheckpoint() const {
+  if (HasCheckpoint() || !fs::exists(CheckpointDir())) return;
+  auto cgroup = state_->cgroups->Open(id_);
+  if (!cgroup) return;
+  log::Warn("a checkpoint was cut short; the sandbox runs on", {{"sandbox", id_}});
+  for (pid_t pid : (*cgroup)->Pids()) ::kill(pid, SIGCONT);
+  (*cgroup)->Leave();
+}
+
+bool NamespaceSandbox::HasCheckpoint() const {
+  return ::access((CheckpointDir() + "/" + kDoneFile).c_str(), F_OK) == 0;
+}
+
+Result<void> NamespaceSandbox::CheckpointPossible() const {
+  const std::string& criu = state_->options.criu;
+  if (criu.empty() || ::access(criu.c_str(), X_OK) != 0) {
+    return Error{ErrorCode::kNotImplemented,
+                 "checkpoint: CRIU is not installed at '" + criu +
+                     "' (scripts/install-criu builds it; the config's `criu` names it)"};
+  }
+  if (destroyed_ || checkpointed_ || !init_pidfd_) {
+    return Error{ErrorCode::kConflict, "checkpoint: the sandbox has no running PID 1"};
+  }
+  if (layered_) {
+    return Error{ErrorCode::kNotImplemented,
+                 "checkpoint: a sandbox of an image template or a snapshot (an overlay root) "
+                 "cannot be checkpointed yet; pause it with \"freeze\""};
+  }
+  if (has_volumes_) {
+    return Error{ErrorCode::kNotImplemented,
+                 "checkpoint: a sandbox with volumes cannot be checkpointed yet (CRIU does not "
+                 "restore idmapped mounts); pause it with \"freeze\""};
+  }
+  if (egress_slot_) {
+    return Error{ErrorCode::kNotImplemented,
+                 "checkpoint: a sandbox with network \"egress\" cannot be checkpointed yet (its "
+                 "veth pair does not restore); pause it with \"freeze\""};
+  }
+  std::string exe(256, '\0');
+  const ssize_t n =
+      ::readlink(("/proc/" + std::to_string(init_pid_) + "/exe").c_str(), exe.data(), exe.size());
+  if (!spawner_.is_init() || n <= 0 || exe.substr(0, static_cast<size_t>(n)) != kInitPathInside) {
+    return Error{ErrorCode::kNotImplemented,
+                 "checkpoint: this sandbox was created by an earlier build of sandstreamd, whose "
+                 "PID 1 cannot be checkpointed; pause it with \"freeze\""};
+  }
+  return Ok{};
+}
+
+Op<Result<void>> NamespaceSandbox::Checkpoint() {
+  if (auto possible = CheckpointPossible(); !possible) co_return std::move(possible).error();
+  const std::string images = CheckpointDir();
+  const uid_t owner = *ids_first_;
+  std::error_code ec;
+  fs::remove_all(images, ec);
+  if (::mkdir(images.c_str(), 0700) != 0 || ::chown(images.c_str(), owner, owner) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "checkpoint: mkdir " + images, errno);
+  }
+  auto key = LayerKey(init_pid_);
+  if (!key) co_return std::move(key).error();
+  const std::string pid = std::to_string(init_pid_);
+  // The keeper's connection is a socket of the host's, which CRIU cannot take: the daemon lets
+  // go of it (PID 1 keeps everything for the next connection) and connects again after.
+  spawner_.Leave();
+  Tool dump;
+  dump.step = "checkpoint: criu dump";
+  dump.argv = {state_->options.criu, "dump", "--unprivileged", "-t", pid, "-D", images, "-o",
+               "dump.log", "--network-lock", "skip", "--leave-stopped",
+               // What the sandbox binds from the host is found at the same host paths at restore;
+               // what the daemon gives again has a key.
+               "--external", "mnt[]", "--external", "mnt[/dev/shm]:shm", "--external",
+               "mnt[/dev/pts]:pts", "--external", std::string("mnt[") + kInitPathInside + "]:init",
+               "--external", "file[" + *key + "]"};
+  if (limits_view_) {
+    for (size_t i = 0; i < std::size(kViewFiles); ++i) {
+      dump.argv.push_back("--external");
+      dump.argv.push_back(std::string("mnt[/") + kViewFiles[i] + "]:" + ViewKey(i));
+    }
+  }
+  dump.env = {"XDG_RUNTIME_DIR=" + images};
+  dump.owner = owner;
+  dump.log = images + "/criu.out";
+  Result<void> dumped = co_await RunTool(dump, kCriuTimeout);
+  // Stopped where they were, until the layer is copied: it is then what their memory knows.
+  Result<void> saved = dumped;
+  if (saved) {
+    Tool tar;
+    tar.step = "checkpoint: save the writable layer";
+    tar.argv = {
+        "/bin/tar",        "-C",  "/proc/" + pid + "/fd/4", "--xattrs", "--xattrs-include=*",
+        "--numeric-owner", "-cf", images + "/layer.tar",    "."};
+    tar.log = images + "/tar.out";
+    saved = co_await RunTool(tar, kToolTimeout);
+    if (!saved) saved = WithDetail(std::move(saved).error(), tar.log);
+  } else {
+    saved = WithDetail(std::move(saved).error(), images + "/dump.log");
+  }
+  if (saved) saved = CopyFile("/proc/" + pid + "/exe", images + "/init", 0555);
+  if (saved) {
+    const std::string facts = "layer=" + *key + "\nview=" + (limits_view_ ? "1" : "0") +
+                              "\nids=" + std::to_string(owner) + "\n";
+    saved = WriteFileAtomic(images + "/" + kFactsFile, facts, 0600);
+  }
+  if (saved) {
+    // On disk before the sandbox is gone: it survives the host's crash from here on.
+    Tool sync;
+    sync.step = "checkpoint: sync";
+    sync.argv = {"/bin/sync", "-f", images + "/layer.tar"};
+    sync.log = images + "/sync.out";
+    saved = co_await RunTool(sync, kToolTimeout);
+  }
+  if (saved) saved = WriteFileAtomic(images + "/" + kDoneFile, "", 0600);
+  if (!saved) {
+    // Nothing was ended: the tree goes on where it stopped, and the keeper is connected again.
+    if (dumped && cgroup_) {
+      for (pid_t p : cgroup_->Pids()) ::kill(p, SIGCONT);
+    }
+    if (auto keeper = co_await EnsureKeeper(); !keeper) {
+      log::Warn("the keeper did not answer after a failed checkpoint",
+                {{"sandbox", id_}, {"error", keeper.error().message}});
+    }
+    co_return std::move(saved).error();
+  }
+  checkpointed_ = true;
+  KillInit();
+  (void)co_await Readable{init_pidfd_.get(), In(std::chrono::milliseconds(2000))};
+  ReapInit();
+  init_pidfd_.reset();
+  init_pid_ = -1;
+  co_return Ok{};
+}
+
+Result<void> NamespaceSandbox::AdoptCheckpoint() {
+  // Opened already by a Reattach that found no PID 1 (a SandboxCgroup removes its directories
+  // when it goes: that one is kept).
+  if (!cgroup_) {
+    auto cgroup = state_->cgroups->Open(id_);
+    if (!cgroup) cgroup = state_->cgroups->Create(id_, limits_, *Slot());
+    if (!cgroup) return std::move(cgroup).error();
+    cgroup_ = std::move(*cgroup);
+  }
+  for (pid_t pid : cgroup_->Pids()) ::kill(pid, SIGKILL);
+  spawner_.Leave();
+  init_pidfd_.reset();
+  init_pid_ = -1;
+  adopted_.clear();
+  checkpointed_ = true;
+  return Ok{};
+}
+
+Op<Result<void>> NamespaceSandbox::Restore() {
+  if (!checkpointed_) co_return Ok{};
+  const std::string images = CheckpointDir();
+  auto facts = ReadFile(images + "/" + kFactsFile);
+  if (!HasCheckpoint() || !facts) {
+    co_return Error{ErrorCode::kNotFound, "restore: no whole checkpoint in " + images};
+  }
+  if (state_->options.criu.empty() || ::access(state_->options.criu.c_str(), X_OK) != 0) {
+    co_return Error{ErrorCode::kNotImplemented,
+                    "restore: CRIU is not installed at '" + state_->options.criu + "'"};
+  }
+  const uid_t owner = *ids_first_;
+  const std::string stage = state_->options.restore_dir + "/" + id_;
+  if (auto r = MakeSearchable(state_->options.restore_dir); !r) co_return std::move(r).error();
+  RemoveStage(stage);
+  if (::mkdir(stage.c_str(), 0711) != 0) {
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "restore: mkdir " + stage, errno);
+  }
+  struct StageGuard {
+    std::string path;
+    ~StageGuard() { RemoveStage(path); }
+  } guard{stage};
+  const auto fail = [&](const std::string& step, int err) {
+    return SysError(ErrorCode::kSandboxSetupFailed, "restore: " + step, err);
+  };
+
+  // The writable layer, a tmpfs as the sandbox had, with the files it held.
+  const std::string layer = stage + "/layer";
+  const int64_t mb = WritableMb(limits_);
+  const std::string layer_options =
+      "size=" + std::to_string(mb) + "m,nr_inodes=" + std::to_string(mb * 256) +
+      ",mode=0755,uid=" + std::to_string(owner) + ",gid=" + std::to_string(owner);
+  if (::mkdir(layer.c_str(), 0755) != 0 ||
+      ::mount("tmpfs", layer.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, layer_options.c_str()) != 0) {
+    co_return fail("mount the writable layer", errno);
+  }
+  Tool untar;
+  untar.step = "restore: the writable layer";
+  untar.argv = {"/bin/tar",
+                "-C",
+                layer,
+                "--xattrs",
+                "--xattrs-include=*",
+                "--numeric-owner",
+                "-xpf",
+                images + "/layer.tar"};
+  untar.log = images + "/tar.out";
+  if (auto r = co_await RunTool(untar, kToolTimeout); !r) {
+    co_return WithDetail(std::move(r).error(), untar.log);
+  }
+  // Its terminals' filesystem, a new devpts instance with the same options.
+  const std::string pts = stage + "/pts";
+  const std::string pts_options =
+      "newinstance,ptmxmode=0666,mode=0620,gid=" + std::to_string(owner + kTtyGroupId) +
+      ",max=" + std::to_string(kPtysPerSandbox);
+  if (::mkdir(pts.c_str(), 0755) != 0 ||
+      ::mount("devpts", pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, pts_options.c_str()) != 0) {
+    co_return fail("mount devpts", errno);
+  }
+  // The very executable PID 1 ran, for its memory's file-backed pages; the sandbox binds it
+  // from here for as long as it runs (and checkpoints it again from here): one file per
+  // executable, shared by every sandbox restored from it.
+  auto executable = ReadFile(images + "/init");
+  if (!executable) co_return std::move(executable).error();
+  uint64_t digest = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char c : *executable) digest = (digest ^ c) * 1099511628211ull;
+  char name[64];
+  std::snprintf(name, sizeof name, "/init-%016llx", static_cast<unsigned long long>(digest));
+  const std::string init = state_->options.restore_dir + name;
+  if (::access(init.c_str(), F_OK) != 0) {
+    if (auto r = WriteFileAtomic(init, *executable, 0555); !r) co_return std::move(r).error();
+  }
+  std::vector<std::string> views;
+  if (Fact(*facts, "view") == "1") {
+    if (!state_->view) co_return Error{ErrorCode::kSandboxSetupFailed, "restore: lxcfs is gone"};
+    auto files = co_await state_->view->Files();
+    if (!files) co_return std::move(files).error();
+    for (size_t i = 0; i < files->size(); ++i) {
+      const std::string at = stage + "/" + ViewKey(i);
+      UniqueFd created(::open(at.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444));
+      if (!created ||
+          ::move_mount((*files)[i].get(), "", AT_FDCWD, at.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+        co_return fail("lxcfs file " + at, errno);
+      }
+      views.push_back("mnt[" + ViewKey(i) + "]:" + at);
+    }
+  }
+  if (!cgroup_) {
+    auto made = state_->cgroups->Create(id_, limits_, *Slot());
+    if (!made) co_return std::move(made).error();
+    cgroup_ = std::move(*made);
+  }
+  UniqueFd layer_fd(::open(layer.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!layer_fd) co_return fail("open the writable layer", errno);
+  Tool restore;
+  restore.step = "restore: criu restore";
+  restore.argv = {state_->options.criu,
+                  "restore",
+                  "--unprivileged",
+                  "-D",
+                  images,
+                  "-o",
+                  "restore.log",
+                  "--root",
+                  layer + "/root",
+                  "--restore-detached",
+                  "--pidfile",
+                  stage + "/pidfile",
+                  "--network-lock",
+                  "skip",
+                  "--external",
+                  "mnt[]",
+                  "--external",
+                  "mnt[shm]:" + layer + "/shm",
+                  "--external",
+                  "mnt[pts]:" + pts,
+                  "--external",
+                  "mnt[init]:" + init,
+                  "--inherit-fd",
+                  "fd[" + std::to_string(kLayerFd) + "]:file[" + Fact(*facts, "layer") + "]"};
+  for (const auto& view : views) {
+    restore.argv.push_back("--external");
+    restore.argv.push_back(view);
+  }
+  restore.env = {"XDG_RUNTIME_DIR=" + images};
+  restore.owner = owner;
+  restore.fds = {{layer_fd.get(), kLayerFd}};
+  restore.cgroup = cgroup_.get();
+  restore.log = images + "/criu.out";
+  if (auto r = co_await RunTool(restore, kCriuTimeout); !r) {
+    co_return WithDetail(std::move(r).error(), images + "/restore.log");
+  }
+  // PID 1 runs again: from here on the sandbox is not checkpointed, whatever follows.
+  (void)::unlink((images + "/" + kDoneFile).c_str());
+  checkpointed_ = false;
+  Result<void> reattached = co_await ReattachKeeper();
+  if (reattached) {
+    // PID 1 runs its executable again, in place: restored, its memory was made by CRIU in the
+    // host's user namespace, which would leave its /proc files out of its namespace's reach and
+    // its next checkpoint refused.
+    UniqueFd exe(::open(("/proc/" + std::to_string(init_pid_) + "/root" + kInitPathInside).c_str(),
+                        O_PATH | O_CLOEXEC));
+    if (exe) {
+      reattached = co_await spawner_.Upgrade(exe.get());
+    } else {
+      reattached = fail("open PID 1's executable", errno);
+    }
+  }
+  if (!reattached) {
+    KillInit();
+    co_return Error{ErrorCode::kSandboxSetupFailed,
+                    "restore: the restored keeper: " + reattached.error().message};
+  }
+  (void)ExemptFromOomKiller(init_pid_);
+  // Its disk is free again; a failed restore keeps the images for inspection.
+  std::error_code ec;
+  fs::remove_all(images, ec);
+  co_return Ok{};
+}
+
+}  // namespace sandstream::sandbox
