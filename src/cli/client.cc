@@ -86,9 +86,9 @@ ClientResult<void> Client::DeleteSandbox(std::string_view sandbox_id) {
   return {};
 }
 
-ClientResult<json::object> Client::SandboxStep(std::string_view sandbox_id, std::string_view step) {
-  const json::object empty;
-  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/" + std::string(step), &empty));
+ClientResult<json::object> Client::SandboxStep(std::string_view sandbox_id, std::string_view step,
+                                               const json::object& body) {
+  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/" + std::string(step), &body));
 }
 
 ClientResult<json::object> Client::StartProcess(std::string_view sandbox_id,

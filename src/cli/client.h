@@ -20,7 +20,9 @@ class Client {
   ClientResult<boost::json::array> ListSandboxes();
   ClientResult<void> DeleteSandbox(std::string_view sandbox_id);
   // POST /v1/sandboxes/{id}/{step} (pause, resume): the sandbox after it.
-  ClientResult<boost::json::object> SandboxStep(std::string_view sandbox_id, std::string_view step);
+  // POST .../pause or .../resume with `body` ({"mode": ...} for a pause).
+  ClientResult<boost::json::object> SandboxStep(std::string_view sandbox_id, std::string_view step,
+                                                const boost::json::object& body = {});
 
   ClientResult<boost::json::object> StartProcess(std::string_view sandbox_id,
                                                  const boost::json::object& request);

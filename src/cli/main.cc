@@ -46,7 +46,9 @@ Commands:
                           create a sandbox and print its id
   sandbox ls [--json]     list sandboxes, oldest first, with what each can reach
   sandbox rm ID...        delete sandboxes and everything running in them
-  sandbox pause ID...     pause sandboxes: every process stops where it is, memory kept; a
+  sandbox pause [--mode freeze|checkpoint] ID...
+                          pause sandboxes: every process stops where it is, memory kept
+                          (freeze, the default) or written to disk and freed (checkpoint); a
                           later request for one (exec, files, a terminal) resumes it first
   sandbox resume ID...    resume paused sandboxes where they stopped
   exec SANDBOX [EXEC OPTIONS] [--] CMD [ARG]...
@@ -573,9 +575,11 @@ int CmdSandboxLifecycle(const Context& context, const Args& args, std::string_vi
     return Usage("sandbox " + std::string(step) + " needs at least one sandbox id");
   }
   Client client = context.MakeClient();
+  json::object body;
+  if (auto mode = args.Get("mode")) body["mode"] = *mode;
   int status = 0;
   for (const std::string& id : args.positional) {
-    auto done = client.SandboxStep(id, step);
+    auto done = client.SandboxStep(id, step, body);
     if (!done) {
       status = Fail(done.error());
       if (status > kExitUsage) return status;  // interrupted
@@ -829,6 +833,7 @@ constexpr Flag kCreateFlags[] = {
     {"template"},    {"ttl"},     {"cwd"},        {"env", 'e'}, {"meta"},  {"memory-mb"}, {"pids"},
     {"cpu-percent"}, {"disk-mb"}, {"open-files"}, {"network"},  {"allow"}, {"deny"}};
 constexpr Flag kJsonFlags[] = {{"json", 0, false}};
+constexpr Flag kPauseFlags[] = {{"mode"}};
 constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}, {"network"}, {"allow"}, {"deny"}};
 constexpr Flag kStartFlags[] = {{"id"}, {"keep-awake", 0, false}};
 constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
@@ -921,7 +926,7 @@ constexpr Command kCommands[] = {
     {"sandbox", "create", kCreateFlags, -1, false, CmdSandboxCreate},
     {"sandbox", "ls", kJsonFlags, -1, false, CmdSandboxLs},
     {"sandbox", "rm", {}, -1, false, CmdSandboxRm},
-    {"sandbox", "pause", {}, -1, false, CmdSandboxPause},
+    {"sandbox", "pause", kPauseFlags, -1, false, CmdSandboxPause},
     {"sandbox", "resume", {}, -1, false, CmdSandboxResume},
     {"", "exec", {}, 1, true, CmdExec},
     {"", "run", kRunFlags, 0, true, CmdRun},

@@ -107,6 +107,15 @@ def test_sandbox_pause_and_resume(env: dict[str, str], client: httpx.Client,
     resumed = run_cli(env, "sandbox", "resume", sandbox["id"])
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.decode().split() == [sandbox["id"], "running"]
+    # To disk and back, where the host has CRIU; a mode the daemon does not know is 400.
+    if os.path.exists("/var/cache/sandstream/criu-4.2.1/sbin/criu"):
+        written = run_cli(env, "sandbox", "pause", "--mode", "checkpoint", sandbox["id"])
+        assert written.returncode == 0, written.stderr
+        assert client.get(f"/v1/sandboxes/{sandbox['id']}").json()["pause_mode"] == "checkpoint"
+        back = run_cli(env, "sandbox", "resume", sandbox["id"])
+        assert back.stdout.decode().split() == [sandbox["id"], "running"], back.stderr
+    wrong = run_cli(env, "sandbox", "pause", "--mode", "sleep", sandbox["id"])
+    assert wrong.returncode != 0 and b"mode" in wrong.stderr, wrong.stderr
     missing = run_cli(env, "sandbox", "pause", "sb_nope")
     assert missing.returncode == 2
     assert missing.stderr.decode().startswith("sandstream: not_found: ")
