@@ -146,6 +146,7 @@ class Bench {
   void Gateway();                  // 11, fig_gateway.cc
   void Soak();                     // 12, fig_soak.cc
   void PauseResume();              // 13, fig_pause.cc
+  void CheckpointRestore(int mib, int cycles, const std::string& row_c, const std::string& row_r);
 
  private:
   // Figures' parts, in their figure's file.

@@ -1,5 +1,7 @@
 // Figure 13: pausing and resuming a sandbox that holds a 100 MiB Python process, beside the
-// kernel's own cost: the same freezer writes on a bare cgroup holding the same process.
+// kernel's own cost: the same freezer writes on a bare cgroup holding the same process; then
+// pausing to disk (checkpoint) and restoring sandboxes that hold 10 and 100 MiB, beside writing
+// (with fsync) and reading the same bytes to and from a file in the daemon's data directory.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -23,6 +25,8 @@ constexpr const char* kHolder =
     "import time\nb = bytearray(100 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
     "print('held', flush=True)\ntime.sleep(600)\n";
 constexpr int kCycles = 20;
+// Where scripts/install-criu puts CRIU, the daemon's default `criu`.
+constexpr const char* kCriu = "/var/cache/sandstream/criu-4.2.1/sbin/criu";
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -114,7 +118,89 @@ class BareFreezer {
   pid_t pid_ = -1;
 };
 
+// Writes `bytes` to a file in `dir` and fsyncs it (ms), then reads it back (ms, from the page
+// cache, as a restore right after its checkpoint reads its images).
+std::pair<double, double> DiskBaseline(const std::string& dir, size_t bytes) {
+  const std::string path = dir + "/bench-disk-baseline";
+  std::string block(1 << 20, 'x');
+  int64_t t0 = MonotonicNs();
+  const int out = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out < 0) throw BenchError("open " + path);
+  for (size_t done = 0; done < bytes; done += block.size()) {
+    if (::write(out, block.data(), block.size()) != static_cast<ssize_t>(block.size())) {
+      ::close(out);
+      throw BenchError("write " + path);
+    }
+  }
+  ::fsync(out);
+  ::close(out);
+  const double write_ms = static_cast<double>(MonotonicNs() - t0) / 1e6;
+  t0 = MonotonicNs();
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw BenchError("open " + path);
+  while (::read(in, block.data(), block.size()) > 0) {
+  }
+  ::close(in);
+  const double read_ms = static_cast<double>(MonotonicNs() - t0) / 1e6;
+  ::unlink(path.c_str());
+  return {write_ms, read_ms};
+}
+
 }  // namespace
+
+// 13c-f: sandboxes whose python3 holds `mib` MiB, paused to disk and restored, beside the disk.
+void Bench::CheckpointRestore(int mib, int cycles, const std::string& row_c,
+                              const std::string& row_r) {
+  const std::string sb = CreateSandbox();
+  const std::string base = "/v1/sandboxes/" + sb;
+  json::object start{{"cmd", "python3 -c \"import time\nb = bytearray(" + std::to_string(mib) +
+                                 " << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+                                 "print('held', flush=True)\ntime.sleep(600)\n\""}};
+  const std::string process = StringField(
+      ParseObject(http_->Expect(201, "POST", base + "/processes", json::serialize(start))), "id");
+  for (int i = 0;; ++i) {
+    const json::object logs =
+        ParseObject(http_->Expect(200, "GET", base + "/processes/" + process + "/logs"));
+    if (json::serialize(logs).find("held") != std::string::npos) break;
+    if (i > 300) throw BenchError("the sandbox's python3 did not hold its memory in time");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Samples checkpoint_ms;
+  Samples restore_ms;
+  for (int i = 0; i < cycles; ++i) {
+    int64_t t0 = MonotonicNs();
+    const json::object paused =
+        ParseObject(http_->Expect(200, "POST", base + "/pause", R"({"mode":"checkpoint"})"));
+    checkpoint_ms.Add(static_cast<double>(MonotonicNs() - t0) / 1e6);
+    if (paused.at("pause_mode") != "checkpoint") {
+      throw BenchError("pause answered " + json::serialize(paused));
+    }
+    t0 = MonotonicNs();
+    const json::object resumed = ParseObject(http_->Expect(200, "POST", base + "/resume"));
+    restore_ms.Add(static_cast<double>(MonotonicNs() - t0) / 1e6);
+    if (resumed.at("status") != "running") {
+      throw BenchError("resume answered " + json::serialize(resumed));
+    }
+  }
+  DeleteSandbox(sb);
+  Samples write_ms;
+  Samples read_ms;
+  for (int i = 0; i < cycles; ++i) {
+    const auto [w, r] = DiskBaseline(daemon_->data_dir(), static_cast<size_t>(mib) << 20);
+    write_ms.Add(w);
+    read_ms.Add(r);
+  }
+  rows_.push_back({row_c, Ms(checkpoint_ms.P(.5)) + " (" + Ms(checkpoint_ms.P(.9)) + ")",
+                   "writing " + std::to_string(mib) + " MiB to a file there, with fsync",
+                   Ms(write_ms.P(.5)), Ratio(checkpoint_ms.P(.5), write_ms.P(.5)),
+                   "<= 1.5x" + Met(checkpoint_ms.P(.5) <= 1.5 * write_ms.P(.5))});
+  const bool small = mib <= 10;
+  rows_.push_back({row_r, Ms(restore_ms.P(.5)) + " (" + Ms(restore_ms.P(.9)) + ")",
+                   "reading them back (page cache)", Ms(read_ms.P(.5)),
+                   Ratio(restore_ms.P(.5), read_ms.P(.5)),
+                   small ? "<= 40 ms" + Met(restore_ms.P(.5) <= 40.0)
+                         : "<= 1.5x" + Met(restore_ms.P(.5) <= 1.5 * read_ms.P(.5))});
+}
 
 // 13: a sandbox whose python3 holds 100 MiB, paused and resumed kCycles times over HTTP,
 // beside the freezer writes alone on a bare cgroup holding the same process.
@@ -177,6 +263,19 @@ void Bench::PauseResume() {
                    " cycles each; the HTTP figures include the request on a kept loopback "
                    "connection, the journal and the store write; the process's memory stays "
                    "resident (freeze keeps it in place)");
+  if (::access(kCriu, X_OK) != 0) {
+    Detail("13c-f", std::string("skipped: no CRIU at ") + kCriu + " (scripts/install-criu)");
+    return;
+  }
+  const int cycles = options_.quick ? 1 : 5;
+  CheckpointRestore(10, cycles, "13c. pause to disk (checkpoint) of a sandbox holding 10 MiB",
+                    "13d. restore of that sandbox (resume)");
+  CheckpointRestore(100, cycles, "13e. checkpoint of a sandbox holding 100 MiB",
+                    "13f. restore of that sandbox");
+  Detail("13c-f", std::to_string(cycles) +
+                      " cycles each, over HTTP: CRIU's dump of the whole tree with the sandbox's "
+                      "writable layer and a sync of the images' filesystem, then its restore in "
+                      "the sandbox's cgroups and the daemon taking it back");
 }
 
 }  // namespace sandstream::bench
