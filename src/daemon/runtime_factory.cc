@@ -25,6 +25,7 @@ Result<std::unique_ptr<sandbox::Runtime>> MakeRuntime(const Config& config,
   }
   sandbox::NamespaceRuntimeOptions options;
   options.state_dir = config.data_dir + "/sandboxes";
+  options.init_dir = config.data_dir + "/init";
   options.egress = std::move(egress);
   options.max_sandboxes = static_cast<uint32_t>(config.max_sandboxes);
   options.host_id_base = static_cast<uint32_t>(config.host_id_base);

@@ -50,6 +50,8 @@ constexpr std::chrono::seconds kCriuTimeout{300};
 constexpr std::chrono::seconds kToolTimeout{300};
 // Written last: a checkpoint directory without it is one a dying daemon left half written.
 constexpr const char* kDoneFile = "checkpoint.done";
+// In the state directory from a restore's start until its PID 1 has run its executable again.
+constexpr const char* kRestoringFile = "restoring";
 // What the restore needs to know that CRIU's images do not say.
 constexpr const char* kFactsFile = "sandstream.conf";
 // The fd number the layer's directory takes in CRIU at restore.
@@ -486,11 +488,7 @@ Op<Result<void>> NamespaceSandbox::Restore() {
   // executable, shared by every sandbox restored from it.
   auto executable = ReadFile(images + "/init");
   if (!executable) co_return std::move(executable).error();
-  uint64_t digest = 14695981039346656037ull;  // FNV-1a
-  for (unsigned char c : *executable) digest = (digest ^ c) * 1099511628211ull;
-  char name[64];
-  std::snprintf(name, sizeof name, "/init-%016llx", static_cast<unsigned long long>(digest));
-  const std::string init = state_->options.restore_dir + name;
+  const std::string init = state_->options.restore_dir + "/" + InitExecutableName(*executable);
   if (::access(init.c_str(), F_OK) != 0) {
     if (auto r = WriteFileAtomic(init, *executable, 0555); !r) co_return std::move(r).error();
   }
@@ -551,34 +549,45 @@ Op<Result<void>> NamespaceSandbox::Restore() {
   restore.fds = {{layer_fd.get(), kLayerFd}};
   restore.cgroup = cgroup_.get();
   restore.log = images + "/criu.out";
+  // Until PID 1 has run its executable again: a daemon that dies before has the next one do it.
+  if (auto r = WriteFileAtomic(dir_ + "/" + kRestoringFile, "", 0600); !r) {
+    co_return std::move(r).error();
+  }
   if (auto r = co_await RunTool(restore, kCriuTimeout); !r) {
+    (void)::unlink((dir_ + "/" + kRestoringFile).c_str());
     co_return WithDetail(std::move(r).error(), images + "/restore.log");
   }
   // PID 1 runs again: from here on the sandbox is not checkpointed, whatever follows.
   (void)::unlink((images + "/" + kDoneFile).c_str());
   checkpointed_ = false;
   Result<void> reattached = co_await ReattachKeeper();
-  if (reattached) {
-    // PID 1 runs its executable again, in place: restored, its memory was made by CRIU in the
-    // host's user namespace, which would leave its /proc files out of its namespace's reach and
-    // its next checkpoint refused.
-    UniqueFd exe(::open(("/proc/" + std::to_string(init_pid_) + "/root" + kInitPathInside).c_str(),
-                        O_PATH | O_CLOEXEC));
-    if (exe) {
-      reattached = co_await spawner_.Upgrade(exe.get());
-    } else {
-      reattached = fail("open PID 1's executable", errno);
-    }
-  }
+  if (reattached) reattached = co_await FinishRestore();
   if (!reattached) {
     KillInit();
     co_return Error{ErrorCode::kSandboxSetupFailed,
                     "restore: the restored keeper: " + reattached.error().message};
   }
+  co_return Ok{};
+}
+
+bool NamespaceSandbox::RestoreUnfinished() const {
+  return ::access((dir_ + "/" + kRestoringFile).c_str(), F_OK) == 0;
+}
+
+Op<Result<void>> NamespaceSandbox::FinishRestore() {
+  // PID 1 runs its executable again, in place: restored, its memory was made by CRIU in the
+  // host's user namespace, which would leave its children's /proc files out of their
+  // namespace's reach and its next checkpoint refused.
+  UniqueFd exe(::open(("/proc/" + std::to_string(init_pid_) + "/root" + kInitPathInside).c_str(),
+                      O_PATH | O_CLOEXEC));
+  if (!exe)
+    co_return SysError(ErrorCode::kSandboxSetupFailed, "restore: open PID 1's executable", errno);
+  if (auto again = co_await spawner_.Upgrade(exe.get()); !again) co_return again;
   (void)ExemptFromOomKiller(init_pid_);
+  (void)::unlink((dir_ + "/" + kRestoringFile).c_str());
   // Its disk is free again; a failed restore keeps the images for inspection.
   std::error_code ec;
-  fs::remove_all(images, ec);
+  fs::remove_all(CheckpointDir(), ec);
   co_return Ok{};
 }
 

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 
 #include "platform/fd.h"
 #include "sandbox/child_report.h"
@@ -40,20 +42,34 @@ Result<UniqueFd> LoadInitExecutable() {
   return fd;
 }
 
-Result<void> WriteInitExecutable(const std::string& path) {
+std::string InitExecutableName(std::string_view bytes) {
+  uint64_t digest = 14695981039346656037ull;  // FNV-1a
+  for (const char c : bytes) digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  char name[64];
+  std::snprintf(name, sizeof name, "sandstream-init-%016llx",
+                static_cast<unsigned long long>(digest));
+  return name;
+}
+
+Result<std::string> WriteInitExecutable(const std::string& dir) {
+  const std::string_view bytes(
+      sandstream_init_blob, static_cast<size_t>(sandstream_init_blob_end - sandstream_init_blob));
+  const std::string path = dir + "/." + InitExecutableName(bytes);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && static_cast<size_t>(st.st_size) == bytes.size()) {
+    return path;
+  }
   const std::string temporary = path + ".new";
   const std::string context = "sandstream-init: write " + temporary;
   UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0555));
   if (!fd) return SysError(ErrorCode::kInternal, context, errno);
-  const std::string_view bytes(
-      sandstream_init_blob, static_cast<size_t>(sandstream_init_blob_end - sandstream_init_blob));
   if (auto r = WriteAll(fd.get(), bytes); !r) return std::move(r).error();
   if (::fchmod(fd.get(), 0555) != 0) return SysError(ErrorCode::kInternal, context, errno);
   fd.reset();
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     return SysError(ErrorCode::kInternal, "sandstream-init: rename to " + path, errno);
   }
-  return Ok{};
+  return path;
 }
 
 void ExecEmbeddedInChild(int exe_fd, char* const argv[], int control_fd, int report_fd,

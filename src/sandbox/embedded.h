@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "base/result.h"
 #include "platform/unique_fd.h"
@@ -18,9 +19,13 @@ Result<UniqueFd> LoadInitExecutable();
 // Where every sandbox sees the executable (a read-only bind of the daemon's file), and execs it.
 inline constexpr const char* kInitPathInside = "/dev/.sandstream-init";
 
-// Writes the executable to `path` (0555, replaced whole by a rename: a sandbox that binds the
-// earlier file keeps it).
-Result<void> WriteInitExecutable(const std::string& path);
+// "sandstream-init-<digest of `bytes`>": one name per build of the executable.
+std::string InitExecutableName(std::string_view bytes);
+
+// The executable as a file in `dir` (0555), named by its digest and written only if missing: a
+// daemon started again leaves the file its sandboxes bind in place (a sandbox whose executable
+// was replaced could not be checkpointed), another build adds its own. Returns its path.
+Result<std::string> WriteInitExecutable(const std::string& dir);
 
 // In the child: moves `control_fd` to fd 3 (where the executable expects its control socket) and
 // `keep_fd`, if any, to fd 4 (held for the daemon), marks every other fd above 2 close-on-exec and

@@ -28,8 +28,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The init executable's file in the state directory: no sandbox id starts with a dot.
-constexpr const char* kInitFileName = ".sandstream-init";
+// The init executables' files in the state directory (embedded.h): no sandbox id starts with a
+// dot.
+constexpr std::string_view kInitFilePrefix = ".sandstream-init";
 
 // A sandbox id names its state directory and cgroups: a plain name, nothing to resolve.
 Result<void> CheckPlainId(const std::string& id) {
@@ -78,11 +79,17 @@ NamespaceRuntime::NamespaceRuntime(NamespaceRuntimeOptions options)
     return;
   }
   s.init_exe = std::move(*init);
-  s.init_path = s.options.state_dir + "/" + kInitFileName;
-  if (auto written = WriteInitExecutable(s.init_path); !written) {
+  const std::string& init_dir =
+      s.options.init_dir.empty() ? s.options.state_dir : s.options.init_dir;
+  std::error_code made;
+  fs::create_directories(init_dir, made);
+  ::chmod(init_dir.c_str(), 0700);
+  auto written = WriteInitExecutable(init_dir);
+  if (!written) {
     ready_ = std::move(written).error();
     return;
   }
+  s.init_path = std::move(*written);
   s.host = HostSystem::Scan();
   s.host.cgroup_fs = s.cgroups->fs_mounts();
   if (!s.options.lxcfs.empty()) {
@@ -188,6 +195,8 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Adopt(SandboxSpec spec) {
   if (!reattached && sandbox->HasCheckpoint()) {
     // Checkpointed: no PID 1 until it is restored, its cgroups made again after a reboot.
     reattached = sandbox->AdoptCheckpoint();
+  } else if (reattached && sandbox->RestoreUnfinished()) {
+    reattached = co_await sandbox->FinishRestore();
   }
   if (!reattached) {
     (void)co_await sandbox->Destroy();
@@ -210,7 +219,8 @@ void NamespaceRuntime::CleanupLeftovers(const std::vector<std::string>& keep) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(state_->options.state_dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (std::find(keep.begin(), keep.end(), name) != keep.end() || name == kInitFileName) {
+    if (std::find(keep.begin(), keep.end(), name) != keep.end() ||
+        name.starts_with(kInitFilePrefix)) {
       continue;
     }
     log::Info("removing leftover sandbox directory", {{"path", entry.path().string()}});

@@ -18,6 +18,8 @@ namespace sandstream::sandbox {
 struct NamespaceRuntimeOptions {
   // Private directory per sandbox (its mount point); <data-dir>/sandboxes. Never inside a sandbox.
   std::string state_dir;
+  // Where the init executable is written as a file (embedded.h); empty: state_dir.
+  std::string init_dir;
   // Host uid/gid of root in the first sandbox; sandbox i maps 0.. to base + i * range.
   uint32_t host_id_base = 1000000;
   // Ids mapped per sandbox (inside: 0 .. range - 1); must cover 65534 (nobody).

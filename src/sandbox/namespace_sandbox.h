@@ -51,6 +51,10 @@ class NamespaceSandbox final : public Sandbox {
   // A daemon that died checkpointing left the tree stopped (for the copy of its layer) and no
   // whole checkpoint: it goes on.
   void ContinueCutCheckpoint() const;
+  // A daemon that died restoring, after CRIU's restore and before the restored PID 1 ran its
+  // executable again: the next one finishes it (FinishRestore) once it has taken PID 1 back.
+  bool RestoreUnfinished() const;
+  Op<Result<void>> FinishRestore();
   bool LimitsView() const override { return limits_view_; }
   std::optional<uint32_t> HostId(uint32_t inside) const override;
   // The index of its id range: what names its egress link, table and addresses.

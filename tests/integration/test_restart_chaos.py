@@ -188,3 +188,66 @@ def test_kill_at_random_moments_leaves_a_consistent_state(daemon_factory: Any) -
                 out.append(f"{proc.name}: {cmdline.replace(bytes(1), b' ').decode(errors='replace')}")
         return out
     assert wait_until(lambda: not left(), 5, 0.1), left()
+
+
+CRIU = Path("/var/cache/sandstream/criu-4.2.1/sbin/criu")
+COUNTER = "i=0; while true; do echo $i; i=$((i+1)); sleep 0.05; done"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not CRIU.exists(), reason="no CRIU (scripts/install-criu): nothing checkpoints")
+def test_kill_during_checkpoint_or_restore_leaves_it_running_or_paused(
+        daemon_factory: Any) -> None:
+    """The daemon SIGKILLed at random moments of a checkpoint or of its restore comes back with
+    the sandbox running (every process alive, nothing stopped) or paused to disk (none of its
+    processes left), never half; resumed at last, its counter's log has every line once."""
+    rng = random.Random(int(os.environ.get("SANDSTREAM_CHAOS_SEED", "13")))
+    rounds = max(4, ROUNDS // 5)
+    d = daemon_factory(args=KEEP)
+    data_dir = d.data_dir
+    with d.client() as c:
+        sb = c.post("/v1/sandboxes", json={}).json()["id"]
+        proc = c.post(f"/v1/sandboxes/{sb}/processes", json={"cmd": COUNTER}).json()
+    seen = {"running": 0, "paused": 0}
+    for round_ in range(rounds):
+        with d.client() as c:
+            status = c.get(f"/v1/sandboxes/{sb}").json()["status"]
+        step = "resume" if status == "paused" else "pause"
+
+        def ask(step: str = step) -> None:
+            try:
+                with d.client(timeout=30) as c:
+                    c.post(f"/v1/sandboxes/{sb}/{step}", json={"mode": "checkpoint"})
+            except httpx.HTTPError:
+                pass
+
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        # A checkpoint or a restore takes a few hundred milliseconds: some rounds end inside
+        # one, some after it.
+        time.sleep(rng.uniform(0.0, 1.2))
+        d.kill()
+        t.join(30)
+        d = daemon_factory(data_dir=data_dir, args=KEEP)
+        with d.client() as c:
+            s = c.get(f"/v1/sandboxes/{sb}").json()
+            assert s["status"] in ("running", "paused"), (round_, s)
+            seen[s["status"]] += 1
+            alive = sandbox_pids(d, sb)
+            if s["status"] == "paused":
+                assert s["pause_mode"] == "checkpoint", (round_, s)
+                assert not alive, (round_, alive)
+            else:
+                # Running: its PID 1 and the counter, going on (none left stopped).
+                assert {1, proc["pid"]} <= alive, (round_, alive)
+                assert not frozen(d, sb), round_
+                r = c.post(f"/v1/sandboxes/{sb}/exec", json={"cmd": "echo alive"})
+                assert r.status_code == 200 and r.json()["stdout"] == "alive\n", (round_, r.text)
+    assert seen["running"] > 0 and seen["paused"] > 0, seen
+    with d.client() as c:
+        c.post(f"/v1/sandboxes/{sb}/resume")
+        time.sleep(0.5)
+        r = c.get(f"/v1/sandboxes/{sb}/processes/{proc['id']}/logs")
+        numbers = [int(n) for n in r.json()["stdout"].split()]
+        assert numbers == list(range(len(numbers))), (numbers[:5], len(numbers))
+        assert c.delete(f"/v1/sandboxes/{sb}").status_code == 204
