@@ -117,3 +117,16 @@ async def test_async_errors(daemon: Daemon) -> None:
     async with await AsyncSandbox.create() as sb:
         with pytest.raises(sandstream.InvalidRequest):
             await sb.exec("true", idle_timeout_seconds=0)
+
+
+async def test_async_auto_pause_mode_and_pause_mode(daemon: Daemon) -> None:
+    async with await AsyncSandbox.create(auto_pause=600, auto_pause_mode="checkpoint") as sb:
+        assert (sb.info.auto_pause_seconds, sb.info.auto_pause_mode) == (600, "checkpoint")
+        info = await sb.set_lifecycle(auto_pause=30, auto_pause_mode="freeze")
+        assert (info.auto_pause_seconds, info.auto_pause_mode) == (30, "freeze")
+        assert (await sb.refresh()).auto_pause_mode == "freeze"
+        with pytest.raises(ValueError, match="auto_pause"):
+            await sb.set_lifecycle(auto_pause_mode="checkpoint")
+        paused = await sb.pause(mode="freeze")
+        assert paused.paused and paused.pause_mode == "freeze"
+        assert (await sb.resume()).pause_mode is None

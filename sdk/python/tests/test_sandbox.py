@@ -3,8 +3,10 @@ timeouts and the typed errors."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -16,12 +18,20 @@ from sandstream import (
     Exit,
     LineBuffer,
     Sandbox,
+    SandboxInfo,
     Start,
     Stderr,
     Stdout,
 )
 
 from .conftest import Daemon
+
+# The CRIU the daemon checkpoints sandboxes with (its `criu` default); scripts/install-criu
+# builds it. Without it, a pause with mode "checkpoint" answers 501.
+CRIU = Path("/var/cache/sandstream/criu-4.2.1/sbin/criu")
+needs_criu = pytest.mark.skipif(
+    not os.access(CRIU, os.X_OK),
+    reason=f"CRIU is not installed at {CRIU} (scripts/install-criu builds it)")
 
 
 @pytest.fixture
@@ -79,6 +89,72 @@ def test_pause_and_resume(daemon: Daemon) -> None:
         while sb.refresh().status != "paused" and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sb.info.paused
+
+
+def test_auto_pause_mode_at_create_and_in_set_lifecycle(daemon: Daemon) -> None:
+    with Sandbox.create(template="base", auto_pause=600, auto_pause_mode="checkpoint") as sb:
+        assert (sb.info.auto_pause_seconds, sb.info.auto_pause_mode) == (600, "checkpoint")
+        info = sb.refresh()
+        assert (info.auto_pause_seconds, info.auto_pause_mode) == (600, "checkpoint")
+        info = sb.set_lifecycle(auto_pause=300, auto_pause_mode="freeze")
+        assert (info.auto_pause_seconds, info.auto_pause_mode) == (300, "freeze")
+        info = sb.set_lifecycle(auto_pause=120, auto_pause_mode="checkpoint", on_timeout="pause")
+        assert (info.auto_pause_seconds, info.auto_pause_mode) == (120, "checkpoint")
+        assert info.on_timeout == "pause" and sb.refresh().auto_pause_mode == "checkpoint"
+        assert sb.set_lifecycle(on_timeout="kill").auto_pause_mode == "checkpoint"  # kept
+        info = sb.set_lifecycle(auto_pause=60)  # no mode: the server's default
+        assert (info.auto_pause_seconds, info.auto_pause_mode) == (60, "freeze")
+        info = sb.set_lifecycle(auto_pause=0, auto_pause_mode="checkpoint")  # off, whatever the mode
+        assert (info.auto_pause_seconds, info.auto_pause_mode) == (None, None)
+        with pytest.raises(ValueError, match="auto_pause"):
+            sb.set_lifecycle(auto_pause_mode="checkpoint")
+        with pytest.raises(sandstream.InvalidRequest, match="mode"):
+            sb.set_lifecycle(auto_pause=60, auto_pause_mode="hibernate")
+    with Sandbox.create(template="base", auto_pause=600) as sb:
+        assert (sb.info.auto_pause_seconds, sb.info.auto_pause_mode) == (600, "freeze")
+    with Sandbox.create(template="base") as sb:
+        assert (sb.info.auto_pause_seconds, sb.info.auto_pause_mode) == (None, None)
+    with pytest.raises(ValueError, match="auto_pause"):
+        Sandbox.create(template="base", auto_pause_mode="checkpoint")
+    # A server that leaves the mode out pauses by freezing.
+    assert SandboxInfo.from_json({"id": "sb_1", "auto_pause": {"idle_seconds": 5}}).auto_pause_mode == "freeze"
+    assert SandboxInfo.from_json({"id": "sb_1", "auto_pause": None}).auto_pause_mode is None
+
+
+@needs_criu
+def test_auto_pause_checkpoints_an_idle_sandbox(daemon: Daemon) -> None:
+    with Sandbox.create(template="base", auto_pause=1, auto_pause_mode="checkpoint") as sb:
+        job = sb.processes.start("sleep 600")
+        deadline = time.monotonic() + 15
+        while sb.refresh().status != "paused" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sb.info.paused and sb.info.pause_mode == "checkpoint", sb.info
+        assert sb.exec("echo awake").stdout == "awake\n"  # a request restores it
+        assert sb.refresh().status == "running" and sb.info.pause_mode is None
+        assert job.refresh().status == "running" and job.info.pid is not None
+
+
+@needs_criu
+def test_pause_with_checkpoint_and_resume_keep_a_background_process(daemon: Daemon) -> None:
+    with Sandbox.create(template="base", auto_resume=False) as sb:
+        job = sb.processes.start(
+            "i=0; while true; do echo $i > /tmp/count; i=$((i+1)); sleep 0.1; done")
+        time.sleep(0.5)
+        pid = job.refresh().pid
+        assert pid is not None
+        info = sb.pause(mode="checkpoint")
+        assert info.status == "paused" and info.paused and info.pause_mode == "checkpoint"
+        assert info.paused_at is not None and sb.info is info
+        assert sb.refresh().pause_mode == "checkpoint"
+        assert sb.pause(mode="checkpoint").pause_mode == "checkpoint"  # as it is
+        resumed = sb.resume()
+        assert resumed.status == "running" and resumed.pause_mode is None
+        assert resumed.paused_at is None
+        after = job.refresh()
+        assert after.status == "running" and after.pid == pid  # restored, same pid
+        first = int(sb.exec("cat /tmp/count").stdout)
+        time.sleep(0.5)
+        assert int(sb.exec("cat /tmp/count").stdout) > first  # and it counts on
 
 
 def test_templates_and_limits(daemon: Daemon) -> None:

@@ -54,6 +54,7 @@ export type {
   Network,
   NetworkOption,
   NetworkUpdate,
+  PauseMode,
   Port,
   ProcessInfo,
   ProcessLogs,

@@ -18,6 +18,13 @@ export interface Limits {
 export type Network = "loopback" | "none" | "egress";
 
 /**
+ * How a sandbox pauses: `freeze` stops every process where it is, its memory kept; `checkpoint`
+ * writes its processes, their memory and its files to disk (with CRIU) and ends them, and a
+ * resume restores them.
+ */
+export type PauseMode = "freeze" | "checkpoint";
+
+/**
  * Egress under a policy. Rules are IPv4 addresses (`203.0.113.7`), prefixes (`198.18.0.0/15`),
  * names (`pypi.org`) and name patterns (`*.github.com`: every name under it but not itself; `*`:
  * every name). `allow` absent or null: every public address and name; a list: only these.
@@ -87,13 +94,18 @@ export interface SandboxInfo {
   processesRunning: number;
   /** The tenant it belongs to; null for the admin's own. */
   tenant: string | null;
-  /** While paused: since when, and how (`freeze`); null while running. */
+  /**
+   * While paused: since when, and how (`freeze`: its processes stopped where they are, in
+   * memory; `checkpoint`: written to disk and ended); null while running.
+   */
   pausedAt: string | null;
-  pauseMode: "freeze" | "checkpoint" | null;
+  pauseMode: PauseMode | null;
   /** Whether a request for it while paused resumes it (else SandboxPausedError). */
   autoResume: boolean;
   /** It pauses itself after this many idle seconds; null: never. */
   autoPauseSeconds: number | null;
+  /** How it pauses itself when idle (`freeze` or `checkpoint`); null: it never does. */
+  autoPauseMode: PauseMode | null;
   /** What its TTL does: `kill` (deletes it) or `pause`. */
   onTimeout: "kill" | "pause";
   /** The volumes it mounts, as asked at create. */
@@ -278,6 +290,16 @@ export function egressFromWire(v: unknown): Egress | null {
   };
 }
 
+/** A sandbox's `auto_pause` (null: off); a daemon that leaves its mode out freezes. */
+function autoPauseFromWire(v: unknown): Pick<SandboxInfo, "autoPauseSeconds" | "autoPauseMode"> {
+  if (v === null || typeof v !== "object") return { autoPauseSeconds: null, autoPauseMode: null };
+  const w = v as Wire;
+  return {
+    autoPauseSeconds: num(w["idle_seconds"]),
+    autoPauseMode: (optStr(w["mode"]) ?? "freeze") as PauseMode,
+  };
+}
+
 export function sandboxFromWire(w: Wire): SandboxInfo {
   const l = obj(w["limits"]);
   return {
@@ -304,10 +326,7 @@ export function sandboxFromWire(w: Wire): SandboxInfo {
     pausedAt: optStr(w["paused_at"]),
     pauseMode: optStr(w["pause_mode"]) as SandboxInfo["pauseMode"],
     autoResume: w["auto_resume"] !== false,
-    autoPauseSeconds:
-      w["auto_pause"] !== null && typeof w["auto_pause"] === "object"
-        ? num((w["auto_pause"] as Wire)["idle_seconds"])
-        : null,
+    ...autoPauseFromWire(w["auto_pause"]),
     onTimeout: w["on_timeout"] === "pause" ? "pause" : "kill",
     volumes: (Array.isArray(w["volumes"]) ? (w["volumes"] as Wire[]) : []).map((v) => ({
       id: str(v["id"]),

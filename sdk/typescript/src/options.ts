@@ -2,7 +2,7 @@
 // calls and the URL helpers accept. Types only; nothing here runs.
 
 import type { ConnectionOptions, Query } from "./client.js";
-import type { Limits, NetworkOption, VolumeMount } from "./models.js";
+import type { Limits, NetworkOption, PauseMode, VolumeMount } from "./models.js";
 import type { GapEvent } from "./sse.js";
 
 /** A shell command line (`sh -c`), or an argv run directly. */
@@ -42,6 +42,11 @@ export interface CreateOptions extends ConnectionOptions {
    * terminal) pauses itself; 0 or absent: never.
    */
   autoPause?: number;
+  /**
+   * How it pauses itself when idle: `freeze` (the daemon's default) or `checkpoint` (see
+   * `Sandbox.pause`). Only with `autoPause` (TypeError otherwise).
+   */
+  autoPauseMode?: PauseMode;
   /** What its TTL does: `kill` (default, deletes it) or `pause`. */
   onTimeout?: "kill" | "pause";
 }
@@ -50,6 +55,11 @@ export interface CreateOptions extends ConnectionOptions {
 export interface LifecycleOptions {
   /** Idle seconds before it pauses itself; 0: never. */
   autoPause?: number;
+  /**
+   * How it then pauses: `freeze` or `checkpoint`; absent: `freeze`, whatever it was. Only with
+   * `autoPause` (TypeError otherwise).
+   */
+  autoPauseMode?: PauseMode;
   onTimeout?: "kill" | "pause";
   autoResume?: boolean;
 }

@@ -32,6 +32,7 @@ import {
   networkToWire,
   networkUpdateToWire,
   type NetworkUpdate,
+  type PauseMode,
   previewUrl,
   sandboxFromWire,
   volumesToWire,
@@ -188,12 +189,17 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /**
-   * Pauses the sandbox: every process stops where it is, its memory kept (`freeze`), and its
-   * process timeouts and time to live stop counting. A later request for it (a command, a file,
-   * a terminal) resumes it first unless it was created with `autoResume: false`. Pausing a
-   * paused sandbox returns it as it is.
+   * Pauses the sandbox, and its process timeouts and time to live stop counting. `freeze` (the
+   * default): every process stops where it is, its memory kept. `checkpoint`: its processes,
+   * their memory and its files are written to disk (with CRIU) and the processes end, freeing
+   * their memory; `resume()` restores them where they were, with the same pids, and their output
+   * streams go on. A daemon without CRIU, or a sandbox it cannot checkpoint (one with volumes or
+   * egress, or made from an image or a snapshot), answers NotImplementedError and the sandbox
+   * runs on. A later request for it (a command, a file, a terminal) resumes it first unless it
+   * was created with `autoResume: false`. Pausing a paused sandbox returns it as it is;
+   * `info.pauseMode` says how it is paused.
    */
-  async pause(options: { mode?: "freeze" | "checkpoint" } = {}): Promise<SandboxInfo> {
+  async pause(options: { mode?: PauseMode } = {}): Promise<SandboxInfo> {
     const wire = await this.client.json<Wire>("POST", `${this.#scope.path}/pause`, {
       json: { mode: options.mode ?? "freeze" },
     });
@@ -201,7 +207,10 @@ export class Sandbox implements AsyncDisposable {
     return this.info;
   }
 
-  /** Changes how the sandbox pauses (idle seconds, its TTL's action, autoResume). */
+  /**
+   * Changes how the sandbox pauses: idle seconds and how it then pauses (`autoPause`,
+   * `autoPauseMode`), its TTL's action, `autoResume`; what is not given stays as it is.
+   */
   async setLifecycle(options: LifecycleOptions): Promise<SandboxInfo> {
     const wire = await this.client.json<Wire>("PATCH", this.#scope.path, { json: lifecycleToWire(options) });
     this.info = sandboxFromWire(wire);
@@ -506,11 +515,19 @@ export class Sandbox implements AsyncDisposable {
   }
 }
 
-/** `auto_pause`, `on_timeout` and `auto_resume` on the wire, for those given. */
+/**
+ * `auto_pause` (`{ idle_seconds, mode }`, the mode only when given), `on_timeout` and
+ * `auto_resume` on the wire, for those given.
+ */
 function lifecycleToWire(options: LifecycleOptions): Wire {
   const body: Wire = {};
+  if (options.autoPauseMode !== undefined && options.autoPause === undefined) {
+    throw new TypeError("autoPauseMode needs autoPause (the idle seconds) beside it");
+  }
   if (options.autoPause !== undefined) {
-    body["auto_pause"] = options.autoPause > 0 ? { idle_seconds: options.autoPause } : null;
+    const autoPause: Wire = { idle_seconds: options.autoPause };
+    if (options.autoPauseMode !== undefined) autoPause["mode"] = options.autoPauseMode;
+    body["auto_pause"] = options.autoPause > 0 ? autoPause : null;
   }
   if (options.onTimeout !== undefined) body["on_timeout"] = options.onTimeout;
   if (options.autoResume !== undefined) body["auto_resume"] = options.autoResume;

@@ -206,9 +206,23 @@ def metrics_call(sandbox_id: str, start: datetime | float | None,
                 params=params or None)
 
 
-def auto_pause_body(idle_seconds: int | None) -> dict[str, Any] | None:
-    """`auto_pause` on the wire: `{"idle_seconds": N}`, or None (off) for 0 or None."""
-    return {"idle_seconds": int(idle_seconds)} if idle_seconds else None
+def auto_pause_body(idle_seconds: int | None, mode: str | None = None) -> dict[str, Any] | None:
+    """`auto_pause` on the wire: `{"idle_seconds": N, "mode": M}` (`mode`, "freeze" or
+    "checkpoint", only when given: the server's default is "freeze"), or None (off) for 0 or
+    None, whatever the mode."""
+    if not idle_seconds:
+        return None
+    body: dict[str, Any] = {"idle_seconds": int(idle_seconds)}
+    if mode is not None:
+        body["mode"] = mode
+    return body
+
+
+def check_auto_pause(idle_seconds: int | None, mode: str | None) -> None:
+    """Raises `ValueError` for an `auto_pause_mode` given without `auto_pause`: the server
+    takes the mode with the idle seconds only."""
+    if mode is not None and idle_seconds is None:
+        raise ValueError("auto_pause_mode needs auto_pause (the idle seconds) beside it")
 
 
 def list_sandboxes_call() -> Call[list[SandboxInfo]]:

@@ -28,6 +28,21 @@ def _opt_str(value: Any) -> str | None:
     return str(value) if value is not None else None
 
 
+def _auto_pause(data: dict[str, Any]) -> dict[str, Any]:
+    """A sandbox's `auto_pause` object; empty when it is null (off)."""
+    value = data.get("auto_pause")
+    return value if isinstance(value, dict) else {}
+
+
+def _auto_pause_mode(data: dict[str, Any]) -> str | None:
+    """How a sandbox pauses itself when idle: its `auto_pause.mode` ("freeze" when the server
+    leaves it out); None when it never does."""
+    auto_pause = _auto_pause(data)
+    if _opt_int(auto_pause.get("idle_seconds")) is None:
+        return None
+    return _opt_str(auto_pause.get("mode")) or "freeze"
+
+
 def _float(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
@@ -149,13 +164,16 @@ class SandboxInfo:
     metadata: dict[str, str]
     processes_running: int
     tenant: str | None = None  # its owner; None: the admin's own
-    # While paused: since when and how ("freeze"); `status` is then "paused".
+    # While paused: since when and how ("freeze": its processes stopped where they are, in
+    # memory; "checkpoint": written to disk and ended); `status` is then "paused".
     paused_at: str | None = None
     pause_mode: str | None = None
     auto_resume: bool = True  # a request for it while paused resumes it
     # It pauses itself after this many idle seconds (None: never), and at its TTL when
     # `on_timeout` is "pause" (else it is deleted then).
     auto_pause_seconds: int | None = None
+    # How it pauses itself when idle: "freeze" or "checkpoint" (None: it never does).
+    auto_pause_mode: str | None = None
     on_timeout: str = "kill"
     volumes: tuple[VolumeMount, ...] = ()  # the volumes it mounts, as asked at create
 
@@ -185,7 +203,8 @@ class SandboxInfo:
             paused_at=_opt_str(data.get("paused_at")),
             pause_mode=_opt_str(data.get("pause_mode")),
             auto_resume=bool(data.get("auto_resume", True)),
-            auto_pause_seconds=_opt_int((data.get("auto_pause") or {}).get("idle_seconds")),
+            auto_pause_seconds=_opt_int(_auto_pause(data).get("idle_seconds")),
+            auto_pause_mode=_auto_pause_mode(data),
             on_timeout=str(data.get("on_timeout") or "kill"),
             volumes=tuple(VolumeMount.from_json(v) for v in data.get("volumes") or []),
         )

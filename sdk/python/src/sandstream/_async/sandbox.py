@@ -23,6 +23,7 @@ from .._core import (
     get_sandbox_call,
     list_sandboxes_call,
     auto_pause_body,
+    check_auto_pause,
     metrics_call,
     pause_sandbox_call,
     resume_sandbox_call,
@@ -90,6 +91,7 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         tenant: str | None = None,
         auto_resume: bool | None = None,
         auto_pause: int | None = None,
+        auto_pause_mode: str | None = None,
         on_timeout: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -105,8 +107,11 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         admin key only) makes it for that tenant, within its quotas; a tenant's key makes its
         own. `auto_resume=False`: a request for it while paused raises `SandboxPaused` instead
         of resuming it. `auto_pause=N`: it pauses itself once nothing has asked anything of it
-        (no request, no open stream or terminal) for N seconds. `on_timeout="pause"`: its TTL
-        pauses it instead of deleting it."""
+        (no request, no open stream or terminal) for N seconds, the way `auto_pause_mode` says
+        ("freeze", the server's default, or "checkpoint"; see `pause()`); a mode without
+        `auto_pause` raises `ValueError`. `on_timeout="pause"`: its TTL pauses it instead of
+        deleting it."""
+        check_auto_pause(auto_pause, auto_pause_mode)
         api = _AsyncApi(config or ClientConfig.resolve(base_url, api_key), http_client)
         body = sandbox_body(
             template,
@@ -130,7 +135,7 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         if auto_resume is not None:
             body["auto_resume"] = auto_resume
         if auto_pause is not None:
-            body["auto_pause"] = auto_pause_body(auto_pause)
+            body["auto_pause"] = auto_pause_body(auto_pause, auto_pause_mode)
         if on_timeout is not None:
             body["on_timeout"] = on_timeout
         try:
@@ -184,10 +189,16 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         return self._info
 
     async def pause(self, mode: str = "freeze") -> SandboxInfo:
-        """Pauses the sandbox: every process stops where it is, its memory kept ("freeze"), and
-        its process timeouts and time to live stop counting. Any later request for it (a
+        """Pauses the sandbox, and its process timeouts and time to live stop counting.
+        `mode="freeze"`: every process stops where it is, its memory kept. `mode="checkpoint"`:
+        its processes, their memory and its files are written to disk (with CRIU) and the
+        processes end, freeing their memory; `resume()` restores them where they were, with the
+        same pids, and their output streams go on. A server without CRIU, or a sandbox it
+        cannot checkpoint (one with volumes or egress, or made from an image or a snapshot),
+        raises `RouteNotImplemented` and the sandbox runs on. Any later request for it (a
         command, a file, a terminal) resumes it first, unless it was created with
-        `auto_resume=False`. Pausing a paused sandbox returns it as it is."""
+        `auto_resume=False`. Pausing a paused sandbox returns it as it is; `info.pause_mode`
+        says how it is paused."""
         self._info = await self._api.call(pause_sandbox_call(self.id, mode))
         return self._info
 
@@ -195,14 +206,18 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         self,
         *,
         auto_pause: int | None = None,
+        auto_pause_mode: str | None = None,
         on_timeout: str | None = None,
         auto_resume: bool | None = None,
     ) -> SandboxInfo:
-        """Changes how the sandbox pauses: `auto_pause` idle seconds (0: never), `on_timeout`
-        ("pause" or "kill"), `auto_resume`; what is not given stays as it is."""
+        """Changes how the sandbox pauses: `auto_pause` idle seconds (0: never) with
+        `auto_pause_mode` ("freeze" or "checkpoint"; not given: "freeze", whatever it was),
+        `on_timeout` ("pause" or "kill"), `auto_resume`; what is not given stays as it is. A
+        mode without `auto_pause` raises `ValueError`."""
+        check_auto_pause(auto_pause, auto_pause_mode)
         body: dict[str, Any] = {}
         if auto_pause is not None:
-            body["auto_pause"] = auto_pause_body(auto_pause)
+            body["auto_pause"] = auto_pause_body(auto_pause, auto_pause_mode)
         if on_timeout is not None:
             body["on_timeout"] = on_timeout
         if auto_resume is not None:
