@@ -283,6 +283,13 @@ void NamespaceSandbox::ContinueCutCheckpoint() const {
   (*cgroup)->Leave();
 }
 
+void RemoveRestoreStage(const std::string& restore_dir, const std::string& id) {
+  const std::string stage = restore_dir + "/" + id;
+  if (::access(stage.c_str(), F_OK) != 0) return;
+  log::Info("removing a restore's leftover stage", {{"path", stage}});
+  RemoveStage(stage);
+}
+
 bool NamespaceSandbox::HasCheckpoint() const {
   return ::access((CheckpointDir() + "/" + kDoneFile).c_str(), F_OK) == 0;
 }

@@ -219,6 +219,7 @@ void NamespaceRuntime::CleanupLeftovers(const std::vector<std::string>& keep) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(state_->options.state_dir, ec)) {
     const std::string name = entry.path().filename().string();
+    RemoveRestoreStage(state_->options.restore_dir, name);
     if (std::find(keep.begin(), keep.end(), name) != keep.end() ||
         name.starts_with(kInitFilePrefix)) {
       continue;

@@ -141,6 +141,10 @@ class NamespaceSandbox final : public Sandbox {
   std::vector<AdoptedProcess> adopted_;
 };
 
+// What a restore of sandbox `id` by a daemon that died left in `restore_dir` (checkpoint.cc):
+// none of a daemon's own is under way when it starts. (Other daemons' sandboxes have theirs.)
+void RemoveRestoreStage(const std::string& restore_dir, const std::string& id);
+
 // Shared with namespace_setup.cc:
 // How many pid namespaces below this process's the process `pid` is in (its NSpid fields less
 // one); 0 when that cannot be read.
