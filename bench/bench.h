@@ -147,6 +147,7 @@ class Bench {
   void Soak();                     // 12, fig_soak.cc
   void PauseResume();              // 13, fig_pause.cc
   void CheckpointRestore(int mib, int cycles, const std::string& row_c, const std::string& row_r);
+  void HoldMemory(const std::string& base, int mib);
 
  private:
   // Figures' parts, in their figure's file.

@@ -148,11 +148,9 @@ std::pair<double, double> DiskBaseline(const std::string& dir, size_t bytes) {
 
 }  // namespace
 
-// 13c-f: sandboxes whose python3 holds `mib` MiB, paused to disk and restored, beside the disk.
-void Bench::CheckpointRestore(int mib, int cycles, const std::string& row_c,
-                              const std::string& row_r) {
-  const std::string sb = CreateSandbox();
-  const std::string base = "/v1/sandboxes/" + sb;
+// Starts a python3 in the sandbox at `base` that holds `mib` MiB it has written (resident), and
+// returns once it does.
+void Bench::HoldMemory(const std::string& base, int mib) {
   json::object start{{"cmd", "python3 -c \"import time\nb = bytearray(" + std::to_string(mib) +
                                  " << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
                                  "print('held', flush=True)\ntime.sleep(600)\n\""}};
@@ -161,10 +159,18 @@ void Bench::CheckpointRestore(int mib, int cycles, const std::string& row_c,
   for (int i = 0;; ++i) {
     const json::object logs =
         ParseObject(http_->Expect(200, "GET", base + "/processes/" + process + "/logs"));
-    if (json::serialize(logs).find("held") != std::string::npos) break;
+    if (json::serialize(logs).find("held") != std::string::npos) return;
     if (i > 300) throw BenchError("the sandbox's python3 did not hold its memory in time");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+// 13c-f: sandboxes whose python3 holds `mib` MiB, paused to disk and restored, beside the disk.
+void Bench::CheckpointRestore(int mib, int cycles, const std::string& row_c,
+                              const std::string& row_r) {
+  const std::string sb = CreateSandbox();
+  const std::string base = "/v1/sandboxes/" + sb;
+  HoldMemory(base, mib);
   Samples checkpoint_ms;
   Samples restore_ms;
   for (int i = 0; i < cycles; ++i) {
@@ -207,20 +213,7 @@ void Bench::CheckpointRestore(int mib, int cycles, const std::string& row_c,
 void Bench::PauseResume() {
   const std::string sb = CreateSandbox();
   const std::string base = "/v1/sandboxes/" + sb;
-  json::object start{{"cmd", std::string("python3 -c \"") +
-                                 "import time\nb = bytearray(100 << 20)\n"
-                                 "for i in range(0, len(b), 4096): b[i] = 1\nprint('held', "
-                                 "flush=True)\ntime.sleep(600)\n\""}};
-  const std::string process = StringField(
-      ParseObject(http_->Expect(201, "POST", base + "/processes", json::serialize(start))), "id");
-  // Until it has written its 100 MiB.
-  for (int i = 0;; ++i) {
-    const json::object logs =
-        ParseObject(http_->Expect(200, "GET", base + "/processes/" + process + "/logs"));
-    if (json::serialize(logs).find("held") != std::string::npos) break;
-    if (i > 300) throw BenchError("the sandbox's python3 did not hold its 100 MiB in time");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  HoldMemory(base, 100);
   Samples pause_ms;
   Samples resume_ms;
   for (int i = 0; i < kCycles; ++i) {
