@@ -349,6 +349,9 @@ Op<Result<void>> NamespaceSandbox::Checkpoint() {
   dump.step = "checkpoint: criu dump";
   dump.argv = {state_->options.criu, "dump", "--unprivileged", "-t", pid, "-D", images, "-o",
                "dump.log", "--network-lock", "skip", "--leave-stopped",
+               // Connections between the sandbox's own processes (its network is its own) and
+               // file locks (SQLite's, a package manager's) are part of what it was doing.
+               "--tcp-established", "--file-locks",
                // What the sandbox binds from the host is found at the same host paths at restore;
                // what the daemon gives again has a key.
                "--external", "mnt[]", "--external", "mnt[/dev/shm]:shm", "--external",
@@ -537,6 +540,8 @@ Op<Result<void>> NamespaceSandbox::Restore() {
                   stage + "/pidfile",
                   "--network-lock",
                   "skip",
+                  "--tcp-established",
+                  "--file-locks",
                   "--external",
                   "mnt[]",
                   "--external",

@@ -304,6 +304,54 @@ def test_auto_pause_checkpoints_an_idle_sandbox_and_exec_wakes_it(client: httpx.
         assert proc["status"] == "running" and proc["pid"] == sleeper["pid"], proc
 
 
+# A Python process holding a POSIX lock (as SQLite does) and a TCP connection to a server thread
+# of its own on loopback, trading one number after another.
+LOCK_AND_TCP = """
+import fcntl, socket, threading, time
+f = open('/workspace/locked', 'w')
+fcntl.lockf(f, fcntl.LOCK_EX)
+server = socket.socket()
+server.bind(('127.0.0.1', 0))
+server.listen(1)
+def echo():
+    conn, _ = server.accept()
+    while True:
+        data = conn.recv(64)
+        if not data:
+            return
+        conn.sendall(data)
+threading.Thread(target=echo, daemon=True).start()
+client = socket.create_connection(server.getsockname())
+i = 0
+while True:
+    client.sendall(b'%d\\n' % i)
+    print(int(client.recv(64)), flush=True)
+    i += 1
+    time.sleep(0.05)
+"""
+
+
+def test_a_file_lock_and_a_loopback_connection_come_back(client: httpx.Client,
+                                                          sandbox: dict[str, Any]) -> None:
+    sb = sandbox["id"]
+    proc = start(client, sb, argv=["python3", "-c", LOCK_AND_TCP])
+    base = f"/v1/sandboxes/{sb}/processes/{proc['id']}"
+    assert wait_until(lambda: len(client.get(f"{base}/logs").json()["stdout"].split()) > 3, 10)
+    assert_paused_by_checkpoint(pause(client, sb))
+    assert_running(resume(client, sb))
+    before = len(client.get(f"{base}/logs").json()["stdout"].split())
+    assert wait_until(
+        lambda: len(client.get(f"{base}/logs").json()["stdout"].split()) > before + 5, 10)
+    got = process(client, sb, proc["id"])
+    assert got["status"] == "running", got
+    numbers = [int(n) for n in client.get(f"{base}/logs").json()["stdout"].split()]
+    assert numbers == list(range(len(numbers))), numbers
+    # The lock is still held: another process cannot take it.
+    probe = run(client, sb, cmd="python3 -c \"import fcntl; f = open('/workspace/locked', 'w'); "
+                               "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\"")
+    assert probe["exit_code"] != 0 and "BlockingIOError" in probe["stderr"], probe
+
+
 def test_patch_sets_auto_pause_to_checkpoint(client: httpx.Client,
                                              sandbox: dict[str, Any]) -> None:
     sb = sandbox["id"]
