@@ -115,10 +115,24 @@ struct Tool {
   ::_exit(127);
 }
 
-// The last line of `path` that names an error, else its last line: what a failure reports.
+// What CRIU cannot take that a sandbox may hold, said the user's way.
+constexpr std::pair<const char*, const char*> kKnownFailures[] = {
+    {"ctty inheritance",
+     "a process holds its terminal's /dev/tty open while another process group is in the "
+     "terminal's foreground (an interactive sh, an editor): CRIU cannot restore that; end that "
+     "process, or pause with \"freeze\""},
+    {"Connected TCP socket",
+     "a TCP connection to outside the sandbox is open: pause with \"freeze\""},
+};
+
+// Why a tool failed, from its log: the first error line that is not CRIU's probing for the
+// iptables tools it can do without (or a known cause, said plainly), else the last line.
 std::string Detail(const std::string& path) {
   auto text = ReadFile(path);
   if (!text || text->empty()) return "";
+  for (const auto& [needle, plain] : kKnownFailures) {
+    if (text->find(needle) != std::string::npos) return plain;
+  }
   std::string last;
   std::string error;
   size_t start = 0;
@@ -127,7 +141,15 @@ std::string Detail(const std::string& path) {
     if (end == std::string::npos) end = text->size();
     const std::string line = text->substr(start, end - start);
     if (!line.empty()) last = line;
-    if (line.find("Error") != std::string::npos) error = line;
+    // Not the probing for tools CRIU does without, not what the patches take another way, not
+    // the closing "FAILED".
+    if (error.empty() && line.find("Error") != std::string::npos &&
+        line.find("tables") == std::string::npos &&
+        line.find("kernel/hostname") == std::string::npos &&
+        line.find("already assigned") == std::string::npos &&
+        line.find("FAILED") == std::string::npos) {
+      error = line;
+    }
     start = end + 1;
   }
   std::string detail = error.empty() ? last : error;
@@ -493,6 +515,9 @@ Op<Result<void>> NamespaceSandbox::Restore() {
       ::mount("devpts", pts.c_str(), "devpts", MS_NOSUID | MS_NOEXEC, pts_options.c_str()) != 0) {
     co_return fail("mount devpts", errno);
   }
+  // Its ptmx belongs to the root of the user namespace that mounted it: the sandbox's, as when
+  // the sandbox mounted its own (a terminal's master is restored with that owner).
+  if (::chown((pts + "/ptmx").c_str(), owner, owner) != 0) co_return fail("chown ptmx", errno);
   // The very executable PID 1 ran, for its memory's file-backed pages; the sandbox binds it
   // from here for as long as it runs (and checkpoints it again from here): one file per
   // executable, shared by every sandbox restored from it.

@@ -10,6 +10,7 @@ Everything runs against the real daemon and the real CRIU; effects are checked f
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -29,6 +30,7 @@ import helpers
 from helpers import (API_KEY, Daemon, assert_error, create_sandbox, pgrep, resume, run,
                      wait_no_process, wait_until)
 from sse import SseEvent, iter_sse
+from websockets.asyncio.client import ClientConnection, connect
 
 CRIU = Path("/var/cache/sandstream/criu-4.2.1/sbin/criu")
 if not os.access(CRIU, os.X_OK):
@@ -350,6 +352,35 @@ def test_a_file_lock_and_a_loopback_connection_come_back(client: httpx.Client,
     probe = run(client, sb, cmd="python3 -c \"import fcntl; f = open('/workspace/locked', 'w'); "
                                "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\"")
     assert probe["exit_code"] != 0 and "BlockingIOError" in probe["stderr"], probe
+
+
+def test_a_terminal_open_across_a_checkpoint_goes_on(daemon: Daemon, client: httpx.Client,
+                                                    sandbox: dict[str, Any]) -> None:
+    """A shell on a terminal (WebSocket exec/pty) holds `x=41`; the sandbox is checkpointed and
+    resumed while the WebSocket stays open; typed into it after, `$((x+1))` answers 42."""
+    sb = sandbox["id"]
+    params = httpx.QueryParams({"access_token": API_KEY, "cmd": "bash"})
+    url = daemon.url.replace("http://", "ws://") + f"/v1/sandboxes/{sb}/exec/pty?{params}"
+
+    async def read_until(ws: ClientConnection, needle: bytes) -> bytes:
+        out = b""
+        deadline = time.monotonic() + 15
+        while needle not in out:
+            frame = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
+            if isinstance(frame, bytes):
+                out += frame
+        return out
+
+    async def go() -> None:
+        async with connect(url) as ws:
+            await ws.send(b"x=41; echo set\n")
+            await read_until(ws, b"set\r\n")
+            # The HTTP calls block this loop for their while: nothing is read meanwhile.
+            assert_paused_by_checkpoint(pause(client, sb))
+            assert_running(resume(client, sb))
+            await ws.send(b"echo answer=$((x+1))\n")
+            await read_until(ws, b"answer=42")
+    asyncio.run(go())
 
 
 def test_patch_sets_auto_pause_to_checkpoint(client: httpx.Client,

@@ -10,6 +10,7 @@
 #include "api/e2b/routes.h"
 #include "api/request.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "net/ipv4.h"
 
 namespace sandstream::api::e2b {
@@ -363,9 +364,9 @@ asio::awaitable<void> ResumeSandbox(Context& ctx) {
 
 // E2B's pause: 204 once paused, 409 when it was already (the SDK's pause() then says False).
 // Its memory and processes go to disk (a checkpoint), as E2B's do, or, for a sandbox that
-// cannot be checkpointed (an image template's, one with volumes or egress), stay frozen in
-// memory. `memory: false` (E2B's filesystem mode: the files kept, the processes stopped) is not
-// offered: a paused sandstream sandbox keeps its processes.
+// cannot be checkpointed (an image template's, one with volumes or egress, one whose terminal
+// CRIU cannot take), stay frozen in memory. `memory: false` (E2B's filesystem mode: the files kept,
+// the processes stopped) is not offered: a paused sandstream sandbox keeps its processes.
 asio::awaitable<void> PauseSandbox(Context& ctx) {
   auto sb = Visible(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
@@ -385,7 +386,11 @@ asio::awaitable<void> PauseSandbox(Context& ctx) {
   const std::string id = (*sb)->id;
   auto paused =
       co_await ctx.service.PauseSandbox(id, PauseMode::kCheckpoint, ctx.principal.credential);
-  if (!paused && paused.error().code == ErrorCode::kNotImplemented) {
+  // A checkpoint that could not be made left the sandbox running as it was: frozen instead,
+  // its memory kept in place (a sandbox gone or lost answers the same again).
+  if (!paused) {
+    log::Info("E2B pause: freezing a sandbox that could not be checkpointed",
+              {{"sandbox", id}, {"error", paused.error().message}});
     paused = co_await ctx.service.PauseSandbox(id, PauseMode::kFreeze, ctx.principal.credential);
   }
   if (!paused) co_return co_await ReplyError(ctx, paused.error());
