@@ -77,7 +77,8 @@ Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptio
       exited_signal_(ex),
       drained_signal_(ex),
       room_out_(ex),
-      room_err_(ex) {}
+      room_err_(ex),
+      rebound_signal_(ex) {}
 
 Process::~Process() {
   for (auto* d : {&out_, &err_, &stdin_, &pidfd_, &exit_pipe_}) CloseShared(*d);
@@ -507,6 +508,7 @@ asio::awaitable<void> Process::IdleLoop() {
 void Process::Detach() {
   if (exit_) return;
   ++generation_;
+  detached_ = true;
   boost::system::error_code ignored;
   for (auto* d : {out_.get(), err_.get(), pidfd_.get(), exit_pipe_.get()}) {
     if (d) d->cancel(ignored);
@@ -538,6 +540,8 @@ void Process::Rebind(std::optional<sandbox::AdoptedProcess> restored) {
     if (restored->status) exit_status_ = *restored->status;
     Supervise(std::move(restored->process));
   }
+  detached_ = false;
+  rebound_signal_.Notify();
   StartIoLoops();
 }
 
@@ -548,7 +552,9 @@ void Process::EndUnrestored() {
   log_.FlushCarry(EntryKind::kStdout);
   log_.FlushCarry(EntryKind::kStderr);
   out_drained_ = err_drained_ = leader_exited_ = true;
+  detached_ = false;
   Finish(CLD_KILLED, SIGKILL);
+  rebound_signal_.Notify();
 }
 
 void Process::Pause() {
@@ -570,14 +576,29 @@ void Process::Resume() {
 
 asio::awaitable<void> Process::FeedStdin(std::string data) {
   auto self = shared_from_this();
-  stdin_busy_ = true;
-  auto [ec, n] = co_await asio::async_write(*stdin_, asio::buffer(data), Tuple());
-  stdin_busy_ = false;
-  (void)n;
-  if (ec && ec != asio::error::broken_pipe) {
-    log::Debug("stdin write failed", {{"process", spec_.id}, {"error", ec.message()}});
+  size_t done = 0;
+  for (;;) {
+    stdin_busy_ = true;
+    auto [ec, n] = co_await asio::async_write(
+        *stdin_, asio::buffer(data.data() + done, data.size() - done), Tuple());
+    stdin_busy_ = false;
+    done += n;
+    if (detached_) {
+      // Checkpointed meanwhile: what was written is in the pipe the restore brings back; the
+      // rest, and the end of input, go to the restored process's stdin.
+      co_await AwaitRebound();
+      if (exit_ || !stdin_open()) co_return;
+      if (done < data.size()) continue;
+    } else if (ec && ec != asio::error::broken_pipe) {
+      log::Debug("stdin write failed", {{"process", spec_.id}, {"error", ec.message()}});
+    }
+    break;
   }
   (void)CloseStdin();
+}
+
+asio::awaitable<void> Process::AwaitRebound() {
+  while (detached_ && !exit_) co_await rebound_signal_.Wait();
 }
 
 asio::awaitable<Result<size_t>> Process::WriteStdin(std::string data) {
@@ -585,6 +606,11 @@ asio::awaitable<Result<size_t>> Process::WriteStdin(std::string data) {
   if (exit_) co_return Error{ErrorCode::kConflict, "process " + spec_.id + " has exited"};
   if (!stdin_open()) co_return Error{ErrorCode::kConflict, "stdin of " + spec_.id + " is closed"};
   if (stdin_busy_) co_return Error{ErrorCode::kConflict, "another stdin write is in progress"};
+  // While its sandbox is being checkpointed, the write waits for the restored stdin.
+  co_await AwaitRebound();
+  if (exit_ || !stdin_open()) {
+    co_return Error{ErrorCode::kConflict, "process " + spec_.id + " did not come back"};
+  }
   stdin_busy_ = true;
   auto [ec, n] = co_await asio::async_write(*stdin_, asio::buffer(data), Tuple());
   stdin_busy_ = false;

@@ -158,6 +158,8 @@ class Process : public std::enable_shared_from_this<Process> {
   boost::asio::awaitable<void> TimeoutLoop();
   boost::asio::awaitable<void> IdleLoop();
   boost::asio::awaitable<void> FeedStdin(std::string data);
+  // Until Rebind or EndUnrestored, while detached.
+  boost::asio::awaitable<void> AwaitRebound();
   void Finish(int code, int status);
   void Spawn(boost::asio::awaitable<void> task);
 
@@ -204,6 +206,9 @@ class Process : public std::enable_shared_from_this<Process> {
   bool stdin_busy_ = false;
   // Bumped by Detach: a read or wait loop of an earlier generation ends at its next turn.
   uint64_t generation_ = 0;
+  // From Detach to Rebind (or EndUnrestored): stdin writes wait for the restored stdin.
+  bool detached_ = false;
+  AsyncSignal rebound_signal_;
 };
 
 }  // namespace sandstream

@@ -383,6 +383,24 @@ def test_a_terminal_open_across_a_checkpoint_goes_on(daemon: Daemon, client: htt
     asyncio.run(go())
 
 
+def test_stdin_goes_on_across_a_checkpoint(client: httpx.Client,
+                                           sandbox: dict[str, Any]) -> None:
+    """What a `cat` had not read yet stays in its pipe through the checkpoint; stdin written
+    while checkpointed wakes the sandbox and reaches it; EOF after ends it with exit 0."""
+    sb = sandbox["id"]
+    proc = start(client, sb, cmd="sleep 0.5; cat")
+    base = f"/v1/sandboxes/{sb}/processes/{proc['id']}"
+    r = client.post(f"{base}/stdin", json={"data": "before\n"})
+    assert r.status_code == 200, r.text
+    assert_paused_by_checkpoint(pause(client, sb))
+    r = client.post(f"{base}/stdin", json={"data": "after\n", "eof": True})
+    assert r.status_code == 200, r.text
+    assert wait_until(lambda: process(client, sb, proc["id"])["status"] == "exited", 10)
+    done = process(client, sb, proc["id"])
+    assert done["exit_code"] == 0, done
+    assert client.get(f"{base}/logs").json()["stdout"] == "before\nafter\n"
+
+
 def test_patch_sets_auto_pause_to_checkpoint(client: httpx.Client,
                                              sandbox: dict[str, Any]) -> None:
     sb = sandbox["id"]
