@@ -64,6 +64,17 @@ void CloseShared(std::unique_ptr<asio::posix::stream_descriptor>& d) {
   if (d) CloseShared(*d);
 }
 
+// A terminal's relay, kept after the log's memfd (its read end, then its write end; a terminal
+// an earlier version started has none, and its output is read), taken back into `relay`; what
+// a crash left in it goes into `log` first, before anything the terminal holds.
+void TakeRelay(std::vector<UniqueFd>& kept, OutputLog& log, Pipe& relay) {
+  if (kept.size() != 3) return;
+  relay.read = std::move(kept[1]);
+  relay.write = std::move(kept[2]);
+  while (log.Take(EntryKind::kStdout, relay.read.get(), kReadMax) > 0) {
+  }
+}
+
 }  // namespace
 
 Process::Process(const asio::any_io_executor& ex, CommandSpec spec, ProcessOptions options)
@@ -166,15 +177,7 @@ Result<std::shared_ptr<Process>> Process::Adopt(const asio::any_io_executor& ex,
     if (!log) return std::move(log).error();
     p->log_.TakeFrom(std::move(**log));
   }
-  // After the memfd, a terminal's relay: its read end, then its write end (a terminal an earlier
-  // version started has none, and its output is read).
-  if (kept.size() == 3) {
-    p->relay_.read = std::move(kept[1]);
-    p->relay_.write = std::move(kept[2]);
-    // What a crash left in it comes before anything the terminal holds.
-    while (p->log_.Take(EntryKind::kStdout, p->relay_.read.get(), kReadMax) > 0) {
-    }
-  }
+  TakeRelay(kept, p->log_, p->relay_);
   // The ring counts bytes, not streams: stderr is what its retained entries hold, and bytes
   // evicted before the restart count as stdout.
   for (const auto& e : p->log_.entries()) {
@@ -529,14 +532,9 @@ void Process::Rebind(std::optional<sandbox::AdoptedProcess> restored) {
     pidfd_.reset();
     exit_pipe_.reset();
     std::vector<UniqueFd>& kept = restored->kept;
-    // A terminal's relay comes back as new pipes after the log's memfd (whose copy is dropped:
-    // the daemon's own log goes on).
-    if (kept.size() == 3) {
-      relay_.read = std::move(kept[1]);
-      relay_.write = std::move(kept[2]);
-      while (log_.Take(EntryKind::kStdout, relay_.read.get(), kReadMax) > 0) {
-      }
-    }
+    // The log's restored memfd is dropped (the daemon's own log went on); a terminal's relay
+    // comes back as new pipes.
+    TakeRelay(kept, log_, relay_);
     if (restored->status) exit_status_ = *restored->status;
     Supervise(std::move(restored->process));
   }

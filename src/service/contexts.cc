@@ -192,7 +192,11 @@ json::object CodeContext::Stored() const {
 
 std::shared_ptr<CodeContext> CodeContext::FromStored(const asio::any_io_executor& ex,
                                                      const json::object& o,
-                                                     std::shared_ptr<Process> driver) {
+                                                     const SandboxEntry& sb) {
+  std::shared_ptr<Process> driver;
+  if (const json::value* pid = o.if_contains("process_id"); pid && pid->is_string()) {
+    driver = sb.FindProcess(pid->as_string());
+  }
   try {
     auto language = ParseLanguage(o.at("language").as_string());
     if (!language) return nullptr;

@@ -121,12 +121,13 @@ class CodeContext : public std::enable_shared_from_this<CodeContext>, private Ou
   // What a daemon started again needs to take the context back: Json() and the token its
   // driver's messages carry (so it is kept only in the store, beside the API key).
   boost::json::object Stored() const;
-  // A context an earlier daemon ran, bound again to its interpreter if that was taken back
-  // running (`driver`; else it reads "dead" until restarted), its namespace intact; nullptr
-  // if the record is unreadable. A cell that was running across the restart is not resumed.
+  // A context an earlier daemon ran (or a checkpoint held), bound again to its interpreter if
+  // `sb` has that process running again (its record's process_id; else it reads "dead" until
+  // restarted), its namespace intact; nullptr if the record is unreadable. A cell that was
+  // running across the restart is not resumed.
   static std::shared_ptr<CodeContext> FromStored(const boost::asio::any_io_executor& ex,
                                                  const boost::json::object& o,
-                                                 std::shared_ptr<Process> driver);
+                                                 const SandboxEntry& sb);
 
  private:
   boost::asio::awaitable<void> Execute(Service& service, std::shared_ptr<CellRun> run);

@@ -228,12 +228,7 @@ asio::awaitable<Result<void>> Service::RestoreHeld(SandboxEntry& sb) {
   }
   for (const std::string& row : std::exchange(sb.checkpointed_contexts, {})) {
     try {
-      const json::object o = json::parse(row).as_object();
-      std::shared_ptr<Process> driver;
-      if (const json::value* pid = o.if_contains("process_id"); pid && pid->is_string()) {
-        driver = sb.FindProcess(pid->as_string());
-      }
-      if (auto context = CodeContext::FromStored(ex_, o, std::move(driver))) {
+      if (auto context = CodeContext::FromStored(ex_, json::parse(row).as_object(), sb)) {
         sb.contexts[context->id()] = std::move(context);
       }
     } catch (const std::exception&) {

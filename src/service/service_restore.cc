@@ -212,12 +212,7 @@ void Service::RestoreSessionsAndContexts(SandboxEntry& sb, const StoredSandbox& 
   }
   for (const auto& v : record.contexts) {
     if (!v.is_object()) continue;
-    const auto& o = v.as_object();
-    std::shared_ptr<Process> driver;
-    if (auto* pid = o.if_contains("process_id"); pid && pid->is_string()) {
-      driver = sb.FindProcess(pid->as_string());
-    }
-    if (auto context = CodeContext::FromStored(ex_, o, std::move(driver))) {
+    if (auto context = CodeContext::FromStored(ex_, v.as_object(), sb)) {
       sb.contexts.emplace(context->id(), std::move(context));
     }
   }
