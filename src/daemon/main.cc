@@ -111,6 +111,7 @@ ServiceOptions MakeServiceOptions(const Config& c) {
   o.templates_dir = c.templates_dir;
   o.images_dir = c.data_dir + "/images";
   o.volumes_dir = c.data_dir + "/volumes";
+  o.checkpoints_dir = c.data_dir + "/checkpoints";
   o.volume_default_mb = c.volume_default_mb;
   o.volume_max_mb = c.volume_max_mb;
   o.image_limits = {static_cast<uint64_t>(c.max_image_bytes),

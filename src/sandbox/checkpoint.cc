@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
 #include <sched.h>
@@ -35,6 +36,7 @@
 #include "platform/fd.h"
 #include "platform/proc.h"
 #include "platform/signals.h"
+#include "sandbox/criu_images.h"
 #include "sandbox/embedded.h"
 #include "sandbox/limits_view.h"
 #include "sandbox/mounts.h"
@@ -294,6 +296,100 @@ std::string ViewKey(size_t i) {
   return "view-" + std::to_string(i);
 }
 
+// The files of a checkpoint a sandbox made from it links to (not its logs, which each writes).
+bool IsImageFile(const std::string& name) {
+  return name.ends_with(".img") || name == "init" || name == "layer.tar" || name == kFactsFile;
+}
+
+// `from` at `to`: a hard link, so that every sandbox made from one checkpoint reads the same
+// pages (the page cache's once); a copy where the two are on different filesystems.
+Result<void> LinkOrCopy(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) == 0) return Ok{};
+  if (errno != EXDEV) return SysError(ErrorCode::kSandboxSetupFailed, "restore: link " + to, errno);
+  std::error_code ec;
+  if (!fs::copy_file(from, to, ec)) {
+    return Error{ErrorCode::kSandboxSetupFailed, "restore: copy " + to + ": " + ec.message()};
+  }
+  return Ok{};
+}
+
+// A user namespace whose ids [inside, inside + count) are the host's [outside, ...), and whose
+// 0 is the host's 0: for an idmapped mount that shows a tree's files, owned by the first range,
+// as owned by the second, and lets the host's root make files in it.
+Result<UniqueFd> ShiftingUserns(uint32_t inside, uint32_t outside, uint32_t count) {
+  auto pipe = MakePipe(false);
+  if (!pipe) return std::move(pipe).error();
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_NEWUSER | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  const pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  if (pid == 0) {
+    // Only to hold the namespace until the parent has opened it.
+    pipe->write.reset();
+    char byte;
+    (void)!::read(pipe->read.get(), &byte, 1);
+    ::_exit(0);
+  }
+  if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "restore: clone a user namespace", errno);
+  UniqueFd child(pidfd);
+  pipe->read.reset();
+  const std::string map =
+      "0 0 1\n" + std::to_string(inside) + " " + std::to_string(outside) + " " + std::to_string(count) + "\n";
+  const std::string proc = "/proc/" + std::to_string(pid);
+  Result<void> written = Ok{};
+  for (const char* file : {"/uid_map", "/gid_map"}) {
+    UniqueFd f(::open((proc + file).c_str(), O_WRONLY | O_CLOEXEC));
+    if (!f || ::write(f.get(), map.data(), map.size()) != static_cast<ssize_t>(map.size())) {
+      written = SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: write ") + file, errno);
+      break;
+    }
+  }
+  UniqueFd userns;
+  if (written) {
+    userns.reset(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns) written = SysError(ErrorCode::kSandboxSetupFailed, "restore: open the user namespace", errno);
+  }
+  pipe->write.reset();  // the child ends
+  siginfo_t info{};
+  while (::waitid(P_PIDFD, static_cast<id_t>(child.get()), &info, WEXITED) != 0 && errno == EINTR) {
+  }
+  if (!written) return std::move(written).error();
+  return userns;
+}
+
+// `root`'s file `path` (a regular file below it, reached through no link) with every `from`
+// replaced by `to`; nothing when it is not there.
+Result<void> ReplaceInFile(int root, const char* path, const std::string& from, const std::string& to) {
+  open_how how{};
+  how.flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  UniqueFd f(static_cast<int>(::syscall(SYS_openat2, root, path, &how, sizeof how)));
+  if (!f) {
+    if (errno == ENOENT || errno == ELOOP || errno == EXDEV) return Ok{};
+    return SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: open /") + path, errno);
+  }
+  struct stat st {};
+  constexpr off_t kMaxSize = 1 << 20;
+  if (::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxSize) return Ok{};
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  const ssize_t n = ::pread(f.get(), text.data(), text.size(), 0);
+  if (n < 0) return SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: read /") + path, errno);
+  text.resize(static_cast<size_t>(n));
+  bool changed = false;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+    changed = true;
+  }
+  if (!changed) return Ok{};
+  if (::ftruncate(f.get(), 0) != 0 ||
+      ::pwrite(f.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    return SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: write /") + path, errno);
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 void NamespaceSandbox::ContinueCutCheckpoint() const {
@@ -353,8 +449,15 @@ Result<void> NamespaceSandbox::CheckpointPossible() const {
 }
 
 Op<Result<void>> NamespaceSandbox::Checkpoint() {
+  co_return co_await Dump(CheckpointDir(), false);
+}
+
+Op<Result<void>> NamespaceSandbox::CheckpointTo(std::string dir) {
+  co_return co_await Dump(dir, true);
+}
+
+Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_running) {
   if (auto possible = CheckpointPossible(); !possible) co_return std::move(possible).error();
-  const std::string images = CheckpointDir();
   const uid_t owner = *ids_first_;
   std::error_code ec;
   fs::remove_all(images, ec);
@@ -405,8 +508,10 @@ Op<Result<void>> NamespaceSandbox::Checkpoint() {
   }
   if (saved) saved = CopyFile("/proc/" + pid + "/exe", images + "/init", 0555);
   if (saved) {
+    // The ids the layer's files and the user namespace's maps are in, and the sandbox's id, which
+    // its hostname and /etc/hosts say: a sandbox made from this with others changes them.
     const std::string facts = "layer=" + *key + "\nview=" + (limits_view_ ? "1" : "0") +
-                              "\nids=" + std::to_string(owner) + "\n";
+                              "\nids=" + std::to_string(owner) + "\nid=" + id_ + "\n";
     saved = WriteFileAtomic(images + "/" + kFactsFile, facts, 0600);
   }
   if (saved) {
@@ -418,16 +523,17 @@ Op<Result<void>> NamespaceSandbox::Checkpoint() {
     saved = co_await RunTool(sync, kToolTimeout);
   }
   if (saved) saved = WriteFileAtomic(images + "/" + kDoneFile, "", 0600);
-  if (!saved) {
+  if (!saved || leave_running) {
     // Nothing was ended: the tree goes on where it stopped, and the keeper is connected again.
     if (dumped && cgroup_) {
       for (pid_t p : cgroup_->Pids()) ::kill(p, SIGCONT);
     }
     if (auto keeper = co_await EnsureKeeper(); !keeper) {
-      log::Warn("the keeper did not answer after a failed checkpoint",
+      log::Warn("the keeper did not answer after a checkpoint",
                 {{"sandbox", id_}, {"error", keeper.error().message}});
+      if (saved) saved = std::move(keeper).error();
     }
-    co_return std::move(saved).error();
+    co_return saved;
   }
   checkpointed_ = true;
   KillInit();
@@ -436,6 +542,86 @@ Op<Result<void>> NamespaceSandbox::Checkpoint() {
   init_pidfd_.reset();
   init_pid_ = -1;
   co_return Ok{};
+}
+
+Op<Result<void>> NamespaceSandbox::StartFromCheckpoint(const std::string& from) {
+  const std::string& criu = state_->options.criu;
+  if (criu.empty() || ::access(criu.c_str(), X_OK) != 0) {
+    co_return Error{ErrorCode::kNotImplemented,
+                    "restore: CRIU is not installed at '" + criu + "'"};
+  }
+  if (layered_ || has_volumes_) {
+    co_return Error{ErrorCode::kNotImplemented,
+                    "restore: a sandbox with an overlay root or volumes cannot be made from a "
+                    "checkpoint yet"};
+  }
+  if (::access((from + "/" + kDoneFile).c_str(), F_OK) != 0) {
+    co_return Error{ErrorCode::kNotFound, "restore: no whole checkpoint in " + from};
+  }
+  const uid_t owner = *ids_first_;
+  const auto fail = [](const std::string& step, int err) {
+    return SysError(ErrorCode::kSandboxSetupFailed, step, err);
+  };
+  if (::mkdir(dir_.c_str(), 0700) != 0) {
+    co_return fail("state: mkdir: " + dir_, errno);
+  }
+  if (::mkdir((dir_ + "/root").c_str(), 0755) != 0 || ::chown(dir_.c_str(), owner, owner) != 0) {
+    co_return fail("state: " + dir_, errno);
+  }
+  const std::string images = CheckpointDir();
+  if (::mkdir(images.c_str(), 0700) != 0 || ::chown(images.c_str(), owner, owner) != 0) {
+    co_return fail("restore: mkdir " + images, errno);
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(from, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || !IsImageFile(name)) continue;
+    // CRIU reads some in the user namespace it makes, where the ids of the sandbox that wrote
+    // them are no one's: readable by others, which only the sandboxes' owners, root, reach
+    // (both directories are theirs alone).
+    if (::chmod(entry.path().c_str(), 0644) != 0) co_return fail("restore: chmod " + name, errno);
+    if (auto r = LinkOrCopy(entry.path().string(), images + "/" + name); !r) co_return r;
+  }
+  if (ec) co_return Error{ErrorCode::kSandboxSetupFailed, "restore: list " + from + ": " + ec.message()};
+  auto facts = ReadFile(images + "/" + kFactsFile);
+  if (!facts) co_return std::move(facts).error();
+  if (auto r = AdoptImages(*facts); !r) co_return r;
+  if (auto r = WriteFileAtomic(images + "/" + kDoneFile, "", 0600); !r) co_return r;
+  checkpointed_ = true;
+  co_return co_await Restore();
+}
+
+Result<void> NamespaceSandbox::AdoptImages(const std::string& facts) {
+  const std::string images = CheckpointDir();
+  const uint32_t from_ids = static_cast<uint32_t>(std::strtoul(Fact(facts, "ids").c_str(), nullptr, 10));
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(images, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool userns = name.starts_with("userns-");
+    if (!name.ends_with(".img") || (!userns && !name.starts_with("utsns-"))) continue;
+    auto image = ReadFile(entry.path().string());
+    if (!image) return std::move(image).error();
+    Result<std::string> made =
+        userns ? ShiftUsernsImage(*image, from_ids, *ids_first_, state_->options.host_id_range)
+               : RenameUtsImage(*image, id_);
+    if (!made) return Error{ErrorCode::kSandboxSetupFailed, "restore: " + made.error().message};
+    // A file of its own in place of the link, as if it had written it.
+    if (auto r = WriteFileAtomic(entry.path().string(), *made, 0600); !r) return r;
+    if (::chown(entry.path().c_str(), *ids_first_, *ids_first_) != 0) {
+      return SysError(ErrorCode::kSandboxSetupFailed, "restore: chown " + name, errno);
+    }
+  }
+  if (ec) return Error{ErrorCode::kSandboxSetupFailed, "restore: list " + images + ": " + ec.message()};
+  return Ok{};
+}
+
+Result<void> NamespaceSandbox::RenameInLayer(const std::string& root, const std::string& from_id) {
+  UniqueFd dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return SysError(ErrorCode::kSandboxSetupFailed, "restore: open " + root, errno);
+  for (const char* file : {"etc/hostname", "etc/hosts"}) {
+    if (auto r = ReplaceInFile(dir.get(), file, from_id, id_); !r) return r;
+  }
+  return Ok{};
 }
 
 Result<void> NamespaceSandbox::AdoptCheckpoint() {
@@ -492,19 +678,41 @@ Op<Result<void>> NamespaceSandbox::Restore() {
       ::mount("tmpfs", layer.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, layer_options.c_str()) != 0) {
     co_return fail("mount the writable layer", errno);
   }
+  // Its files were owned by the ids of the sandbox the checkpoint was taken of: through an
+  // idmapped mount that shows this one's as those, they are written as this one's.
+  const uint32_t layer_ids =
+      static_cast<uint32_t>(std::strtoul(Fact(*facts, "ids").c_str(), nullptr, 10));
+  UniqueFd shifted;
+  if (layer_ids != owner) {
+    auto userns = ShiftingUserns(owner, layer_ids, state_->options.host_id_range);
+    if (!userns) co_return std::move(userns).error();
+    shifted.reset(static_cast<int>(
+        ::open_tree(AT_FDCWD, layer.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_IDMAP;
+    attr.userns_fd = static_cast<uint64_t>(userns->get());
+    if (!shifted || ::mount_setattr(shifted.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+      co_return fail("idmap the writable layer", errno);
+    }
+  }
   Tool untar;
   untar.step = "restore: the writable layer";
   untar.argv = {"/bin/tar",
                 "-C",
-                layer,
+                shifted ? "/proc/self/fd/3" : layer,
                 "--xattrs",
                 "--xattrs-include=*",
                 "--numeric-owner",
                 "-xpf",
                 images + "/layer.tar"};
+  if (shifted) untar.fds = {{shifted.get(), 3}};
   untar.log = images + "/tar.out";
   if (auto r = co_await RunTool(untar, kToolTimeout); !r) {
     co_return WithDetail(std::move(r).error(), untar.log);
+  }
+  shifted.reset();
+  if (const std::string from_id = Fact(*facts, "id"); !from_id.empty() && from_id != id_) {
+    if (auto r = RenameInLayer(layer + "/root", from_id); !r) co_return r;
   }
   // Its terminals' filesystem, a new devpts instance with the same options.
   const std::string pts = stage + "/pts";

@@ -218,6 +218,10 @@ Op<Result<std::unique_ptr<Sandbox>>> DirectoryRuntime::Create(SandboxSpec spec) 
                     "volumes: this daemon's runtime (directory) cannot mount them; the "
                     "namespace runtime does"};
   }
+  if (!spec.checkpoint.empty()) {
+    co_return Error{ErrorCode::kNotImplemented,
+                    "this daemon's runtime (directory) cannot make a sandbox from a checkpoint"};
+  }
   const std::string root = base_dir_ + "/" + spec.id;
   std::error_code ec;
   fs::create_directories(root + "/workspace", ec);

@@ -149,8 +149,19 @@ Op<Result<std::unique_ptr<Sandbox>>> NamespaceRuntime::Create(SandboxSpec spec) 
                            net::FormatAddress(s.options.egress->Gateway(*sandbox->Slot())) +
                            "\noptions ndots:1 timeout:2 attempts:2\n";
   }
+  if (!spec.checkpoint.empty() && spec.egress) {
+    (void)co_await sandbox->Destroy();
+    co_return Error{ErrorCode::kNotImplemented,
+                    "restore: a sandbox with network \"egress\" cannot be made from a checkpoint "
+                    "yet"};
+  }
   // A step that fails leaves what it made in `sandbox`; Destroy frees exactly that.
-  Result<void> set_up = co_await SetUpSandbox(s, *sandbox, resolved, dir);
+  Result<void> set_up = Ok{};
+  if (spec.checkpoint.empty()) {
+    set_up = co_await SetUpSandbox(s, *sandbox, resolved, dir);
+  } else {
+    set_up = co_await sandbox->StartFromCheckpoint(spec.checkpoint);
+  }
   if (!set_up) {
     (void)co_await sandbox->Destroy();
     co_return std::move(set_up).error();

@@ -39,6 +39,7 @@ class NamespaceSandbox final : public Sandbox {
   bool Frozen() const override { return cgroup_ && cgroup_->Frozen(); }
   // With CRIU (checkpoint.cc), into CheckpointDir().
   Op<Result<void>> Checkpoint() override;
+  Op<Result<void>> CheckpointTo(std::string dir) override;
   Op<Result<void>> Restore() override;
   bool Checkpointed() const override { return checkpointed_; }
   std::string CheckpointDir() const { return dir_ + "/checkpoint"; }
@@ -48,6 +49,10 @@ class NamespaceSandbox final : public Sandbox {
   // rebooted), no PID 1. What a dying daemon left of the tree (stopped for the copy of its layer)
   // is killed: the checkpoint is whole.
   Result<void> AdoptCheckpoint();
+  // A new sandbox (its ids acquired, nothing else made) made from the checkpoint in `from`
+  // (SandboxSpec::checkpoint): its state directory, its own links to the images, then Restore,
+  // which gives it its own ids and hostname.
+  Op<Result<void>> StartFromCheckpoint(const std::string& from);
   // A daemon that died checkpointing left the tree stopped (for the copy of its layer) and no
   // whole checkpoint: it goes on.
   void ContinueCutCheckpoint() const;
@@ -113,6 +118,13 @@ class NamespaceSandbox final : public Sandbox {
  private:
   // Why this sandbox cannot be checkpointed, if it cannot.
   Result<void> CheckpointPossible() const;
+  // Checkpoint and CheckpointTo: into `images`, then the sandbox ends or runs on.
+  Op<Result<void>> Dump(const std::string& images, bool leave_running);
+  // A checkpoint taken of another sandbox, in CheckpointDir(), made this one's: the user
+  // namespace's maps and the hostname in CRIU's images (criu_images.h).
+  Result<void> AdoptImages(const std::string& facts);
+  // The same in its restored layer: /etc/hostname and /etc/hosts, which name the sandbox.
+  Result<void> RenameInLayer(const std::string& root, const std::string& from_id);
   // A socket made in the sandbox's network namespace.
   Result<UniqueFd> SocketInside(int family, int type, const std::string& context);
   // A socket connected to PID 1 where it listens, checked to be PID 1's.

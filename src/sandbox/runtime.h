@@ -94,6 +94,10 @@ struct SandboxSpec {
   bool allow_nested_userns = false;
   // Mounted over the root, each read-write unless read_only (at most kMaxVolumeMounts).
   std::vector<VolumeMount> volumes;
+  // Not empty: the sandbox is made from this checkpoint (CheckpointTo's directory, left as it
+  // is) instead of a new PID 1: the processes and files of the sandbox it was taken of, as
+  // theirs were, with its own id, hostname and ids (TakeAdopted has the processes).
+  std::string checkpoint;
 };
 
 // A terminal's size in character cells.
@@ -211,6 +215,13 @@ class Sandbox {
   // fails leaves the sandbox running; the error names the step ("checkpoint: criu dump: ...").
   // kNotImplemented where the runtime or this sandbox cannot (the message says why).
   virtual Op<Result<void>> Checkpoint() {
+    co_return Error{ErrorCode::kNotImplemented, "this runtime cannot checkpoint a sandbox"};
+  }
+  // The same as Checkpoint, into directory `dir` (which it makes), and the sandbox runs on: what
+  // a sandbox made from it (SandboxSpec::checkpoint) starts as. The daemon must have stopped
+  // reading the processes' pipes meanwhile.
+  virtual Op<Result<void>> CheckpointTo(std::string dir) {
+    (void)dir;
     co_return Error{ErrorCode::kNotImplemented, "this runtime cannot checkpoint a sandbox"};
   }
   // Brings back what Checkpoint wrote: the same processes with the same pids, each as an

@@ -76,6 +76,9 @@ struct ServiceOptions {
   std::string images_dir;
   // Volumes (volumes.h): where they are kept, and their sizes when not asked and at most.
   std::string volumes_dir;
+  // Checkpoints that sandboxes are made from (a fork with memory): one directory each, while
+  // the forks are made.
+  std::string checkpoints_dir;
   int64_t volume_default_mb = 1024;
   int64_t volume_max_mb = 65536;
   image::StoreLimits image_limits;

@@ -36,6 +36,16 @@ struct SandboxVolume {
   bool read_only = false;
 };
 
+// A checkpoint of a sandbox that others are made from (a fork with memory): its runtime's
+// directory, and what the daemon knew of it then, the records of its running processes and of
+// its code contexts (codec.h), which each sandbox made from it takes as its own.
+struct MemoryImage {
+  std::string dir;
+  std::string source;  // the sandbox it was taken of
+  std::vector<std::string> processes;
+  std::vector<std::string> contexts;
+};
+
 // What the client asked for, validated by the API layer; defaults filled by the service.
 struct SandboxRequest {
   std::string template_name = "base";
@@ -53,6 +63,8 @@ struct SandboxRequest {
   std::vector<SandboxVolume> volumes;  // `name` and where: the service finds each
   std::string tenant;                  // whose it will be ("" for the admin's)
   std::string by;  // the credential that asks ("admin", a key id): the audit's who
+  // Made from this checkpoint, its processes running where they were (not from the client).
+  std::shared_ptr<const MemoryImage> memory;
 };
 
 class Session;

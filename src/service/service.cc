@@ -322,8 +322,10 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   auto plan = Validate(req);
   if (!plan) co_return std::move(plan).error();
   const std::string by = req.by;
+  const std::shared_ptr<const MemoryImage> memory = req.memory;
   std::unique_ptr<SandboxEntry> sb = Build(std::move(req), *plan);
-  const sandbox::SandboxSpec spec = SpecFor(*sb, plan->tmpl);
+  sandbox::SandboxSpec spec = SpecFor(*sb, plan->tmpl);
+  if (memory) spec.checkpoint = memory->dir;
   // Counted against its tenant's quotas (and the node's room) while it is made.
   auto reservation = quotas_.Reserve(sb->tenant, sb->limits);
   if (!reservation) co_return std::move(reservation).error();
@@ -369,9 +371,27 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     co_return std::move(resolving).error();
   }
   SandboxEntry* raw = Register(std::move(sb));
+  if (memory) {
+    // What ran in the sandbox it was made from runs here: the records of that sandbox's
+    // processes and code contexts, as this one's.
+    const auto as_ours = [&raw](const std::vector<std::string>& rows,
+                                std::vector<std::string>& into) {
+      for (const std::string& row : rows) {
+        json::value v = json::parse(row);  // the service's own records
+        v.as_object()["sandbox_id"] = raw->id;
+        into.push_back(json::serialize(v));
+      }
+    };
+    as_ours(memory->processes, raw->checkpointed_processes);
+    as_ours(memory->contexts, raw->checkpointed_contexts);
+    TakeBackRestored(*raw);
+    for (const auto& p : raw->processes) PersistProcess(*raw, *p);
+  }
   WatchLife(*raw);
   ++metrics_.sandboxes_created_total;
-  Journal(*raw, "sandbox.created", "info", "sandbox created from template " + raw->template_name,
+  Journal(*raw, "sandbox.created", "info",
+          memory ? "sandbox forked from " + memory->source + " with its running processes"
+                 : "sandbox created from template " + raw->template_name,
           {{"sandbox_id", raw->id},
            {"template", raw->template_name},
            {"tenant", raw->tenant.empty() ? json::value(nullptr) : json::value(raw->tenant)},
@@ -384,32 +404,22 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   co_return raw;
 }
 
-asio::awaitable<Result<const SandboxEntry*>> Service::ForkSandbox(std::string sandbox_id,
-                                                                  std::string name,
-                                                                  std::string by) {
-  const SandboxEntry* sb = Find(sandbox_id);
-  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
-  // Its settings now: the sandbox may change or go while the snapshot is taken.
+SandboxRequest Service::ForkRequest(const SandboxEntry& sb, std::string by) const {
   SandboxRequest req;
-  req.template_name = name;
-  req.env = sb->env;
-  req.cwd = sb->cwd;
-  if (sb->ttl_seconds > 0) req.ttl_seconds = sb->ttl_seconds;
-  for (const auto& lf : kLimitFields) req.limits[lf.name] = sb->limits.*(lf.field);
-  req.network = sandbox::NetworkModeName(sb->network);
-  req.egress = sb->egress;
-  req.volumes = sb->volumes;
+  req.template_name = sb.template_name;
+  req.env = sb.env;
+  req.cwd = sb.cwd;
+  if (sb.ttl_seconds > 0) req.ttl_seconds = sb.ttl_seconds;
+  for (const auto& lf : kLimitFields) req.limits[lf.name] = sb.limits.*(lf.field);
+  req.network = sandbox::NetworkModeName(sb.network);
+  req.egress = sb.egress;
+  req.volumes = sb.volumes;
   for (SandboxVolume& v : req.volumes) v.name = v.id;
-  req.allow_nested_userns = sb->allow_nested_userns;
-  req.metadata = sb->metadata;
-  req.tenant = sb->tenant;
+  req.allow_nested_userns = sb.allow_nested_userns;
+  req.metadata = sb.metadata;
+  req.tenant = sb.tenant;
   req.by = std::move(by);
-  auto made = co_await SnapshotSandbox(std::move(sandbox_id), name);
-  if (!made) co_return std::move(made).error();
-  Result<const SandboxEntry*> fork = co_await CreateSandbox(std::move(req));
-  // Nothing half made: without its sandbox the snapshot goes too.
-  if (!fork) (void)co_await DeleteTemplate(std::move(name));
-  co_return fork;
+  return req;
 }
 
 asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sandbox_id,

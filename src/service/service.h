@@ -7,6 +7,7 @@
 //   service_processes.cc   processes: start (one spawn at a time per sandbox), exits, windows
 //   service_restore.cc     a restart: the store's records (codec.h) and the kept sandboxes
 //   service_lifecycle.cc   pausing and resuming (the runtime freezes, sandbox/runtime.h)
+//   service_fork.cc        forks, with memory (a checkpoint) or of the files (a snapshot)
 //   template_service.h     templates and images: imports, pulls, snapshots, deletion
 //   quota_ledger.h         what each tenant holds here, and the refusals past its quotas
 //   options.h, sandbox_entry.h, access.h, store.h, sessions.h, contexts.h
@@ -151,10 +152,15 @@ class Service {
   // is when read). It belongs to the sandbox's tenant.
   boost::asio::awaitable<Result<const Template*>> SnapshotSandbox(std::string sandbox_id,
                                                                   std::string name);
-  // A snapshot of sandbox `sandbox_id` as template `name`, and a sandbox made from it with the
-  // first one's env, cwd, limits, network, TTL, metadata and owner; `by` asks (the audit's who).
-  boost::asio::awaitable<Result<const SandboxEntry*>> ForkSandbox(std::string sandbox_id,
-                                                                  std::string name, std::string by);
+  // `count` sandboxes made from sandbox `sandbox_id` as it is now, each with its env, cwd,
+  // limits, network, TTL, metadata and owner, and its own id, hostname and ids
+  // (service_fork.cc). With `memory`, its processes and code contexts run on in each where they
+  // were: one checkpoint, restored `count` times (the sandbox runs on, stopped only while it is
+  // written); else its files only, a snapshot as template `name` that each is made from. All
+  // or none: one that fails ends the others. `by` asks (the audit's who).
+  static constexpr int kMaxForks = 32;  // at once
+  boost::asio::awaitable<Result<std::vector<const SandboxEntry*>>> ForkSandbox(
+      std::string sandbox_id, std::string name, std::string by, int count, bool memory);
 
   // Volumes (volumes.h), made and deleted through the Service, which knows which sandboxes
   // mount them. `size_mb` nullopt: volume_default_mb.
@@ -230,6 +236,18 @@ class Service {
   // checkpoint, and are supervised again on what its restore brings back.
   boost::asio::awaitable<Result<void>> CheckpointHeld(SandboxEntry& sb);
   boost::asio::awaitable<Result<void>> RestoreHeld(SandboxEntry& sb);
+  // What the runtime's restore (or a sandbox made from a checkpoint) brought back, supervised:
+  // the processes the daemon knows (sb.processes) bound to theirs again, those it knew only by
+  // their records (sb.checkpointed_processes, _contexts) taken back, any other let go.
+  void TakeBackRestored(SandboxEntry& sb);
+  // ForkSandbox's steps: the settings a fork of `sb` is made with; and, in the sandbox's turn,
+  // a checkpoint of it in `dir` with the records of what runs in it (kPaused or resumed first,
+  // as a request would).
+  SandboxRequest ForkRequest(const SandboxEntry& sb, std::string by) const;
+  boost::asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> TakeMemoryImage(
+      std::string sandbox_id, std::string dir);
+  // What forks a dying daemon was making left in checkpoints_dir.
+  void RemoveLeftoverCheckpoints();
   // Paused state applied to what runs and counts: its processes' timeouts, its TTL.
   void PauseClocks(SandboxEntry& sb);
   // With auto_pause: pauses sandbox `id` once it has been idle for its idle_seconds. One per

@@ -205,6 +205,12 @@ asio::awaitable<Result<void>> Service::CheckpointHeld(SandboxEntry& sb) {
 asio::awaitable<Result<void>> Service::RestoreHeld(SandboxEntry& sb) {
   Result<void> restored = co_await Await(sb.runtime->Restore());
   if (!restored) co_return restored;
+  TakeBackRestored(sb);
+  WatchLife(sb);
+  co_return Ok{};
+}
+
+void Service::TakeBackRestored(SandboxEntry& sb) {
   std::vector<sandbox::AdoptedProcess> adopted = sb.runtime->TakeAdopted();
   for (const auto& p : sb.processes) {
     if (p->exit()) continue;
@@ -219,7 +225,8 @@ asio::awaitable<Result<void>> Service::RestoreHeld(SandboxEntry& sb) {
     p->Rebind(std::move(*it));
     adopted.erase(it);
   }
-  // Checkpointed by an earlier daemon: its processes are taken back from their records.
+  // Checkpointed by an earlier daemon, or made from another sandbox's checkpoint (a fork): its
+  // processes are taken back from their records.
   for (const std::string& row : std::exchange(sb.checkpointed_processes, {})) {
     try {
       (void)Readopt(sb, json::parse(row).as_object(), adopted);
@@ -235,8 +242,6 @@ asio::awaitable<Result<void>> Service::RestoreHeld(SandboxEntry& sb) {
     }
   }
   for (const auto& a : adopted) sb.runtime->Forget(a.process.pid);
-  WatchLife(sb);
-  co_return Ok{};
 }
 
 asio::awaitable<Result<void>> Service::Wake(std::string id) {

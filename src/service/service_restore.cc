@@ -110,6 +110,7 @@ void Service::Restore() {
     pending.push_back(Pending{std::move(sb), std::move(spec), std::move(lost), std::move(*record)});
   }
   runtime_.CleanupLeftovers(kept);
+  RemoveLeftoverCheckpoints();
   for (Pending& p : pending) {
     auto& sb = p.sb;
     if (!sb->runtime) {

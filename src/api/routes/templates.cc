@@ -214,16 +214,50 @@ asio::awaitable<void> SnapshotSandbox(Context& ctx) {
   co_await ReplyJson(ctx, http::status::created, TemplateJson(**made));
 }
 
-// POST /v1/sandboxes/{id}/fork {"name"?}: a snapshot, and a sandbox made from it with the
-// first one's settings.
+// POST /v1/sandboxes/{id}/fork {"memory"?, "count"?, "name"?}: sandboxes made from this one as
+// it is now, with its settings. "memory" (default true): its processes and code contexts run
+// on in each where they were; false: its files only, through a snapshot as template "name".
+// Without "count", the fork itself; with it, {"sandboxes": [...]}.
 asio::awaitable<void> ForkSandbox(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  bool memory = true;
+  if (const json::value* v = body->if_contains("memory"); v && !v->is_null()) {
+    if (!v->is_bool()) co_return co_await ReplyError(ctx, Invalid("memory must be a boolean"));
+    memory = v->as_bool();
+  }
+  std::optional<int64_t> count;
+  if (const json::value* v = body->if_contains("count"); v && !v->is_null()) {
+    if (!v->is_int64() || v->as_int64() < 1 || v->as_int64() > Service::kMaxForks) {
+      co_return co_await ReplyError(
+          ctx, Invalid("count must be an integer from 1 to " + std::to_string(Service::kMaxForks)));
+    }
+    count = v->as_int64();
+  }
   auto name = SnapshotName(ctx, "fork-" + NewId("").substr(0, 12));
   if (!name) co_return co_await ReplyError(ctx, name.error());
-  auto fork = co_await ctx.service.ForkSandbox(ctx.params.at(0), *name, ctx.principal.credential);
-  if (!fork) co_return co_await ReplyError(ctx, fork.error());
-  co_await ReplyJson(ctx, http::status::created, SandboxJson(**fork));
+  if (memory && body->contains("name")) {
+    co_return co_await ReplyError(
+        ctx, Invalid("name is the template of a fork of files (\"memory\": false); a fork with "
+                     "memory makes no template"));
+  }
+  auto forks = co_await ctx.service.ForkSandbox(ctx.params.at(0), *name, ctx.principal.credential,
+                                                static_cast<int>(count.value_or(1)), memory);
+  if (!forks) co_return co_await ReplyError(ctx, forks.error());
+  if (!count) {
+    if (forks->empty()) {
+      const Error gone{ErrorCode::kNotFound, "the fork was deleted meanwhile"};
+      co_return co_await ReplyError(ctx, gone);
+    }
+    co_return co_await ReplyJson(ctx, http::status::created, SandboxJson(*forks->front()));
+  }
+  json::array list;
+  for (const SandboxEntry* fork : *forks) list.push_back(SandboxJson(*fork));
+  json::object answer;
+  answer["sandboxes"] = std::move(list);
+  co_await ReplyJson(ctx, http::status::created, std::move(answer));
 }
 
 }  // namespace sandstream::api

@@ -1,0 +1,137 @@
+// Forks: sandboxes made from another as it is now. With memory, one checkpoint of it (the
+// runtime's CheckpointTo, which leaves it running) that each fork is restored from, taking the
+// records of its processes and code contexts as its own (CreateSandbox, TakeBackRestored);
+// without, a snapshot of its files as a template that each is made from.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "base/async.h"
+#include "base/ids.h"
+#include "base/log.h"
+#include "process/await_op.h"
+#include "service/codec.h"
+#include "service/contexts.h"
+#include "service/service.h"
+
+namespace sandstream {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> Service::TakeMemoryImage(
+    std::string sandbox_id, std::string dir) {
+  SandboxEntry* sb = Entry(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  // Nothing starts in it meanwhile, and its deletion waits.
+  SandboxTurn turn(*sb);
+  co_await turn.Take();
+  if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
+  if (auto woke = co_await WakeHeld(*sb); !woke) co_return std::move(woke).error();
+  std::vector<std::shared_ptr<Process>> running;
+  for (const auto& p : sb->processes) {
+    if (!p->exit()) running.push_back(p);
+  }
+  // Their output stays in their pipes while it is written, so that each fork's log (the kept
+  // copy of this one's) and pipe hold it exactly once; this sandbox reads it after.
+  for (const auto& p : running) p->Detach();
+  Result<void> written = co_await Await(sb->runtime->CheckpointTo(dir));
+  for (const auto& p : running) p->Rebind(std::nullopt);
+  if (!written) co_return std::move(written).error();
+  auto image = std::make_shared<MemoryImage>();
+  image->dir = std::move(dir);
+  image->source = sb->id;
+  for (const auto& p : running) {
+    image->processes.push_back(
+        json::serialize(StoredProcessJson(*p, options_.retained_tail_bytes)));
+  }
+  for (const auto& [id, context] : sb->contexts) {
+    image->contexts.push_back(json::serialize(context->Stored()));
+  }
+  co_return image;
+}
+
+asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
+    std::string sandbox_id, std::string name, std::string by, int count, bool memory) {
+  if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  const SandboxEntry* sb = Find(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  if (count < 1 || count > kMaxForks) {
+    co_return Error{ErrorCode::kInvalidRequest,
+                    "count must be from 1 to " + std::to_string(kMaxForks)};
+  }
+  // Its settings now: the sandbox may change or go while it is written.
+  SandboxRequest req = ForkRequest(*sb, by);
+  std::string dir;
+  if (memory) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.checkpoints_dir, ec);
+    ::chmod(options_.checkpoints_dir.c_str(), 0700);
+    dir = options_.checkpoints_dir + "/" + NewId("fork_");
+    auto image = co_await TakeMemoryImage(sandbox_id, dir);
+    if (!image) {
+      std::filesystem::remove_all(dir, ec);
+      co_return Error{image.error().code, "fork: " + image.error().message};
+    }
+    req.memory = std::move(*image);
+  } else {
+    auto made = co_await SnapshotSandbox(sandbox_id, name);
+    if (!made) co_return std::move(made).error();
+    req.template_name = name;
+  }
+  std::vector<std::string> ids;
+  Result<void> made = Ok{};
+  for (int i = 0; i < count; ++i) {
+    Result<const SandboxEntry*> fork = co_await CreateSandbox(req);
+    if (!fork) {
+      made = std::move(fork).error();
+      break;
+    }
+    ids.push_back((*fork)->id);
+  }
+  // Each fork has its own links to the images by now: the checkpoint's own go.
+  if (memory) {
+    auto remove = [dir] {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      return ec;
+    };
+    if (std::error_code ec = co_await OffThread(blocking_pool_, std::move(remove)); ec) {
+      log::Warn("a fork's checkpoint could not be removed", {{"path", dir}, {"error", ec.message()}});
+    }
+  }
+  if (!made) {
+    // All or none.
+    for (const std::string& id : ids) (void)co_await DeleteSandbox(id);
+    if (!memory) (void)co_await DeleteTemplate(name);
+    co_return std::move(made).error();
+  }
+  json::array forked;
+  for (const std::string& id : ids) forked.push_back(json::value(id));
+  Audit(sandbox_id, "sandbox.forked",
+        std::to_string(ids.size()) + (memory ? " fork(s) with its running processes"
+                                             : " fork(s) of its files, from template " + name),
+        {{"forks", std::move(forked)}, {"memory", memory}});
+  std::vector<const SandboxEntry*> forks;
+  for (const std::string& id : ids) {
+    if (const SandboxEntry* fork = Find(id)) forks.push_back(fork);
+  }
+  co_return forks;
+}
+
+void Service::RemoveLeftoverCheckpoints() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.checkpoints_dir, ec)) {
+    if (!entry.path().filename().string().starts_with("fork_")) continue;
+    log::Info("removing a fork's leftover checkpoint", {{"path", entry.path().string()}});
+    std::filesystem::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace sandstream
