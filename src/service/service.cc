@@ -321,6 +321,11 @@ SandboxEntry* Service::Register(std::unique_ptr<SandboxEntry> sb) {
 asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxRequest req) {
   auto plan = Validate(req);
   if (!plan) co_return std::move(plan).error();
+  if (plan->tmpl && !plan->tmpl->checkpoint.empty() && !req.memory) {
+    auto image = MemoryOf(*plan->tmpl);
+    if (!image) co_return std::move(image).error();
+    req.memory = std::move(*image);
+  }
   const std::string by = req.by;
   const std::shared_ptr<const MemoryImage> memory = req.memory;
   std::unique_ptr<SandboxEntry> sb = Build(std::move(req), *plan);
@@ -423,8 +428,9 @@ SandboxRequest Service::ForkRequest(const SandboxEntry& sb, std::string by) cons
 }
 
 asio::awaitable<Result<const Template*>> Service::SnapshotSandbox(std::string sandbox_id,
-                                                                  std::string name) {
+                                                                  std::string name, bool memory) {
   if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
+  if (memory) co_return co_await MemorySnapshot(std::move(sandbox_id), std::move(name));
   SandboxEntry* sb = Entry(sandbox_id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox " + sandbox_id};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();

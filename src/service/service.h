@@ -150,8 +150,11 @@ class Service {
   // A template of sandbox `sandbox_id`'s files now: its template's layers and, on top, a copy
   // of what it changed in them (its running processes keep running; each file is copied as it
   // is when read). It belongs to the sandbox's tenant.
+  // With `memory`: a template that holds its processes too, a checkpoint that each sandbox made
+  // from it is restored from (service_fork.cc).
   boost::asio::awaitable<Result<const Template*>> SnapshotSandbox(std::string sandbox_id,
-                                                                  std::string name);
+                                                                  std::string name,
+                                                                  bool memory = false);
   // `count` sandboxes made from sandbox `sandbox_id` as it is now, each with its env, cwd,
   // limits, network, TTL, metadata and owner, and its own id, hostname and ids
   // (service_fork.cc). With `memory`, its processes and code contexts run on in each where they
@@ -246,6 +249,10 @@ class Service {
   SandboxRequest ForkRequest(const SandboxEntry& sb, std::string by) const;
   boost::asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> TakeMemoryImage(
       std::string sandbox_id, std::string dir);
+  boost::asio::awaitable<Result<const Template*>> MemorySnapshot(std::string sandbox_id,
+                                                                 std::string name);
+  // What a sandbox made from memory snapshot `t` starts from.
+  Result<std::shared_ptr<const MemoryImage>> MemoryOf(const Template& t) const;
   // What forks a dying daemon was making left in checkpoints_dir.
   void RemoveLeftoverCheckpoints();
   // Paused state applied to what runs and counts: its processes' timeouts, its TTL.

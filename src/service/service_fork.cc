@@ -3,9 +3,11 @@
 // records of its processes and code contexts as its own (CreateSandbox, TakeBackRestored);
 // without, a snapshot of its files as a template that each is made from.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "base/async.h"
 #include "base/ids.h"
 #include "base/log.h"
+#include "platform/fd.h"
 #include "process/await_op.h"
 #include "service/codec.h"
 #include "service/contexts.h"
@@ -125,11 +128,80 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
   co_return forks;
 }
 
+asio::awaitable<Result<const Template*>> Service::MemorySnapshot(std::string sandbox_id,
+                                                                 std::string name) {
+  const SandboxEntry* sb = Find(sandbox_id);
+  if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
+  const TemplateService::SnapshotSource from{sb->id, sb->template_name, sb->tenant, {}, {}, 0};
+  if (auto reserved = template_service_.ReserveSnapshot(name, from.tenant); !reserved) {
+    co_return std::move(reserved).error();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.checkpoints_dir, ec);
+  ::chmod(options_.checkpoints_dir.c_str(), 0700);
+  const std::string dir = options_.checkpoints_dir + "/" + NewId("snapshot_");
+  auto image = co_await TakeMemoryImage(sandbox_id, dir);
+  Result<void> written = image ? Result<void>(Ok{}) : Result<void>(image.error());
+  if (written) {
+    // The daemon's from here: the source's ids may be another sandbox's once it is gone.
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (::lchown(entry.path().c_str(), 0, 0) != 0) written = SysError(ErrorCode::kInternal, "snapshot: chown " + entry.path().string(), errno);
+    }
+    if (::chown(dir.c_str(), 0, 0) != 0) written = SysError(ErrorCode::kInternal, "snapshot: chown " + dir, errno);
+  }
+  if (written) {
+    // Written last: a directory without it is one a dying daemon left (RemoveLeftoverCheckpoints).
+    json::array processes, contexts;
+    for (const std::string& row : (*image)->processes) processes.push_back(json::parse(row));
+    for (const std::string& row : (*image)->contexts) contexts.push_back(json::parse(row));
+    const json::object records{{"source", sandbox_id},
+                               {"processes", std::move(processes)},
+                               {"contexts", std::move(contexts)}};
+    written = WriteFileAtomic(dir + "/" + kMemoryRecordsFile, json::serialize(records), 0600);
+  }
+  Result<const Template*> made =
+      written ? template_service_.CommitMemorySnapshot(name, from, dir)
+              : Result<const Template*>(written.error());
+  if (!written) template_service_.AbandonSnapshot(name);
+  if (!made) {
+    std::filesystem::remove_all(dir, ec);
+    co_return Error{made.error().code, "snapshot: " + made.error().message};
+  }
+  Audit(sandbox_id, "sandbox.snapshot", "snapshot with its memory taken as template " + name,
+        {{"template", name}, {"memory", true}});
+  co_return made;
+}
+
+Result<std::shared_ptr<const MemoryImage>> Service::MemoryOf(const Template& t) const {
+  auto text = ReadFile(t.checkpoint + "/" + kMemoryRecordsFile);
+  if (!text) {
+    return Error{ErrorCode::kConflict,
+                 "template '" + t.name + "': its checkpoint is gone (" + text.error().message + ")"};
+  }
+  auto image = std::make_shared<MemoryImage>();
+  image->dir = t.checkpoint;
+  try {
+    const json::object o = json::parse(*text).as_object();
+    image->source = json::value_to<std::string>(o.at("source"));
+    for (const auto& v : o.at("processes").as_array()) image->processes.push_back(json::serialize(v));
+    for (const auto& v : o.at("contexts").as_array()) image->contexts.push_back(json::serialize(v));
+  } catch (const std::exception& e) {
+    return Error{ErrorCode::kInternal, "template '" + t.name + "': unreadable " +
+                                           kMemoryRecordsFile + ": " + e.what()};
+  }
+  return std::shared_ptr<const MemoryImage>(std::move(image));
+}
+
 void Service::RemoveLeftoverCheckpoints() {
+  // A fork's checkpoint lives while the forks are made; a snapshot's while its template does.
+  std::set<std::string> kept;
+  for (const Template* t : templates().List()) {
+    if (!t->checkpoint.empty()) kept.insert(t->checkpoint);
+  }
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(options_.checkpoints_dir, ec)) {
-    if (!entry.path().filename().string().starts_with("fork_")) continue;
-    log::Info("removing a fork's leftover checkpoint", {{"path", entry.path().string()}});
+    if (kept.contains(entry.path().string())) continue;
+    log::Info("removing a leftover checkpoint", {{"path", entry.path().string()}});
     std::filesystem::remove_all(entry.path(), ec);
   }
 }

@@ -1,5 +1,7 @@
 #include "service/template_service.h"
 
+#include <filesystem>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
@@ -230,6 +232,7 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
     t.env.push_back("PATH=" + CodeInterpreterPath(options_));
   }
   if (parent->kind == "directory") t.root = "directory";
+  t.checkpoint.clear();  // of its files only
   auto job = [&templates = templates_, upper = from.upper, base = *from.base_id,
               disk_bytes = from.disk_bytes]() -> Result<image::LayerRef> {
     auto layer = templates.images().LayerFromDirectory(upper, base, 65536, disk_bytes);
@@ -263,6 +266,60 @@ asio::awaitable<Result<const Template*>> TemplateService::Snapshot(std::string n
   co_return committed;
 }
 
+Result<void> TemplateService::ReserveSnapshot(const std::string& name, const std::string& tenant) {
+  if (auto stopping = CheckStopping(); !stopping) return stopping;
+  if (auto room = quotas_.CheckTemplateStorage(templates_, tenant, 0); !room) return room;
+  return templates_.Reserve(name, tenant);
+}
+
+void TemplateService::AbandonSnapshot(const std::string& name) {
+  templates_.Abandon(name);
+}
+
+Result<const Template*> TemplateService::CommitMemorySnapshot(const std::string& name,
+                                                              const SnapshotSource& from,
+                                                              const std::string& dir) {
+  const Template* parent = templates_.Find(from.template_name);
+  if (!parent) {
+    templates_.Abandon(name);
+    return Error{ErrorCode::kConflict, "snapshot: sandbox " + from.sandbox_id +
+                                           " is made from template '" + from.template_name +
+                                           "', which is gone"};
+  }
+  // Its images, a few files in a directory of the daemon's own.
+  uint64_t size_bytes = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file(ec)) size_bytes += entry.file_size(ec);
+  }
+  if (auto room = quotas_.CheckTemplateStorage(templates_, from.tenant, size_bytes); !room) {
+    templates_.Abandon(name);
+    return room.error();
+  }
+  // What its sandboxes start as: the source's root (the host's system; memory snapshots are of
+  // such sandboxes only) with the source's template's env and user.
+  Template t = *parent;
+  if (parent->kind == "base" && parent->name == "code-interpreter") {
+    t.env.push_back("PATH=" + CodeInterpreterPath(options_));
+  }
+  t.name = name;
+  t.kind = "snapshot";
+  t.tenant = from.tenant;
+  t.root = "base";
+  t.layers.clear();
+  t.directory.clear();
+  t.checkpoint = dir;
+  t.size_bytes = size_bytes;
+  t.source = from.sandbox_id;
+  t.created_at = SystemNow();
+  Result<const Template*> committed = templates_.Commit(std::move(t));
+  if (committed) {
+    log::Info("sandbox snapshotted with its memory",
+              {{"sandbox", from.sandbox_id}, {"template", name}});
+  }
+  return committed;
+}
+
 asio::awaitable<Result<void>> TemplateService::Delete(std::string name, std::string used_by) {
   const Template* t = templates_.Find(name);
   if (!t) co_return Error{ErrorCode::kNotFound, "no template '" + name + "'"};
@@ -277,7 +334,16 @@ asio::awaitable<Result<void>> TemplateService::Delete(std::string name, std::str
     co_return Error{ErrorCode::kConflict, "template '" + name + "' is in use by sandbox " +
                                               used_by + "; delete it first"};
   }
+  const std::string checkpoint = t->checkpoint;
   if (auto removed = templates_.Remove(name); !removed) co_return std::move(removed).error();
+  if (!checkpoint.empty()) {
+    auto remove = [checkpoint] {
+      std::error_code ec;
+      std::filesystem::remove_all(checkpoint, ec);
+      return Result<void>(Ok{});
+    };
+    (void)co_await OffThread(image_work_, ImageWork::kCollections, std::move(remove));
+  }
   // Its layers go once no other template names them, off the event loop.
   Result<void> collected = co_await OffThread(image_work_, ImageWork::kCollections,
                                               [this] { return templates_.Collect(); });

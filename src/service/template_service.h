@@ -64,6 +64,15 @@ class TemplateService {
   // (each file as it is when read). It belongs to the source's tenant.
   boost::asio::awaitable<Result<const Template*>> Snapshot(std::string name, SnapshotSource from);
 
+  // A memory snapshot's steps (Service::SnapshotSandbox takes the checkpoint between them):
+  // name `name` held for the source's tenant, with room for it; then either given up, or
+  // template `name` of the checkpoint in `dir` (which it owns from here, removed with it) over
+  // the source's template's root.
+  Result<void> ReserveSnapshot(const std::string& name, const std::string& tenant);
+  void AbandonSnapshot(const std::string& name);
+  Result<const Template*> CommitMemorySnapshot(const std::string& name, const SnapshotSource& from,
+                                               const std::string& dir);
+
   // Deletes an image or snapshot template; `used_by`: a sandbox made from it, which refuses it.
   boost::asio::awaitable<Result<void>> Delete(std::string name, std::string used_by);
 

@@ -56,6 +56,7 @@ json::object Record(const Template& t) {
   o["config_digest"] = t.config_digest;
   o["uid"] = t.uid;
   o["gid"] = t.gid;
+  o["checkpoint"] = t.checkpoint;
   return o;
 }
 
@@ -80,6 +81,7 @@ Template FromRecord(const json::object& o) {
   t.digest = StringOf(o, "digest");
   t.config_digest = StringOf(o, "config_digest");
   t.tags = StringsOf(o.if_contains("tags"));
+  t.checkpoint = StringOf(o, "checkpoint");
   if (const auto* size = o.if_contains("size_bytes"); size && size->is_int64()) {
     t.size_bytes = static_cast<uint64_t>(size->as_int64());
   }
@@ -139,6 +141,7 @@ json::object TemplateJson(const Template& t) {
       {"tags", Strings(t.tags)},
       {"layers_count", t.layers.size() + (t.kind == "directory" || t.root == "directory")},
       {"size_bytes", t.size_bytes},
+      {"memory", !t.checkpoint.empty()},
       {"env", Strings(t.env)},
       {"working_dir", t.working_dir.empty() ? json::value(nullptr) : json::value(t.working_dir)},
       {"user", t.user},
@@ -183,6 +186,14 @@ void Templates::Load() {
     json::value v = json::parse(row, jec);
     if (jec || !v.is_object()) continue;
     Template t = FromRecord(v.as_object());
+    if (!t.checkpoint.empty()) {
+      if (t.name.empty() || !fs::exists(t.checkpoint + "/" + kMemoryRecordsFile)) {
+        log::Warn("template left out: its checkpoint is missing", {{"template", t.name}});
+        continue;
+      }
+      templates_[t.name] = std::move(t);
+      continue;
+    }
     bool whole = images_ && !t.name.empty() && !t.layers.empty();
     for (const auto& layer : t.layers) whole = whole && images_->HasLayer(layer);
     if (!whole) {

@@ -45,11 +45,18 @@ struct Template {
   std::string config_digest;  // the image config's: with `digest`, blobs the store keeps
   std::vector<std::string> tags;
   uint64_t size_bytes = 0;
+  // Kind "snapshot" with memory: the directory of the checkpoint its sandboxes are restored
+  // from (processes running where they were), its layers none; "" for any other.
+  std::string checkpoint;
   SystemTime created_at{};
   bool ready = true;  // false while it is being imported or snapshotted: not usable yet
 };
 
 boost::json::object TemplateJson(const Template& t);
+
+// In a memory snapshot's checkpoint directory, written last: what the daemon knew of the
+// sandbox it was taken of (MemoryImage's records).
+inline constexpr const char* kMemoryRecordsFile = "memory.json";
 
 class Templates {
  public:

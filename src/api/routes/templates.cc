@@ -201,15 +201,29 @@ Result<std::string> SnapshotName(Context& ctx, std::string fallback) {
   return std::string(name->as_string());
 }
 
+// The body's "memory", or `fallback` when it has none.
+Result<bool> MemoryFlag(Context& ctx, bool fallback) {
+  auto body = ParseBody(ctx);
+  if (!body) return std::move(body).error();
+  const json::value* v = body->if_contains("memory");
+  if (v == nullptr || v->is_null()) return fallback;
+  if (!v->is_bool()) return Invalid("memory must be a boolean");
+  return v->as_bool();
+}
+
 }  // namespace
 
-// POST /v1/sandboxes/{id}/snapshot {"name"}: the sandbox's files now, as a template.
+// POST /v1/sandboxes/{id}/snapshot {"name", "memory"?}: the sandbox's files now, as a
+// template; with "memory": true, its running processes and code contexts too (a sandbox made
+// from it starts with them where they were).
 asio::awaitable<void> SnapshotSandbox(Context& ctx) {
   auto sb = FindSandbox(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   auto name = SnapshotName(ctx, "");
   if (!name) co_return co_await ReplyError(ctx, name.error());
-  auto made = co_await ctx.service.SnapshotSandbox(ctx.params.at(0), *name);
+  auto memory = MemoryFlag(ctx, false);
+  if (!memory) co_return co_await ReplyError(ctx, memory.error());
+  auto made = co_await ctx.service.SnapshotSandbox(ctx.params.at(0), *name, *memory);
   if (!made) co_return co_await ReplyError(ctx, made.error());
   co_await ReplyJson(ctx, http::status::created, TemplateJson(**made));
 }
@@ -223,11 +237,9 @@ asio::awaitable<void> ForkSandbox(Context& ctx) {
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
   auto body = ParseBody(ctx);
   if (!body) co_return co_await ReplyError(ctx, body.error());
-  bool memory = true;
-  if (const json::value* v = body->if_contains("memory"); v && !v->is_null()) {
-    if (!v->is_bool()) co_return co_await ReplyError(ctx, Invalid("memory must be a boolean"));
-    memory = v->as_bool();
-  }
+  auto flag = MemoryFlag(ctx, true);
+  if (!flag) co_return co_await ReplyError(ctx, flag.error());
+  const bool memory = *flag;
   std::optional<int64_t> count;
   if (const json::value* v = body->if_contains("count"); v && !v->is_null()) {
     if (!v->is_int64() || v->as_int64() < 1 || v->as_int64() > Service::kMaxForks) {
@@ -238,7 +250,7 @@ asio::awaitable<void> ForkSandbox(Context& ctx) {
   }
   auto name = SnapshotName(ctx, "fork-" + NewId("").substr(0, 12));
   if (!name) co_return co_await ReplyError(ctx, name.error());
-  if (memory && body->contains("name")) {
+  if (const json::value* given = body->if_contains("name"); memory && given && !given->is_null()) {
     co_return co_await ReplyError(
         ctx, Invalid("name is the template of a fork of files (\"memory\": false); a fork with "
                      "memory makes no template"));
