@@ -1,5 +1,7 @@
 // E2B's control plane: sandboxes created, listed, described, kept alive and killed as its SDKs
 // ask, on the service calls sandstream's own /v1/sandboxes routes use.
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include <boost/json.hpp>
@@ -10,6 +12,7 @@
 #include "api/e2b/routes.h"
 #include "api/request.h"
 #include "base/clock.h"
+#include "base/ids.h"
 #include "base/log.h"
 #include "net/ipv4.h"
 
@@ -397,6 +400,106 @@ asio::awaitable<void> PauseSandbox(Context& ctx) {
   co_await ReplyEmpty(ctx, http::status::no_content);
 }
 
+// E2B's fork: `count` sandboxes (1 by default) with the sandbox's memory and processes, each
+// answered as a create is; `timeout` is each fork's. All or none: a fork that fails is the
+// whole answer's error (E2B's per-fork errors are for forks that start on their own).
+asio::awaitable<void> ForkSandbox(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto timeout = TimeoutOf(*body);
+  if (!timeout) co_return co_await ReplyError(ctx, timeout.error());
+  auto count = OptInt(*body, "count", {}, 1, Service::kMaxForks);
+  if (!count) co_return co_await ReplyError(ctx, count.error());
+  auto forks = co_await ctx.service.ForkSandbox((*sb)->id, "", ctx.principal.credential,
+                                                static_cast<int>(count->value_or(1)), true);
+  if (!forks) co_return co_await ReplyError(ctx, forks.error());
+  json::array answer;
+  for (const SandboxEntry* fork : *forks) {
+    if (timeout->value_or(0) > 0) (void)ctx.service.SetTimeout(fork->id, **timeout, false);
+    json::object item;
+    item["sandbox"] = Created(ctx, *fork);
+    answer.push_back(std::move(item));
+  }
+  co_await ReplyJson(ctx, http::status::created, answer);
+}
+
+namespace {
+
+// A SnapshotInfo: its id is the template's name, which Sandbox.create takes.
+json::object SnapshotJson(const Template& t) {
+  json::object o;
+  o["snapshotID"] = t.name;
+  o["names"] = json::array{json::value(t.name)};
+  return o;
+}
+
+}  // namespace
+
+// E2B's createSnapshot: a template of the sandbox with its memory (a sandbox made from it
+// starts with its processes running where they were); `name` or a generated one.
+asio::awaitable<void> CreateSnapshot(Context& ctx) {
+  auto sb = Visible(ctx);
+  if (!sb) co_return co_await ReplyError(ctx, sb.error());
+  auto body = ParseBody(ctx);
+  if (!body) co_return co_await ReplyError(ctx, body.error());
+  auto name = OptString(*body, "name");
+  if (!name) co_return co_await ReplyError(ctx, name.error());
+  auto made = co_await ctx.service.SnapshotSandbox(
+      (*sb)->id, name->value_or("snapshot-" + NewId("").substr(0, 12)), true);
+  if (!made) co_return co_await ReplyError(ctx, made.error());
+  co_await ReplyJson(ctx, http::status::created, SnapshotJson(**made));
+}
+
+// E2B's listSnapshots: the memory snapshots the caller may use, of `sandboxID` and named `name`
+// when asked, newest first, at most `limit`.
+asio::awaitable<void> ListSnapshots(Context& ctx) {
+  const std::string sandbox_id(ctx.Query("sandboxID").value_or(""));
+  const std::string name(ctx.Query("name").value_or(""));
+  int64_t limit = 100;
+  if (auto asked = ctx.Query("limit")) {
+    const std::string_view v = *asked;
+    if (std::from_chars(v.data(), v.data() + v.size(), limit).ec != std::errc() || limit < 1) {
+      co_return co_await ReplyError(ctx, Invalid("limit must be a positive integer"));
+    }
+  }
+  std::vector<const Template*> found;
+  for (const Template* t : ctx.service.templates().List()) {
+    if (t->checkpoint.empty() || !t->ready) continue;
+    if (!TemplateService::MayUse(*t, ctx.principal.tenant, ctx.principal.admin())) continue;
+    if ((!sandbox_id.empty() && t->source != sandbox_id) || (!name.empty() && t->name != name)) {
+      continue;
+    }
+    found.push_back(t);
+  }
+  std::ranges::sort(found, [](const Template* a, const Template* b) {
+    return a->created_at > b->created_at;
+  });
+  json::array answer;
+  for (const Template* t : found) {
+    if (static_cast<int64_t>(answer.size()) >= limit) break;
+    answer.push_back(SnapshotJson(*t));
+  }
+  co_await ReplyJson(ctx, http::status::ok, answer);
+}
+
+// E2B's deleteSnapshot (and template deletion): the caller's own template, when no sandbox
+// uses it.
+asio::awaitable<void> DeleteTemplate(Context& ctx) {
+  const std::string name = ctx.params.at(0);
+  const Template* t = ctx.service.templates().Find(name);
+  if (!t || !TemplateService::MayUse(*t, ctx.principal.tenant, ctx.principal.admin())) {
+    co_return co_await ReplyError(ctx, ErrorCode::kNotFound, "template " + name + " not found");
+  }
+  if (!ctx.principal.admin() && t->tenant != ctx.principal.tenant) {
+    co_return co_await ReplyError(ctx, ErrorCode::kForbidden, "template '" + name + "' is the admin's");
+  }
+  auto deleted = co_await ctx.service.DeleteTemplate(name);
+  if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
+  co_await ReplyEmpty(ctx, http::status::no_content);
+}
+
 asio::awaitable<void> SetTimeout(Context& ctx) {
   auto req = ReadTimeout(ctx);
   if (!req) co_return co_await ReplyError(ctx, req.error());
@@ -420,12 +523,7 @@ std::string_view Instead(std::string_view path) {
   if (path.ends_with("/logs")) {
     return "sandstream's GET /v1/sandboxes/{id}/events (its journal) and each process's logs";
   }
-  if (path.ends_with("/fork")) {
-    return "a fork with memory is not available yet; sandstream's POST /v1/sandboxes/{id}/fork "
-           "copies a sandbox's files into a new one";
-  }
-  return "a snapshot with memory is not available yet; sandstream's POST "
-         "/v1/sandboxes/{id}/snapshot makes a template of a sandbox's files";
+  return "";
 }
 
 // One sample as E2B's SandboxMetric: CPU as a share of the sandbox's CPUs, bytes for the rest.
@@ -509,9 +607,12 @@ asio::awaitable<void> NotSupported(Context& ctx) {
     if (auto sb = Visible(ctx); !sb) co_return co_await Fail(ctx, sb.error());
   }
   // 501 is no code of sandstream's own.
-  co_await Fail(ctx, http::status::not_implemented,
-                "not supported by sandstream: " + std::string(ctx.req.method_string()) + " " +
-                    std::string(path) + "; " + std::string(Instead(path)));
+  std::string message = "not supported by sandstream: " + std::string(ctx.req.method_string()) +
+                        " " + std::string(path);
+  if (const std::string_view instead = Instead(path); !instead.empty()) {
+    message += "; " + std::string(instead);
+  }
+  co_await Fail(ctx, http::status::not_implemented, message);
 }
 
 }  // namespace sandstream::api::e2b

@@ -31,14 +31,14 @@ const std::vector<Route>& Routes() {
       {V::post, "/sandboxes/{}/pause", PauseSandbox, kKey, false, false, kApi},
       {V::post, "/sandboxes/{}/resume", ResumeSandbox, kKey, false, false, kApi},
       {V::get, "/sandboxes/{}/metrics", SandboxMetrics, kKey, false, false, kApi},
-      {V::get, "/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
-      {V::get, "/v2/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
-      {V::post, "/sandboxes/{}/snapshots", NotSupported, kKey, false, false, kApi},
+      {V::post, "/sandboxes/{}/snapshots", CreateSnapshot, kKey, false, false, kApi},
+      {V::post, "/sandboxes/{}/fork", ForkSandbox, kKey, false, false, kApi},
+      {V::put, "/sandboxes/{}/network", UpdateNetwork, kKey, false, false, kApi},
+      {V::get, "/snapshots", ListSnapshots, kKey, false, false, kApi},
       // The rest of E2B's control plane, answered 501 naming what to use instead (never a 404
       // that its SDK would report as a missing sandbox).
-      {V::post, "/sandboxes/{}/fork", NotSupported, kKey, false, false, kApi},
-      {V::put, "/sandboxes/{}/network", UpdateNetwork, kKey, false, false, kApi},
-      {V::get, "/snapshots", NotSupported, kKey, false, false, kApi},
+      {V::get, "/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
+      {V::get, "/v2/sandboxes/{}/logs", NotSupported, kKey, false, false, kApi},
       {V::get, "/volumes", ListVolumes, kKey, false, false, kApi},
       {V::post, "/volumes", CreateVolume, kKey, false, false, kApi},
       {V::get, "/volumes/{}", GetVolume, kKey, false, false, kApi},
@@ -64,7 +64,8 @@ const std::vector<Route>& Routes() {
       {V::post, "/templates/tags", NotSupported, kKey, false, false, kApi},
       {V::delete_, "/templates/tags", NotSupported, kKey, false, false, kApi},
       {V::get, "/templates/aliases/{}", NotSupported, kKey, false, false, kApi},
-      {V::delete_, "/templates/{}", NotSupported, kKey, false, false, kApi},
+      // After /templates/tags: a snapshot (or any template of the caller's) by its name.
+      {V::delete_, "/templates/{}", DeleteTemplate, kKey, false, false, kApi},
       {V::post, "/process.Process/StreamInput", StreamInput, kOpen, false, true, kRpc},
       // stdin may come in one call: the larger limit of stdin uploads (max_stdin_bytes).
       {V::post, "/process.Process/{}", ProcessRpc, kOpen, true, false, kRpc},

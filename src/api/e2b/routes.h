@@ -100,6 +100,13 @@ boost::asio::awaitable<void> UpdateNetwork(Context& ctx);
 boost::asio::awaitable<void> SandboxMetrics(Context& ctx);
 // GET /sandboxes/metrics?sandbox_ids=a,b: each one's latest sample.
 boost::asio::awaitable<void> SandboxesMetrics(Context& ctx);
+// POST /sandboxes/{id}/fork {count, timeout}: forks with memory (Service::ForkSandbox).
+boost::asio::awaitable<void> ForkSandbox(Context& ctx);
+// POST /sandboxes/{id}/snapshots {name}, GET /snapshots?sandboxID=&name=&limit=, and
+// DELETE /templates/{id}: memory snapshots, which are templates (Sandbox.create takes them).
+boost::asio::awaitable<void> CreateSnapshot(Context& ctx);
+boost::asio::awaitable<void> ListSnapshots(Context& ctx);
+boost::asio::awaitable<void> DeleteTemplate(Context& ctx);
 boost::asio::awaitable<void> NotSupported(Context& ctx);
 
 // volumes.cc: /volumes (the control plane's) and /volumecontent/{id}/... (a volume's token).
