@@ -139,9 +139,17 @@ ClientResult<void> Client::DeleteTemplate(std::string_view name) {
   return {};
 }
 
-ClientResult<json::object> Client::Snapshot(std::string_view sandbox_id, std::string_view name) {
-  json::object body{{"name", name}};
+ClientResult<json::object> Client::Snapshot(std::string_view sandbox_id, std::string_view name,
+                                            bool memory) {
+  json::object body{{"name", name}, {"memory", memory}};
   return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/snapshot", &body));
+}
+
+ClientResult<json::object> Client::Fork(std::string_view sandbox_id, int count, bool memory,
+                                        std::string_view name) {
+  json::object body{{"count", count}, {"memory", memory}};
+  if (!name.empty()) body["name"] = name;
+  return AsObject(Call(verb::post, SandboxPath(sandbox_id) + "/fork", &body));
 }
 
 ClientResult<json::object> Client::ExposePort(std::string_view sandbox_id, int port) {

@@ -69,7 +69,12 @@ class Client {
                                                  std::string_view password);
   ClientResult<boost::json::array> ListTemplates();
   ClientResult<void> DeleteTemplate(std::string_view name);
-  ClientResult<boost::json::object> Snapshot(std::string_view sandbox_id, std::string_view name);
+  ClientResult<boost::json::object> Snapshot(std::string_view sandbox_id, std::string_view name,
+                                             bool memory = false);
+  // POST .../fork with `count`: {"sandboxes": [...]}. `memory` false: of its files, through a
+  // snapshot template `name` ("" for a generated one).
+  ClientResult<boost::json::object> Fork(std::string_view sandbox_id, int count, bool memory,
+                                         std::string_view name);
 
   HttpClient& http() { return http_; }
 

@@ -51,6 +51,11 @@ Commands:
                           (freeze, the default) or written to disk and freed (checkpoint); a
                           later request for one (exec, files, a terminal) resumes it first
   sandbox resume ID...    resume paused sandboxes where they stopped
+  sandbox fork SANDBOX [--count N] [--files [--name NAME]] [--json]
+                          make N sandboxes (default 1) from SANDBOX as it is now, and print
+                          their ids: its processes and code contexts run on in each where
+                          they were, each with its own id, hostname and files; SANDBOX runs
+                          on. --files: its files only, through snapshot template NAME
   exec SANDBOX [EXEC OPTIONS] [--] CMD [ARG]...
                           run CMD in SANDBOX; its stdout and stderr are written here as they
                           are produced, and its exit status is sandstream's
@@ -95,9 +100,10 @@ Commands:
                           the first line of stdin
   template ls [--json]    list the templates this key may use
   template rm NAME...     delete image or snapshot templates no sandbox uses
-  snapshot SANDBOX NAME [--json]
-                          make template NAME of SANDBOX's files now (a sandbox made from an
-                          image or a snapshot); its processes keep running
+  snapshot SANDBOX NAME [--memory] [--json]
+                          make template NAME of SANDBOX's files now; its processes keep
+                          running. With --memory the template holds them too: a sandbox
+                          made from it starts with them running where they were
 
 Network options (sandbox create, run):
   --network MODE          loopback (the default): the sandbox's own loopback only; none: not
@@ -834,6 +840,8 @@ constexpr Flag kCreateFlags[] = {
     {"cpu-percent"}, {"disk-mb"}, {"open-files"}, {"network"},  {"allow"}, {"deny"}};
 constexpr Flag kJsonFlags[] = {{"json", 0, false}};
 constexpr Flag kPauseFlags[] = {{"mode"}};
+constexpr Flag kForkFlags[] = {{"count"}, {"files", 0, false}, {"name"}, {"json", 0, false}};
+constexpr Flag kSnapshotFlags[] = {{"memory", 0, false}, {"json", 0, false}};
 constexpr Flag kRunFlags[] = {{"template"}, {"ttl"}, {"network"}, {"allow"}, {"deny"}};
 constexpr Flag kStartFlags[] = {{"id"}, {"keep-awake", 0, false}};
 constexpr Flag kLogsFlags[] = {{"follow", 'f', false}, {"tail"}, {"flow"}};
@@ -916,10 +924,35 @@ int CmdSnapshot(const Context& context, const Args& args) {
   if (args.positional.size() != 2) return Usage("snapshot needs a sandbox id and a template name");
   Client client = context.MakeClient();
   client.http().set_read_timeout(std::chrono::minutes(30));
-  auto made = client.Snapshot(args.positional[0], args.positional[1]);
+  auto made = client.Snapshot(args.positional[0], args.positional[1], args.Has("memory"));
   if (!made) return Fail(made.error());
   if (args.Has("json")) return PrintLine(json::serialize(*made)) ? 0 : kExitBrokenPipe;
   return PrintLine(Text(*made, "name")) ? 0 : kExitBrokenPipe;
+}
+
+int CmdSandboxFork(const Context& context, const Args& args) {
+  if (args.positional.size() != 1) return Usage("sandbox fork needs a sandbox id");
+  int count = 1;
+  if (auto n = args.Get("count")) {
+    auto parsed = ParseInt(*n, 1);
+    if (!parsed || *parsed > 32) return Usage("--count needs a whole number from 1 to 32");
+    count = static_cast<int>(*parsed);
+  }
+  const bool files = args.Has("files");
+  const std::string name = args.Get("name").value_or("");
+  if (!name.empty() && !files) return Usage("--name is the template of a --files fork");
+  Client client = context.MakeClient();
+  client.http().set_read_timeout(std::chrono::minutes(30));
+  auto forks = client.Fork(args.positional[0], count, !files, name);
+  if (!forks) return Fail(forks.error());
+  if (args.Has("json")) return PrintLine(json::serialize(*forks)) ? 0 : kExitBrokenPipe;
+  const json::value* list = forks->if_contains("sandboxes");
+  if (list && list->is_array()) {
+    for (const json::value& v : list->as_array()) {
+      if (v.is_object() && !PrintLine(Text(v.as_object(), "id"))) return kExitBrokenPipe;
+    }
+  }
+  return 0;
 }
 
 constexpr Command kCommands[] = {
@@ -928,6 +961,7 @@ constexpr Command kCommands[] = {
     {"sandbox", "rm", {}, -1, false, CmdSandboxRm},
     {"sandbox", "pause", kPauseFlags, -1, false, CmdSandboxPause},
     {"sandbox", "resume", {}, -1, false, CmdSandboxResume},
+    {"sandbox", "fork", kForkFlags, -1, false, CmdSandboxFork},
     {"", "exec", {}, 1, true, CmdExec},
     {"", "run", kRunFlags, 0, true, CmdRun},
     {"", "start", kStartFlags, 1, true, CmdStart},
@@ -940,7 +974,7 @@ constexpr Command kCommands[] = {
     {"template", "pull", kPullFlags, -1, false, CmdTemplatePull},
     {"template", "ls", kJsonFlags, -1, false, CmdTemplateLs},
     {"template", "rm", {}, -1, false, CmdTemplateRm},
-    {"", "snapshot", kJsonFlags, -1, false, CmdSnapshot},
+    {"", "snapshot", kSnapshotFlags, -1, false, CmdSnapshot},
     {"port", "list", kJsonFlags, -1, false, CmdPortList},
     {"port", "close", {}, -1, false, CmdPortClose},
     {"port", "wait", kPortWaitFlags, -1, false, CmdPortWait},

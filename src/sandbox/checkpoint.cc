@@ -117,6 +117,10 @@ struct Tool {
   ::_exit(127);
 }
 
+// What a sandbox that cannot be checkpointed can do instead.
+constexpr std::string_view kInstead =
+    "; pause it with \"freeze\", fork or snapshot it with \"memory\": false";
+
 // What CRIU cannot take that a sandbox may hold, said the user's way.
 constexpr std::pair<const char*, const char*> kKnownFailures[] = {
     {"ctty inheritance",
@@ -425,17 +429,17 @@ Result<void> NamespaceSandbox::CheckpointPossible() const {
   if (layered_) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: a sandbox of an image template or a snapshot (an overlay root) "
-                 "cannot be checkpointed yet; pause it with \"freeze\""};
+                 "cannot be checkpointed yet" + std::string(kInstead)};
   }
   if (has_volumes_) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: a sandbox with volumes cannot be checkpointed yet (CRIU does not "
-                 "restore idmapped mounts); pause it with \"freeze\""};
+                 "restore idmapped mounts)" + std::string(kInstead)};
   }
   if (egress_slot_) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: a sandbox with network \"egress\" cannot be checkpointed yet (its "
-                 "veth pair does not restore); pause it with \"freeze\""};
+                 "veth pair does not restore)" + std::string(kInstead)};
   }
   std::string exe(256, '\0');
   const ssize_t n =
@@ -443,7 +447,7 @@ Result<void> NamespaceSandbox::CheckpointPossible() const {
   if (!spawner_.is_init() || n <= 0 || exe.substr(0, static_cast<size_t>(n)) != kInitPathInside) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: this sandbox was created by an earlier build of sandstreamd, whose "
-                 "PID 1 cannot be checkpointed; pause it with \"freeze\""};
+                 "PID 1 cannot be checkpointed" + std::string(kInstead)};
   }
   return Ok{};
 }

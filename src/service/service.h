@@ -253,6 +253,17 @@ class Service {
                                                                  std::string name);
   // What a sandbox made from memory snapshot `t` starts from.
   Result<std::shared_ptr<const MemoryImage>> MemoryOf(const Template& t) const;
+  // The forks of one ForkSandbox, made at once: each CreateFork puts its result (the fork's
+  // id: it may be deleted before the others are made) at its index.
+  struct ForkBatch {
+    ForkBatch(const boost::asio::any_io_executor& ex, size_t count)
+        : made(count, Error{ErrorCode::kInternal, "not made"}), left(count), done(ex) {}
+    std::vector<Result<std::string>> made;
+    size_t left;
+    AsyncSignal done;  // when left reaches 0
+  };
+  boost::asio::awaitable<void> CreateFork(SandboxRequest req, std::shared_ptr<ForkBatch> batch,
+                                          size_t i);
   // What forks a dying daemon was making left in checkpoints_dir.
   void RemoveLeftoverCheckpoints();
   // Paused state applied to what runs and counts: its processes' timeouts, its TTL.

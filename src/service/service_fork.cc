@@ -60,6 +60,13 @@ asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> Service::TakeMemoryI
   co_return image;
 }
 
+asio::awaitable<void> Service::CreateFork(SandboxRequest req, std::shared_ptr<ForkBatch> batch,
+                                          size_t i) {
+  Result<const SandboxEntry*> made = co_await CreateSandbox(std::move(req));
+  batch->made[i] = made ? Result<std::string>((*made)->id) : Result<std::string>(made.error());
+  if (--batch->left == 0) batch->done.Notify();
+}
+
 asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
     std::string sandbox_id, std::string name, std::string by, int count, bool memory) {
   if (shutting_down_) co_return Error{ErrorCode::kShuttingDown, "sandstreamd is shutting down"};
@@ -88,15 +95,20 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
     if (!made) co_return std::move(made).error();
     req.template_name = name;
   }
+  // All made at once: a restore waits on the disk and the kernel as much as on a CPU.
+  auto batch = std::make_shared<ForkBatch>(ex_, static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    Spawn(ex_, CreateFork(req, batch, static_cast<size_t>(i)), "fork of " + sandbox_id);
+  }
+  while (batch->left > 0) co_await batch->done.Wait();
   std::vector<std::string> ids;
   Result<void> made = Ok{};
-  for (int i = 0; i < count; ++i) {
-    Result<const SandboxEntry*> fork = co_await CreateSandbox(req);
-    if (!fork) {
+  for (auto& fork : batch->made) {
+    if (fork) {
+      ids.push_back(*fork);
+    } else if (made) {
       made = std::move(fork).error();
-      break;
     }
-    ids.push_back((*fork)->id);
   }
   // Each fork has its own links to the images by now: the checkpoint's own go.
   if (memory) {
