@@ -214,8 +214,12 @@ def clean_up(case: Case, response: Any, world: World, client: httpx.Client) -> N
     elif op in ("importTemplate", "snapshotSandbox"):
         client.delete(f"/v1/templates/{body['name']}")
     elif op == "forkSandbox":
-        client.delete(f"/v1/sandboxes/{body['id']}")
-        client.delete(f"/v1/templates/{body['template']}")
+        # One fork, or {"sandboxes": [...]} with count; a fork with memory makes no template.
+        for fork in body.get("sandboxes", [body]):
+            client.delete(f"/v1/sandboxes/{fork['id']}")
+            if fork["template"].startswith("fork-") or (
+                    isinstance(case.body, dict) and fork["template"] == case.body.get("name")):
+                client.delete(f"/v1/templates/{fork['template']}")
     elif op == "createVolume":
         client.delete(f"/v1/volumes/{body['id']}")
 

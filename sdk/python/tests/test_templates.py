@@ -1,5 +1,6 @@
 """Templates against the real daemon: an image archive imported from bytes and from a file,
-sandboxes made from it, a snapshot and a fork, listing and deleting, with both clients."""
+sandboxes made from it, a snapshot and a fork of its files, listing and deleting, with both
+clients. Forks and snapshots with memory: test_forks.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandstream import AsyncSandbox, Sandbox, Template
-from sandstream.errors import Conflict, InvalidRequest, NotFound
+from sandstream.errors import Conflict, InvalidRequest, NotFound, RouteNotImplemented
 
 from .conftest import Daemon
 
@@ -31,8 +32,12 @@ def test_import_create_snapshot_fork_and_delete(daemon: Daemon, tmp_path: Path) 
         sb.exec("echo kept > /home/app/f")
         snap = sb.snapshot("sdk-snap")
         assert snap.kind == "snapshot" and snap.source == sb.id and snap.layers_count == 3
-        with sb.fork() as forked:
-            assert forked.id != sb.id
+        assert not snap.memory and not t.memory
+        # An image's sandbox cannot be checkpointed: only its files can be forked.
+        with pytest.raises(RouteNotImplemented, match="image"):
+            sb.fork()
+        with sb.fork(memory=False) as forked:
+            assert forked.id != sb.id and forked.info.template.startswith("fork-")
             assert forked.exec("cat /home/app/f").stdout == "kept\n"
         with pytest.raises(Conflict):
             Sandbox.delete_template("sdk-tiny")

@@ -22,6 +22,11 @@ export class CodeContexts {
     this.#scope = scope;
   }
 
+  /** Takes `source`'s default contexts: a fork with memory has the same contexts (their ids). */
+  inheritDefaults(source: CodeContexts): void {
+    for (const [language, context] of source.#defaultContexts) this.#defaultContexts.set(language, context);
+  }
+
   async create(
     options: { language?: Language; cwd?: string; env?: Record<string, string> } = {},
   ): Promise<CodeContext> {

@@ -51,6 +51,33 @@ export interface CreateOptions extends ConnectionOptions {
   onTimeout?: "kill" | "pause";
 }
 
+/** What `Sandbox.fork` makes. */
+export interface ForkOptions {
+  /**
+   * `true` (the default, unless `name` is given): the sandbox is checkpointed with CRIU while it
+   * runs and each fork restored from it, its processes and code contexts going on where they
+   * were; no template is made. `false`: a snapshot of its files (template `name`, or a generated
+   * `fork-...`) and forks made from it.
+   */
+  memory?: boolean;
+  /** How many forks (1 to 32): `fork` then resolves to an array of them. */
+  count?: number;
+  /**
+   * The template of a fork of files. Given without `memory`, it means `memory: false`; with
+   * `memory: true` the daemon answers InvalidRequestError (a fork with memory makes no template).
+   */
+  name?: string;
+}
+
+/** What `Sandbox.snapshot` keeps. */
+export interface SnapshotOptions {
+  /**
+   * `true`: its running processes and code contexts too, checkpointed with CRIU; a sandbox made
+   * from the template starts with them where they were. `false` (the default): its files.
+   */
+  memory?: boolean;
+}
+
 /** What `Sandbox.setLifecycle` changes; what is not given stays as it is. */
 export interface LifecycleOptions {
   /** Idle seconds before it pauses itself; 0: never. */

@@ -45,9 +45,11 @@ import type {
   ExecStreamCallbacks,
   ExecStreamStreamOptions,
   Flow,
+  ForkOptions,
   LifecycleOptions,
   LogMatch,
   MetricsOptions,
+  SnapshotOptions,
   StartProcessOptions,
   StreamLogsOptions,
   TokenUrlOptions,
@@ -159,21 +161,53 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /**
-   * A template of this sandbox's files now (its template's layers and what it changed); its
-   * processes keep running and each file is copied as it is when read. Only sandboxes made from
-   * an image or a snapshot can be snapshotted.
+   * Template `name` of this sandbox as it is now. Without `memory`: its files (its template's
+   * layers and what it changed); its processes keep running and each file is copied as it is
+   * when read. `memory: true`: also its running processes and code contexts, checkpointed with
+   * CRIU while it runs on; a sandbox created from the template starts with them running where
+   * they were, with the same process and context ids (`memory` is true on the template,
+   * `layersCount` 0). A daemon without CRIU, or a sandbox it cannot checkpoint (one with volumes
+   * or egress, or made from an image or a files snapshot), answers NotImplementedError.
    */
-  async snapshot(name: string): Promise<Template> {
-    return templateFromWire(await this.client.json<Wire>("POST", `${this.#scope.path}/snapshot`, { json: { name } }));
+  async snapshot(name: string, options: SnapshotOptions = {}): Promise<Template> {
+    const json: Wire = { name };
+    if (options.memory) json["memory"] = true;
+    return templateFromWire(await this.client.json<Wire>("POST", `${this.#scope.path}/snapshot`, { json }));
   }
 
   /**
-   * A snapshot (template `name`, or a generated one) and a new sandbox made from it with this
-   * one's env, cwd, limits, network, time to live and metadata.
+   * New sandboxes made from this one as it is now, with its env, cwd, limits, network, time to
+   * live and metadata: one, or an array of `count` (1 to 32).
+   *
+   * With memory (the default): the sandbox is checkpointed with CRIU while it runs and each fork
+   * restored from that checkpoint, so its running processes and code contexts go on in each fork
+   * where they were (the same process and context ids; `runCode`'s default context carries over,
+   * its variables kept); this sandbox runs on and no template is made. A daemon without CRIU, or
+   * a sandbox it cannot checkpoint (one with volumes or egress, or made from an image or a files
+   * snapshot), answers NotImplementedError.
+   *
+   * `memory: false`: a snapshot of its files only, as template `name` (or a generated
+   * `fork-...`), and the forks made from it. A `name` without `memory` means `memory: false`;
+   * `name` with `memory: true` is InvalidRequestError.
+   *
+   * A paused sandbox is resumed first (SandboxPausedError with `autoResume: false`).
    */
-  async fork(options: { name?: string } = {}): Promise<Sandbox> {
-    const wire = await this.client.json<Wire>("POST", `${this.#scope.path}/fork`, { json: { name: options.name ?? null } });
-    return new Sandbox(new Client(this.client.options), sandboxFromWire(wire));
+  fork(options?: ForkOptions & { count?: undefined }): Promise<Sandbox>;
+  fork(options: ForkOptions & { count: number }): Promise<Sandbox[]>;
+  fork(options?: ForkOptions): Promise<Sandbox | Sandbox[]>;
+  async fork(options: ForkOptions = {}): Promise<Sandbox | Sandbox[]> {
+    const memory = options.memory ?? options.name === undefined;
+    const json: Wire = { memory };
+    if (options.name !== undefined) json["name"] = options.name;
+    if (options.count !== undefined) json["count"] = options.count;
+    const wire = await this.client.json<Wire>("POST", `${this.#scope.path}/fork`, { json });
+    const forked = (w: Wire): Sandbox => {
+      const fork = new Sandbox(new Client(this.client.options), sandboxFromWire(w));
+      if (memory) fork.#contexts.inheritDefaults(this.#contexts);
+      return fork;
+    };
+    if (options.count === undefined) return forked(wire);
+    return ((wire["sandboxes"] as Wire[] | undefined) ?? []).map(forked);
   }
 
   /** What the key's tenant takes now, and its quotas; the same as the module's `usage()`. */

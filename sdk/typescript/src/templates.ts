@@ -28,6 +28,11 @@ export interface Template {
   /** Whom processes run as, unless as root. */
   user: string;
   createdAt: string | null;
+  /**
+   * A snapshot with memory: a sandbox made from it starts with the source's processes and code
+   * contexts running where they were.
+   */
+  memory: boolean;
 }
 
 const text = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
@@ -47,6 +52,7 @@ export function templateFromWire(w: Wire): Template {
     workingDir: text(w["working_dir"]),
     user: String(w["user"] ?? ""),
     createdAt: text(w["created_at"]),
+    memory: w["memory"] === true,
   };
 }
 

@@ -1,5 +1,6 @@
 // Templates against the real daemon: an image archive imported, a sandbox made from it, a
-// snapshot and a fork, listing and deleting, and a bad archive refused.
+// snapshot and a fork of its files, listing and deleting, and a bad archive refused. Forks and
+// snapshots with memory: forks.test.ts.
 
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
@@ -12,6 +13,7 @@ import {
   ConflictError,
   InvalidRequestError,
   NotFoundError,
+  NotImplementedError,
   Sandbox,
 } from "sandstream";
 
@@ -51,6 +53,9 @@ test("an image becomes a template; a sandbox of it is snapshotted and forked", a
     const snap = await sb.snapshot("ts-snap");
     assert.equal(snap.kind, "snapshot");
     assert.equal(snap.source, sb.id);
+    assert.equal(snap.memory, false);
+    // An image's sandbox cannot be checkpointed: only its files can be forked (a name says so).
+    await assert.rejects(sb.fork(), (error: unknown) => error instanceof NotImplementedError && /image/.test(error.message));
     const forked = await sb.fork({ name: "ts-fork" });
     try {
       assert.equal((await forked.exec("cat /home/app/f")).stdout, "kept\n");

@@ -40,6 +40,8 @@ class Template:
     working_dir: str | None = None  # a sandbox's default cwd
     user: str = ""  # whom processes run as, unless as root
     created_at: str | None = None
+    memory: bool = False  # a snapshot with memory: its sandboxes start with the source's
+    # processes and code contexts running where they were
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Template:
@@ -55,7 +57,7 @@ class Template:
                    size_bytes=int(data.get("size_bytes") or 0),
                    env=tuple(str(e) for e in data.get("env") or []),
                    working_dir=opt("working_dir"), user=str(data.get("user") or ""),
-                   created_at=opt("created_at"))
+                   created_at=opt("created_at"), memory=bool(data.get("memory") or False))
 
 
 def template_path(name: str) -> str:
@@ -93,14 +95,40 @@ def delete_template_call(name: str) -> Call[None]:
     return Call("DELETE", template_path(name), ignore_body)
 
 
-def snapshot_call(sandbox_path: str, name: str) -> Call[Template]:
-    """`POST .../snapshot`."""
-    return Call("POST", sandbox_path + "/snapshot", Template.from_json, json={"name": name})
+def snapshot_call(sandbox_path: str, name: str, memory: bool = False) -> Call[Template]:
+    """`POST .../snapshot {"name", "memory"?}`; "memory" is sent only when true (the daemon's
+    default is false)."""
+    body: dict[str, Any] = {"name": name}
+    if memory:
+        body["memory"] = True
+    return Call("POST", sandbox_path + "/snapshot", Template.from_json, json=body)
 
 
-def fork_call(sandbox_path: str, name: str | None) -> Call[SandboxInfo]:
-    """`POST .../fork`."""
-    return Call("POST", sandbox_path + "/fork", SandboxInfo.from_json, json={"name": name})
+def fork_body(name: str | None, memory: bool | None, count: int | None) -> dict[str, Any]:
+    """The body of `POST .../fork`. `memory` None: true, unless `name` is given (a name is the
+    template of a fork of files, which a fork with memory does not make): then false. "count"
+    only when given, since it changes the answer's shape."""
+    if memory is None:
+        memory = name is None
+    body: dict[str, Any] = {"memory": memory}
+    if name is not None:
+        body["name"] = name
+    if count is not None:
+        body["count"] = count
+    return body
+
+
+def _forks(data: dict[str, Any]) -> list[SandboxInfo]:
+    """The forks in an answer: `{"sandboxes": [...]}` (with "count") or one sandbox object."""
+    if "sandboxes" in data:
+        return [SandboxInfo.from_json(s) for s in data["sandboxes"]]
+    return [SandboxInfo.from_json(data)]
+
+
+def fork_call(sandbox_path: str, name: str | None, memory: bool | None = None,
+              count: int | None = None) -> Call[list[SandboxInfo]]:
+    """`POST .../fork {"memory", "name"?, "count"?}`: the forks, one or `count` of them."""
+    return Call("POST", sandbox_path + "/fork", _forks, json=fork_body(name, memory, count))
 
 
 def archive_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:

@@ -10,10 +10,11 @@ in a module of its own, joined here into one class."""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 import httpx
 
@@ -288,12 +289,45 @@ class AsyncSandbox(_AsyncCommands, _AsyncInterpreter, _AsyncTemplates, _AsyncPor
         # unasync: end
         return AsyncSession(self, await self._api.call(create_session_call(self._path, env, cwd, id)))
 
-    async def fork(self, name: str | None = None) -> AsyncSandbox:
-        """A snapshot (template `name`, or a generated one) and a new sandbox made from it with
-        this one's env, cwd, limits, network, time to live and metadata."""
-        info = await self._api.call(fork_call(self._path, name),
-                                    timeout=self._api.config.stream_timeout())
-        return type(self)(info, _AsyncApi(self._api.config, None))
+    @overload
+    async def fork(self, name: str | None = None, *, memory: bool | None = None,
+                   count: None = None) -> AsyncSandbox: ...
+
+    @overload
+    async def fork(self, name: str | None = None, *, memory: bool | None = None,
+                   count: int) -> builtins.list[AsyncSandbox]: ...
+
+    async def fork(self, name: str | None = None, *, memory: bool | None = None,
+                   count: int | None = None) -> AsyncSandbox | builtins.list[AsyncSandbox]:
+        """New sandboxes made from this one as it is now, with its env, cwd, limits, network,
+        time to live and metadata: one, or a list of `count` (1 to 32).
+
+        `memory=True` (the default): the sandbox is checkpointed with CRIU while it runs and
+        each fork restored from that checkpoint, so its running processes and code contexts go
+        on in each fork where they were (the same process and context ids; the default context
+        of `run_code` carries over, its variables kept); this sandbox runs on. No template is
+        made. A server without CRIU, or a sandbox it cannot checkpoint (one with volumes or
+        egress, or made from an image or a files snapshot), raises `RouteNotImplemented`.
+
+        `memory=False`: a snapshot of its files only, as template `name` (or a generated
+        `fork-...`), and the forks made from it; no process runs on. Giving `name` without
+        `memory` means `memory=False`, since only a fork of files makes a template; `name` with
+        `memory=True` raises `InvalidRequest`.
+
+        A paused sandbox is resumed first (`SandboxPaused` with `auto_resume=False`)."""
+        if memory is None:
+            memory = name is None
+        infos = await self._api.call(fork_call(self._path, name, memory, count),
+                                     timeout=self._api.config.stream_timeout())
+        forks = [self._forked(info, memory) for info in infos]
+        return forks if count is not None else forks[0]
+
+    def _forked(self, info: SandboxInfo, memory: bool) -> AsyncSandbox:
+        """A handle of a fork: with memory, the same default code contexts (their ids)."""
+        fork = type(self)(info, _AsyncApi(self._api.config, None))
+        if memory:
+            fork._default_contexts = dict(self._default_contexts)
+        return fork
 
     async def browser_url(self, port: int, ttl_seconds: int | None = 3600) -> str:
         """A URL that opens the server on `port` in a browser tab: the port is exposed, a token

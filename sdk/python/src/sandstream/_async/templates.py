@@ -144,9 +144,14 @@ class _AsyncTemplates(_AsyncSandboxSurface):
         finally:
             await api.aclose()
 
-    async def snapshot(self, name: str) -> Template:
-        """A template of this sandbox's files now (its template's layers and what it changed);
-        its processes keep running, and each file is copied as it is when read. Only sandboxes
-        made from an image or a snapshot can be snapshotted."""
-        return await self._api.call(snapshot_call(self._path, name),
+    async def snapshot(self, name: str, *, memory: bool = False) -> Template:
+        """Template `name` of this sandbox as it is now. `memory=False` (the default): its
+        files (its template's layers and what it changed); its processes keep running, and each
+        file is copied as it is when read. `memory=True`: also its running processes and code
+        contexts, checkpointed with CRIU while it runs on; a sandbox created from the template
+        starts with them running where they were, with the same process and context ids
+        (`Template.memory` is true, `layers_count` 0). A server without CRIU, or a sandbox it
+        cannot checkpoint (one with volumes or egress, or made from an image or a files
+        snapshot), raises `RouteNotImplemented`."""
+        return await self._api.call(snapshot_call(self._path, name, memory),
                                     timeout=self._api.config.stream_timeout())
