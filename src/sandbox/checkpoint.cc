@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
@@ -20,6 +21,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -116,6 +119,23 @@ struct Tool {
   ::execve(argv[0], argv, envp);
   ::_exit(127);
 }
+
+// The milliseconds each step of a checkpoint or restore took, for the log.
+class Steps {
+ public:
+  void Done(const char* step) {
+    const auto now = std::chrono::steady_clock::now();
+    text_ += (text_.empty() ? "" : ", ") + std::string(step) + " " +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - last_).count()) +
+             " ms";
+    last_ = now;
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::string text_;
+};
 
 // What a sandbox that cannot be checkpointed can do instead.
 constexpr std::string_view kInstead =
@@ -300,6 +320,26 @@ std::string ViewKey(size_t i) {
   return "view-" + std::to_string(i);
 }
 
+// CRIU's environment: where it keeps what it found out about the kernel (criu.kdat), which
+// takes it milliseconds to find out again, shared by every run (they all run with the daemon's
+// capabilities). CRIU keeps it only on a tmpfs, emptied with the kernel at a reboot: where
+// /run is not one, a small one of its own is mounted there. Without it, CRIU only takes longer.
+std::string CriuRuntimeDir(const std::string& restore_dir) {
+  const std::string dir = restore_dir + "/.criu";
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno == ENOENT) {
+    (void)MakeSearchable(restore_dir);
+    (void)::mkdir(dir.c_str(), 0700);
+  }
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) == 0 && fs.f_type != TMPFS_MAGIC &&
+      ::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=1m,nr_inodes=64,mode=0700") != 0) {
+    log::Warn("CRIU's cache directory could not be a tmpfs",
+              {{"path", dir}, {"error", std::strerror(errno)}});
+  }
+  return "XDG_RUNTIME_DIR=" + dir;
+}
+
 // The files of a checkpoint a sandbox made from it links to (not its logs, which each writes).
 bool IsImageFile(const std::string& name) {
   return name.ends_with(".img") || name == "init" || name == "layer.tar" || name == kFactsFile;
@@ -453,14 +493,15 @@ Result<void> NamespaceSandbox::CheckpointPossible() const {
 }
 
 Op<Result<void>> NamespaceSandbox::Checkpoint() {
-  co_return co_await Dump(CheckpointDir(), false);
+  co_return co_await Dump(CheckpointDir(), false, true);
 }
 
-Op<Result<void>> NamespaceSandbox::CheckpointTo(std::string dir) {
-  co_return co_await Dump(dir, true);
+Op<Result<void>> NamespaceSandbox::CheckpointTo(std::string dir, bool durable) {
+  co_return co_await Dump(dir, true, durable);
 }
 
-Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_running) {
+Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_running,
+                                        bool durable) {
   if (auto possible = CheckpointPossible(); !possible) co_return std::move(possible).error();
   const uid_t owner = *ids_first_;
   std::error_code ec;
@@ -471,6 +512,7 @@ Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_ru
   auto key = LayerKey(init_pid_);
   if (!key) co_return std::move(key).error();
   const std::string pid = std::to_string(init_pid_);
+  Steps steps;
   // The keeper's connection is a socket of the host's, which CRIU cannot take: the daemon lets
   // go of it (PID 1 keeps everything for the next connection) and connects again after.
   spawner_.Leave();
@@ -492,10 +534,11 @@ Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_ru
       dump.argv.push_back(std::string("mnt[/") + kViewFiles[i] + "]:" + ViewKey(i));
     }
   }
-  dump.env = {"XDG_RUNTIME_DIR=" + images};
+  dump.env = {CriuRuntimeDir(state_->options.restore_dir)};
   dump.owner = owner;
   dump.log = images + "/criu.out";
   Result<void> dumped = co_await RunTool(dump, kCriuTimeout);
+  steps.Done("criu dump");
   // Stopped where they were, until the layer is copied: it is then what their memory knows.
   Result<void> saved = dumped;
   if (saved) {
@@ -507,6 +550,7 @@ Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_ru
     tar.log = images + "/tar.out";
     saved = co_await RunTool(tar, kToolTimeout);
     if (!saved) saved = WithDetail(std::move(saved).error(), tar.log);
+    steps.Done("layer");
   } else {
     saved = WithDetail(std::move(saved).error(), images + "/dump.log");
   }
@@ -518,15 +562,17 @@ Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_ru
                               "\nids=" + std::to_string(owner) + "\nid=" + id_ + "\n";
     saved = WriteFileAtomic(images + "/" + kFactsFile, facts, 0600);
   }
-  if (saved) {
+  if (saved && durable) {
     // On disk before the sandbox is gone: it survives the host's crash from here on.
     Tool sync;
     sync.step = "checkpoint: sync";
     sync.argv = {"/bin/sync", "-f", images + "/layer.tar"};
     sync.log = images + "/sync.out";
     saved = co_await RunTool(sync, kToolTimeout);
+    steps.Done("sync");
   }
   if (saved) saved = WriteFileAtomic(images + "/" + kDoneFile, "", 0600);
+  if (saved) log::Info("checkpoint written", {{"sandbox", id_}, {"steps", steps.text()}});
   if (!saved || leave_running) {
     // Nothing was ended: the tree goes on where it stopped, and the keeper is connected again.
     if (dumped && cgroup_) {
@@ -668,6 +714,7 @@ Op<Result<void>> NamespaceSandbox::Restore() {
     std::string path;
     ~StageGuard() { RemoveStage(path); }
   } guard{stage};
+  Steps steps;
   const auto fail = [&](const std::string& step, int err) {
     return SysError(ErrorCode::kSandboxSetupFailed, "restore: " + step, err);
   };
@@ -715,6 +762,7 @@ Op<Result<void>> NamespaceSandbox::Restore() {
     co_return WithDetail(std::move(r).error(), untar.log);
   }
   shifted.reset();
+  steps.Done("layer");
   if (const std::string from_id = Fact(*facts, "id"); !from_id.empty() && from_id != id_) {
     if (auto r = RenameInLayer(layer + "/root", from_id); !r) co_return r;
   }
@@ -793,7 +841,7 @@ Op<Result<void>> NamespaceSandbox::Restore() {
     restore.argv.push_back("--external");
     restore.argv.push_back(view);
   }
-  restore.env = {"XDG_RUNTIME_DIR=" + images};
+  restore.env = {CriuRuntimeDir(state_->options.restore_dir)};
   restore.owner = owner;
   restore.fds = {{layer_fd.get(), kLayerFd}};
   restore.cgroup = cgroup_.get();
@@ -802,20 +850,25 @@ Op<Result<void>> NamespaceSandbox::Restore() {
   if (auto r = WriteFileAtomic(dir_ + "/" + kRestoringFile, "", 0600); !r) {
     co_return std::move(r).error();
   }
+  steps.Done("stage");
   if (auto r = co_await RunTool(restore, kCriuTimeout); !r) {
     (void)::unlink((dir_ + "/" + kRestoringFile).c_str());
     co_return WithDetail(std::move(r).error(), images + "/restore.log");
   }
+  steps.Done("criu restore");
   // PID 1 runs again: from here on the sandbox is not checkpointed, whatever follows.
   (void)::unlink((images + "/" + kDoneFile).c_str());
   checkpointed_ = false;
   Result<void> reattached = co_await ReattachKeeper();
+  steps.Done("keeper");
   if (reattached) reattached = co_await FinishRestore();
   if (!reattached) {
     KillInit();
     co_return Error{ErrorCode::kSandboxSetupFailed,
                     "restore: the restored keeper: " + reattached.error().message};
   }
+  steps.Done("PID 1 again");
+  log::Info("checkpoint restored", {{"sandbox", id_}, {"steps", steps.text()}});
   co_return Ok{};
 }
 

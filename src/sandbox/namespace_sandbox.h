@@ -39,7 +39,7 @@ class NamespaceSandbox final : public Sandbox {
   bool Frozen() const override { return cgroup_ && cgroup_->Frozen(); }
   // With CRIU (checkpoint.cc), into CheckpointDir().
   Op<Result<void>> Checkpoint() override;
-  Op<Result<void>> CheckpointTo(std::string dir) override;
+  Op<Result<void>> CheckpointTo(std::string dir, bool durable) override;
   Op<Result<void>> Restore() override;
   bool Checkpointed() const override { return checkpointed_; }
   std::string CheckpointDir() const { return dir_ + "/checkpoint"; }
@@ -119,7 +119,7 @@ class NamespaceSandbox final : public Sandbox {
   // Why this sandbox cannot be checkpointed, if it cannot.
   Result<void> CheckpointPossible() const;
   // Checkpoint and CheckpointTo: into `images`, then the sandbox ends or runs on.
-  Op<Result<void>> Dump(const std::string& images, bool leave_running);
+  Op<Result<void>> Dump(const std::string& images, bool leave_running, bool durable);
   // A checkpoint taken of another sandbox, in CheckpointDir(), made this one's: the user
   // namespace's maps and the hostname in CRIU's images (criu_images.h).
   Result<void> AdoptImages(const std::string& facts);

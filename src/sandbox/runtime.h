@@ -219,9 +219,11 @@ class Sandbox {
   }
   // The same as Checkpoint, into directory `dir` (which it makes), and the sandbox runs on: what
   // a sandbox made from it (SandboxSpec::checkpoint) starts as. The daemon must have stopped
-  // reading the processes' pipes meanwhile.
-  virtual Op<Result<void>> CheckpointTo(std::string dir) {
+  // reading the processes' pipes meanwhile. `durable`: on disk when this returns (it outlives a
+  // crash of the host), else perhaps in the page cache only (a fork's, gone once they are made).
+  virtual Op<Result<void>> CheckpointTo(std::string dir, bool durable) {
     (void)dir;
+    (void)durable;
     co_return Error{ErrorCode::kNotImplemented, "this runtime cannot checkpoint a sandbox"};
   }
   // Brings back what Checkpoint wrote: the same processes with the same pids, each as an

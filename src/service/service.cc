@@ -390,7 +390,6 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
     as_ours(memory->processes, raw->checkpointed_processes);
     as_ours(memory->contexts, raw->checkpointed_contexts);
     TakeBackRestored(*raw);
-    for (const auto& p : raw->processes) PersistProcess(*raw, *p);
   }
   WatchLife(*raw);
   ++metrics_.sandboxes_created_total;
@@ -405,6 +404,8 @@ asio::awaitable<Result<const SandboxEntry*>> Service::CreateSandbox(SandboxReque
   raw->last_active = SteadyNow();  // idle (auto_pause) counts from its creation
   WatchIdleOf(*raw);
   Persist(*raw);
+  // Its processes' records after its own, which they refer to.
+  for (const auto& p : raw->processes) PersistProcess(*raw, *p);
   log::Info("sandbox created", {{"sandbox", raw->id}, {"template", raw->template_name}});
   co_return raw;
 }

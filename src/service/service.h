@@ -245,10 +245,10 @@ class Service {
   void TakeBackRestored(SandboxEntry& sb);
   // ForkSandbox's steps: the settings a fork of `sb` is made with; and, in the sandbox's turn,
   // a checkpoint of it in `dir` with the records of what runs in it (kPaused or resumed first,
-  // as a request would).
+  // as a request would); `durable` (a snapshot's): on disk before it answers.
   SandboxRequest ForkRequest(const SandboxEntry& sb, std::string by) const;
   boost::asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> TakeMemoryImage(
-      std::string sandbox_id, std::string dir);
+      std::string sandbox_id, std::string dir, bool durable);
   boost::asio::awaitable<Result<const Template*>> MemorySnapshot(std::string sandbox_id,
                                                                  std::string name);
   // What a sandbox made from memory snapshot `t` starts from.

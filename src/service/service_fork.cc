@@ -28,7 +28,7 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 
 asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> Service::TakeMemoryImage(
-    std::string sandbox_id, std::string dir) {
+    std::string sandbox_id, std::string dir, bool durable) {
   SandboxEntry* sb = Entry(sandbox_id);
   if (!sb) co_return Error{ErrorCode::kNotFound, "no sandbox '" + sandbox_id + "'"};
   if (auto live = CheckLive(*sb); !live) co_return std::move(live).error();
@@ -44,7 +44,7 @@ asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> Service::TakeMemoryI
   // Their output stays in their pipes while it is written, so that each fork's log (the kept
   // copy of this one's) and pipe hold it exactly once; this sandbox reads it after.
   for (const auto& p : running) p->Detach();
-  Result<void> written = co_await Await(sb->runtime->CheckpointTo(dir));
+  Result<void> written = co_await Await(sb->runtime->CheckpointTo(dir, durable));
   for (const auto& p : running) p->Rebind(std::nullopt);
   if (!written) co_return std::move(written).error();
   auto image = std::make_shared<MemoryImage>();
@@ -84,7 +84,7 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
     std::filesystem::create_directories(options_.checkpoints_dir, ec);
     ::chmod(options_.checkpoints_dir.c_str(), 0700);
     dir = options_.checkpoints_dir + "/" + NewId("fork_");
-    auto image = co_await TakeMemoryImage(sandbox_id, dir);
+    auto image = co_await TakeMemoryImage(sandbox_id, dir, false);
     if (!image) {
       std::filesystem::remove_all(dir, ec);
       co_return Error{image.error().code, "fork: " + image.error().message};
@@ -152,7 +152,7 @@ asio::awaitable<Result<const Template*>> Service::MemorySnapshot(std::string san
   std::filesystem::create_directories(options_.checkpoints_dir, ec);
   ::chmod(options_.checkpoints_dir.c_str(), 0700);
   const std::string dir = options_.checkpoints_dir + "/" + NewId("snapshot_");
-  auto image = co_await TakeMemoryImage(sandbox_id, dir);
+  auto image = co_await TakeMemoryImage(sandbox_id, dir, true);
   Result<void> written = image ? Result<void>(Ok{}) : Result<void>(image.error());
   if (written) {
     // The daemon's from here: the source's ids may be another sandbox's once it is gone.
