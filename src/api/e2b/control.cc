@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <tuple>
 
 #include <boost/json.hpp>
 #include <boost/url/decode_view.hpp>
@@ -438,7 +439,9 @@ json::object SnapshotJson(const Template& t) {
 }  // namespace
 
 // E2B's createSnapshot: a template of the sandbox with its memory (a sandbox made from it
-// starts with its processes running where they were); `name` or a generated one.
+// starts with its processes running where they were), or of its files only (`memory` false,
+// the SDK's mode "filesystem"); `name` or a generated one. A name the caller's snapshot has
+// already is that snapshot's again (E2B gives it a new build), unless a sandbox runs from it.
 asio::awaitable<void> CreateSnapshot(Context& ctx) {
   auto sb = Visible(ctx);
   if (!sb) co_return co_await ReplyError(ctx, sb.error());
@@ -446,27 +449,43 @@ asio::awaitable<void> CreateSnapshot(Context& ctx) {
   if (!body) co_return co_await ReplyError(ctx, body.error());
   auto name = OptString(*body, "name");
   if (!name) co_return co_await ReplyError(ctx, name.error());
-  auto made = co_await ctx.service.SnapshotSandbox(
-      (*sb)->id, name->value_or("snapshot-" + NewId("").substr(0, 12)), true);
+  auto memory = OptBool(*body, "memory");
+  if (!memory) co_return co_await ReplyError(ctx, memory.error());
+  const std::string id = (*sb)->id;
+  const std::string template_name = name->value_or("snapshot-" + NewId("").substr(0, 12));
+  if (const Template* old = ctx.service.templates().Find(template_name);
+      old && old->kind == "snapshot" && old->tenant == ctx.principal.tenant) {
+    if (auto replaced = co_await ctx.service.DeleteTemplate(template_name); !replaced) {
+      co_return co_await ReplyError(ctx, replaced.error());
+    }
+  }
+  auto made = co_await ctx.service.SnapshotSandbox(id, template_name, memory->value_or(true));
   if (!made) co_return co_await ReplyError(ctx, made.error());
   co_await ReplyJson(ctx, http::status::created, SnapshotJson(**made));
 }
 
-// E2B's listSnapshots: the memory snapshots the caller may use, of `sandboxID` and named `name`
-// when asked, newest first, at most `limit`.
+// E2B's listSnapshots: the snapshot templates the caller may use (with memory or of files),
+// of `sandboxID` and named `name` when asked, newest first, `limit` (100) a page; the next
+// page's `nextToken` (where it starts) is in the X-Next-Token header while there is one.
 asio::awaitable<void> ListSnapshots(Context& ctx) {
   const std::string sandbox_id(ctx.Query("sandboxID").value_or(""));
   const std::string name(ctx.Query("name").value_or(""));
   int64_t limit = 100;
-  if (auto asked = ctx.Query("limit")) {
-    const std::string_view v = *asked;
-    if (std::from_chars(v.data(), v.data() + v.size(), limit).ec != std::errc() || limit < 1) {
-      co_return co_await ReplyError(ctx, Invalid("limit must be a positive integer"));
+  int64_t from = 0;
+  for (auto [key, value, min] : {std::tuple{"limit", &limit, int64_t{1}},
+                                 std::tuple{"nextToken", &from, int64_t{0}}}) {
+    if (auto asked = ctx.Query(key)) {
+      const std::string_view v = *asked;
+      if (std::from_chars(v.data(), v.data() + v.size(), *value).ec != std::errc() ||
+          *value < min) {
+        co_return co_await ReplyError(ctx, Invalid(std::string(key) + " must be an integer of at least " +
+                                                   std::to_string(min)));
+      }
     }
   }
   std::vector<const Template*> found;
   for (const Template* t : ctx.service.templates().List()) {
-    if (t->checkpoint.empty() || !t->ready) continue;
+    if (t->kind != "snapshot" || !t->ready) continue;
     if (!TemplateService::MayUse(*t, ctx.principal.tenant, ctx.principal.admin())) continue;
     if ((!sandbox_id.empty() && t->source != sandbox_id) || (!name.empty() && t->name != name)) {
       continue;
@@ -477,11 +496,16 @@ asio::awaitable<void> ListSnapshots(Context& ctx) {
     return a->created_at > b->created_at;
   });
   json::array answer;
-  for (const Template* t : found) {
-    if (static_cast<int64_t>(answer.size()) >= limit) break;
-    answer.push_back(SnapshotJson(*t));
+  for (size_t i = static_cast<size_t>(from);
+       i < found.size() && static_cast<int64_t>(answer.size()) < limit; ++i) {
+    answer.push_back(SnapshotJson(*found[i]));
   }
-  co_await ReplyJson(ctx, http::status::ok, answer);
+  std::vector<std::pair<std::string, std::string>> fields;
+  if (const size_t next = static_cast<size_t>(from) + answer.size(); next < found.size()) {
+    fields.emplace_back("X-Next-Token", std::to_string(next));
+  }
+  co_await Reply(ctx, http::status::ok, json::serialize(answer), "application/json",
+                 std::move(fields));
 }
 
 // E2B's deleteSnapshot (and template deletion): the caller's own template, when no sandbox
