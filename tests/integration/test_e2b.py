@@ -2,17 +2,21 @@
 against the daemon: the calls of its README and docs, with `E2B_API_URL` and `E2B_SANDBOX_URL`
 the daemon's URL and `E2B_API_KEY` its key. Effects are checked through sandstream's own /v1
 API or through another command, not only through the call under test. The JS SDK's flows run
-in tests/compat/e2b."""
+in tests/compat/e2b. Fork and snapshots are shown with the code interpreter's `Sandbox` (the
+`e2b-code-interpreter` package, whose class is `e2b`'s with `run_code`) where a variable kept
+says more than a file."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import secrets
 import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,6 +40,7 @@ from e2b import (
     SandboxState,
     TimeoutException,
 )
+from e2b_code_interpreter import Sandbox as CodeInterpreter
 
 from helpers import API_KEY, Daemon, pgrep, wait_no_process, wait_until
 
@@ -837,3 +842,340 @@ def test_killed_sandbox_is_not_running(sbx: Sandbox) -> None:
         sbx.files.read(f"{HOME}/anything")
     with pytest.raises(SandboxNotRunningException):
         sbx.files.list(HOME)
+
+
+# --- fork and snapshots -----------------------------------------------------------------------
+# E2B's fork() and create_snapshot() take the sandbox's memory: CRIU checkpoints it. Where CRIU
+# is not installed these tests are skipped, each on its own (the rest of this module still runs).
+
+CRIU = Path("/var/cache/sandstream/criu-4.2.1/sbin/criu")
+needs_criu = pytest.mark.skipif(
+    not os.access(CRIU, os.X_OK),
+    reason=f"CRIU is not installed at {CRIU} (scripts/install-criu builds it); fork and "
+           "snapshots with memory cannot be tested")
+COUNTER = "n=0; while :; do n=$((n+1)); echo $n > /tmp/n; sleep 0.1; done"
+
+
+def listed_ids() -> set[str]:
+    """The ids of every sandbox `Sandbox.list()` gives, all pages."""
+    ids: set[str] = set()
+    paginator = Sandbox.list()
+    while paginator.has_next:
+        ids.update(s.sandbox_id for s in paginator.next_items())
+    return ids
+
+
+def snapshot_ids(paginator: Any) -> list[str]:
+    """The snapshot ids of a `list_snapshots()` paginator, all pages."""
+    ids: list[str] = []
+    while paginator.has_next:
+        ids.extend(s.snapshot_id for s in paginator.next_items())
+    return ids
+
+
+def counted(sandbox: Sandbox) -> int:
+    """The last number COUNTER wrote in the sandbox (0 before its first)."""
+    try:
+        text = sandbox.files.read("/tmp/n").strip()
+    except FileNotFoundException:
+        return 0
+    return int(text) if text else 0
+
+
+@needs_criu
+def test_fork_with_count_keeps_the_interpreters_variables_and_the_forks_diverge(
+        e2b_env: Daemon, client: httpx.Client) -> None:
+    """The code interpreter's `sandbox.fork(count=3, timeout=60)`: three running sandboxes of
+    its class, each with the interpreter's variable, each going its own way (its variable, its
+    files, its hostname its own id), listed by Sandbox.list and /v1 with the timeout asked; the
+    source runs on untouched; killed, they are gone from both."""
+    sandbox = CodeInterpreter.create(timeout=300)
+    forks: list[Any] = []
+    try:
+        assert sandbox.run_code("x = 41").error is None
+        sandbox.files.write(f"{HOME}/state.txt", "before the fork")
+        forks = sandbox.fork(count=3, timeout=60)
+        assert len(forks) == 3 and all(isinstance(f, CodeInterpreter) for f in forks), forks
+        ids = [f.sandbox_id for f in forks]
+        assert len(set(ids)) == 3 and sandbox.sandbox_id not in ids, ids
+        for i, fork in enumerate(forks):
+            done = fork.run_code(f"x += {i}\nx")
+            assert done.error is None and done.text == str(41 + i), (done.error, done.text)
+            assert fork.commands.run("hostname").stdout == f"{fork.sandbox_id}\n"
+            assert fork.files.read(f"{HOME}/state.txt") == "before the fork"
+            fork.files.write(f"{HOME}/state.txt", f"fork {i}")
+        # Each kept its own, the source its own.
+        assert [f.run_code("x").text for f in forks] == ["41", "42", "43"]
+        assert [v1_read(client, i, f"{HOME}/state.txt") for i in ids] == [b"fork 0", b"fork 1",
+                                                                          b"fork 2"]
+        assert sandbox.run_code("x").text == "41"
+        assert sandbox.files.read(f"{HOME}/state.txt") == "before the fork"
+        assert sandbox.commands.run("hostname").stdout == f"{sandbox.sandbox_id}\n"
+        assert sandbox.is_running() is True
+
+        assert {sandbox.sandbox_id, *ids} <= listed_ids()
+        for fork in forks:
+            v1 = client.get(f"/v1/sandboxes/{fork.sandbox_id}").json()
+            assert v1["status"] == "running", v1
+            info = fork.get_info()
+            assert info.state == SandboxState.RUNNING
+            assert abs((info.end_at - datetime.now(timezone.utc)).total_seconds() - 60) < 5, info
+
+        assert all(fork.kill() is True for fork in forks)
+        for i in ids:
+            assert client.get(f"/v1/sandboxes/{i}").status_code == 404
+        assert not set(ids) & listed_ids()
+        assert sandbox.run_code("x").text == "41"
+    finally:
+        for fork in forks:
+            if isinstance(fork, CodeInterpreter):
+                fork.kill()
+        sandbox.kill()
+
+
+@needs_criu
+def test_fork_by_id_takes_the_running_processes_which_then_go_their_own_way(
+        e2b_env: Daemon, client: httpx.Client) -> None:
+    """`Sandbox.fork(sandbox_id)` (count left to the API: one): the fork's commands.list() has
+    the source's background command, which counts on from where it was in the fork; killing it
+    there leaves the source's counting. A killed sandbox's fork is SandboxNotFoundException."""
+    source = Sandbox.create(timeout=120)
+    forks: list[Any] = []
+    try:
+        counter = source.commands.run(COUNTER, background=True)
+        assert wait_until(lambda: counted(source) > 3, 10)
+        forks = Sandbox.fork(source.sandbox_id)
+        assert len(forks) == 1 and isinstance(forks[0], Sandbox), forks
+        fork = forks[0]
+        listed = [p for p in fork.commands.list() if p.pid == counter.pid]
+        assert len(listed) == 1 and listed[0].args == ["-l", "-c", COUNTER], fork.commands.list()
+        at_fork = counted(fork)
+        assert at_fork > 3, "the fork's counter started again"
+        assert wait_until(lambda: counted(fork) > at_fork + 3, 10)
+        assert fork.commands.kill(counter.pid) is True
+        assert wait_until(lambda: counter.pid not in pids(fork), 5)
+        stopped = counted(fork)
+        before = counted(source)
+        assert wait_until(lambda: counted(source) > before + 3, 10)
+        assert counted(fork) == stopped
+        assert counter.pid in pids(source)
+        r = client.post(f"/v1/sandboxes/{fork.sandbox_id}/exec", json={"cmd": "cat /tmp/n"})
+        assert r.status_code == 200 and int(r.json()["stdout"]) == stopped, r.text
+    finally:
+        for fork in forks:
+            if isinstance(fork, Sandbox):
+                fork.kill()
+        source.kill()
+    with pytest.raises(SandboxNotFoundException):
+        source.fork()
+
+
+@needs_criu
+def test_snapshot_list_create_from_it_and_delete(e2b_env: Daemon, client: httpx.Client) -> None:
+    """The code interpreter's create_snapshot() holds the interpreter as it was: list_snapshots
+    (of the sandbox, by name, the instance's own) names it; two sandboxes made with
+    Sandbox.create(snapshot_id) start with its variable and each goes its own way, the source
+    too; delete_snapshot is True, then False, and the snapshot is gone from the lists, /v1 and
+    create."""
+    sandbox = CodeInterpreter.create(timeout=300)
+    made: list[Any] = []
+    snapshot_id = ""
+    try:
+        assert sandbox.run_code("x = 41").error is None
+        snap = sandbox.create_snapshot()
+        snapshot_id = snap.snapshot_id
+        assert snapshot_id and snap.names == [snapshot_id], snap
+        assert sandbox.run_code("x = 0").error is None  # after the snapshot: not in it
+        assert sandbox.is_running() is True
+
+        assert snapshot_ids(Sandbox.list_snapshots(sandbox_id=sandbox.sandbox_id)) == [snapshot_id]
+        assert snapshot_ids(sandbox.list_snapshots()) == [snapshot_id]
+        assert snapshot_ids(Sandbox.list_snapshots(name=snapshot_id)) == [snapshot_id]
+        assert snapshot_id in snapshot_ids(Sandbox.list_snapshots())
+        assert client.get(f"/v1/templates/{snapshot_id}").status_code == 200
+
+        made = [CodeInterpreter.create(snapshot_id, timeout=120) for _ in range(2)]
+        first, second = made
+        assert first.run_code("x + 1").text == "42"
+        assert first.run_code("x += 10\nx").text == "51"
+        assert second.run_code("x").text == "41"
+        assert sandbox.run_code("x").text == "0"
+        for new in made:
+            assert new.get_info().template_id == snapshot_id
+            assert client.get(f"/v1/sandboxes/{new.sandbox_id}").json()["template"] == snapshot_id
+            assert new.commands.run("hostname").stdout == f"{new.sandbox_id}\n"
+        for new in made:
+            assert new.kill() is True
+        made = []
+
+        assert Sandbox.delete_snapshot(snapshot_id) is True
+        assert client.get(f"/v1/templates/{snapshot_id}").status_code == 404
+        assert snapshot_ids(Sandbox.list_snapshots(sandbox_id=sandbox.sandbox_id)) == []
+        assert snapshot_id not in snapshot_ids(Sandbox.list_snapshots())
+        assert Sandbox.delete_snapshot(snapshot_id) is False
+        with pytest.raises(SandboxException) as e:
+            CodeInterpreter.create(snapshot_id)
+        assert snapshot_id in str(e.value)
+    finally:
+        for new in made:
+            new.kill()
+        sandbox.kill()
+        if snapshot_id:
+            Sandbox.delete_snapshot(snapshot_id)
+
+
+@needs_criu
+def test_a_snapshot_in_use_is_not_deleted_and_the_error_names_its_sandbox(
+        e2b_env: Daemon, client: httpx.Client) -> None:
+    """`Sandbox.create_snapshot(sandbox_id, name=...)` takes the name as its id; while a sandbox
+    made from it runs, delete_snapshot raises (409, naming the snapshot and that sandbox), not a
+    quiet False, and the snapshot stays; once that sandbox is gone it is deleted. Snapshots
+    outlive their source."""
+    name = f"e2b-snap-{secrets.token_hex(4)}"
+    source = Sandbox.create(timeout=120)
+    user = None
+    try:
+        source.files.write(f"{HOME}/kept.txt", "in the snapshot")
+        snap = Sandbox.create_snapshot(source.sandbox_id, name=name)
+        assert snap.snapshot_id == name and snap.names == [name], snap
+        source_id = source.sandbox_id
+        assert source.kill() is True
+        assert snapshot_ids(Sandbox.list_snapshots(sandbox_id=source_id)) == [name]
+
+        user = Sandbox.create(name, timeout=120)
+        assert user.files.read(f"{HOME}/kept.txt") == "in the snapshot"
+        with pytest.raises(SandboxException) as e:
+            Sandbox.delete_snapshot(name)
+        assert e.value.status_code == 409, e.value
+        assert name in str(e.value) and user.sandbox_id in str(e.value), e.value
+        assert client.get(f"/v1/templates/{name}").status_code == 200
+        assert snapshot_ids(Sandbox.list_snapshots(name=name)) == [name]
+        assert user.is_running() is True
+        assert user.kill() is True
+        assert Sandbox.delete_snapshot(name) is True
+        assert client.get(f"/v1/templates/{name}").status_code == 404
+    finally:
+        if user is not None:
+            user.kill()
+        source.kill()
+        Sandbox.delete_snapshot(name)
+
+
+@needs_criu
+def test_async_fork_and_snapshots(e2b_env: Daemon, client: httpx.Client) -> None:
+    """AsyncSandbox: `await fork(count=2)`, `await create_snapshot()`, `list_snapshots()` (the
+    instance's and the class's), `await AsyncSandbox.create(snapshot_id)` with the source's
+    background command running, `await AsyncSandbox.delete_snapshot` True then False."""
+
+    async def flow() -> None:
+        source = await AsyncSandbox.create(timeout=120)
+        forks: list[Any] = []
+        made = None
+        snapshot_id = ""
+        try:
+            counter = await source.commands.run(COUNTER, background=True)
+            forks = await source.fork(count=2)
+            assert len(forks) == 2 and all(isinstance(f, AsyncSandbox) for f in forks), forks
+            for fork in forks:
+                assert (await fork.commands.run("hostname")).stdout == f"{fork.sandbox_id}\n"
+                assert counter.pid in {p.pid for p in await fork.commands.list()}
+            snap = await source.create_snapshot()
+            snapshot_id = snap.snapshot_id
+            assert [s.snapshot_id for s in await source.list_snapshots().next_items()] == \
+                [snapshot_id]
+            listed = await AsyncSandbox.list_snapshots(sandbox_id=source.sandbox_id).next_items()
+            assert [s.snapshot_id for s in listed] == [snapshot_id]
+            made = await AsyncSandbox.create(snapshot_id, timeout=60)
+            assert counter.pid in {p.pid for p in await made.commands.list()}
+            assert client.get(f"/v1/sandboxes/{made.sandbox_id}").json()["template"] == snapshot_id
+            assert await made.kill() is True
+            assert await AsyncSandbox.delete_snapshot(snapshot_id) is True
+            assert await AsyncSandbox.delete_snapshot(snapshot_id) is False
+        finally:
+            for fork in forks:
+                if isinstance(fork, AsyncSandbox):
+                    await fork.kill()
+            if made is not None:
+                await made.kill()
+            await source.kill()
+            if snapshot_id:
+                await AsyncSandbox.delete_snapshot(snapshot_id)
+
+    asyncio.run(flow())
+
+
+def sandbox_ids(client: httpx.Client) -> set[str]:
+    """The ids of the daemon's sandboxes, through /v1."""
+    return {sb["id"] for sb in client.get("/v1/sandboxes").json()["sandboxes"]}
+
+
+def refuses_memory(sandbox: Sandbox, client: httpx.Client, why: str) -> None:
+    """fork() and create_snapshot() of `sandbox` raise the daemon's 501 with `why` in it; no
+    sandbox nor snapshot is made, and the sandbox runs on."""
+    before = sandbox_ids(client)
+    with pytest.raises(SandboxException) as e:
+        sandbox.fork(count=2)
+    assert e.value.status_code == 501 and why in str(e.value), e.value
+    assert not isinstance(e.value, SandboxNotFoundException)
+    with pytest.raises(SandboxException) as e:
+        sandbox.create_snapshot()
+    assert e.value.status_code == 501 and why in str(e.value), e.value
+    assert sandbox_ids(client) == before
+    assert snapshot_ids(sandbox.list_snapshots()) == []
+    assert sandbox.commands.run("echo still here").stdout == "still here\n"
+
+
+@needs_criu
+def test_fork_and_snapshot_of_a_sandbox_with_a_volume_say_why_not(
+        e2b_env: Daemon, client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox with a volume mounted (`volume_mounts=`) is not checkpointed: fork and
+    create_snapshot raise a 501 that says so, and nothing is made."""
+    from e2b import Volume
+
+    monkeypatch.setenv("E2B_VOLUME_API_URL", e2b_env.url)
+    volume = Volume.create(f"e2b-fork-{secrets.token_hex(4)}")
+    try:
+        sandbox = Sandbox.create(volume_mounts={"/mnt/data": volume}, timeout=60)
+        try:
+            refuses_memory(sandbox, client, "volumes")
+        finally:
+            sandbox.kill()
+    finally:
+        Volume.destroy(volume.volume_id)
+
+
+@needs_criu
+@pytest.mark.timeout(90)
+def test_fork_and_snapshot_of_a_sandbox_with_internet_access_say_why_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`allow_internet_access=True` (network "egress"): fork and create_snapshot raise a 501
+    that says so. The suites' daemons have no egress, so this is a daemon of test_egress.py's
+    lab (a network namespace of its own), reached through a relay."""
+    try:
+        from test_egress import EgressLab, TcpRelay
+    except ImportError as e:  # pragma: no cover - the lab is in this directory
+        pytest.skip(f"no egress lab: {e}")
+    lab = EgressLab(tmp_path)
+    relay = None
+    try:
+        lab.up()
+        d = lab.start_daemon(tmp_path / "data")
+        assert d.uds is not None
+        relay = TcpRelay(d.uds)
+        url = f"http://127.0.0.1:{relay.port}"
+        monkeypatch.setenv("E2B_API_URL", url)
+        monkeypatch.setenv("E2B_SANDBOX_URL", url)
+        monkeypatch.setenv("E2B_API_KEY", API_KEY)
+        for name in ("E2B_DEBUG", "E2B_DOMAIN", "E2B_ACCESS_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        sandbox = Sandbox.create(allow_internet_access=True, timeout=60)
+        try:
+            with d.client() as c:
+                assert c.get(f"/v1/sandboxes/{sandbox.sandbox_id}").json()["network"] == "egress"
+                refuses_memory(sandbox, c, "egress")
+        finally:
+            sandbox.kill()
+    finally:
+        if relay is not None:
+            relay.close()
+        lab.down()

@@ -632,7 +632,7 @@ def test_pause_resume_and_fork_through_a_gateway_stay_on_the_sandboxs_node(
         assert g1.post(f"/v1/sandboxes/{sid}/pause", json={}).json()["status"] == "paused"
         assert g2.post(f"/v1/sandboxes/{sid}/resume").json()["status"] == "running"
         # A fork lands on its source's node, with its files.
-        r = g1.post(f"/v1/sandboxes/{sid}/fork", json={})
+        r = g1.post(f"/v1/sandboxes/{sid}/fork", json={"memory": False})
         assert r.status_code == 201, r.text
         fork = r.json()
         made.append(fork["id"])

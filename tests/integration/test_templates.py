@@ -348,7 +348,7 @@ def test_a_snapshot_keeps_the_files_and_a_fork_starts_from_them(
         finally:
             client.delete(f"/v1/sandboxes/{s2['id']}")
         # A fork: a snapshot and a sandbox with the same settings, in one call.
-        r = client.post(f"/v1/sandboxes/{sb['id']}/fork", json={})
+        r = client.post(f"/v1/sandboxes/{sb['id']}/fork", json={"memory": False})
         assert r.status_code == 201, r.text
         fork = r.json()
         snap2 = fork["template"]
@@ -413,7 +413,7 @@ def test_a_base_sandbox_is_snapshotted_and_forked_with_what_it_wrote(
             client.delete(f"/v1/sandboxes/{s3['id']}")
         # A fork of the base sandbox: its files now, its settings.
         sh(client, sb["id"], "echo later > /workspace/w")
-        r = client.post(f"/v1/sandboxes/{sb['id']}/fork", json={})
+        r = client.post(f"/v1/sandboxes/{sb['id']}/fork", json={"memory": False})
         assert r.status_code == 201, r.text
         fork = r.json()
         made.append(fork["template"])

@@ -13,7 +13,10 @@ import {
 } from "e2b";
 
 import { spawnDaemon } from "../../daemon.mjs";
-import { API_KEY, startDaemon, waitUntil } from "./daemon.mjs";
+import { API_KEY, HOME, startDaemon, waitUntil } from "./daemon.mjs";
+
+// A background command that counts in /tmp/n: a process whose state is its memory.
+const COUNTER = "n=0; while :; do n=$((n+1)); echo $n > /tmp/n; sleep 0.1; done";
 
 let daemon;
 
@@ -24,6 +27,12 @@ before(async () => {
 after(async () => {
   await daemon?.stop();
 });
+
+// The last number COUNTER wrote in the sandbox (0 before its first).
+async function count(sandbox) {
+  const r = await sandbox.commands.run("cat /tmp/n 2>/dev/null || echo 0");
+  return Number(r.stdout.trim() || 0);
+}
 
 test("metadata and envs of create show in getInfo, Sandbox.list and commands", async () => {
   const tag = `e2b-${randomBytes(4).toString("hex")}`;
@@ -117,24 +126,115 @@ test("an unknown template fails naming it", async () => {
   });
 });
 
-test("fork of a live sandbox says 501, updateNetwork of one without internet 409, not that it is gone", async () => {
-  // No egress here (the daemon has none): updateNetwork's effect is tested where there is,
-  // tests/integration/test_egress.py.
-  const sandbox = await Sandbox.create();
+test("fork({ count: 2 }) gives running Sandboxes with the source's files and processes; updateNetwork without internet is 409", async () => {
+  // Fork checkpoints the sandbox's memory with CRIU (tests/integration/test_e2b.py has the
+  // code interpreter's variables). No egress here (the daemon has none): updateNetwork's effect
+  // is tested where there is, tests/integration/test_egress.py.
+  const sandbox = await Sandbox.create({ timeoutMs: 120_000 });
+  let forks = [];
   try {
-    for (const [call, words] of [
-      [() => sandbox.fork({ count: 2 }), /501|not supported by sandstream/],
-      [() => sandbox.updateNetwork({ allowOut: ["pypi.org"], denyOut: ["0.0.0.0/0"] }), /409/],
-    ]) {
-      await assert.rejects(call(), (e) => {
-        assert.ok(!(e instanceof SandboxNotFoundError), `${e}`);
-        assert.match(e.message, words);
-        return true;
-      });
+    await sandbox.files.write(`${HOME}/state.txt`, "before the fork");
+    const counter = await sandbox.commands.run(COUNTER, { background: true });
+    forks = await sandbox.fork({ count: 2, timeoutMs: 60_000 });
+    assert.equal(forks.length, 2);
+    for (const fork of forks) assert.ok(fork instanceof Sandbox, `${fork}`);
+    const ids = forks.map((f) => f.sandboxId);
+    assert.equal(new Set(ids).size, 2);
+    assert.ok(!ids.includes(sandbox.sandboxId), ids.join());
+    for (const [i, fork] of forks.entries()) {
+      assert.equal((await fork.commands.run("hostname")).stdout, `${fork.sandboxId}\n`);
+      assert.equal(await fork.files.read(`${HOME}/state.txt`), "before the fork");
+      await fork.files.write(`${HOME}/state.txt`, `fork ${i}`);
+      assert.ok((await fork.commands.list()).some((p) => p.pid === counter.pid), "the counter");
+      assert.equal(await daemon.exists(fork.sandboxId), true);
+      const info = await fork.getInfo();
+      const left = (info.endAt - Date.now()) / 1000;
+      assert.ok(Math.abs(left - 60) < 5, `${left} s`);
     }
+    for (const [i, fork] of forks.entries()) {
+      assert.equal(String(await daemon.readFile(fork.sandboxId, `${HOME}/state.txt`)), `fork ${i}`);
+    }
+    const kept = await daemon.readFile(sandbox.sandboxId, `${HOME}/state.txt`);
+    assert.equal(String(kept), "before the fork");
+    assert.equal((await sandbox.commands.run("hostname")).stdout, `${sandbox.sandboxId}\n`);
+    const listed = (await Sandbox.list().nextItems()).map((s) => s.sandboxId);
+    for (const id of [sandbox.sandboxId, ...ids]) assert.ok(listed.includes(id), id);
+    for (const fork of forks) assert.equal(await fork.kill(), true);
+    for (const id of ids) assert.equal(await daemon.exists(id), false);
+    assert.equal(await sandbox.isRunning(), true);
+
+    await assert.rejects(
+      sandbox.updateNetwork({ allowOut: ["pypi.org"], denyOut: ["0.0.0.0/0"] }),
+      (e) => {
+        assert.ok(!(e instanceof SandboxNotFoundError), `${e}`);
+        assert.match(e.message, /409/);
+        return true;
+      },
+    );
     assert.equal(await sandbox.isRunning(), true);
   } finally {
+    for (const fork of forks) if (fork instanceof Sandbox) await fork.kill();
     await sandbox.kill();
+  }
+  await assert.rejects(Sandbox.fork(sandbox.sandboxId), (e) => e instanceof SandboxNotFoundError);
+});
+
+test("createSnapshot, listSnapshots, Sandbox.create(snapshotId) with its processes running, deleteSnapshot", async () => {
+  const sandbox = await Sandbox.create({ timeoutMs: 120_000 });
+  const name = `e2b-snap-${randomBytes(4).toString("hex")}`;
+  let snapshotId;
+  const made = [];
+  try {
+    await sandbox.files.write(`${HOME}/kept.txt`, "in the snapshot");
+    const counter = await sandbox.commands.run(COUNTER, { background: true });
+    assert.ok(await waitUntil(async () => (await count(sandbox)) > 3, 10_000, 100));
+    const snap = await sandbox.createSnapshot();
+    snapshotId = snap.snapshotId;
+    assert.ok(snapshotId);
+    assert.deepEqual(snap.names, [snapshotId]);
+    assert.equal(await sandbox.isRunning(), true);
+    const named = await Sandbox.createSnapshot(sandbox.sandboxId, { name });
+    assert.deepEqual(named, { snapshotId: name, names: [name] });
+
+    const ids = async (paginator) => (await paginator.nextItems()).map((s) => s.snapshotId);
+    const ofSandbox = Sandbox.listSnapshots({ sandboxId: sandbox.sandboxId });
+    assert.deepEqual(await ids(ofSandbox), [name, snapshotId]);
+    assert.deepEqual(await ids(sandbox.listSnapshots()), [name, snapshotId]);
+    assert.deepEqual(await ids(Sandbox.listSnapshots({ name })), [name]);
+    assert.ok((await ids(Sandbox.listSnapshots())).includes(snapshotId));
+
+    // Made from it: the files, and the counter running on from where it was.
+    const fromSnap = await Sandbox.create(snapshotId, { timeoutMs: 60_000 });
+    made.push(fromSnap);
+    assert.equal(await fromSnap.files.read(`${HOME}/kept.txt`), "in the snapshot");
+    assert.ok((await fromSnap.commands.list()).some((p) => p.pid === counter.pid), "the counter");
+    const at = await count(fromSnap);
+    assert.ok(at > 3, `${at}: the counter started again`);
+    assert.ok(await waitUntil(async () => (await count(fromSnap)) > at + 3, 10_000, 100));
+    assert.equal((await fromSnap.getInfo()).templateId, snapshotId);
+    const v1 = await (await daemon.v1("GET", `/v1/sandboxes/${fromSnap.sandboxId}`)).json();
+    assert.equal(v1.template, snapshotId);
+
+    // In use, it is not deleted: an error naming the sandbox that uses it, not a quiet false.
+    await assert.rejects(Sandbox.deleteSnapshot(snapshotId), (e) => {
+      assert.ok(e instanceof SandboxError, `${e}`);
+      assert.match(e.message, /409/);
+      assert.ok(e.message.includes(fromSnap.sandboxId), e.message);
+      return true;
+    });
+    assert.deepEqual(await ids(Sandbox.listSnapshots({ name: snapshotId })), [snapshotId]);
+    assert.equal(await fromSnap.kill(), true);
+    assert.equal(await Sandbox.deleteSnapshot(snapshotId), true);
+    assert.equal(await Sandbox.deleteSnapshot(snapshotId), false);
+    assert.equal((await daemon.v1("GET", `/v1/templates/${snapshotId}`)).status, 404);
+    assert.deepEqual(await ids(sandbox.listSnapshots()), [name]);
+    assert.equal(await Sandbox.deleteSnapshot(name), true);
+    assert.deepEqual(await ids(sandbox.listSnapshots()), []);
+  } finally {
+    for (const s of made) await s.kill();
+    await sandbox.kill();
+    if (snapshotId) await Sandbox.deleteSnapshot(snapshotId);
+    await Sandbox.deleteSnapshot(name);
   }
 });
 
