@@ -148,6 +148,7 @@ class Bench {
   void PauseResume();              // 13, fig_pause.cc
   void CheckpointRestore(int mib, int cycles, const std::string& row_c, const std::string& row_r);
   void HoldMemory(const std::string& base, int mib);
+  void Forks(int cycles);
 
  private:
   // Figures' parts, in their figure's file.
