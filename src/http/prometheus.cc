@@ -16,8 +16,7 @@ void PrometheusText::Family(std::string_view name, std::string_view type, std::s
   out_ += '\n';
 }
 
-void PrometheusText::Sample(std::string_view name, std::initializer_list<Label> labels,
-                            double value) {
+void PrometheusText::Sample(std::string_view name, std::span<const Label> labels, double value) {
   out_ += name;
   if (labels.size() > 0) {
     char sep = '{';

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,7 +20,10 @@ class PrometheusText {
   void Family(std::string_view name, std::string_view type, std::string_view help);
   // One sample of the family last begun (`name` with a suffix for a histogram's); label
   // values are escaped here.
-  void Sample(std::string_view name, std::initializer_list<Label> labels, double value);
+  void Sample(std::string_view name, std::initializer_list<Label> labels, double value) {
+    Sample(name, std::span<const Label>(labels.begin(), labels.size()), value);
+  }
+  void Sample(std::string_view name, std::span<const Label> labels, double value);
   // A family of one sample without labels.
   void Single(std::string_view name, std::string_view type, std::string_view help, double value);
 

@@ -38,11 +38,16 @@ struct Metrics {
   // NOTIMP), "dropped" (past the rate or the queries in flight).
   std::map<std::string, uint64_t> dns_queries_total;
   Histogram exec_duration;    // buffered exec, request to result
-  Histogram pause_duration;   // a sandbox's pause, asked to done (its processes stopped)
-  Histogram resume_duration;  // a sandbox's resume, asked to done
+  // A sandbox's pause, asked to done (its processes stopped), and its resume, by PauseMode
+  // (freeze, checkpoint): two orders of magnitude apart.
+  Histogram pause_duration[2];
+  Histogram resume_duration[2];
   uint64_t pauses_total = 0;
   uint64_t resumes_total = 0;  // auto-resumes (a request for a paused sandbox) among them
   uint64_t auto_resumes_total = 0;
+  // Forks with memory: calls, asked to every fork running, and the sandboxes they made.
+  Histogram fork_duration;
+  uint64_t forks_total = 0;
 };
 
 }  // namespace sandstream

@@ -76,6 +76,7 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
     co_return Error{ErrorCode::kInvalidRequest,
                     "count must be from 1 to " + std::to_string(kMaxForks)};
   }
+  const SteadyTime asked = SteadyNow();
   // Its settings now: the sandbox may change or go while it is written.
   SandboxRequest req = ForkRequest(*sb, by);
   std::string dir;
@@ -126,6 +127,11 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
     for (const std::string& id : ids) (void)co_await DeleteSandbox(id);
     if (!memory) (void)co_await DeleteTemplate(name);
     co_return std::move(made).error();
+  }
+  if (memory) {
+    metrics_.forks_total += ids.size();
+    metrics_.fork_duration.Observe(
+        std::chrono::duration<double>(SteadyNow() - asked).count());
   }
   json::array forked;
   for (const std::string& id : ids) forked.push_back(json::value(id));

@@ -82,7 +82,7 @@ asio::awaitable<Result<void>> Service::PauseHeld(SandboxEntry& sb, PauseMode mod
   if (SharedTenants* shared = quotas_.SharedFor(sb.tenant)) shared->Changed(sb.tenant);
   PauseClocks(sb);
   ++metrics_.pauses_total;
-  metrics_.pause_duration.Observe(SecondsSince(asked));
+  metrics_.pause_duration[static_cast<size_t>(mode)].Observe(SecondsSince(asked));
   Journal(sb, "sandbox.paused", "info",
           "sandbox paused (" + std::string(PauseModeName(mode)) + "); it is deleted at " +
               FormatRfc3339(sb.paused->until) + " unless resumed",
@@ -167,7 +167,7 @@ asio::awaitable<Result<void>> Service::ResumeHeld(SandboxEntry& sb, const std::s
   }
   ArmTtl(sb);
   ++metrics_.resumes_total;
-  metrics_.resume_duration.Observe(SecondsSince(asked));
+  metrics_.resume_duration[static_cast<size_t>(was.mode)].Observe(SecondsSince(asked));
   Journal(sb, "sandbox.resumed", "info",
           "sandbox resumed after " + std::to_string(paused_ms) + " ms paused",
           {{"paused_ms", paused_ms}, {"by", by}});

@@ -1,4 +1,5 @@
-// The sandstream console: sign in with the API key, manage sandboxes, open a terminal
+// The sandstream console: sign in with the API key, manage sandboxes (pause them in memory or to
+// disk, resume them, fork them with their running processes), open a terminal
 // (exec/pty over a WebSocket, drawn by xterm.js), run a command and watch its stdout and stderr
 // arrive live (exec/stream), list processes and follow their logs, expose ports and open them in
 // a new tab. Talks only to the daemon that served it. The key lives in sessionStorage (never
@@ -127,23 +128,28 @@ async function refreshSandboxes() {
       const tr = document.createElement("tr");
       tr.dataset.id = sb.id;
       if (state.sandbox?.id === sb.id) tr.className = "selected";
-      for (const text of [sb.id, sb.template, sb.status, sb.created_at.replace("T", " ").slice(0, 19),
+      for (const text of [sb.id, sb.template, stateText(sb), sb.created_at.replace("T", " ").slice(0, 19),
                           sb.processes_running, networkText(sb)]) {
         const td = document.createElement("td");
         td.textContent = String(text);
         tr.append(td);
       }
+      if (sb.paused_at) tr.children[2].title = `paused since ${sb.paused_at.replace("T", " ").slice(0, 19)}`;
       const actions = document.createElement("td");
-      const open = button("Open", () => openSandbox(sb));
-      open.className = "open-sandbox";
+      actions.append(button("Open", () => openSandbox(sb), "open-sandbox"));
       // Paused: its processes stopped where they are; Resume (or any use) lets them go on.
-      const paused = sb.status === "paused";
-      const step = button(paused ? "Resume" : "Pause",
-                          () => lifecycleStep(sb.id, paused ? "resume" : "pause"));
-      step.className = paused ? "resume-sandbox" : "pause-sandbox";
-      const del = button("Delete", () => deleteSandbox(sb.id));
-      del.className = "delete-sandbox";
-      actions.append(open, " ", step, " ", del);
+      if (sb.status === "paused") {
+        actions.append(" ", button("Resume", () => lifecycleStep(tr, sb.id, "resume"), "resume-sandbox",
+                                   "its processes go on where they stopped"));
+      } else if (sb.status === "running") {
+        actions.append(" ", button("Pause", () => lifecycleStep(tr, sb.id, "pause", "freeze"), "pause-sandbox",
+                                   "stop its processes where they are, their memory kept"),
+                       " ", button("Pause to disk", () => lifecycleStep(tr, sb.id, "pause", "checkpoint"),
+                                   "checkpoint-sandbox",
+                                   "write its processes and memory to disk and free the memory"),
+                       " ", forkControl(tr, sb));
+      }
+      actions.append(" ", button("Delete", () => deleteSandbox(tr, sb.id), "delete-sandbox"));
       tr.append(actions);
       rows.append(tr);
     }
@@ -151,6 +157,39 @@ async function refreshSandboxes() {
   } catch (err) {
     showError("console-error", err);
   }
+}
+
+// The status, a paused one with its pause_mode: "paused (in memory)" (freeze) or "paused (to
+// disk)" (checkpoint).
+function stateText(sb) {
+  if (sb.status !== "paused") return sb.status;
+  if (sb.pause_mode === "checkpoint") return "paused (to disk)";
+  if (sb.pause_mode === "freeze") return "paused (in memory)";
+  return "paused";
+}
+
+// A count (1 to 32, 1 at first) and Fork: that many new sandboxes with the source's running
+// processes and code contexts (the source runs on).
+function forkControl(tr, sb) {
+  const form = document.createElement("form");
+  form.className = "fork-form";
+  const count = document.createElement("input");
+  Object.assign(count, { type: "number", min: "1", max: "32", step: "1", value: "1", required: true,
+                         className: "fork-count", title: "how many forks (1 to 32)" });
+  count.setAttribute("aria-label", `how many forks of ${sb.id}`);
+  const fork = document.createElement("button");
+  Object.assign(fork, { type: "submit", textContent: "Fork", className: "fork-sandbox",
+                        title: "new sandboxes with its running processes and memory; it runs on" });
+  form.append(count, fork);
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const n = count.valueAsNumber;
+    sandboxAction(tr, `forking ${sb.id}...`, async () => {
+      const { sandboxes } = await api("POST", `/v1/sandboxes/${sb.id}/fork`, { count: n });
+      return `${sb.id} forked: ${sandboxes.map((f) => f.id).join(", ")}`;
+    });
+  });
+  return form;
 }
 
 // "loopback", "none", or "egress ADDRESS allow=... deny=..." (no allow=: every public address).
@@ -186,9 +225,11 @@ $("create-network").addEventListener("change", () => {
   $("create-deny").hidden = !egress;
 });
 
-function button(label, onClick) {
+function button(label, onClick, className, title) {
   const b = document.createElement("button");
   b.textContent = label;
+  if (className) b.className = className;
+  if (title) b.title = title;
   b.addEventListener("click", onClick);
   return b;
 }
@@ -200,6 +241,7 @@ $("create-form").addEventListener("submit", async (e) => {
   if (ttl > 0) body.ttl_seconds = ttl;
   const network = networkRequest();
   if (network !== undefined) body.network = network;
+  showStatus("");
   try {
     const sb = await api("POST", "/v1/sandboxes", body);
     await refreshSandboxes();
@@ -209,23 +251,42 @@ $("create-form").addEventListener("submit", async (e) => {
   }
 });
 
-async function lifecycleStep(id, step) {
+function showStatus(text) { $("console-status").textContent = text; }
+
+// Runs `step` for the sandbox of row `tr` (its controls off meanwhile, `progress` shown, the last
+// error cleared), then shows the list as the daemon has it now, then what the step said: its
+// error (a 501 for what cannot be checkpointed, say) goes after the refresh, which clears it.
+async function sandboxAction(tr, progress, step) {
+  const controls = tr.querySelectorAll("button, input");
+  for (const c of controls) c.disabled = true;
+  showStatus(progress);
+  showError("console-error", null);
+  let done = "";
+  let error = null;
   try {
-    await api("POST", `/v1/sandboxes/${id}/${step}`, step === "pause" ? { mode: "freeze" } : undefined);
+    done = (await step()) || "";
   } catch (err) {
-    showError("console-error", err);
+    error = err;
   }
   await refreshSandboxes();
+  showStatus(done);
+  if (error) showError("console-error", error);
+  for (const c of controls) c.disabled = false;
 }
 
-async function deleteSandbox(id) {
+// pause (mode freeze or checkpoint) or resume.
+function lifecycleStep(tr, id, step, mode) {
+  const doing = step === "resume" ? "resuming" : mode === "checkpoint" ? "pausing to disk" : "pausing";
+  return sandboxAction(tr, `${doing} ${id}...`, async () => {
+    await api("POST", `/v1/sandboxes/${id}/${step}`, mode ? { mode } : undefined);
+  });
+}
+
+function deleteSandbox(tr, id) {
   if (state.sandbox?.id === id) closeSandbox();
-  try {
+  return sandboxAction(tr, `deleting ${id}...`, async () => {
     await api("DELETE", `/v1/sandboxes/${id}`);
-  } catch (err) {
-    showError("console-error", err);
-  }
-  await refreshSandboxes();
+  });
 }
 
 function openSandbox(sb) {

@@ -3,7 +3,9 @@
 // terminal and read the answer, run a command and see its first line before it ends, expose a
 // port and open the page a sandbox serves on it through its preview host (and see that a page
 // from a port's path form, on the console's origin, can neither register a service worker nor
-// frame the console), ask for a sandbox's network; and through all of it, no URL the browser
+// frame the console), ask for a sandbox's network, pause a sandbox in memory and to disk and
+// resume it, fork one with its running processes (and see the daemon's refusal of a fork or a
+// pause to disk of a sandbox that cannot be checkpointed); and through all of it, no URL the browser
 // requests carries the key (scoped tokens go in ?access_token=) and the key stays out of
 // localStorage. Leaves a screenshot in test-artifacts/console.png.
 import assert from "node:assert/strict";
@@ -435,13 +437,140 @@ test("the new sandbox form asks for a network, and the list shows it", async () 
   assert.equal(await page.textContent(`${row} td:nth-child(3)`), "running");
   await page.click(`${row} .pause-sandbox`);
   await page.waitForSelector(`${row} .resume-sandbox`);
-  assert.equal(await page.textContent(`${row} td:nth-child(3)`), "paused");
-  assert.equal((await call("GET", `/v1/sandboxes/${id}`)).status, "paused");
+  assert.equal(await page.textContent(`${row} td:nth-child(3)`), "paused (in memory)");
+  assert.equal((await call("GET", `/v1/sandboxes/${id}`)).pause_mode, "freeze");
   await page.click(`${row} .resume-sandbox`);
   await page.waitForSelector(`${row} .pause-sandbox`);
   assert.equal((await call("GET", `/v1/sandboxes/${id}`)).status, "running");
   await page.click(`#sandbox-rows tr[data-id="${id}"] .delete-sandbox`);
   await page.waitForSelector(`#sandbox-rows tr[data-id="${id}"]`, { state: "detached" });
+});
+
+// A sandbox running `sleep 1000` (its process's id too), shown in the console's list.
+async function sleepingSandbox(body = {}) {
+  const sb = await call("POST", "/v1/sandboxes", body);
+  const proc = await call("POST", `/v1/sandboxes/${sb.id}/processes`, { argv: ["sleep", "1000"] });
+  await page.goto(`${daemonUrl}/`);
+  await page.waitForSelector(`#sandbox-rows tr[data-id="${sb.id}"]`);
+  return { sb, proc, row: `#sandbox-rows tr[data-id="${sb.id}"]` };
+}
+
+async function runningProcess(sandboxId, processId) {
+  const p = await call("GET", `/v1/sandboxes/${sandboxId}/processes/${processId}`);
+  assert.equal(p.status, "running", `${processId} in ${sandboxId}: ${JSON.stringify(p)}`);
+}
+
+test("pause to disk shows the mode, and resume brings the sandbox back running", async () => {
+  const { sb, proc, row } = await sleepingSandbox();
+  try {
+    const [request] = await Promise.all([
+      page.waitForRequest((r) => new URL(r.url()).pathname === `/v1/sandboxes/${sb.id}/pause`),
+      page.click(`${row} .checkpoint-sandbox`),
+    ]);
+    assert.deepEqual(JSON.parse(request.postData()), { mode: "checkpoint" });
+    await page.waitForSelector(`${row} .resume-sandbox`, { timeout: 60_000 });
+    assert.equal(await page.textContent(`${row} td:nth-child(3)`), "paused (to disk)");
+    assert.equal(await page.locator(`${row} .pause-sandbox, ${row} .fork-sandbox`).count(), 0,
+                 "a paused sandbox offers Resume alone");
+    const paused = await call("GET", `/v1/sandboxes/${sb.id}`);
+    assert.equal(paused.status, "paused");
+    assert.equal(paused.pause_mode, "checkpoint");
+    assert.ok(paused.paused_at);
+    assert.equal(await page.textContent("#console-error"), "");
+
+    await page.click(`${row} .resume-sandbox`);
+    await page.waitForSelector(`${row} .checkpoint-sandbox`, { timeout: 60_000 });
+    assert.equal(await page.textContent(`${row} td:nth-child(3)`), "running");
+    const resumed = await call("GET", `/v1/sandboxes/${sb.id}`);
+    assert.equal(resumed.status, "running");
+    assert.equal(resumed.pause_mode, null);
+    await runningProcess(sb.id, proc.id);
+    assert.equal(await page.textContent("#console-error"), "");
+  } finally {
+    await call("DELETE", `/v1/sandboxes/${sb.id}`);
+  }
+});
+
+test("fork with a count adds that many running sandboxes with the source's process", async () => {
+  const { sb, proc, row } = await sleepingSandbox();
+  const before = new Set((await call("GET", "/v1/sandboxes")).sandboxes.map((s) => s.id));
+  let forks = [];
+  try {
+    assert.equal(await page.inputValue(`${row} .fork-count`), "1", "one fork unless asked");
+    await page.fill(`${row} .fork-count`, "2");
+    const [response] = await Promise.all([
+      page.waitForResponse((r) => new URL(r.url()).pathname === `/v1/sandboxes/${sb.id}/fork`,
+                           { timeout: 120_000 }),
+      page.click(`${row} .fork-sandbox`),
+    ]);
+    assert.deepEqual(JSON.parse(response.request().postData()), { count: 2 });
+    assert.equal(response.status(), 201);
+    forks = (await response.json()).sandboxes.map((f) => f.id);
+    assert.equal(forks.length, 2);
+    for (const id of forks) {
+      assert.ok(!before.has(id));
+      await page.waitForSelector(`#sandbox-rows tr[data-id="${id}"]`);
+      assert.equal(await page.textContent(`#sandbox-rows tr[data-id="${id}"] td:nth-child(3)`), "running");
+      assert.equal((await call("GET", `/v1/sandboxes/${id}`)).status, "running");
+      await runningProcess(id, proc.id);
+    }
+    await page.waitForSelector(`#console-status:has-text('${sb.id} forked: ${forks.join(", ")}')`);
+    assert.equal(await page.textContent("#console-error"), "");
+    // The source runs on, its process with it.
+    assert.equal((await call("GET", `/v1/sandboxes/${sb.id}`)).status, "running");
+    await runningProcess(sb.id, proc.id);
+    const after = (await call("GET", "/v1/sandboxes")).sandboxes.map((s) => s.id);
+    assert.equal(after.filter((id) => !before.has(id)).length, 2, "two new sandboxes, no more");
+  } finally {
+    for (const id of [...forks, sb.id]) await call("DELETE", `/v1/sandboxes/${id}`);
+  }
+});
+
+test("a fork or a pause to disk of a sandbox that cannot be checkpointed shows the daemon's reason", async () => {
+  const volume = `web-${Date.now().toString(36)}`;
+  await call("POST", "/v1/volumes", { name: volume, size_mb: 16 });
+  let sb;
+  try {
+    let row;
+    ({ sb, row } = await sleepingSandbox({ volumes: [{ name: volume, path: "/mnt/data" }] }));
+    const before = (await call("GET", "/v1/sandboxes")).sandboxes.map((s) => s.id).sort();
+    const error = "#console-error";
+    const [response] = await Promise.all([
+      page.waitForResponse((r) => new URL(r.url()).pathname === `/v1/sandboxes/${sb.id}/fork`),
+      page.click(`${row} .fork-sandbox`),
+    ]);
+    assert.equal(response.status(), 501);
+    const reason = (await response.json()).error.message;
+    assert.match(reason, /volumes/, "the daemon says why");
+    // Shown once the list is back (the refresh after the step does not clear it).
+    await page.waitForSelector(`${error}:has-text('not_implemented')`);
+    assert.equal(await page.textContent(error), `not_implemented: ${reason}`);
+    assert.equal(await page.textContent("#console-status"), "");
+    assert.deepEqual((await call("GET", "/v1/sandboxes")).sandboxes.map((s) => s.id).sort(), before);
+    assert.equal(await page.textContent(`${row} td:nth-child(3)`), "running");
+
+    // A new step clears the error it left; the pause's own is shown in its place.
+    const [pause] = await Promise.all([
+      page.waitForResponse((r) => new URL(r.url()).pathname === `/v1/sandboxes/${sb.id}/pause`),
+      page.click(`${row} .checkpoint-sandbox`),
+    ]);
+    assert.equal(pause.status(), 501);
+    const why = (await pause.json()).error.message;
+    assert.match(why, /volumes/);
+    await page.waitForSelector(`${error}:has-text('not_implemented')`);
+    assert.equal(await page.textContent(error), `not_implemented: ${why}`);
+    assert.equal(await page.textContent(`${row} td:nth-child(3)`), "running");
+    assert.equal((await call("GET", `/v1/sandboxes/${sb.id}`)).status, "running");
+  } finally {
+    if (sb) await call("DELETE", `/v1/sandboxes/${sb.id}`);
+    // The volume is free once the sandbox's mount is gone.
+    for (let i = 0; ; i++) {
+      const res = await fetch(`${daemonUrl}/v1/volumes/${volume}`,
+                              { method: "DELETE", headers: { Authorization: `Bearer ${API_KEY}` } });
+      if (res.status === 204 || res.status === 404 || i === 50) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 });
 
 test("no URL the browser requested carries the key", () => {

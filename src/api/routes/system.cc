@@ -114,31 +114,46 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
       }
     }
   }
-  const std::pair<const char*, const Histogram*> histograms[] = {
-      {"sandstream_exec_duration_seconds", &m.exec_duration},
-      {"sandstream_pause_duration_seconds", &m.pause_duration},
-      {"sandstream_resume_duration_seconds", &m.resume_duration}};
-  const char* const helps[] = {"Buffered exec, request to result.",
-                               "Pausing a sandbox, asked to its processes stopped.",
-                               "Resuming a paused sandbox, asked to running."};
-  for (size_t k = 0; k < std::size(histograms); ++k) {
-    const auto& [name, h] = histograms[k];
+  // Each family's help, then its histograms, each under its labels.
+  using Label = sandstream::http::PrometheusText::Label;
+  using Labelled = std::pair<std::vector<Label>, const Histogram*>;
+  const auto by_mode = [](const Histogram (&h)[2]) {
+    return std::vector<Labelled>{{{{"mode", "freeze"}}, &h[0]}, {{{"mode", "checkpoint"}}, &h[1]}};
+  };
+  const std::tuple<const char*, const char*, std::vector<Labelled>> histograms[] = {
+      {"sandstream_exec_duration_seconds", "Buffered exec, request to result.",
+       {{{}, &m.exec_duration}}},
+      {"sandstream_pause_duration_seconds",
+       "Pausing a sandbox, asked to its processes stopped (mode checkpoint: written to disk).",
+       by_mode(m.pause_duration)},
+      {"sandstream_resume_duration_seconds", "Resuming a paused sandbox, asked to running.",
+       by_mode(m.resume_duration)},
+      {"sandstream_fork_duration_seconds",
+       "Forks with memory, asked to every fork running (one call, however many forks).",
+       {{{}, &m.fork_duration}}}};
+  for (const auto& [name, help, labelled] : histograms) {
     const std::string family = name;
-    p.Family(family, "histogram", helps[k]);
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
-      cumulative += h->counts[i];
-      char le[32];
-      if (i < Histogram::kBounds.size()) {
-        std::snprintf(le, sizeof le, "%g", Histogram::kBounds[i]);
-      } else {
-        std::snprintf(le, sizeof le, "+Inf");
+    p.Family(family, "histogram", help);
+    for (const auto& [labels, h] : labelled) {
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
+        cumulative += h->counts[i];
+        char le[32];
+        if (i < Histogram::kBounds.size()) {
+          std::snprintf(le, sizeof le, "%g", Histogram::kBounds[i]);
+        } else {
+          std::snprintf(le, sizeof le, "+Inf");
+        }
+        auto with_le = labels;
+        with_le.emplace_back("le", le);
+        p.Sample(family + "_bucket", with_le, count(cumulative));
       }
-      p.Sample(family + "_bucket", {{"le", le}}, count(cumulative));
+      p.Sample(family + "_sum", labels, h->sum);
+      p.Sample(family + "_count", labels, count(h->count));
     }
-    p.Sample(family + "_sum", {}, h->sum);
-    p.Sample(family + "_count", {}, count(h->count));
   }
+  p.Single("sandstream_forks_total", "counter", "Sandboxes made by forks with memory.",
+           count(m.forks_total));
   co_await Reply(ctx, http::status::ok, p.Take(),
                  std::string(sandstream::http::kPrometheusContentType));
 }
