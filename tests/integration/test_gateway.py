@@ -33,6 +33,8 @@ from registry import Registry
 from sse import SseEvent, assert_contiguous, chunks_of, iter_sse, read_events
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+# Forks with memory need CRIU (scripts/install-criu).
+CRIU = Path("/var/cache/sandstream/criu-4.2.1/sbin/criu")
 
 
 LAB_NET = "10.251.0"
@@ -641,6 +643,18 @@ def test_pause_resume_and_fork_through_a_gateway_stay_on_the_sandboxs_node(
         assert r.status_code == 200 and r.json()["stdout"] == "awake\n", r.text
         g1.delete(f"/v1/sandboxes/{fork['id']}")
         assert g1.delete(f"/v1/templates/{fork['template']}").status_code == 204
+        if CRIU.exists():
+            # Forks with memory too: on its node, with its running process, each reached
+            # through either gateway.
+            sleeper = g1.post(f"/v1/sandboxes/{sid}/processes", json={"cmd": "sleep 600"}).json()
+            r = g2.post(f"/v1/sandboxes/{sid}/fork", json={"count": 2})
+            assert r.status_code == 201, r.text
+            forks = [f["id"] for f in r.json()["sandboxes"]]
+            made.extend(forks)
+            for f in forks:
+                assert node_of(f) == node_of(sid)
+                r = g1.get(f"/v1/sandboxes/{f}/processes/{sleeper['id']}")
+                assert r.status_code == 200 and r.json()["status"] == "running", r.text
     finally:
         for m in made:
             g1.delete(f"/v1/sandboxes/{m}")
