@@ -423,6 +423,9 @@ SandboxRequest Service::ForkRequest(const SandboxEntry& sb, std::string by) cons
   for (SandboxVolume& v : req.volumes) v.name = v.id;
   req.allow_nested_userns = sb.allow_nested_userns;
   req.metadata = sb.metadata;
+  req.auto_resume = sb.auto_resume;
+  req.auto_pause = sb.auto_pause;
+  req.pause_on_timeout = sb.pause_on_timeout;
   req.tenant = sb.tenant;
   req.by = std::move(by);
   return req;

@@ -156,7 +156,8 @@ class Service {
                                                                   std::string name,
                                                                   bool memory = false);
   // `count` sandboxes made from sandbox `sandbox_id` as it is now, each with its env, cwd,
-  // limits, network, TTL, metadata and owner, and its own id, hostname and ids
+  // limits, network, TTL, metadata, lifecycle settings (auto_pause, auto_resume, on_timeout)
+  // and owner, and its own id, hostname and ids
   // (service_fork.cc). With `memory`, its processes and code contexts run on in each where they
   // were: one checkpoint, restored `count` times (the sandbox runs on, stopped only while it is
   // written); else its files only, a snapshot as template `name` that each is made from. All

@@ -352,6 +352,25 @@ def test_a_fork_of_files_makes_a_template_and_its_sandboxes(client: httpx.Client
             assert client.delete(f"/v1/templates/{t}").status_code == 204
 
 
+def test_a_fork_has_its_sources_settings(client: httpx.Client) -> None:
+    settings = {"env": {"MINE": "1"}, "cwd": "/tmp", "ttl_seconds": 900,
+                "limits": {"memory_mb": 384, "pids": 77}, "metadata": {"team": "a"},
+                "auto_resume": False, "on_timeout": "pause",
+                "auto_pause": {"idle_seconds": 600, "mode": "checkpoint"}}
+    with deleted_after(client) as made:
+        src = create_sandbox(client, **settings)
+        made.append(src["id"])
+        for f in [fork(client, src["id"]), fork(client, src["id"], memory=False)]:
+            made.append(f["id"])
+            for key in ("env", "cwd", "metadata", "auto_resume", "on_timeout", "auto_pause",
+                        "ttl_seconds"):
+                assert f[key] == src[key], (key, f[key], src[key])
+            assert f["limits"]["memory_mb"] == 384 and f["limits"]["pids"] == 77, f
+            if f["template"] != "base":
+                assert client.delete(f"/v1/sandboxes/{f['id']}").status_code == 204
+                assert client.delete(f"/v1/templates/{f['template']}").status_code == 204
+
+
 def test_a_paused_sandbox_is_resumed_and_forked(client: httpx.Client, marker: str) -> None:
     with deleted_after(client) as made:
         src = create_sandbox(client)["id"]
