@@ -216,8 +216,8 @@ void Bench::Forks(int cycles) {
   HoldMemory(base, 10);
   const auto fork = [&](int count, Samples& ms) {
     const int64_t t0 = MonotonicNs();
-    const json::object made = ParseObject(http_->Expect(
-        201, "POST", base + "/fork", "{\"count\":" + std::to_string(count) + "}"));
+    const json::object made = ParseObject(
+        http_->Expect(201, "POST", base + "/fork", "{\"count\":" + std::to_string(count) + "}"));
     ms.Add(static_cast<double>(MonotonicNs() - t0) / 1e6);
     const json::value* list = made.if_contains("sandboxes");
     if (!list || !list->is_array() || list->as_array().size() != static_cast<size_t>(count)) {

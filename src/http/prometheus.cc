@@ -18,7 +18,7 @@ void PrometheusText::Family(std::string_view name, std::string_view type, std::s
 
 void PrometheusText::Sample(std::string_view name, std::span<const Label> labels, double value) {
   out_ += name;
-  if (labels.size() > 0) {
+  if (!labels.empty()) {
     char sep = '{';
     for (const auto& [key, text] : labels) {
       out_ += sep;

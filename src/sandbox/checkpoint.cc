@@ -13,7 +13,6 @@
 #include <linux/capability.h>
 #include <linux/close_range.h>
 #include <linux/magic.h>
-#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <linux/securebits.h>
 #include <sched.h>
@@ -31,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <linux/openat2.h>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,9 +125,10 @@ class Steps {
  public:
   void Done(const char* step) {
     const auto now = std::chrono::steady_clock::now();
-    text_ += (text_.empty() ? "" : ", ") + std::string(step) + " " +
-             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - last_).count()) +
-             " ms";
+    text_ +=
+        (text_.empty() ? "" : ", ") + std::string(step) + " " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - last_).count()) +
+        " ms";
     last_ = now;
   }
   const std::string& text() const { return text_; }
@@ -376,24 +377,27 @@ Result<UniqueFd> ShiftingUserns(uint32_t inside, uint32_t outside, uint32_t coun
     (void)!::read(pipe->read.get(), &byte, 1);
     ::_exit(0);
   }
-  if (pid < 0) return SysError(ErrorCode::kSandboxSetupFailed, "restore: clone a user namespace", errno);
+  if (pid < 0)
+    return SysError(ErrorCode::kSandboxSetupFailed, "restore: clone a user namespace", errno);
   UniqueFd child(pidfd);
   pipe->read.reset();
-  const std::string map =
-      "0 0 1\n" + std::to_string(inside) + " " + std::to_string(outside) + " " + std::to_string(count) + "\n";
+  const std::string map = "0 0 1\n" + std::to_string(inside) + " " + std::to_string(outside) + " " +
+                          std::to_string(count) + "\n";
   const std::string proc = "/proc/" + std::to_string(pid);
   Result<void> written = Ok{};
   for (const char* file : {"/uid_map", "/gid_map"}) {
     UniqueFd f(::open((proc + file).c_str(), O_WRONLY | O_CLOEXEC));
     if (!f || ::write(f.get(), map.data(), map.size()) != static_cast<ssize_t>(map.size())) {
-      written = SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: write ") + file, errno);
+      written =
+          SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: write ") + file, errno);
       break;
     }
   }
   UniqueFd userns;
   if (written) {
     userns.reset(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
-    if (!userns) written = SysError(ErrorCode::kSandboxSetupFailed, "restore: open the user namespace", errno);
+    if (!userns)
+      written = SysError(ErrorCode::kSandboxSetupFailed, "restore: open the user namespace", errno);
   }
   pipe->write.reset();  // the child ends
   siginfo_t info{};
@@ -405,7 +409,8 @@ Result<UniqueFd> ShiftingUserns(uint32_t inside, uint32_t outside, uint32_t coun
 
 // `root`'s file `path` (a regular file below it, reached through no link) with every `from`
 // replaced by `to`; nothing when it is not there.
-Result<void> ReplaceInFile(int root, const char* path, const std::string& from, const std::string& to) {
+Result<void> ReplaceInFile(int root, const char* path, const std::string& from,
+                           const std::string& to) {
   open_how how{};
   how.flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
@@ -419,7 +424,8 @@ Result<void> ReplaceInFile(int root, const char* path, const std::string& from, 
   if (::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxSize) return Ok{};
   std::string text(static_cast<size_t>(st.st_size), '\0');
   const ssize_t n = ::pread(f.get(), text.data(), text.size(), 0);
-  if (n < 0) return SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: read /") + path, errno);
+  if (n < 0)
+    return SysError(ErrorCode::kSandboxSetupFailed, std::string("restore: read /") + path, errno);
   text.resize(static_cast<size_t>(n));
   bool changed = false;
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
@@ -469,17 +475,20 @@ Result<void> NamespaceSandbox::CheckpointPossible() const {
   if (layered_) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: a sandbox of an image template or a snapshot (an overlay root) "
-                 "cannot be checkpointed yet" + std::string(kInstead)};
+                 "cannot be checkpointed yet" +
+                     std::string(kInstead)};
   }
   if (has_volumes_) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: a sandbox with volumes cannot be checkpointed yet (CRIU does not "
-                 "restore idmapped mounts)" + std::string(kInstead)};
+                 "restore idmapped mounts)" +
+                     std::string(kInstead)};
   }
   if (egress_slot_) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: a sandbox with network \"egress\" cannot be checkpointed yet (its "
-                 "veth pair does not restore)" + std::string(kInstead)};
+                 "veth pair does not restore)" +
+                     std::string(kInstead)};
   }
   std::string exe(256, '\0');
   const ssize_t n =
@@ -487,7 +496,8 @@ Result<void> NamespaceSandbox::CheckpointPossible() const {
   if (!spawner_.is_init() || n <= 0 || exe.substr(0, static_cast<size_t>(n)) != kInitPathInside) {
     return Error{ErrorCode::kNotImplemented,
                  "checkpoint: this sandbox was created by an earlier build of sandstreamd, whose "
-                 "PID 1 cannot be checkpointed" + std::string(kInstead)};
+                 "PID 1 cannot be checkpointed" +
+                     std::string(kInstead)};
   }
   return Ok{};
 }
@@ -597,8 +607,7 @@ Op<Result<void>> NamespaceSandbox::Dump(const std::string& images, bool leave_ru
 Op<Result<void>> NamespaceSandbox::StartFromCheckpoint(const std::string& from) {
   const std::string& criu = state_->options.criu;
   if (criu.empty() || ::access(criu.c_str(), X_OK) != 0) {
-    co_return Error{ErrorCode::kNotImplemented,
-                    "restore: CRIU is not installed at '" + criu + "'"};
+    co_return Error{ErrorCode::kNotImplemented, "restore: CRIU is not installed at '" + criu + "'"};
   }
   if (layered_ || has_volumes_) {
     co_return Error{ErrorCode::kNotImplemented,
@@ -632,7 +641,8 @@ Op<Result<void>> NamespaceSandbox::StartFromCheckpoint(const std::string& from) 
     if (::chmod(entry.path().c_str(), 0644) != 0) co_return fail("restore: chmod " + name, errno);
     if (auto r = LinkOrCopy(entry.path().string(), images + "/" + name); !r) co_return r;
   }
-  if (ec) co_return Error{ErrorCode::kSandboxSetupFailed, "restore: list " + from + ": " + ec.message()};
+  if (ec)
+    co_return Error{ErrorCode::kSandboxSetupFailed, "restore: list " + from + ": " + ec.message()};
   auto facts = ReadFile(images + "/" + kFactsFile);
   if (!facts) co_return std::move(facts).error();
   if (auto r = AdoptImages(*facts); !r) co_return r;
@@ -643,7 +653,8 @@ Op<Result<void>> NamespaceSandbox::StartFromCheckpoint(const std::string& from) 
 
 Result<void> NamespaceSandbox::AdoptImages(const std::string& facts) {
   const std::string images = CheckpointDir();
-  const uint32_t from_ids = static_cast<uint32_t>(std::strtoul(Fact(facts, "ids").c_str(), nullptr, 10));
+  const uint32_t from_ids =
+      static_cast<uint32_t>(std::strtoul(Fact(facts, "ids").c_str(), nullptr, 10));
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(images, ec)) {
     const std::string name = entry.path().filename().string();
@@ -661,7 +672,8 @@ Result<void> NamespaceSandbox::AdoptImages(const std::string& facts) {
       return SysError(ErrorCode::kSandboxSetupFailed, "restore: chown " + name, errno);
     }
   }
-  if (ec) return Error{ErrorCode::kSandboxSetupFailed, "restore: list " + images + ": " + ec.message()};
+  if (ec)
+    return Error{ErrorCode::kSandboxSetupFailed, "restore: list " + images + ": " + ec.message()};
   return Ok{};
 }
 

@@ -152,9 +152,9 @@ Result<std::string> ShiftUsernsImage(std::string_view image, uint32_t from, uint
     while (auto f = fields.Next()) {
       if (f->number == 2 && f->type == kVarint) {
         if (f->varint < from || f->varint - from >= count) {
-          return Error{ErrorCode::kInvalidRequest,
-                       "checkpoint: its user namespace maps host id " + std::to_string(f->varint) +
-                           ", outside the range it was made in"};
+          return Error{ErrorCode::kInvalidRequest, "checkpoint: its user namespace maps host id " +
+                                                       std::to_string(f->varint) +
+                                                       ", outside the range it was made in"};
         }
         f->varint = f->varint - from + to;
       }
@@ -163,40 +163,41 @@ Result<std::string> ShiftUsernsImage(std::string_view image, uint32_t from, uint
     if (fields.bad()) return Malformed(kWhat);
     return out;
   };
-  return RewriteEntries(image, kUsernsMagic, kWhat, [&](std::string_view entry)
-                                                        -> Result<std::string> {
-    std::string out;
-    FieldReader fields(entry);
-    while (auto f = fields.Next()) {
-      // uid_map (1) and gid_map (2), each an extent.
-      if ((f->number == 1 || f->number == 2) && f->type == kLengthDelimited) {
-        Result<std::string> extent = shift_extent(f->bytes);
-        if (!extent) return std::move(extent).error();
-        Field shifted = *f;
-        shifted.bytes = *extent;
-        AppendField(out, shifted);
-        continue;
-      }
-      AppendField(out, *f);
-    }
-    if (fields.bad()) return Malformed(kWhat);
-    return out;
-  });
+  return RewriteEntries(image, kUsernsMagic, kWhat,
+                        [&](std::string_view entry) -> Result<std::string> {
+                          std::string out;
+                          FieldReader fields(entry);
+                          while (auto f = fields.Next()) {
+                            // uid_map (1) and gid_map (2), each an extent.
+                            if ((f->number == 1 || f->number == 2) && f->type == kLengthDelimited) {
+                              Result<std::string> extent = shift_extent(f->bytes);
+                              if (!extent) return std::move(extent).error();
+                              Field shifted = *f;
+                              shifted.bytes = *extent;
+                              AppendField(out, shifted);
+                              continue;
+                            }
+                            AppendField(out, *f);
+                          }
+                          if (fields.bad()) return Malformed(kWhat);
+                          return out;
+                        });
 }
 
 Result<std::string> RenameUtsImage(std::string_view image, std::string_view hostname) {
   constexpr std::string_view kWhat = "the uts namespace image";
-  return RewriteEntries(image, kUtsnsMagic, kWhat, [&](std::string_view entry)
-                                                       -> Result<std::string> {
-    std::string out;
-    FieldReader fields(entry);
-    while (auto f = fields.Next()) {
-      if (f->number == 1 && f->type == kLengthDelimited) f->bytes = hostname;  // nodename
-      AppendField(out, *f);
-    }
-    if (fields.bad()) return Malformed(kWhat);
-    return out;
-  });
+  return RewriteEntries(image, kUtsnsMagic, kWhat,
+                        [&](std::string_view entry) -> Result<std::string> {
+                          std::string out;
+                          FieldReader fields(entry);
+                          while (auto f = fields.Next()) {
+                            if (f->number == 1 && f->type == kLengthDelimited)
+                              f->bytes = hostname;  // nodename
+                            AppendField(out, *f);
+                          }
+                          if (fields.bad()) return Malformed(kWhat);
+                          return out;
+                        });
 }
 
 }  // namespace sandstream::sandbox

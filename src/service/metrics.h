@@ -37,7 +37,7 @@ struct Metrics {
   // "failed" (SERVFAIL: no upstream, a bad answer, a pin refused), "malformed" (FORMERR,
   // NOTIMP), "dropped" (past the rate or the queries in flight).
   std::map<std::string, uint64_t> dns_queries_total;
-  Histogram exec_duration;    // buffered exec, request to result
+  Histogram exec_duration;  // buffered exec, request to result
   // A sandbox's pause, asked to done (its processes stopped), and its resume, by PauseMode
   // (freeze, checkpoint): two orders of magnitude apart.
   Histogram pause_duration[2];

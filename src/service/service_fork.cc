@@ -119,7 +119,8 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
       return ec;
     };
     if (std::error_code ec = co_await OffThread(blocking_pool_, std::move(remove)); ec) {
-      log::Warn("a fork's checkpoint could not be removed", {{"path", dir}, {"error", ec.message()}});
+      log::Warn("a fork's checkpoint could not be removed",
+                {{"path", dir}, {"error", ec.message()}});
     }
   }
   if (!made) {
@@ -130,8 +131,7 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
   }
   if (memory) {
     metrics_.forks_total += ids.size();
-    metrics_.fork_duration.Observe(
-        std::chrono::duration<double>(SteadyNow() - asked).count());
+    metrics_.fork_duration.Observe(std::chrono::duration<double>(SteadyNow() - asked).count());
   }
   json::array forked;
   for (const std::string& id : ids) forked.push_back(json::value(id));
@@ -163,9 +163,11 @@ asio::awaitable<Result<const Template*>> Service::MemorySnapshot(std::string san
   if (written) {
     // The daemon's from here: the source's ids may be another sandbox's once it is gone.
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      if (::lchown(entry.path().c_str(), 0, 0) != 0) written = SysError(ErrorCode::kInternal, "snapshot: chown " + entry.path().string(), errno);
+      if (::lchown(entry.path().c_str(), 0, 0) != 0)
+        written = SysError(ErrorCode::kInternal, "snapshot: chown " + entry.path().string(), errno);
     }
-    if (::chown(dir.c_str(), 0, 0) != 0) written = SysError(ErrorCode::kInternal, "snapshot: chown " + dir, errno);
+    if (::chown(dir.c_str(), 0, 0) != 0)
+      written = SysError(ErrorCode::kInternal, "snapshot: chown " + dir, errno);
   }
   if (written) {
     // Written last: a directory without it is one a dying daemon left (RemoveLeftoverCheckpoints).
@@ -177,9 +179,8 @@ asio::awaitable<Result<const Template*>> Service::MemorySnapshot(std::string san
                                {"contexts", std::move(contexts)}};
     written = WriteFileAtomic(dir + "/" + kMemoryRecordsFile, json::serialize(records), 0600);
   }
-  Result<const Template*> made =
-      written ? template_service_.CommitMemorySnapshot(name, from, dir)
-              : Result<const Template*>(written.error());
+  Result<const Template*> made = written ? template_service_.CommitMemorySnapshot(name, from, dir)
+                                         : Result<const Template*>(written.error());
   if (!written) template_service_.AbandonSnapshot(name);
   if (!made) {
     std::filesystem::remove_all(dir, ec);
@@ -193,19 +194,20 @@ asio::awaitable<Result<const Template*>> Service::MemorySnapshot(std::string san
 Result<std::shared_ptr<const MemoryImage>> Service::MemoryOf(const Template& t) const {
   auto text = ReadFile(t.checkpoint + "/" + kMemoryRecordsFile);
   if (!text) {
-    return Error{ErrorCode::kConflict,
-                 "template '" + t.name + "': its checkpoint is gone (" + text.error().message + ")"};
+    return Error{ErrorCode::kConflict, "template '" + t.name + "': its checkpoint is gone (" +
+                                           text.error().message + ")"};
   }
   auto image = std::make_shared<MemoryImage>();
   image->dir = t.checkpoint;
   try {
     const json::object o = json::parse(*text).as_object();
     image->source = json::value_to<std::string>(o.at("source"));
-    for (const auto& v : o.at("processes").as_array()) image->processes.push_back(json::serialize(v));
+    for (const auto& v : o.at("processes").as_array())
+      image->processes.push_back(json::serialize(v));
     for (const auto& v : o.at("contexts").as_array()) image->contexts.push_back(json::serialize(v));
   } catch (const std::exception& e) {
-    return Error{ErrorCode::kInternal, "template '" + t.name + "': unreadable " +
-                                           kMemoryRecordsFile + ": " + e.what()};
+    return Error{ErrorCode::kInternal,
+                 "template '" + t.name + "': unreadable " + kMemoryRecordsFile + ": " + e.what()};
   }
   return std::shared_ptr<const MemoryImage>(std::move(image));
 }

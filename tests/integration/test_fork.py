@@ -34,7 +34,8 @@ if not os.access(CRIU, os.X_OK):
                 "forks with memory cannot be tested", allow_module_level=True)
 
 # After the guard: test_checkpoint's own guard skips the same way.
-from test_checkpoint import COUNTER, KEEP, Stream, cmdline_inside  # noqa: E402
+from test_checkpoint import (COUNTER, KEEP, Stream, cmdline_inside, get, process,  # noqa: E402
+                             start)
 
 TAR = {"Content-Type": "application/x-tar"}
 
@@ -43,27 +44,6 @@ def fork(c: httpx.Client, sb: str, **body: Any) -> dict[str, Any]:
     """POST .../fork with `body`; asserts 201 and returns the answer."""
     r = c.post(f"/v1/sandboxes/{sb}/fork", json=body, timeout=120)
     assert r.status_code == 201, r.text
-    out: dict[str, Any] = r.json()
-    return out
-
-
-def get(c: httpx.Client, sb: str) -> dict[str, Any]:
-    r = c.get(f"/v1/sandboxes/{sb}")
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
-
-
-def start(c: httpx.Client, sb: str, **body: Any) -> dict[str, Any]:
-    r = c.post(f"/v1/sandboxes/{sb}/processes", json=body)
-    assert r.status_code == 201, r.text
-    out: dict[str, Any] = r.json()
-    return out
-
-
-def process(c: httpx.Client, sb: str, pid: str) -> dict[str, Any]:
-    r = c.get(f"/v1/sandboxes/{sb}/processes/{pid}")
-    assert r.status_code == 200, r.text
     out: dict[str, Any] = r.json()
     return out
 

@@ -472,14 +472,15 @@ asio::awaitable<void> ListSnapshots(Context& ctx) {
   const std::string name(ctx.Query("name").value_or(""));
   int64_t limit = 100;
   int64_t from = 0;
-  for (auto [key, value, min] : {std::tuple{"limit", &limit, int64_t{1}},
-                                 std::tuple{"nextToken", &from, int64_t{0}}}) {
+  for (auto [key, value, min] :
+       {std::tuple{"limit", &limit, int64_t{1}}, std::tuple{"nextToken", &from, int64_t{0}}}) {
     if (auto asked = ctx.Query(key)) {
       const std::string_view v = *asked;
       if (std::from_chars(v.data(), v.data() + v.size(), *value).ec != std::errc() ||
           *value < min) {
-        co_return co_await ReplyError(ctx, Invalid(std::string(key) + " must be an integer of at least " +
-                                                   std::to_string(min)));
+        co_return co_await ReplyError(
+            ctx,
+            Invalid(std::string(key) + " must be an integer of at least " + std::to_string(min)));
       }
     }
   }
@@ -492,9 +493,8 @@ asio::awaitable<void> ListSnapshots(Context& ctx) {
     }
     found.push_back(t);
   }
-  std::ranges::sort(found, [](const Template* a, const Template* b) {
-    return a->created_at > b->created_at;
-  });
+  std::ranges::sort(
+      found, [](const Template* a, const Template* b) { return a->created_at > b->created_at; });
   json::array answer;
   for (size_t i = static_cast<size_t>(from);
        i < found.size() && static_cast<int64_t>(answer.size()) < limit; ++i) {
@@ -517,7 +517,8 @@ asio::awaitable<void> DeleteTemplate(Context& ctx) {
     co_return co_await ReplyError(ctx, ErrorCode::kNotFound, "template " + name + " not found");
   }
   if (!ctx.principal.admin() && t->tenant != ctx.principal.tenant) {
-    co_return co_await ReplyError(ctx, ErrorCode::kForbidden, "template '" + name + "' is the admin's");
+    co_return co_await ReplyError(ctx, ErrorCode::kForbidden,
+                                  "template '" + name + "' is the admin's");
   }
   auto deleted = co_await ctx.service.DeleteTemplate(name);
   if (!deleted) co_return co_await ReplyError(ctx, deleted.error());

@@ -117,11 +117,12 @@ asio::awaitable<void> GetMetrics(Context& ctx) {
   // Each family's help, then its histograms, each under its labels.
   using Label = sandstream::http::PrometheusText::Label;
   using Labelled = std::pair<std::vector<Label>, const Histogram*>;
-  const auto by_mode = [](const Histogram (&h)[2]) {
+  const auto by_mode = [](const Histogram(&h)[2]) {
     return std::vector<Labelled>{{{{"mode", "freeze"}}, &h[0]}, {{{"mode", "checkpoint"}}, &h[1]}};
   };
   const std::tuple<const char*, const char*, std::vector<Labelled>> histograms[] = {
-      {"sandstream_exec_duration_seconds", "Buffered exec, request to result.",
+      {"sandstream_exec_duration_seconds",
+       "Buffered exec, request to result.",
        {{{}, &m.exec_duration}}},
       {"sandstream_pause_duration_seconds",
        "Pausing a sandbox, asked to its processes stopped (mode checkpoint: written to disk).",

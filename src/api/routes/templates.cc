@@ -75,7 +75,7 @@ asio::awaitable<void> Import(Service& service, std::string name, std::string ten
 // text/event-stream, the progress as SSE ending with it.
 asio::awaitable<void> ReplyWithTemplate(Context& ctx, std::string name, ImageSource source) {
   auto progress = std::make_shared<EventLog>(LogLimits{1u << 20, 4096});
-  auto report = [progress](json::object step) {
+  auto report = [progress](const json::object& step) {
     progress->Append("progress", json::serialize(step));
   };
   if (!WantsStream(ctx, false)) {
