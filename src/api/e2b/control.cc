@@ -12,6 +12,7 @@
 #include "api/e2b/connect.h"
 #include "api/e2b/routes.h"
 #include "api/request.h"
+#include "api/routes/routes.h"
 #include "base/clock.h"
 #include "base/ids.h"
 #include "base/log.h"
@@ -508,21 +509,10 @@ asio::awaitable<void> ListSnapshots(Context& ctx) {
                  std::move(fields));
 }
 
-// E2B's deleteSnapshot (and template deletion): the caller's own template, when no sandbox
-// uses it.
+// E2B's deleteSnapshot (and template deletion): sandstream's DELETE /v1/templates/{name}, its
+// errors in E2B's shape (the route's dialect).
 asio::awaitable<void> DeleteTemplate(Context& ctx) {
-  const std::string name = ctx.params.at(0);
-  const Template* t = ctx.service.templates().Find(name);
-  if (!t || !TemplateService::MayUse(*t, ctx.principal.tenant, ctx.principal.admin())) {
-    co_return co_await ReplyError(ctx, ErrorCode::kNotFound, "template " + name + " not found");
-  }
-  if (!ctx.principal.admin() && t->tenant != ctx.principal.tenant) {
-    co_return co_await ReplyError(ctx, ErrorCode::kForbidden,
-                                  "template '" + name + "' is the admin's");
-  }
-  auto deleted = co_await ctx.service.DeleteTemplate(name);
-  if (!deleted) co_return co_await ReplyError(ctx, deleted.error());
-  co_await ReplyEmpty(ctx, http::status::no_content);
+  co_await api::DeleteTemplate(ctx);
 }
 
 asio::awaitable<void> SetTimeout(Context& ctx) {
