@@ -265,6 +265,9 @@ class Service {
   };
   boost::asio::awaitable<void> CreateFork(SandboxRequest req, std::shared_ptr<ForkBatch> batch,
                                           size_t i);
+  // A path for a new checkpoint (CheckpointTo makes it) in checkpoints_dir, which is made
+  // (the daemon's alone) if missing; `prefix` says whose ("fork_", "snapshot_").
+  std::string NewCheckpointDir(std::string_view prefix) const;
   // What forks a dying daemon was making left in checkpoints_dir.
   void RemoveLeftoverCheckpoints();
   // Paused state applied to what runs and counts: its processes' timeouts, its TTL.

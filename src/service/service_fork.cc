@@ -27,6 +27,13 @@ namespace sandstream {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
+std::string Service::NewCheckpointDir(std::string_view prefix) const {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.checkpoints_dir, ec);
+  ::chmod(options_.checkpoints_dir.c_str(), 0700);
+  return options_.checkpoints_dir + "/" + NewId(prefix);
+}
+
 asio::awaitable<Result<std::shared_ptr<const MemoryImage>>> Service::TakeMemoryImage(
     std::string sandbox_id, std::string dir, bool durable) {
   SandboxEntry* sb = Entry(sandbox_id);
@@ -82,9 +89,7 @@ asio::awaitable<Result<std::vector<const SandboxEntry*>>> Service::ForkSandbox(
   std::string dir;
   if (memory) {
     std::error_code ec;
-    std::filesystem::create_directories(options_.checkpoints_dir, ec);
-    ::chmod(options_.checkpoints_dir.c_str(), 0700);
-    dir = options_.checkpoints_dir + "/" + NewId("fork_");
+    dir = NewCheckpointDir("fork_");
     auto image = co_await TakeMemoryImage(sandbox_id, dir, false);
     if (!image) {
       std::filesystem::remove_all(dir, ec);
@@ -155,9 +160,7 @@ asio::awaitable<Result<const Template*>> Service::MemorySnapshot(std::string san
     co_return std::move(reserved).error();
   }
   std::error_code ec;
-  std::filesystem::create_directories(options_.checkpoints_dir, ec);
-  ::chmod(options_.checkpoints_dir.c_str(), 0700);
-  const std::string dir = options_.checkpoints_dir + "/" + NewId("snapshot_");
+  const std::string dir = NewCheckpointDir("snapshot_");
   auto image = co_await TakeMemoryImage(sandbox_id, dir, true);
   Result<void> written = image ? Result<void>(Ok{}) : Result<void>(image.error());
   if (written) {
